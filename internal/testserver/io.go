@@ -1,0 +1,8 @@
+package testserver
+
+import (
+	"bufio"
+	"io"
+)
+
+func ioReadFull(br *bufio.Reader, buf []byte) (int, error) { return io.ReadFull(br, buf) }

@@ -1,0 +1,170 @@
+package region
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Clock tells the time. Now must carry a monotonic reading (time.Now does),
+// because lease expiry is measured on it.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// ShareSource says what fraction of a key's global limit this region holds,
+// in (0, 1]. The gossip package provides one that follows cross-region
+// demand. Called on the slow path only; after a key's share changes, call
+// Limiter.Invalidate(key) so that its lease is re-taken at the new size.
+type ShareSource interface {
+	Share(key string) float64
+}
+
+// ProcessCounter says how many limiter processes share this region's store
+// (memberlist provides the live count). Lease caps and degraded floors are
+// divided by it. Called on the slow path only.
+type ProcessCounter interface {
+	Processes() int
+}
+
+// Config configures a Limiter. Start from DefaultConfig; New validates a copy.
+type Config struct {
+	// Region names this process's region, for usage and logs. Default "local".
+	Region string
+
+	// StoreTimeout is the hard limit on one store call; slower calls count as
+	// failures and the decision degrades. Default 5ms.
+	StoreTimeout time.Duration
+
+	// LeaseTTL is how long a lease may be spent. Unspent permits of an expired
+	// lease go back to the store (on the key's next store call or the next
+	// sweep), so an idle process hoards nothing for longer than this.
+	// Default 2s.
+	LeaseTTL time.Duration
+
+	// AccuracyBudget is the fraction of AccuracyHorizon's worth of a key's
+	// regional rate that the leases of all the region's processes may hold at
+	// once: the cap on one lease is budget × rate × horizon × share /
+	// processes. Default 0.01 (1 % of a minute's limit).
+	AccuracyBudget float64
+	// AccuracyHorizon: see AccuracyBudget. Default 60s.
+	AccuracyHorizon time.Duration
+
+	// ProcessEstimate is the number of processes sharing the region's store,
+	// used when Processes is nil. Default 1.
+	ProcessEstimate int
+	// Processes, when set, gives the live process count (membership).
+	Processes ProcessCounter
+
+	// Shares, when set, gives the region's share of each key; nil means 1.
+	Shares ShareSource
+
+	// Costs, when set, gives endpoint weights for AllowEndpoint; an endpoint
+	// it does not know costs DefaultCost. nil means every endpoint costs
+	// DefaultCost.
+	Costs CostResolver
+	// DefaultCost is the cost of an endpoint with no weight. Default 1;
+	// 0 makes unknown endpoints an error (ErrUnknownEndpoint).
+	DefaultCost int64
+
+	// MaxKeys caps the keys holding local state. Beyond it the least recently
+	// used key is evicted: its unspent lease goes back to the store and its
+	// usage is handed to the sink first. Default 100,000.
+	MaxKeys int
+
+	// Window is the accounting window. Default 60s.
+	Window time.Duration
+	// Usage receives usage deltas; nil discards them.
+	Usage UsageSink
+	// FlushInterval is how often Run hands usage to Usage. Default 5s.
+	FlushInterval time.Duration
+	// SweepInterval is how often Run returns expired leases. Default 1s.
+	SweepInterval time.Duration
+
+	// MinLocalShare is the floor of this process's share of a key's regional
+	// traffic in degraded mode: the local bucket is limit × region share ×
+	// max(EWMA local share, floor). The floor is the larger of MinLocalShare
+	// and FloorFraction / processes. Defaults 0.02 and 0.25.
+	MinLocalShare float64
+	// FloorFraction: see MinLocalShare.
+	FloorFraction float64
+	// LocalShareAlpha is the EWMA weight of one local-share sample.
+	// Default 0.2.
+	LocalShareAlpha float64
+
+	// BreakerThreshold is the number of consecutive store failures that open
+	// the circuit breaker. Default 3.
+	BreakerThreshold int
+	// BreakerCooldown is how long the breaker stays open before one probe
+	// call may try the store. Default 250ms.
+	BreakerCooldown time.Duration
+
+	// Clock is the time source; nil means the system clock.
+	Clock Clock
+
+	// Observer, when set, is told of store calls and state changes, for
+	// metrics. Its methods are called on the slow path only.
+	Observer Observer
+}
+
+// Observer receives slow-path events for metrics. Methods must be cheap and
+// safe for concurrent use.
+type Observer interface {
+	// StoreCall reports one store call, its latency, the permits asked and
+	// granted, and its error (nil on success).
+	StoreCall(latency time.Duration, want, granted int64, err error)
+	// BreakerState reports the breaker's new state.
+	BreakerState(s BreakerState)
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Region:           "local",
+		StoreTimeout:     5 * time.Millisecond,
+		LeaseTTL:         2 * time.Second,
+		AccuracyBudget:   0.01,
+		AccuracyHorizon:  time.Minute,
+		ProcessEstimate:  1,
+		DefaultCost:      1,
+		MaxKeys:          100_000,
+		Window:           time.Minute,
+		FlushInterval:    5 * time.Second,
+		SweepInterval:    time.Second,
+		MinLocalShare:    0.02,
+		FloorFraction:    0.25,
+		LocalShareAlpha:  0.2,
+		BreakerThreshold: 3,
+		BreakerCooldown:  250 * time.Millisecond,
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	check := func(ok bool, field, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("region: config %s: "+format, append([]any{field}, args...)...))
+		}
+	}
+	check(c.Region != "", "Region", "must not be empty")
+	check(c.StoreTimeout > 0, "StoreTimeout", "must be positive, got %v", c.StoreTimeout)
+	check(c.LeaseTTL > 0, "LeaseTTL", "must be positive, got %v", c.LeaseTTL)
+	check(c.AccuracyBudget > 0 && c.AccuracyBudget <= 1, "AccuracyBudget", "must be in (0, 1], got %v", c.AccuracyBudget)
+	check(c.AccuracyHorizon > 0, "AccuracyHorizon", "must be positive, got %v", c.AccuracyHorizon)
+	check(c.ProcessEstimate >= 1, "ProcessEstimate", "must be at least 1, got %d", c.ProcessEstimate)
+	check(c.DefaultCost >= 0, "DefaultCost", "must not be negative, got %d", c.DefaultCost)
+	check(c.MaxKeys >= 1, "MaxKeys", "must be at least 1, got %d", c.MaxKeys)
+	check(c.Window > 0, "Window", "must be positive, got %v", c.Window)
+	check(c.FlushInterval > 0, "FlushInterval", "must be positive, got %v", c.FlushInterval)
+	check(c.SweepInterval > 0, "SweepInterval", "must be positive, got %v", c.SweepInterval)
+	check(c.MinLocalShare > 0 && c.MinLocalShare <= 1, "MinLocalShare", "must be in (0, 1], got %v", c.MinLocalShare)
+	check(c.FloorFraction >= 0 && c.FloorFraction <= 1, "FloorFraction", "must be in [0, 1], got %v", c.FloorFraction)
+	check(c.LocalShareAlpha > 0 && c.LocalShareAlpha <= 1, "LocalShareAlpha", "must be in (0, 1], got %v", c.LocalShareAlpha)
+	check(c.BreakerThreshold >= 1, "BreakerThreshold", "must be at least 1, got %d", c.BreakerThreshold)
+	check(c.BreakerCooldown > 0, "BreakerCooldown", "must be positive, got %v", c.BreakerCooldown)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,29 @@
+package region
+
+import "time"
+
+// Decision is the answer to one Allow call. A rejection is a Decision with
+// Allowed false, never an error. All counts are in cost units.
+type Decision struct {
+	// Allowed reports whether the cost was spent.
+	Allowed bool
+	// Remaining is the region's bucket as of the last store sync, less what
+	// this process spent since (seed R4). It is never just the local lease.
+	// While degraded it is the local degraded bucket.
+	Remaining int64
+	// Limit is the plan's capacity (its burst), the most a key may spend at once.
+	Limit int64
+	// RetryAfter is how long until cost could be admitted: (cost − tokens) /
+	// rate at the region's effective rate. Zero when Allowed, never zero when
+	// not.
+	RetryAfter time.Duration
+	// Reset is how long until the region's bucket would be full again if the
+	// key spent nothing more.
+	Reset time.Duration
+	// Stale is the age of the store sync that Remaining is based on.
+	Stale time.Duration
+	// Degraded reports that the store was unavailable and the decision came
+	// from the local degraded bucket (seed R1). Such decisions are also
+	// counted as degraded in usage.
+	Degraded bool
+}

@@ -1,0 +1,27 @@
+// Package region decides, inside one API process, whether a request may spend
+// cost against a key's limit in this process's region.
+//
+// A Limiter holds, per key, a lease of permits taken from the region's shared
+// token bucket (a Store: Redis in production, MemoryStore for a single
+// process). Decisions spend from the lease without I/O, allocation or a
+// process-wide lock; only when a lease is exhausted, expired or invalidated
+// does the Limiter make one Store call, which returns unused permits and
+// leases new ones atomically.
+//
+// What region owns: leasing (adaptive sizes, caps from the accuracy budget,
+// TTLs), the clock offset to the store, degraded mode when the store fails,
+// bounded per-key state, and per-window usage counters handed to a UsageSink.
+// What it does not own: other regions (a ShareSource says what fraction of a
+// key's global limit this region holds), membership (a ProcessCounter says how
+// many processes share the region), the plan catalogue (a PlanResolver), and
+// shipping usage anywhere (a UsageSink).
+//
+// Time: the Limiter reads a Clock (the system clock by default) for lease
+// expiry and local buckets, and learns the store's clock from lease replies
+// for accounting windows. Token refill itself happens in the store, on the
+// store's clock, so process clock skew cannot change admission.
+//
+// Concurrency: every exported method of Limiter is safe for concurrent use.
+// Per-key state lives in shards, each behind its own mutex; store calls for
+// one key are serialised so that concurrent misses share one lease.
+package region

@@ -1,0 +1,29 @@
+package region
+
+import "errors"
+
+// Errors returned by the Limiter. A rejection is not an error: an error means
+// the Limiter could not decide. Each is wrapped with context naming the field.
+var (
+	// ErrInvalidKey: the key is empty, longer than MaxKeyLen bytes, or holds a
+	// byte that is not printable ASCII.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidCost: the cost is zero or negative.
+	ErrInvalidCost = errors.New("invalid cost")
+	// ErrCostExceedsCapacity: the cost is larger than the plan's capacity, so
+	// no amount of waiting could admit it.
+	ErrCostExceedsCapacity = errors.New("cost exceeds capacity")
+	// ErrUnknownPlan: the key resolves to no plan.
+	ErrUnknownPlan = errors.New("unknown plan")
+	// ErrInvalidPlan: a plan has a non-positive rate or a capacity below 1.
+	ErrInvalidPlan = errors.New("invalid plan")
+	// ErrUnknownEndpoint: AllowEndpoint was given an endpoint with no weight
+	// while Config.Costs is set and has no default.
+	ErrUnknownEndpoint = errors.New("unknown endpoint")
+	// ErrStoreUnavailable: the store failed or timed out. The Limiter never
+	// returns it from Allow (it degrades instead); stores and tests use it.
+	ErrStoreUnavailable = errors.New("store unavailable")
+)
+
+// MaxKeyLen is the longest key, in bytes, the Limiter accepts.
+const MaxKeyLen = 256

@@ -1,0 +1,48 @@
+package region
+
+import (
+	"context"
+	"time"
+)
+
+// Store is a region's shared token buckets, one per key. Implementations:
+// RedisStore (production) and MemoryStore (one process). Both pass the same
+// contract tests.
+type Store interface {
+	// Lease refills the key's bucket on the store's own clock, credits back
+	// req.Return unused permits (capped at capacity), and then grants up to
+	// req.Want permits if at least req.Min tokens are available. Near
+	// exhaustion the grant is cut to tokens/req.Spread (but never below
+	// req.Min), so that the processes sharing the bucket split what is left.
+	// Every write sets the bucket's expiry to twice its time to fill.
+	Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error)
+}
+
+// LeaseRequest is one slow-path store call. Rate and Capacity are the
+// region's bucket, already scaled by the region's share of the key's limit,
+// so a share change needs no migration.
+type LeaseRequest struct {
+	Key      string  // API key; the store derives its own bucket name
+	Rate     float64 // refill, cost units per second, > 0
+	Capacity float64 // bucket size, cost units, > 0
+	Want     int64   // permits asked for, ≥ 0 (0 = only return)
+	Min      int64   // grant nothing unless at least this many are available
+	Return   int64   // unused permits given back, ≥ 0
+	Spread   int64   // near exhaustion, grant at most tokens/Spread, ≥ 1
+}
+
+// LeaseReply is the store's answer.
+type LeaseReply struct {
+	// Granted permits, 0 ≤ Granted ≤ Want.
+	Granted int64
+	// Tokens left in the bucket after the grant.
+	Tokens float64
+	// StoreTime is the store's clock when it served the call.
+	StoreTime time.Time
+	// GrantedTotal counts net permits (grants less returns) the bucket has
+	// handed out since it was created. Differences between two replies give
+	// the whole region's consumption in between, from which the Limiter
+	// learns this process's share of the key's traffic (seed R1). It restarts
+	// when the bucket expires.
+	GrantedTotal int64
+}
