@@ -1,0 +1,94 @@
+package region
+
+import (
+	"sync"
+	"time"
+)
+
+// BreakerState is the circuit breaker's state.
+type BreakerState int32
+
+const (
+	// BreakerClosed: the store is healthy and every miss calls it.
+	BreakerClosed BreakerState = iota
+	// BreakerOpen: the store failed BreakerThreshold times in a row; misses
+	// degrade without calling it until BreakerCooldown has passed.
+	BreakerOpen
+	// BreakerHalfOpen: one probe call is trying the store; other misses
+	// degrade until it answers.
+	BreakerHalfOpen
+)
+
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "unknown"
+}
+
+// breaker decides whether a slow-path call may try the store. It is touched
+// on the slow path only, so a mutex is cheap enough.
+type breaker struct {
+	threshold int
+	cooldown  time.Duration
+	onChange  func(BreakerState)
+
+	mu       sync.Mutex
+	state    BreakerState  // guarded by mu
+	failures int           // consecutive failures; guarded by mu
+	openedAt time.Duration // limiter time the breaker last opened; guarded by mu
+}
+
+// allow reports whether a store call may be made at limiter time now. In the
+// open state, after the cooldown, exactly one caller becomes the probe.
+func (b *breaker) allow(now time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case BreakerClosed:
+		return true
+	case BreakerOpen:
+		if now-b.openedAt >= b.cooldown {
+			b.setLocked(BreakerHalfOpen)
+			return true
+		}
+	}
+	return false
+}
+
+func (b *breaker) success() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures = 0
+	if b.state != BreakerClosed {
+		b.setLocked(BreakerClosed)
+	}
+}
+
+func (b *breaker) failure(now time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	if b.state == BreakerHalfOpen || (b.state == BreakerClosed && b.failures >= b.threshold) {
+		b.openedAt = now
+		b.setLocked(BreakerOpen)
+	}
+}
+
+func (b *breaker) current() BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+func (b *breaker) setLocked(s BreakerState) {
+	b.state = s
+	if b.onChange != nil {
+		b.onChange(s)
+	}
+}
