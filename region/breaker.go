@@ -41,19 +41,19 @@ type breaker struct {
 	mu       sync.Mutex
 	state    BreakerState  // guarded by mu
 	failures int           // consecutive failures; guarded by mu
-	openedAt time.Duration // limiter time the breaker last opened; guarded by mu
+	openedAt int64         // limiter ns the breaker last opened; guarded by mu
 }
 
 // allow reports whether a store call may be made at limiter time now. In the
 // open state, after the cooldown, exactly one caller becomes the probe.
-func (b *breaker) allow(now time.Duration) bool {
+func (b *breaker) allow(now int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state {
 	case BreakerClosed:
 		return true
 	case BreakerOpen:
-		if now-b.openedAt >= b.cooldown {
+		if time.Duration(now-b.openedAt) >= b.cooldown {
 			b.setLocked(BreakerHalfOpen)
 			return true
 		}
@@ -70,7 +70,7 @@ func (b *breaker) success() {
 	}
 }
 
-func (b *breaker) failure(now time.Duration) {
+func (b *breaker) failure(now int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++

@@ -1,0 +1,133 @@
+package region
+
+import (
+	"math"
+	"time"
+)
+
+// entry is one key's local state. It is kept small (the target is 128 bytes
+// per tracked key, map slot included): times are limiter nanoseconds (see
+// Limiter.now), regional bucket parameters are float32 because they only
+// shape Reset and RetryAfter, and usage deltas are 32-bit, flushed early
+// when they would overflow. All fields are guarded by the shard's mutex.
+type entry struct {
+	permits   int64 // unspent permits of the current lease
+	remaining int64 // regional tokens at the last sync (our lease included), less our spend since
+	leaseExp  int64 // limiter ns after which the lease may not be spent
+	syncAt    int64 // limiter ns of the last successful store call; 0 = never
+	windowEnd int64 // store-clock unix ns at which the current accounting window ends
+	degAt     int64 // limiter ns the degraded bucket was last refilled; 0 = not degraded
+	limit     int64 // the plan's capacity (global), for Decision.Limit and the cost check
+
+	rate       float32 // regional refill, cost units per second
+	capacity   float32 // regional capacity
+	degTokens  float32 // degraded local bucket
+	shareMine  float32 // EWMA of this process's net grants
+	shareAll   float32 // EWMA of the region's net grants over the same calls
+	lastGrants uint32  // low bits of the store's GrantedTotal at the last sync
+	epoch      uint32  // Limiter.epoch when the plan fields were resolved
+	nextLease  uint32  // AIMD lease size for the next store call
+
+	spent, rejected, degraded uint32 // usage deltas of the current window
+	leased                    int32
+
+	referenced bool // set on use, cleared by the eviction scan (second chance)
+	busy       bool // a store call for this key is in flight: do not evict
+	haveGrants bool // lastGrants is valid
+}
+
+// usage moves the entry's deltas into a Usage and zeroes them.
+func (e *entry) takeUsage(key string, w time.Duration) Usage {
+	u := Usage{
+		Key:         key,
+		WindowStart: time.Unix(0, e.windowEnd-int64(w)).UTC(),
+		Spent:       int64(e.spent),
+		Leased:      int64(e.leased),
+		Rejected:    int64(e.rejected),
+		Degraded:    int64(e.degraded),
+	}
+	e.spent, e.leased, e.rejected, e.degraded = 0, 0, 0, 0
+	return u
+}
+
+func (e *entry) hasUsage() bool {
+	return e.spent != 0 || e.leased != 0 || e.rejected != 0 || e.degraded != 0
+}
+
+// fits reports whether adding n to every delta keeps it in range.
+func (e *entry) fits(n int64) bool {
+	const most = math.MaxInt32
+	return n < most && int64(e.spent)+n < math.MaxUint32 && int64(e.rejected)+n < math.MaxUint32 &&
+		int64(e.leased)+n < most && int64(e.leased)-n > -most
+}
+
+// localShare is this process's share of the key's regional traffic, learned
+// while the store was healthy, or 1/processes before anything was learned.
+func (e *entry) localShare(processes int) float64 {
+	if e.shareAll <= 0 {
+		return 1 / float64(processes)
+	}
+	return math.Min(1, float64(e.shareMine/e.shareAll))
+}
+
+// observeGrants learns the local share from one store reply: mine is this
+// process's net grant in the call, total the store's running count.
+func (e *entry) observeGrants(mine, total int64, alpha float32) {
+	t := uint32(total)
+	if e.haveGrants {
+		all := int64(int32(t - e.lastGrants))
+		if all > 0 && mine >= 0 && mine <= all {
+			e.shareMine += alpha * (float32(mine) - e.shareMine)
+			e.shareAll += alpha * (float32(all) - e.shareAll)
+		}
+	}
+	e.lastGrants, e.haveGrants = t, true
+}
+
+// regionalAt estimates the regional tokens at limiter time now from the last
+// sync: an upper bound, because other processes only take tokens away.
+func (e *entry) regionalAt(now int64) float64 {
+	est := float64(e.remaining) + float64(e.rate)*float64(now-e.syncAt)/1e9
+	return math.Min(est, float64(e.capacity))
+}
+
+func (e *entry) decision(allowed bool, now, cost int64) Decision {
+	rem := e.remaining
+	if rem < 0 {
+		rem = 0
+	}
+	d := Decision{
+		Allowed:   allowed,
+		Remaining: rem,
+		Limit:     e.limit,
+		Reset:     refillTime(float64(e.capacity)-float64(rem), float64(e.rate)),
+	}
+	if e.syncAt != 0 {
+		d.Stale = time.Duration(now - e.syncAt)
+	}
+	if !allowed {
+		d.RetryAfter = retryAfter(float64(cost)-e.regionalAt(now), float64(e.rate))
+	}
+	return d
+}
+
+// retryAfter is (cost − tokens) / rate, never less than a millisecond: a
+// rejection always tells the client to wait.
+func retryAfter(missing, rate float64) time.Duration {
+	d := refillTime(missing, rate)
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	return d
+}
+
+func refillTime(missing, rate float64) time.Duration {
+	if missing <= 0 || rate <= 0 {
+		return 0
+	}
+	s := missing / rate
+	if s > float64(math.MaxInt64/int64(time.Second)) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(math.Ceil(s * float64(time.Second)))
+}

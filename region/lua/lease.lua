@@ -1,0 +1,71 @@
+-- lease.lua: refill a key's regional token bucket, take back returned
+-- permits and grant a lease, atomically.
+--
+-- KEYS[1]  the bucket hash, e.g. "quota:{acct_1}" (hash tag: Redis Cluster
+--          keeps every key of one API key on one slot)
+-- ARGV[1]  rate: refill, cost units per second (float, > 0), already scaled
+--          by the region's share
+-- ARGV[2]  capacity: bucket size, cost units (float, > 0), already scaled
+-- ARGV[3]  want: permits asked for (integer, >= 0; 0 = only give back)
+-- ARGV[4]  min: grant nothing unless at least this many tokens are there
+--          (the decision's cost, integer >= 0)
+-- ARGV[5]  return: unused permits given back (integer, >= 0)
+-- ARGV[6]  spread: near exhaustion, grant at most tokens / spread (the
+--          region's process count, integer >= 1)
+--
+-- Hash fields: t = tokens (float), ts = last refill (microseconds, Redis
+-- TIME), g = net permits granted since creation (grants less returns).
+--
+-- Reply: { granted (integer), tokens left (string: a float), store time
+-- (integer microseconds since the epoch, from Redis TIME), g (integer) }.
+--
+-- Time source: Redis' own clock (TIME), never the caller's, so caller
+-- clock skew cannot change admission. Every call writes the hash and sets
+-- PEXPIRE to twice the time to fill the bucket: no key without a TTL.
+
+local rate = tonumber(ARGV[1])
+local capacity = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local min = tonumber(ARGV[4])
+local given = tonumber(ARGV[5])
+local spread = tonumber(ARGV[6])
+if not rate or rate <= 0 or not capacity or capacity <= 0 or not want or want < 0
+   or not min or min < 0 or not given or given < 0 or not spread or spread < 1 then
+  return redis.error_reply("ERR quota lease: bad arguments")
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local h = redis.call('HMGET', KEYS[1], 't', 'ts', 'g')
+local tokens = tonumber(h[1])
+local ts = tonumber(h[2])
+local g = tonumber(h[3]) or 0
+if tokens == nil or ts == nil then
+  tokens = capacity
+  ts = now
+end
+if tokens > capacity then
+  tokens = capacity -- the capacity shrank (plan or share change)
+end
+if now > ts then
+  tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
+  ts = now
+end
+
+if given > 0 then
+  tokens = math.min(capacity, tokens + given)
+  g = g - given
+end
+
+local granted = 0
+if want > 0 and tokens >= min then
+  granted = math.max(min, math.floor(tokens / spread))
+  granted = math.min(want, granted, math.floor(tokens))
+  tokens = tokens - granted
+  g = g + granted
+end
+
+redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'ts', ts, 'g', g)
+redis.call('PEXPIRE', KEYS[1], math.max(1000, math.ceil(2000 * capacity / rate)))
+return { granted, string.format('%.6f', tokens), now, g }

@@ -1,0 +1,105 @@
+package region
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"sync"
+	"time"
+)
+
+// MemoryStore is the Store contract in process: the embedded default for a
+// single process, and a reference for the Redis script. Buckets expire like
+// Redis keys (twice the time to fill), swept as calls pass.
+type MemoryStore struct {
+	clock  Clock
+	seed   maphash.Seed
+	shards [shardCount]memShard
+}
+
+type memShard struct {
+	mu      sync.Mutex
+	buckets map[string]*memBucket // guarded by mu
+	calls   int                   // guarded by mu; paces sweeps
+}
+
+type memBucket struct {
+	tokens  float64
+	ts      time.Time
+	granted int64
+	expires time.Time
+}
+
+// memSweepEvery is how many calls pass between sweeps of one shard.
+const memSweepEvery = 4096
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty store on clock (nil: the system clock).
+func NewMemoryStore(clock Clock) *MemoryStore {
+	if clock == nil {
+		clock = systemClock{}
+	}
+	s := &MemoryStore{clock: clock, seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].buckets = make(map[string]*memBucket)
+	}
+	return s
+}
+
+// Lease implements Store.
+func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error) {
+	if err := req.validate(); err != nil {
+		return LeaseReply{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return LeaseReply{}, err
+	}
+	now := s.clock.Now()
+	sh := &s.shards[maphash.String(s.seed, req.Key)%shardCount]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.calls++; sh.calls%memSweepEvery == 0 {
+		for k, b := range sh.buckets {
+			if !now.Before(b.expires) {
+				delete(sh.buckets, k)
+			}
+		}
+	}
+	b := sh.buckets[req.Key]
+	if b == nil || !now.Before(b.expires) {
+		b = &memBucket{tokens: req.Capacity, ts: now}
+		sh.buckets[req.Key] = b
+	}
+	b.tokens = math.Min(b.tokens, req.Capacity)
+	if dt := now.Sub(b.ts); dt > 0 {
+		b.tokens = math.Min(req.Capacity, b.tokens+dt.Seconds()*req.Rate)
+		b.ts = now
+	}
+	if req.Return > 0 {
+		b.tokens = math.Min(req.Capacity, b.tokens+float64(req.Return))
+		b.granted -= req.Return
+	}
+	var granted int64
+	if req.Want > 0 && b.tokens >= float64(req.Min) {
+		granted = max(req.Min, int64(math.Floor(b.tokens/float64(req.Spread))))
+		granted = min(req.Want, granted, int64(math.Floor(b.tokens)))
+		b.tokens -= float64(granted)
+		b.granted += granted
+	}
+	ttl := time.Duration(math.Ceil(2000*req.Capacity/req.Rate)) * time.Millisecond
+	b.expires = now.Add(max(ttl, time.Second))
+	return LeaseReply{Granted: granted, Tokens: b.tokens, StoreTime: now, GrantedTotal: b.granted}, nil
+}
+
+// Len returns the number of live buckets, for tests.
+func (s *MemoryStore) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.buckets)
+		sh.mu.Unlock()
+	}
+	return n
+}

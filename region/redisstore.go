@@ -1,0 +1,93 @@
+package region
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/lease.lua
+var leaseLua string
+
+var leaseScript = redis.NewScript(leaseLua)
+
+// RedisScripter is the part of go-redis the RedisStore uses. *redis.Client,
+// *redis.ClusterClient and *redis.Ring all satisfy it. Configure the client
+// with ContextTimeoutEnabled so that the Limiter's hard store timeout
+// applies to the socket as well.
+type RedisScripter interface {
+	redis.Scripter
+}
+
+// RedisStore keeps each key's regional bucket in one Redis hash, updated by
+// one Lua script (lua/lease.lua) per call.
+type RedisStore struct {
+	rdb    RedisScripter
+	prefix string
+}
+
+var _ Store = (*RedisStore)(nil)
+
+// NewRedisStore returns a store over rdb. prefix starts every bucket name
+// ("quota:" when empty); the API key goes in a hash tag after it.
+func NewRedisStore(rdb RedisScripter, prefix string) *RedisStore {
+	if prefix == "" {
+		prefix = "quota:"
+	}
+	return &RedisStore{rdb: rdb, prefix: prefix}
+}
+
+// BucketKey is the Redis key of key's bucket.
+func (s *RedisStore) BucketKey(key string) string { return s.prefix + "{" + key + "}" }
+
+// Lease implements Store with one EVALSHA (EVAL on a script cache miss).
+func (s *RedisStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error) {
+	if err := req.validate(); err != nil {
+		return LeaseReply{}, err
+	}
+	res, err := leaseScript.Run(ctx, s.rdb, []string{s.BucketKey(req.Key)},
+		strconv.FormatFloat(req.Rate, 'g', -1, 64),
+		strconv.FormatFloat(req.Capacity, 'g', -1, 64),
+		req.Want, req.Min, req.Return, req.Spread).Result()
+	if err != nil {
+		return LeaseReply{}, fmt.Errorf("%w: redis lease %q: %w", ErrStoreUnavailable, req.Key, err)
+	}
+	return decodeLeaseReply(res)
+}
+
+func decodeLeaseReply(res any) (LeaseReply, error) {
+	parts, ok := res.([]any)
+	if !ok || len(parts) != 4 {
+		return LeaseReply{}, fmt.Errorf("%w: lease reply is %T, want a 4-element array", ErrStoreUnavailable, res)
+	}
+	granted, ok1 := parts[0].(int64)
+	tokStr, ok2 := parts[1].(string)
+	micros, ok3 := parts[2].(int64)
+	g, ok4 := parts[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return LeaseReply{}, fmt.Errorf("%w: lease reply has types %T %T %T %T", ErrStoreUnavailable, parts[0], parts[1], parts[2], parts[3])
+	}
+	tokens, err := strconv.ParseFloat(tokStr, 64)
+	if err != nil {
+		return LeaseReply{}, fmt.Errorf("%w: lease reply tokens %q: %w", ErrStoreUnavailable, tokStr, err)
+	}
+	return LeaseReply{Granted: granted, Tokens: tokens, StoreTime: time.UnixMicro(micros), GrantedTotal: g}, nil
+}
+
+func (r LeaseRequest) validate() error {
+	switch {
+	case r.Key == "":
+		return fmt.Errorf("%w: lease request key is empty", ErrInvalidKey)
+	case !(r.Rate > 0) || !(r.Capacity > 0):
+		return fmt.Errorf("%w: lease request rate %v and capacity %v must be positive", ErrInvalidPlan, r.Rate, r.Capacity)
+	case r.Want < 0 || r.Min < 0 || r.Return < 0:
+		return fmt.Errorf("%w: lease request want %d, min %d and return %d must not be negative", ErrInvalidCost, r.Want, r.Min, r.Return)
+	case r.Spread < 1:
+		return fmt.Errorf("%w: lease request spread %d must be at least 1", ErrInvalidCost, r.Spread)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Run is the Limiter's background loop: every SweepInterval it gives the
+// unspent permits of expired leases back to the store, so that an idle
+// process hoards nothing for longer than LeaseTTL + SweepInterval; every
+// FlushInterval it hands usage deltas to Config.Usage. When ctx ends it
+// returns every lease and flushes usage (Drain), then returns nil.
+func (l *Limiter) Run(ctx context.Context) error {
+	sweep := time.NewTicker(l.cfg.SweepInterval)
+	defer sweep.Stop()
+	flush := time.NewTicker(l.cfg.FlushInterval)
+	defer flush.Stop()
+	for {
+		select {
+		case <-sweep.C:
+			l.Sweep(ctx)
+		case <-flush.C:
+			l.Flush()
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			l.Drain(dctx)
+			cancel()
+			return nil
+		}
+	}
+}
+
+// Sweep gives back the unspent permits of expired leases and of evicted keys,
+// and returns how many permits went back. It skips the store while the
+// breaker is not closed.
+func (l *Limiter) Sweep(ctx context.Context) int64 {
+	return l.giveBack(ctx, false)
+}
+
+// Drain gives back every lease, expired or not, and flushes usage: for a
+// graceful shutdown.
+func (l *Limiter) Drain(ctx context.Context) {
+	l.giveBack(ctx, true)
+	l.Flush()
+}
+
+func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
+	if l.breaker.current() != BreakerClosed {
+		return 0
+	}
+	var back int64
+	var batch []pendingReturn
+	for i := range l.shards {
+		sh := &l.shards[i]
+		now := l.now()
+		sh.mu.Lock()
+		batch = append(batch[:0], sh.returns...)
+		sh.returns = sh.returns[:0]
+		for k, e := range sh.keys {
+			if e.busy || e.permits <= 0 || (!all && now < e.leaseExp) {
+				continue
+			}
+			batch = append(batch, pendingReturn{k, e.permits, float64(e.rate), float64(e.capacity)})
+			e.permits = 0
+			e.nextLease = max(e.nextLease/2, 1)
+		}
+		sh.mu.Unlock()
+		for j, r := range batch {
+			if ctx.Err() != nil {
+				l.requeue(sh, batch[j:])
+				return back
+			}
+			_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Spread: 1})
+			if err != nil {
+				l.breaker.failure(l.now())
+				l.requeue(sh, batch[j:])
+				return back
+			}
+			back += r.permits
+			l.accountReturn(sh, r)
+		}
+	}
+	return back
+}
+
+// requeue keeps permits whose return failed for the next sweep.
+func (l *Limiter) requeue(sh *shard, rs []pendingReturn) {
+	sh.mu.Lock()
+	sh.returns = append(sh.returns, rs...)
+	sh.mu.Unlock()
+}
+
+// accountReturn records permits that went back as negative leased usage of
+// the key's current window.
+func (l *Limiter) accountReturn(sh *shard, r pendingReturn) {
+	now := l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.outstanding -= r.permits
+	if e := sh.keys[r.key]; e != nil && e.fits(r.permits) {
+		l.rollLocked(sh, r.key, e, now)
+		e.leased -= int32(r.permits)
+		return
+	}
+	ws := WindowStart(r.key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)
+	sh.pending = append(sh.pending, Usage{Key: r.key, WindowStart: ws, Leased: -r.permits})
+}
+
+// Flush hands every usage delta to Config.Usage now. Each delta is handed
+// over exactly once.
+func (l *Limiter) Flush() {
+	var batch []Usage
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		batch = append(batch, sh.pending...)
+		sh.pending = sh.pending[:0]
+		for k, e := range sh.keys {
+			if e.hasUsage() {
+				batch = append(batch, e.takeUsage(k, l.cfg.Window))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if len(batch) > 0 && l.cfg.Usage != nil {
+		l.cfg.Usage.Record(batch)
+	}
+}
+
+// Stats is a snapshot of the Limiter, for metrics and tests.
+type Stats struct {
+	TrackedKeys        int           // keys holding local state
+	OutstandingPermits int64         // permits leased and not yet spent or returned
+	StoreCalls         int64         // store calls made, returns included
+	Allowed            int64         // decisions that spent
+	Rejected           int64         // decisions that did not
+	DegradedDecisions  int64         // decisions taken from a degraded bucket
+	Breaker            BreakerState  // the circuit breaker
+	ClockOffset        time.Duration // store clock minus local clock
+	Processes          int           // the process count in use
+}
+
+// Stats returns a snapshot. It takes every shard lock in turn: call it at
+// metric-scrape rates, not per decision.
+func (l *Limiter) Stats() Stats {
+	s := Stats{
+		StoreCalls:  l.storeCalls.Load(),
+		Breaker:     l.breaker.current(),
+		ClockOffset: time.Duration(l.offset.get()),
+		Processes:   l.processes(),
+	}
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		s.TrackedKeys += len(sh.keys)
+		s.OutstandingPermits += sh.outstanding
+		s.Allowed += sh.allowed
+		s.Rejected += sh.rejected
+		s.DegradedDecisions += sh.degraded
+		sh.mu.Unlock()
+	}
+	return s
+}
+
+// KeyState is what this process knows of one key.
+type KeyState struct {
+	Remaining  int64         // regional tokens at the last sync less local spend since
+	Stale      time.Duration // age of the last sync
+	Lease      int64         // unspent permits held here
+	LocalShare float64       // this process's share of the key's regional traffic
+	Degraded   bool          // the key's last miss was decided in degraded mode
+}
+
+// ErrNotTracked: Peek found no local state for the key.
+var ErrNotTracked = errors.New("key not tracked")
+
+// Peek returns this process's state for key without changing it.
+func (l *Limiter) Peek(key string) (KeyState, error) {
+	h := mapHash(l, key)
+	sh := l.shardOf(h)
+	now := l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.keys[key]
+	if e == nil {
+		return KeyState{}, ErrNotTracked
+	}
+	ks := KeyState{
+		Remaining:  max(e.remaining, 0),
+		Lease:      e.permits,
+		LocalShare: e.localShare(l.processes()),
+		Degraded:   e.degAt != 0,
+	}
+	if e.syncAt != 0 {
+		ks.Stale = time.Duration(now - e.syncAt)
+	}
+	return ks, nil
+}

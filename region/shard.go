@@ -1,0 +1,88 @@
+package region
+
+import (
+	"sync"
+	"time"
+)
+
+// shardCount is a power of two well above the core count, so that two
+// goroutines rarely want the same shard mutex at once.
+const shardCount = 64
+
+// evictScan bounds the second-chance scan for a victim.
+const evictScan = 32
+
+// shard holds a slice of the keys. Map iteration starts at a random slot,
+// so scanning it for an unreferenced entry is a randomised second-chance
+// (CLOCK) approximation of LRU that needs no list pointers per key.
+type shard struct {
+	mu   sync.Mutex
+	keys map[string]*entry // guarded by mu
+	max  int
+
+	// pending holds usage deltas that left their entry (window roll,
+	// eviction, overflow) until the next Flush; guarded by mu.
+	pending []Usage
+	// returns holds unspent permits of evicted keys until the next Sweep
+	// gives them back to the store; guarded by mu.
+	returns []pendingReturn
+
+	// Counters for Stats; guarded by mu.
+	outstanding                 int64
+	allowed, rejected, degraded int64
+
+	_ [64]byte // keep neighbouring shards' mutexes off one cache line
+}
+
+type pendingReturn struct {
+	key            string
+	permits        int64
+	rate, capacity float64
+}
+
+// insertLocked adds a fresh entry for key, evicting one first if the shard
+// is full.
+func (s *shard) insertLocked(key string, w time.Duration) *entry {
+	if len(s.keys) >= s.max {
+		s.evictLocked(w)
+	}
+	e := &entry{nextLease: 1}
+	s.keys[key] = e
+	return e
+}
+
+// evictLocked drops one entry that was not used since the last scan passed
+// it, handing its usage to pending and its permits to returns first, so that
+// nothing is lost.
+func (s *shard) evictLocked(w time.Duration) {
+	var victim string
+	var found bool
+	n := 0
+	for k, e := range s.keys {
+		if e.busy {
+			continue
+		}
+		if !e.referenced {
+			victim, found = k, true
+			break
+		}
+		e.referenced = false
+		if !found {
+			victim, found = k, true // fall back to the first candidate
+		}
+		if n++; n >= evictScan {
+			break
+		}
+	}
+	if !found {
+		return // every entry is mid store call; grow past max for a moment
+	}
+	e := s.keys[victim]
+	if e.hasUsage() {
+		s.pending = append(s.pending, e.takeUsage(victim, w))
+	}
+	if e.permits > 0 {
+		s.returns = append(s.returns, pendingReturn{victim, e.permits, float64(e.rate), float64(e.capacity)})
+	}
+	delete(s.keys, victim)
+}
