@@ -39,9 +39,9 @@ type breaker struct {
 	onChange  func(BreakerState)
 
 	mu       sync.Mutex
-	state    BreakerState  // guarded by mu
-	failures int           // consecutive failures; guarded by mu
-	openedAt int64         // limiter ns the breaker last opened; guarded by mu
+	state    BreakerState // guarded by mu
+	failures int          // consecutive failures; guarded by mu
+	openedAt int64        // limiter ns the breaker last opened; guarded by mu
 }
 
 // allow reports whether a store call may be made at limiter time now. In the
