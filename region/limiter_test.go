@@ -1,0 +1,433 @@
+package region_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaplatform/quota/region"
+)
+
+// countingStore counts calls to the store it wraps.
+type countingStore struct {
+	region.Store
+	mu    sync.Mutex
+	calls int
+	asked []int64
+}
+
+func (c *countingStore) Lease(ctx context.Context, req region.LeaseRequest) (region.LeaseReply, error) {
+	c.mu.Lock()
+	c.calls++
+	c.asked = append(c.asked, req.Want)
+	c.mu.Unlock()
+	return c.Store.Lease(ctx, req)
+}
+
+func (c *countingStore) Calls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// usageLog is a UsageSink that keeps every delta.
+type usageLog struct {
+	mu sync.Mutex
+	us []region.Usage
+}
+
+func (u *usageLog) Record(batch []region.Usage) {
+	u.mu.Lock()
+	u.us = append(u.us, batch...)
+	u.mu.Unlock()
+}
+
+// totals sums the deltas per key.
+func (u *usageLog) totals() map[string]region.Usage {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := map[string]region.Usage{}
+	for _, x := range u.us {
+		t := m[x.Key]
+		t.Key = x.Key
+		t.Spent += x.Spent
+		t.Leased += x.Leased
+		t.Rejected += x.Rejected
+		t.Degraded += x.Degraded
+		m[x.Key] = t
+	}
+	return m
+}
+
+type fixture struct {
+	clock *manualClock
+	store *countingStore
+	lim   *region.Limiter
+	usage *usageLog
+}
+
+func newFixture(t *testing.T, plan region.Plan, mod func(*region.Config)) *fixture {
+	t.Helper()
+	clock := newManualClock()
+	store := &countingStore{Store: region.NewMemoryStore(clock)}
+	usage := &usageLog{}
+	cfg := region.DefaultConfig()
+	cfg.Clock = clock
+	cfg.Usage = usage
+	if mod != nil {
+		mod(&cfg)
+	}
+	lim, err := region.New(store, region.StaticPlans{Default: plan}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{clock: clock, store: store, lim: lim, usage: usage}
+}
+
+func (f *fixture) allow(t *testing.T, key string, cost int64) region.Decision {
+	t.Helper()
+	d, err := f.lim.Allow(context.Background(), key, cost)
+	if err != nil {
+		t.Fatalf("Allow(%q, %d): %v", key, cost, err)
+	}
+	return d
+}
+
+// TestLeaseSteps walks one key through fixed instants and checks each
+// decision and the store calls it took.
+func TestLeaseSteps(t *testing.T) {
+	type step struct {
+		advance   time.Duration
+		cost      int64
+		allowed   bool
+		remaining int64
+		calls     int // total store calls after the step
+		retry     time.Duration
+	}
+	cases := []struct {
+		name  string
+		plan  region.Plan
+		steps []step
+	}{
+		{
+			name: "leases double while they run out early",
+			plan: region.Plan{Rate: 1000, Capacity: 1000},
+			steps: []step{
+				{cost: 1, allowed: true, remaining: 999, calls: 1},  // lease 1
+				{cost: 1, allowed: true, remaining: 998, calls: 2},  // lease 2
+				{cost: 1, allowed: true, remaining: 997, calls: 2},  // from the lease
+				{cost: 1, allowed: true, remaining: 996, calls: 3},  // lease 4
+				{cost: 3, allowed: true, remaining: 993, calls: 3},  // from the lease
+				{cost: 1, allowed: true, remaining: 992, calls: 4},  // lease 8
+				{cost: 7, allowed: true, remaining: 985, calls: 4},  // from the lease
+				{cost: 20, allowed: true, remaining: 965, calls: 5}, // lease 20: cost above size
+			},
+		},
+		{
+			name: "an exhausted bucket rejects locally with a retry time",
+			plan: region.Plan{Rate: 2, Capacity: 2},
+			steps: []step{
+				{cost: 1, allowed: true, remaining: 1, calls: 1},
+				{cost: 1, allowed: true, remaining: 0, calls: 2},
+				// The last sync saw an empty bucket: no store call until it
+				// could have refilled.
+				{cost: 1, allowed: false, remaining: 0, calls: 2, retry: 500 * time.Millisecond},
+				{cost: 1, allowed: false, remaining: 0, calls: 2, retry: 500 * time.Millisecond},
+				{advance: 250 * time.Millisecond, cost: 1, allowed: false, remaining: 0, calls: 2, retry: 250 * time.Millisecond},
+				{advance: 250 * time.Millisecond, cost: 1, allowed: true, remaining: 0, calls: 3},
+			},
+		},
+		{
+			name: "an expired lease goes back before the next one",
+			plan: region.Plan{Rate: 100, Capacity: 100},
+			steps: []step{
+				{cost: 1, allowed: true, remaining: 99, calls: 1},
+				{cost: 1, allowed: true, remaining: 98, calls: 2}, // holds 1 more
+				{advance: 3 * time.Second, cost: 1, allowed: true, remaining: 99, calls: 3},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.plan, nil)
+			for i, s := range tc.steps {
+				f.clock.Advance(s.advance)
+				d := f.allow(t, "k", s.cost)
+				if d.Allowed != s.allowed || d.Remaining != s.remaining {
+					t.Fatalf("step %d: allowed %v remaining %d, want %v %d", i, d.Allowed, d.Remaining, s.allowed, s.remaining)
+				}
+				if got := f.store.Calls(); got != s.calls {
+					t.Fatalf("step %d: %d store calls, want %d", i, got, s.calls)
+				}
+				if d.Allowed && d.RetryAfter != 0 {
+					t.Fatalf("step %d: allowed with RetryAfter %v", i, d.RetryAfter)
+				}
+				if !d.Allowed && (d.RetryAfter <= 0 || d.RetryAfter > s.retry+time.Millisecond || d.RetryAfter < s.retry-time.Millisecond) {
+					t.Fatalf("step %d: RetryAfter %v, want %v", i, d.RetryAfter, s.retry)
+				}
+				if d.Limit != int64(tc.plan.Capacity) || d.Degraded {
+					t.Fatalf("step %d: limit %d degraded %v", i, d.Limit, d.Degraded)
+				}
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, region.Plan{Rate: 10, Capacity: 10}, nil)
+	cases := []struct {
+		name string
+		key  string
+		cost int64
+		want error
+		says string
+	}{
+		{"empty key", "", 1, region.ErrInvalidKey, "empty"},
+		{"oversized key", strings.Repeat("k", 257), 1, region.ErrInvalidKey, "257 bytes"},
+		{"non-printable key", "acct\x00", 1, region.ErrInvalidKey, "not printable"},
+		{"space in key", "acct 1", 1, region.ErrInvalidKey, "not printable"},
+		{"zero cost", "k", 0, region.ErrInvalidCost, "positive"},
+		{"negative cost", "k", -3, region.ErrInvalidCost, "positive"},
+		{"cost above capacity", "k", 11, region.ErrCostExceedsCapacity, "capacity 10"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.lim.Allow(context.Background(), tc.key, tc.cost)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("err = %v, want %v saying %q", err, tc.want, tc.says)
+			}
+		})
+	}
+	// Once the key has state, the fast path checks the cost the same way.
+	f.allow(t, "k", 1)
+	if _, err := f.lim.Allow(context.Background(), "k", 11); !errors.Is(err, region.ErrCostExceedsCapacity) {
+		t.Fatalf("fast path: err = %v", err)
+	}
+	// Nothing above was counted.
+	f.lim.Flush()
+	if u := f.usage.totals()["k"]; u.Spent != 1 || u.Rejected != 0 {
+		t.Fatalf("usage %+v, want only the one spend", u)
+	}
+	// A key with no plan is an error, not a rejection.
+	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{}, region.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.Allow(context.Background(), "nobody", 1); !errors.Is(err, region.ErrUnknownPlan) {
+		t.Fatalf("unknown plan: err = %v", err)
+	}
+	// Config errors name the field.
+	cfg := region.DefaultConfig()
+	cfg.StoreTimeout = 0
+	if _, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{}, cfg); err == nil || !strings.Contains(err.Error(), "StoreTimeout") {
+		t.Fatalf("config error = %v, want it to name StoreTimeout", err)
+	}
+}
+
+func TestEndpointCosts(t *testing.T) {
+	f := newFixture(t, region.Plan{Rate: 100, Capacity: 100}, func(c *region.Config) {
+		c.Costs = region.StaticCosts{"search": 5}
+	})
+	d, err := f.lim.AllowEndpoint(context.Background(), "k", "search")
+	if err != nil || d.Remaining != 95 {
+		t.Fatalf("search: %+v %v", d, err)
+	}
+	d, err = f.lim.AllowEndpoint(context.Background(), "k", "health")
+	if err != nil || d.Remaining != 94 {
+		t.Fatalf("unweighted endpoint costs the default: %+v %v", d, err)
+	}
+}
+
+// TestColdBurstLogCalls: a key idle so far, hit by 10,000 requests, makes
+// O(log n) store calls (seed C2), not 10,000.
+func TestColdBurstLogCalls(t *testing.T) {
+	f := newFixture(t, region.Plan{Rate: 100_000, Capacity: 100_000}, nil)
+	const n = 10_000
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/8; i++ {
+				if d, err := f.lim.Allow(context.Background(), "cold", 1); err != nil || !d.Allowed {
+					t.Errorf("decision %d: %+v %v", i, d, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	calls := f.store.Calls()
+	t.Logf("%d decisions took %d store calls", n, calls)
+	// log2(10,000) ≈ 13.3; the leases double up to the cap of 60,000.
+	if calls > 16 {
+		t.Fatalf("%d store calls for a burst of %d, want O(log n) ≤ 16", calls, n)
+	}
+}
+
+// TestLeaseCapFromBudget: one process's lease never exceeds budget × rate ×
+// horizon × share / processes.
+func TestLeaseCapFromBudget(t *testing.T) {
+	f := newFixture(t, region.Plan{Rate: 100, Capacity: 10_000}, func(c *region.Config) {
+		c.ProcessEstimate = 4
+		c.Shares = fixedShare(0.5)
+	})
+	for i := 0; i < 2000; i++ {
+		f.allow(t, "k", 1)
+	}
+	// cap = 0.01 × 100/s × 60 s × 0.5 / 4 = 7
+	for _, w := range f.store.asked {
+		if w > 7 {
+			t.Fatalf("asked for a lease of %d, cap is 7 (asked %v)", w, f.store.asked)
+		}
+	}
+}
+
+type fixedShare float64
+
+func (s fixedShare) Share(string) float64 { return float64(s) }
+
+// TestIdleLeasesGoBack: an idle process's permits return to the store after
+// the lease TTL, so other processes can use them; measured as outstanding
+// permits over time.
+func TestIdleLeasesGoBack(t *testing.T) {
+	f := newFixture(t, region.Plan{Rate: 1000, Capacity: 1000}, nil)
+	for k := 0; k < 50; k++ {
+		key := "idle-" + string(rune('a'+k%26)) + string(rune('a'+k/26))
+		for i := 0; i < 40; i++ {
+			f.allow(t, key, 1)
+		}
+	}
+	held := f.lim.Stats().OutstandingPermits
+	if held == 0 {
+		t.Fatal("no permits outstanding after a burst: the test proves nothing")
+	}
+	if back := f.lim.Sweep(context.Background()); back != 0 {
+		t.Fatalf("sweep before the TTL gave back %d permits", back)
+	}
+	f.clock.Advance(region.DefaultConfig().LeaseTTL)
+	back := f.lim.Sweep(context.Background())
+	if back != held {
+		t.Fatalf("sweep after the TTL gave back %d of %d permits", back, held)
+	}
+	if s := f.lim.Stats(); s.OutstandingPermits != 0 {
+		t.Fatalf("%d permits still outstanding", s.OutstandingPermits)
+	}
+	// The store has them again: a fresh process can spend the full bucket.
+	f.lim.Flush()
+	for key, u := range f.usage.totals() {
+		if u.Leased != u.Spent {
+			t.Fatalf("%s: leased %d, spent %d: returned permits not accounted", key, u.Leased, u.Spent)
+		}
+	}
+}
+
+// TestEvictionKeepsUsage: keys evicted under the MaxKeys cap hand over their
+// usage and permits first; totals stay exact.
+func TestEvictionKeepsUsage(t *testing.T) {
+	f := newFixture(t, region.Plan{Rate: 1000, Capacity: 1000}, func(c *region.Config) {
+		c.MaxKeys = 64 // one per shard
+	})
+	const keys, rounds = 500, 3
+	for r := 0; r < rounds; r++ {
+		for k := 0; k < keys; k++ {
+			f.allow(t, keyName(k), 2)
+		}
+	}
+	if n := f.lim.Stats().TrackedKeys; n > 64+8 {
+		t.Fatalf("%d keys tracked, cap 64", n)
+	}
+	f.lim.Drain(context.Background())
+	tot := f.usage.totals()
+	if len(tot) != keys {
+		t.Fatalf("usage for %d keys, want %d", len(tot), keys)
+	}
+	for k, u := range tot {
+		if u.Spent != 2*rounds {
+			t.Fatalf("%s spent %d, want %d", k, u.Spent, 2*rounds)
+		}
+		if u.Leased != u.Spent {
+			t.Fatalf("%s leased %d after drain, spent %d", k, u.Leased, u.Spent)
+		}
+	}
+	if s := f.lim.Stats(); s.OutstandingPermits != 0 {
+		t.Fatalf("%d permits outstanding after drain", s.OutstandingPermits)
+	}
+}
+
+func keyName(i int) string {
+	const digits = "0123456789"
+	b := []byte("key-")
+	if i == 0 {
+		return "key-0"
+	}
+	var rev []byte
+	for ; i > 0; i /= 10 {
+		rev = append(rev, digits[i%10])
+	}
+	for j := len(rev) - 1; j >= 0; j-- {
+		b = append(b, rev[j])
+	}
+	return string(b)
+}
+
+// TestAccountingWindows: usage lands in the key's jittered window, and a
+// window roll hands the old window's deltas over separately.
+func TestAccountingWindows(t *testing.T) {
+	f := newFixture(t, region.Plan{Rate: 1000, Capacity: 1000}, nil)
+	w := region.DefaultConfig().Window
+	start := f.clock.Now()
+	first := region.WindowStart("k", start, w)
+	f.allow(t, "k", 5)
+	next := first.Add(w)
+	f.clock.Advance(next.Sub(start) + time.Millisecond)
+	f.allow(t, "k", 7)
+	f.lim.Flush()
+	byWindow := map[time.Time]int64{}
+	for _, u := range f.usage.us {
+		byWindow[u.WindowStart] += u.Spent
+	}
+	if byWindow[first] != 5 || byWindow[next] != 7 {
+		t.Fatalf("spent by window %v, want 5 in %v and 7 in %v", byWindow, first, next)
+	}
+	// Windows are offset per key and identical everywhere.
+	if a, b := region.WindowStart("acct_1", start, w), region.WindowStart("acct_2", start, w); a.Equal(b) {
+		t.Logf("acct_1 and acct_2 share an offset by chance: %v", a)
+	}
+	if !region.WindowStart("acct_1", start, w).Equal(region.WindowStart("acct_1", start.Add(time.Millisecond), w)) {
+		t.Fatal("window start moved within a window")
+	}
+}
+
+// TestInvalidateReleases: a share change invalidates the lease and the next
+// decision leases at the new share.
+func TestInvalidateReleases(t *testing.T) {
+	share := &settableShare{v: 1}
+	f := newFixture(t, region.Plan{Rate: 1000, Capacity: 1000}, func(c *region.Config) { c.Shares = share })
+	for i := 0; i < 10; i++ {
+		f.allow(t, "k", 1)
+	}
+	share.set(0.5)
+	f.lim.Invalidate("k")
+	d := f.allow(t, "k", 1)
+	if d.Remaining > 500 {
+		t.Fatalf("remaining %d after the share halved, want ≤ 500", d.Remaining)
+	}
+	f.lim.InvalidateAll()
+	before := f.store.Calls()
+	f.allow(t, "k", 1)
+	if f.store.Calls() != before+1 {
+		t.Fatal("InvalidateAll did not send the key back to the store")
+	}
+}
+
+type settableShare struct {
+	mu sync.Mutex
+	v  float64
+}
+
+func (s *settableShare) Share(string) float64 { s.mu.Lock(); defer s.mu.Unlock(); return s.v }
+func (s *settableShare) set(v float64)        { s.mu.Lock(); s.v = v; s.mu.Unlock() }
