@@ -1,3 +1,24 @@
-// Package ledger reports exact per-window usage from limiter processes over
-// JetStream and reconciles it into a Postgres ledger for billing.
+// Package ledger carries exact per-window usage from limiter processes to the
+// billing ledger.
+//
+// On the limiter side, a Reporter implements region.UsageSink: it adds the
+// Limiter's usage deltas into cumulative counters per (key, accounting
+// window) for this process and publishes them as Reports to a JetStream
+// stream — periodically, as a final report once a window has ended (plus a
+// grace period), and as a final report for everything on Close. Publishing
+// happens on the Reporter's own goroutine; Record only updates memory under a
+// mutex, so a decision never waits for NATS. While NATS is unreachable,
+// reports go to a Spool: a bounded, durable local file that keeps only the
+// latest report per (key, window, process), drained when NATS returns.
+//
+// Reports are cumulative and carry a per-(process, key, window) sequence
+// number, so the consumer side (package ledger/reconcile) can apply them
+// idempotently: a duplicated, redelivered or reordered report never counts
+// twice. Package ledger/billing answers billing queries from the ledger.
+//
+// The package knows nothing of Postgres, HTTP or fx.
+//
+// Time: the Reporter reads Config.Clock (the system clock by default) to
+// decide when a window is over; window boundaries come from the Limiter's
+// usage (region.WindowStart) and Config.Window.
 package ledger

@@ -1,0 +1,41 @@
+package billing
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"strconv"
+	"time"
+)
+
+// WriteJSON writes res as indented JSON.
+func WriteJSON(w io.Writer, res Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// CSVHeader is the first line of WriteCSV's output.
+var CSVHeader = []string{"key", "start", "end", "spent", "leased", "rejected", "degraded_cost",
+	"over_authorized", "windows", "degraded", "complete"}
+
+// WriteCSV writes res as CSV: a header, a line per bucket, and a last line
+// whose start is "total".
+func WriteCSV(w io.Writer, res Result) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write(CSVHeader)
+	n := strconv.FormatInt
+	line := func(start, end string, t Totals, windows int, degraded, complete bool) {
+		_ = cw.Write([]string{res.Key, start, end, n(t.Spent, 10), n(t.Leased, 10), n(t.Rejected, 10),
+			n(t.Degraded, 10), n(t.OverAuthorized, 10), strconv.Itoa(windows),
+			strconv.FormatBool(degraded), strconv.FormatBool(complete)})
+	}
+	windows := 0
+	for _, r := range res.Rows {
+		line(r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339), r.Totals, r.Windows, r.IsDegraded, r.Complete)
+		windows += r.Windows
+	}
+	line("total", "", res.Totals, windows, res.IsDegraded, res.Complete)
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,53 @@
+package ledger
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the Reporter's Prometheus metrics. Create them with
+// NewMetrics and register them on the caller's registry; a nil *Metrics
+// (Config.Metrics unset) records nothing.
+type Metrics struct {
+	Published  prometheus.Counter
+	Spooled    prometheus.Counter
+	PublishErr prometheus.Counter
+	SpoolFull  prometheus.Counter
+	// SpoolFullNow is 1 while reports are waiting in memory because the
+	// spool is full: alarm on it.
+	SpoolFullNow  prometheus.Gauge
+	SpoolReports  prometheus.Gauge
+	SpoolBytes    prometheus.Gauge
+	Entries       prometheus.Gauge
+	Unacknowledge prometheus.Gauge
+	LateDeltas    prometheus.Counter
+}
+
+// NewMetrics creates the Reporter's metrics and registers them on reg (nil:
+// not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Published: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "reports_published_total", Help: "Usage reports accepted by JetStream (spool drains included)."}),
+		Spooled: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "reports_spooled_total", Help: "Usage reports written to the local spool because NATS was unreachable."}),
+		PublishErr: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "publish_errors_total", Help: "Usage report publishes that failed or timed out."}),
+		SpoolFull: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "spool_full_total", Help: "Reports that did not fit in the spool (kept in memory and retried, never dropped)."}),
+		SpoolFullNow: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "spool_full", Help: "1 while the spool is full and reports wait in memory only."}),
+		SpoolReports: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "spool_reports", Help: "Reports waiting in the spool (spool depth)."}),
+		SpoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "spool_bytes", Help: "Size of the spool file in bytes."}),
+		Entries: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "open_windows", Help: "(key, window) counters held in memory by the Reporter."}),
+		Unacknowledge: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "unreported_windows", Help: "(key, window) counters with usage neither in JetStream nor in the spool."}),
+		LateDeltas: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "late_deltas_total", Help: "Usage deltas for windows already forgotten, reported under a separate process row."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Published, m.Spooled, m.PublishErr, m.SpoolFull, m.SpoolFullNow,
+			m.SpoolReports, m.SpoolBytes, m.Entries, m.Unacknowledge, m.LateDeltas)
+	}
+	return m
+}

@@ -1,0 +1,48 @@
+package reconcile
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the Reconciler's Prometheus metrics; see NewMetrics.
+type Metrics struct {
+	Lag          prometheus.Gauge
+	BatchSize    prometheus.Histogram
+	BatchLatency prometheus.Histogram
+	Reports      prometheus.Counter
+	Redeliveries prometheus.Counter
+	Invalid      prometheus.Counter
+	Rows         *prometheus.CounterVec // result: inserted, updated, unchanged
+	WriteErrors  prometheus.Counter
+	LastCommit   prometheus.Gauge
+}
+
+// NewMetrics creates the Reconciler's metrics and registers them on reg
+// (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "consumer_pending", Help: "Reports in the stream not yet delivered to the reconciler (consumer lag)."}),
+		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "batch_reports", Help: "Reports per committed batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
+		BatchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "batch_write_seconds", Help: "Time to write one batch to Postgres (successful attempts).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		Reports: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "reports_total", Help: "Reports committed to the ledger and acknowledged."}),
+		Redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "redeliveries_total", Help: "Messages delivered more than once by JetStream."}),
+		Invalid: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "invalid_reports_total", Help: "Messages that were not valid reports (terminated, not retried)."}),
+		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "upsert_rows_total", Help: "Ledger rows by upsert result: inserted, updated (conflict, newer values), unchanged (duplicate or older)."},
+			[]string{"result"}),
+		WriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "write_errors_total", Help: "Failed batch writes (retried with backoff)."}),
+		LastCommit: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "last_commit_timestamp_seconds", Help: "Unix time of the last committed batch."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Redeliveries, m.Invalid, m.Rows, m.WriteErrors, m.LastCommit)
+	}
+	return m
+}

@@ -1,0 +1,135 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quotaplatform/quota/ledger"
+)
+
+// WriteResult counts what one batch did to the ledger.
+type WriteResult struct {
+	// Rows is the number of distinct (key, window, process) rows in the
+	// batch after merging reports for the same row.
+	Rows int
+	// Inserted rows were new.
+	Inserted int
+	// Updated rows existed and took newer values (an upsert conflict).
+	Updated int
+	// Unchanged rows existed with values at least as new (duplicates and
+	// reordered reports).
+	Unchanged int
+}
+
+// Writer upserts usage reports into Postgres table usage_reports. It is safe
+// for concurrent use.
+type Writer struct {
+	pool *pgxpool.Pool
+}
+
+// NewWriter returns a Writer on pool. The schema must be migrated
+// (migrations.Migrate).
+func NewWriter(pool *pgxpool.Pool) *Writer { return &Writer{pool: pool} }
+
+const createStaging = `CREATE TEMP TABLE IF NOT EXISTS usage_in (
+    key text, window_start timestamptz, process_id text, window_end timestamptz,
+    region text, spent bigint, leased bigint, rejected bigint, degraded bigint,
+    final boolean, seq bigint, sent_at timestamptz
+) ON COMMIT DELETE ROWS`
+
+const upsert = `WITH up AS (
+  INSERT INTO usage_reports AS t
+    (key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at)
+  SELECT key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at
+  FROM usage_in
+  ON CONFLICT (key, window_start, process_id) DO UPDATE SET
+    spent      = GREATEST(t.spent, EXCLUDED.spent),
+    rejected   = GREATEST(t.rejected, EXCLUDED.rejected),
+    degraded   = GREATEST(t.degraded, EXCLUDED.degraded),
+    leased     = CASE WHEN EXCLUDED.seq > t.seq THEN EXCLUDED.leased ELSE t.leased END,
+    seq        = GREATEST(t.seq, EXCLUDED.seq),
+    sent_at    = GREATEST(t.sent_at, EXCLUDED.sent_at),
+    final      = t.final OR EXCLUDED.final,
+    updated_at = now()
+  WHERE EXCLUDED.seq > t.seq
+     OR (EXCLUDED.final AND NOT t.final)
+     OR EXCLUDED.spent > t.spent OR EXCLUDED.rejected > t.rejected OR EXCLUDED.degraded > t.degraded
+  RETURNING (xmax = 0) AS inserted
+)
+SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`
+
+var stagingColumns = []string{"key", "window_start", "process_id", "window_end", "region",
+	"spent", "leased", "rejected", "degraded", "final", "seq", "sent_at"}
+
+// Write merges reports into the ledger in one transaction: the batch is
+// merged per row in memory (one row cannot be upserted twice in one
+// statement), copied into a temporary table, and upserted with one
+// INSERT … ON CONFLICT.
+func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResult, error) {
+	rows := Merge(reports)
+	res := WriteResult{Rows: len(rows)}
+	if len(rows) == 0 {
+		return res, nil
+	}
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return res, fmt.Errorf("reconcile: begin: %w", err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // after Commit it is a no-op
+	if _, err := tx.Exec(ctx, createStaging); err != nil {
+		return res, fmt.Errorf("reconcile: staging table: %w", err)
+	}
+	src := pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+		r := &rows[i]
+		return []any{r.Key, r.WindowStart, r.ProcessID, r.WindowEnd, r.Region,
+			r.Spent, r.Leased, r.Rejected, r.Degraded, r.Final, r.Seq, r.SentAt}, nil
+	})
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_in"}, stagingColumns, src); err != nil {
+		return res, fmt.Errorf("reconcile: copy: %w", err)
+	}
+	var ins, upd int64
+	if err := tx.QueryRow(ctx, upsert).Scan(&ins, &upd); err != nil {
+		return res, fmt.Errorf("reconcile: upsert: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("reconcile: commit: %w", err)
+	}
+	res.Inserted, res.Updated = int(ins), int(upd)
+	res.Unchanged = res.Rows - res.Inserted - res.Updated
+	return res, nil
+}
+
+// Merge folds reports of the same (key, window, process) into one, by the
+// same rules as the upsert: greatest spent, rejected and degraded; leased,
+// seq, sent_at, window_end and region of the highest seq; final if any is.
+func Merge(reports []ledger.Report) []ledger.Report {
+	type pk struct {
+		key, process string
+		start        int64
+	}
+	idx := make(map[pk]int, len(reports))
+	out := make([]ledger.Report, 0, len(reports))
+	for _, r := range reports {
+		k := pk{r.Key, r.ProcessID, r.WindowStart.UnixNano()}
+		i, ok := idx[k]
+		if !ok {
+			idx[k] = len(out)
+			out = append(out, r)
+			continue
+		}
+		m := &out[i]
+		final := m.Final || r.Final
+		spent, rejected, degraded := max(m.Spent, r.Spent), max(m.Rejected, r.Rejected), max(m.Degraded, r.Degraded)
+		if r.Seq > m.Seq {
+			*m = r
+		}
+		m.Final, m.Spent, m.Rejected, m.Degraded = final, spent, rejected, degraded
+		if m.SentAt.Before(r.SentAt) {
+			m.SentAt = r.SentAt
+		}
+	}
+	return out
+}

@@ -1,0 +1,464 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quotaplatform/quota/region"
+)
+
+// Clock tells the time.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Config configures a Reporter. Start from DefaultConfig; NewReporter
+// validates a copy.
+type Config struct {
+	// Region of this process; reports go to Stream.Subject(Region).
+	// Default "local".
+	Region string
+	// ProcessID names this process in the ledger. It must be unique per
+	// process lifetime (a restarted process must not reuse it), because
+	// reports are cumulative per process. Required.
+	ProcessID string
+	// Window is the accounting window length; it must equal the Limiter's
+	// region.Config.Window. Default 60s.
+	Window time.Duration
+	// ReportInterval is how often cumulative reports are published.
+	// Default 5s.
+	ReportInterval time.Duration
+	// FinalGrace is how long after a window's end its final report waits
+	// for the Limiter's last delta. It must exceed the Limiter's flush
+	// interval. Default 2s.
+	FinalGrace time.Duration
+	// Retention is how long a window's counters stay in memory after its
+	// final report was accepted, so that a late delta is added to them.
+	// A delta arriving later still is reported under a separate process row
+	// (ProcessID + "~late…"), so that nothing is lost. Default = Window.
+	Retention time.Duration
+	// Stream names the JetStream stream and subjects. Default
+	// DefaultStreamConfig().
+	Stream StreamConfig
+	// SpoolDir holds the spool file (usage-spool.jsonl). Required.
+	SpoolDir string
+	// SpoolMaxBytes bounds the spool file. Default 64 MiB.
+	SpoolMaxBytes int64
+	// PublishTimeout bounds waiting for JetStream to acknowledge a batch of
+	// reports; past it the batch goes to the spool. Default 2s.
+	PublishTimeout time.Duration
+	// PublishBatch is how many reports are in flight at once. Default 1000.
+	PublishBatch int
+	// Clock is the time source; nil means the system clock.
+	Clock Clock
+	// Logger receives errors (spool full, publish failures); nil discards.
+	Logger *slog.Logger
+	// Metrics, when set, are updated; see NewMetrics.
+	Metrics *Metrics
+}
+
+// DefaultConfig returns the documented defaults (ProcessID and SpoolDir
+// must still be set).
+func DefaultConfig() Config {
+	return Config{
+		Region:         "local",
+		Window:         time.Minute,
+		ReportInterval: 5 * time.Second,
+		FinalGrace:     2 * time.Second,
+		Stream:         DefaultStreamConfig(),
+		SpoolMaxBytes:  64 << 20,
+		PublishTimeout: 2 * time.Second,
+		PublishBatch:   1000,
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	check := func(ok bool, field, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("ledger: config %s: "+format, append([]any{field}, args...)...))
+		}
+	}
+	check(c.Region != "" && len(c.Region) <= MaxIDLen, "Region", "length must be in [1, %d]", MaxIDLen)
+	check(c.ProcessID != "" && len(c.ProcessID) <= MaxIDLen-40, "ProcessID", "length must be in [1, %d]", MaxIDLen-40)
+	check(c.Window > 0, "Window", "must be positive, got %v", c.Window)
+	check(c.ReportInterval > 0, "ReportInterval", "must be positive, got %v", c.ReportInterval)
+	check(c.FinalGrace >= 0, "FinalGrace", "must not be negative, got %v", c.FinalGrace)
+	check(c.Retention >= 0, "Retention", "must not be negative, got %v", c.Retention)
+	check(c.SpoolDir != "", "SpoolDir", "must not be empty")
+	check(c.SpoolMaxBytes >= 4096, "SpoolMaxBytes", "must be at least 4096, got %d", c.SpoolMaxBytes)
+	check(c.PublishTimeout > 0, "PublishTimeout", "must be positive, got %v", c.PublishTimeout)
+	check(c.PublishBatch >= 1, "PublishBatch", "must be at least 1, got %d", c.PublishBatch)
+	if err := c.Stream.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Reporter turns a Limiter's usage deltas into cumulative usage reports on
+// JetStream. It implements region.UsageSink.
+//
+// Record only updates in-memory counters under a mutex. Publishing happens
+// on the Reporter's goroutine (Start … Close) or in Flush. Counters stay in
+// memory until JetStream or the spool has accepted a report that covers
+// them, so nothing is lost while NATS is away or the spool is full.
+//
+// Shutdown order: stop the Limiter first (its Run flushes its last usage
+// into Record), then Close the Reporter, which sends final reports for
+// every window.
+type Reporter struct {
+	cfg   Config
+	js    jetstream.JetStream
+	spool *Spool
+	m     *Metrics
+	log   *slog.Logger
+
+	mu      sync.Mutex // guards entries, lateN
+	entries map[entryKey]*entry
+	lateN   int64
+
+	flushMu sync.Mutex // serialises flushes (loop, Flush, Close)
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type entryKey struct {
+	key   string
+	start int64 // window start, unix ns
+}
+
+type entry struct {
+	key       string
+	start     time.Time
+	processID string
+	// Cumulative counters for the window.
+	spent, leased, rejected, degraded int64
+	version  int64 // bumped by every Record that changes the counters
+	reported int64 // highest version covered by an accepted report
+	seq      int64 // Seq of the last report built
+	final    bool  // a final report covering reported was accepted
+	finalAt  time.Time
+}
+
+var _ region.UsageSink = (*Reporter)(nil)
+
+// NewReporter returns a Reporter publishing on js. It opens the spool file
+// and sends nothing until Start or Flush. Call EnsureStream first (once per
+// process) so that the stream exists.
+func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
+	if js == nil {
+		return nil, errors.New("ledger: NewReporter: nil JetStream")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = cfg.Window
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	sp, err := OpenSpool(filepath.Join(cfg.SpoolDir, "usage-spool.jsonl"), cfg.SpoolMaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reporter{cfg: cfg, js: js, spool: sp, m: cfg.Metrics, log: cfg.Logger,
+		entries: make(map[entryKey]*entry)}
+	r.m.SpoolReports.Set(float64(sp.Len()))
+	r.m.SpoolBytes.Set(float64(sp.Bytes()))
+	return r, nil
+}
+
+// Record adds usage deltas to this process's cumulative counters. It never
+// blocks on I/O.
+func (r *Reporter) Record(batch []region.Usage) {
+	if len(batch) == 0 {
+		return
+	}
+	now := r.cfg.Clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range batch {
+		u := &batch[i]
+		if u.Spent == 0 && u.Leased == 0 && u.Rejected == 0 && u.Degraded == 0 {
+			continue
+		}
+		k := entryKey{key: u.Key, start: u.WindowStart.UnixNano()}
+		e := r.entries[k]
+		if e == nil {
+			e = &entry{key: u.Key, start: u.WindowStart.UTC(), processID: r.cfg.ProcessID}
+			// A window's counters may have been forgotten once its final was
+			// accepted and Retention passed: report what comes now under a
+			// row of its own, so that cumulative values never go backwards.
+			if now.After(e.start.Add(r.cfg.Window + r.cfg.FinalGrace + r.cfg.Retention)) {
+				r.lateN++
+				e.processID = r.cfg.ProcessID + "~late" + strconv.FormatInt(now.UnixNano(), 36) + "." + strconv.FormatInt(r.lateN, 36)
+				r.m.LateDeltas.Inc()
+			}
+			r.entries[k] = e
+		}
+		e.spent += u.Spent
+		e.leased += u.Leased
+		e.rejected += u.Rejected
+		e.degraded += u.Degraded
+		e.version++
+	}
+}
+
+// Start starts the reporting loop. Close stops it.
+func (r *Reporter) Start() {
+	r.stop = make(chan struct{})
+	r.done = make(chan struct{})
+	go r.loop()
+}
+
+func (r *Reporter) loop() {
+	defer close(r.done)
+	t := time.NewTicker(r.cfg.ReportInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ReportInterval+r.cfg.PublishTimeout)
+			_ = r.flush(ctx, false)
+			cancel()
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// Flush publishes the reports that are due now (changed counters, and finals
+// of windows past their end plus FinalGrace) and drains the spool. It returns
+// an error when some report could be neither published nor spooled; those
+// stay in memory for the next flush.
+func (r *Reporter) Flush(ctx context.Context) error { return r.flush(ctx, false) }
+
+// Close stops the loop, sends a final report for every window it holds
+// (to JetStream, or to the spool), and closes the spool. It returns an error
+// when some usage could not be handed over (the spool was full and NATS
+// away); that usage is lost with the process, and the error says how much.
+func (r *Reporter) Close(ctx context.Context) error {
+	if r.stop != nil {
+		close(r.stop)
+		<-r.done
+		r.stop = nil
+	}
+	err := r.flush(ctx, true)
+	if cerr := r.spool.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type built struct {
+	rep     Report
+	version int64
+}
+
+func (r *Reporter) flush(ctx context.Context, closing bool) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	now := r.cfg.Clock.Now()
+
+	// 1. Drain the spool first, oldest windows first.
+	if r.spool.Len() > 0 && r.connected() {
+		pending := r.spool.Pending()
+		ok := r.publish(ctx, pending)
+		if len(ok) > 0 {
+			if err := r.spool.Remove(ok); err != nil {
+				r.log.Error("ledger: spool remove", "err", err)
+			}
+		}
+		r.updateSpoolGauges()
+	}
+
+	// 2. Build the reports that are due.
+	var due []built
+	r.mu.Lock()
+	unreported := 0
+	for k, e := range r.entries {
+		finalDue := closing || !now.Before(e.start.Add(r.cfg.Window+r.cfg.FinalGrace))
+		if e.final && e.version == e.reported {
+			if now.After(e.finalAt.Add(r.cfg.Retention)) {
+				delete(r.entries, k)
+			}
+			continue
+		}
+		if e.version == e.reported && !finalDue {
+			continue
+		}
+		unreported++
+		e.seq++
+		due = append(due, built{version: e.version, rep: Report{
+			Key: e.key, WindowStart: e.start, WindowEnd: e.start.Add(r.cfg.Window),
+			ProcessID: e.processID, Region: r.cfg.Region,
+			Spent: e.spent, Leased: e.leased, Rejected: e.rejected, Degraded: e.degraded,
+			Final: finalDue, Seq: e.seq, SentAt: now.UTC(),
+		}})
+	}
+	r.mu.Unlock()
+
+	// 3. Publish them; what JetStream does not take goes to the spool.
+	reps := make([]Report, len(due))
+	for i := range due {
+		reps[i] = due[i].rep
+	}
+	var accepted []Report
+	if len(reps) > 0 && r.connected() {
+		accepted = r.publish(ctx, reps)
+	}
+	acceptedSet := make(map[spoolKey]int64, len(accepted))
+	for i := range accepted {
+		acceptedSet[keyOf(&accepted[i])] = accepted[i].Seq
+	}
+	var rest []Report
+	for i := range reps {
+		if seq, ok := acceptedSet[keyOf(&reps[i])]; !ok || seq != reps[i].Seq {
+			rest = append(rest, reps[i])
+		}
+	}
+	var err error
+	if len(rest) > 0 {
+		rejected, perr := r.spool.Put(rest)
+		if perr != nil && !errors.Is(perr, ErrSpoolFull) {
+			r.log.Error("ledger: spool write failed; usage kept in memory", "err", perr, "reports", len(rest))
+			rejected = rest
+			err = perr
+		}
+		r.m.Spooled.Add(float64(len(rest) - len(rejected)))
+		if len(rejected) > 0 {
+			r.m.SpoolFull.Add(float64(len(rejected)))
+			r.m.SpoolFullNow.Set(1)
+			r.log.Error("ledger: usage spool full and NATS unreachable; usage kept in memory only",
+				"reports", len(rejected), "spool_bytes", r.spool.Bytes(), "spool_max_bytes", r.cfg.SpoolMaxBytes)
+			if err == nil {
+				err = fmt.Errorf("%w: %d reports kept in memory", ErrSpoolFull, len(rejected))
+			}
+		} else {
+			r.m.SpoolFullNow.Set(0)
+		}
+		rejectedSet := make(map[spoolKey]bool, len(rejected))
+		for i := range rejected {
+			rejectedSet[keyOf(&rejected[i])] = true
+		}
+		for i := range rest {
+			if !rejectedSet[keyOf(&rest[i])] {
+				acceptedSet[keyOf(&rest[i])] = rest[i].Seq
+			}
+		}
+	} else {
+		r.m.SpoolFullNow.Set(0)
+	}
+	r.updateSpoolGauges()
+
+	// 4. Mark what was accepted.
+	r.mu.Lock()
+	for i := range due {
+		b := &due[i]
+		seq, ok := acceptedSet[keyOf(&b.rep)]
+		if !ok || seq != b.rep.Seq {
+			continue
+		}
+		unreported--
+		e := r.entries[entryKey{key: b.rep.Key, start: b.rep.WindowStart.UnixNano()}]
+		if e == nil || e.reported >= b.version {
+			continue
+		}
+		e.reported = b.version
+		if b.rep.Final && e.version == b.version {
+			e.final = true
+			e.finalAt = now
+		}
+	}
+	r.m.Entries.Set(float64(len(r.entries)))
+	r.mu.Unlock()
+	r.m.Unacknowledge.Set(float64(unreported))
+	return err
+}
+
+func (r *Reporter) updateSpoolGauges() {
+	r.m.SpoolReports.Set(float64(r.spool.Len()))
+	r.m.SpoolBytes.Set(float64(r.spool.Bytes()))
+}
+
+// connected reports whether the NATS connection is up; while it is not,
+// reports go straight to the spool instead of waiting for a timeout.
+func (r *Reporter) connected() bool {
+	nc := r.js.Conn()
+	return nc != nil && nc.Status() == nats.CONNECTED
+}
+
+// publish sends reports in batches of PublishBatch and returns those that
+// JetStream acknowledged.
+func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
+	subject := r.cfg.Stream.Subject(r.cfg.Region)
+	var ok []Report
+	for lo := 0; lo < len(reps); lo += r.cfg.PublishBatch {
+		hi := min(lo+r.cfg.PublishBatch, len(reps))
+		futures := make([]jetstream.PubAckFuture, 0, hi-lo)
+		idx := make([]int, 0, hi-lo)
+		failed := false
+		for i := lo; i < hi; i++ {
+			data, err := reps[i].Encode()
+			if err != nil {
+				r.log.Error("ledger: encode report", "err", err)
+				continue
+			}
+			msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+			f, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(reps[i].MsgID()))
+			if err != nil {
+				r.m.PublishErr.Inc()
+				failed = true
+				break
+			}
+			futures = append(futures, f)
+			idx = append(idx, i)
+		}
+		timer := time.NewTimer(r.cfg.PublishTimeout)
+	wait:
+		for j, f := range futures {
+			select {
+			case <-f.Ok():
+				ok = append(ok, reps[idx[j]])
+			case <-f.Err():
+				r.m.PublishErr.Inc()
+				failed = true
+			case <-timer.C:
+				r.m.PublishErr.Add(float64(len(futures) - j))
+				failed = true
+				break wait
+			case <-ctx.Done():
+				failed = true
+				break wait
+			}
+		}
+		timer.Stop()
+		if failed {
+			r.log.Warn("ledger: publishing usage reports failed; spooling", "subject", subject, "acked", len(ok))
+			break
+		}
+	}
+	r.m.Published.Add(float64(len(ok)))
+	return ok
+}
