@@ -1,0 +1,308 @@
+package region_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/region"
+)
+
+func redisClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newRedisLimiter(t *testing.T, rdb *redis.Client, prefix string, plan region.Plan, mod func(*region.Config)) (*region.Limiter, *usageLog) {
+	t.Helper()
+	usage := &usageLog{}
+	cfg := region.DefaultConfig()
+	cfg.Usage = usage
+	if mod != nil {
+		mod(&cfg)
+	}
+	lim, err := region.New(region.NewRedisStore(rdb, prefix), region.StaticPlans{Default: plan}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim, usage
+}
+
+// TestConcurrentLimitersHoldBound: many goroutines in several limiters
+// sharing one Redis key never admit more than capacity + rate·t.
+func TestConcurrentLimitersHoldBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := testserver.StartRedis(t)
+	rdb := redisClient(t, srv.Addr)
+	plan := region.Plan{Rate: 2000, Capacity: 500}
+	const limiters, goroutines = 4, 8
+	prefix := fmt.Sprintf("bound%d:", time.Now().UnixNano())
+	var lims []*region.Limiter
+	for i := 0; i < limiters; i++ {
+		lim, _ := newRedisLimiter(t, rdb, prefix, plan, func(c *region.Config) {
+			c.ProcessEstimate = limiters
+			c.StoreTimeout = time.Second // this test is about the bound, not timeouts
+		})
+		lims = append(lims, lim)
+	}
+	var admitted, decisions atomic.Int64
+	start := time.Now()
+	deadline := start.Add(time.Second)
+	var wg sync.WaitGroup
+	for i := 0; i < limiters*goroutines; i++ {
+		wg.Add(1)
+		go func(lim *region.Limiter) {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				d, err := lim.Allow(context.Background(), "shared", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				decisions.Add(1)
+				if d.Allowed {
+					admitted.Add(1)
+				}
+				if d.Degraded {
+					t.Error("degraded decision with a healthy store")
+					return
+				}
+			}
+		}(lims[i%limiters])
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var outstanding, calls int64
+	for _, l := range lims {
+		s := l.Stats()
+		outstanding += s.OutstandingPermits
+		calls += s.StoreCalls
+	}
+	bound := plan.Capacity + plan.Rate*elapsed.Seconds()
+	t.Logf("admitted %d of %d decisions in %v (bound %.0f, outstanding %d, %.4f store calls/decision)",
+		admitted.Load(), decisions.Load(), elapsed, bound, outstanding, float64(calls)/float64(decisions.Load()))
+	if float64(admitted.Load()) > bound {
+		t.Fatalf("admitted %d > capacity + rate·t = %.0f", admitted.Load(), bound)
+	}
+	if decisions.Load() > admitted.Load()*2 && float64(admitted.Load()+outstanding) < 0.8*bound {
+		t.Fatalf("admitted %d + outstanding %d, far under the bound %.0f while demand exceeded it", admitted.Load(), outstanding, bound)
+	}
+}
+
+// TestStoreOutageDegradesAndRecovers cuts the link to Redis with a real TCP
+// proxy: decisions keep coming within the timeout, flagged degraded, under
+// the traffic-weighted bound, and normal mode returns with Redis.
+func TestStoreOutageDegradesAndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := testserver.StartRedis(t)
+	proxy := testserver.StartProxy(t, srv.Addr)
+	prefix := fmt.Sprintf("outage%d:", time.Now().UnixNano())
+	plan := region.Plan{Rate: 200, Capacity: 200}
+	mod := func(c *region.Config) {
+		c.ProcessEstimate = 2
+		c.StoreTimeout = 20 * time.Millisecond // generous for a loaded CI machine; the bound is the point
+		c.BreakerCooldown = 50 * time.Millisecond
+	}
+	// Two processes; a carries 3/4 of the key's traffic, b 1/4.
+	a, ua := newRedisLimiter(t, redisClient(t, proxy.Addr()), prefix, plan, mod)
+	b, ub := newRedisLimiter(t, redisClient(t, proxy.Addr()), prefix, plan, mod)
+	ctx := context.Background()
+	drive := func(n int) (admitted map[*region.Limiter]int64, degraded int, slowest time.Duration) {
+		admitted = map[*region.Limiter]int64{}
+		for i := 0; i < n; i++ {
+			lim := a
+			if i%4 == 3 {
+				lim = b
+			}
+			t0 := time.Now()
+			d, err := lim.Allow(ctx, "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slowest = max(slowest, time.Since(t0))
+			if d.Allowed {
+				admitted[lim]++
+			}
+			if d.Degraded {
+				degraded++
+			}
+		}
+		return
+	}
+	// Healthy: learn the local shares.
+	for i := 0; i < 20; i++ {
+		drive(40)
+		<-time.After(20 * time.Millisecond) // let the bucket refill so that leases keep flowing
+	}
+	sa, _ := a.Peek("k")
+	sb, _ := b.Peek("k")
+	t.Logf("learned local shares: a %.2f b %.2f", sa.LocalShare, sb.LocalShare)
+	if sa.LocalShare < 0.55 || sb.LocalShare > 0.45 {
+		t.Fatalf("local shares a %.2f b %.2f, want about 0.75 / 0.25", sa.LocalShare, sb.LocalShare)
+	}
+
+	proxy.Down()
+	start := time.Now()
+	got, degraded, slowest := drive(2000)
+	elapsed := time.Since(start)
+	t.Logf("outage: admitted a %d b %d, %d degraded, slowest decision %v, in %v", got[a], got[b], degraded, slowest, elapsed)
+	if degraded == 0 {
+		t.Fatal("no decision was flagged degraded during the outage")
+	}
+	if slowest > 20*time.Millisecond+50*time.Millisecond {
+		t.Fatalf("slowest decision took %v, want about the 20ms store timeout", slowest)
+	}
+	// Each process may admit plan × max(local share, floor): about 3/4 and
+	// 1/4 of capacity + rate·t, plus the leases they held when Redis went.
+	boundOf := func(share float64) float64 {
+		return share*(plan.Capacity+plan.Rate*elapsed.Seconds()) + 2 // rounding of two float32 buckets
+	}
+	leaseSlack := float64(region.DefaultConfig().AccuracyBudget * plan.Rate * 60 / 2)
+	if float64(got[a]) > boundOf(float64(sa.LocalShare)+0.05)+leaseSlack {
+		t.Fatalf("a admitted %d during the outage, bound %.0f", got[a], boundOf(sa.LocalShare+0.05)+leaseSlack)
+	}
+	if float64(got[b]) > boundOf(float64(sb.LocalShare)+0.05)+leaseSlack {
+		t.Fatalf("b admitted %d during the outage, bound %.0f", got[b], boundOf(sb.LocalShare+0.05)+leaseSlack)
+	}
+	if s := a.Stats(); s.Breaker != region.BreakerOpen && s.Breaker != region.BreakerHalfOpen {
+		t.Fatalf("breaker %v during the outage", s.Breaker)
+	}
+
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	testserver.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		d, err := a.Allow(ctx, "k", 1)
+		if err != nil {
+			return err
+		}
+		if d.Degraded {
+			return fmt.Errorf("still degraded")
+		}
+		return nil
+	})
+	if s := a.Stats(); s.Breaker != region.BreakerClosed {
+		t.Fatalf("breaker %v after recovery", s.Breaker)
+	}
+	// Degraded decisions are flagged in usage too.
+	a.Flush()
+	b.Flush()
+	var deg int64
+	for _, u := range append(ua.us, ub.us...) {
+		deg += u.Degraded
+	}
+	if deg == 0 {
+		t.Fatal("usage carries no degraded cost")
+	}
+}
+
+// TestSlowStoreCountsAsDown: Redis slowed past the timeout degrades like an
+// outage, and each decision still returns within about the timeout.
+func TestSlowStoreCountsAsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := testserver.StartRedis(t)
+	proxy := testserver.StartProxy(t, srv.Addr)
+	lim, _ := newRedisLimiter(t, redisClient(t, proxy.Addr()), fmt.Sprintf("slow%d:", time.Now().UnixNano()),
+		region.Plan{Rate: 1000, Capacity: 1000}, func(c *region.Config) { c.StoreTimeout = 5 * time.Millisecond })
+	ctx := context.Background()
+	if _, err := lim.Allow(ctx, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Latency(30 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	var degraded int
+	var slowest time.Duration
+	for i := 0; i < 50; i++ {
+		t0 := time.Now()
+		d, err := lim.Allow(ctx, fmt.Sprintf("slow-%d", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slowest = max(slowest, time.Since(t0))
+		if d.Degraded {
+			degraded++
+		}
+	}
+	t.Logf("%d of 50 degraded, slowest %v", degraded, slowest)
+	if degraded != 50 {
+		t.Fatalf("%d of 50 decisions degraded with a store slower than its timeout", degraded)
+	}
+	if slowest > 40*time.Millisecond {
+		t.Fatalf("slowest decision %v with a 5ms store timeout", slowest)
+	}
+	if lim.Stats().Breaker == region.BreakerClosed {
+		t.Fatal("breaker closed while every call timed out")
+	}
+}
+
+// TestClockSkewDoesNotChangeAdmission: processes whose clocks are off by
+// ±500 ms admit exactly what an unskewed one does, because the bucket runs
+// on Redis' clock; and they agree on accounting windows.
+func TestClockSkewDoesNotChangeAdmission(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := testserver.StartRedis(t)
+	rdb := redisClient(t, srv.Addr)
+	plan := region.Plan{Rate: 0.5, Capacity: 40}
+	admittedWith := func(skews ...time.Duration) (int, []region.Usage) {
+		prefix := fmt.Sprintf("skew%d:", time.Now().UnixNano())
+		var lims []*region.Limiter
+		var logs []*usageLog
+		for _, s := range skews {
+			lim, u := newRedisLimiter(t, rdb, prefix, plan, func(c *region.Config) {
+				c.Clock = skewedClock{s}
+				c.ProcessEstimate = len(skews)
+				c.StoreTimeout = time.Second
+			})
+			lims = append(lims, lim)
+			logs = append(logs, u)
+		}
+		n := 0
+		for i := 0; i < 200; i++ {
+			d, err := lims[i%len(lims)].Allow(context.Background(), "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				n++
+			}
+		}
+		var us []region.Usage
+		for i, l := range lims {
+			l.Drain(context.Background())
+			us = append(us, logs[i].us...)
+		}
+		return n, us
+	}
+	base, _ := admittedWith(0)
+	skewed, usage := admittedWith(500*time.Millisecond, -500*time.Millisecond, 0)
+	t.Logf("admitted unskewed %d, skewed ±500ms %d", base, skewed)
+	if base < 40 || base > 41 || skewed < 40 || skewed > 41 {
+		t.Fatalf("admitted %d unskewed and %d skewed, want capacity 40 (+1 refill) for both", base, skewed)
+	}
+	windows := map[time.Time]bool{}
+	for _, u := range usage {
+		if u.Spent > 0 {
+			windows[u.WindowStart] = true
+		}
+	}
+	if len(windows) > 2 { // 2 only if the run straddled a window boundary
+		t.Fatalf("skewed processes reported %d different windows: %v", len(windows), windows)
+	}
+}
