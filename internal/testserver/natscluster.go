@@ -16,9 +16,13 @@ import (
 
 // NATSCluster is one in-process NATS server per region, connected as a
 // super-cluster by gateways: each server is a one-node cluster named after
-// its region, and its GatewayOpts name every other region. JetStream is on
-// in each region, with the region as its JetStream domain, so streams stay
-// regional while core subjects (gossip) cross gateways on interest.
+// its region (with a route to itself, which JetStream's clustered mode
+// requires), and its GatewayOpts name every other region. Core subjects
+// (gossip) cross the gateways on interest as soon as WaitConnected returns.
+// JetStream is on, as one meta group across the super-cluster; a stream is
+// placed in the region (cluster) whose client created it. The meta leader
+// takes several seconds to be elected after start: retry JetStream calls
+// with WaitFor.
 //
 // Every gateway link runs through a small TCP proxy owned by the cluster, so
 // that a test can cut one region off (Cut) and heal it (Heal) while the
@@ -43,8 +47,10 @@ func StartNATSCluster(t testing.TB, regions ...string) *NATSCluster {
 	}
 	sort.Strings(c.regions)
 	gwPort := make(map[string]int, len(regions))
+	routePort := make(map[string]int, len(regions))
 	for _, r := range c.regions {
 		gwPort[r] = FreePort(t)
+		routePort[r] = FreePort(t)
 	}
 	for _, from := range c.regions {
 		for _, to := range c.regions {
@@ -68,10 +74,11 @@ func StartNATSCluster(t testing.TB, regions ...string) *NATSCluster {
 		}
 		region := r
 		c.servers[r] = StartNATSWith(t, NATSOptions{Configure: func(o *natsserver.Options) {
-			o.NoLog, o.Debug = false, false
 			o.ServerName = "nats-" + region
-			o.JetStreamDomain = region
 			o.Cluster.Name = region
+			o.Cluster.Host = "127.0.0.1"
+			o.Cluster.Port = routePort[region]
+			o.Routes = []*url.URL{{Scheme: "nats", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(routePort[region]))}}
 			o.Gateway = natsserver.GatewayOpts{
 				Name:      region,
 				Host:      "127.0.0.1",

@@ -58,3 +58,25 @@ func TestNATSClusterGatewaysAndCut(t *testing.T) {
 		return err
 	})
 }
+
+func TestNATSClusterJetStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits ~10 s for the JetStream meta leader")
+	}
+	c := StartNATSCluster(t, "eu", "us")
+	for _, r := range c.Regions() {
+		nc, err := nats.Connect(c.URL(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := nc.JetStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		WaitFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+			_, err := js.AddStream(&nats.StreamConfig{Name: "S" + r, Subjects: []string{"s." + r}})
+			return err
+		})
+	}
+}
