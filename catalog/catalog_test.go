@@ -1,0 +1,204 @@
+package catalog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/region"
+)
+
+func connect(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func start(t *testing.T, url, cache string, def region.Plan) *catalog.Catalog {
+	t.Helper()
+	cfg := catalog.DefaultConfig()
+	cfg.CachePath = cache
+	cfg.DefaultPlan = def
+	cfg.RetryInterval = 50 * time.Millisecond
+	c, err := catalog.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if url != "" {
+		if err := c.Start(connect(t, url)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+func waitSynced(t *testing.T, c *catalog.Catalog) {
+	t.Helper()
+	testserver.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if !c.Synced() {
+			return errors.New("not synced")
+		}
+		return nil
+	})
+}
+
+func TestResolve(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	c := start(t, ns.URL, "", region.Plan{})
+	waitSynced(t, c)
+	ctx := context.Background()
+
+	if _, _, err := c.Resolve("acct_1"); !errors.Is(err, region.ErrUnknownPlan) {
+		t.Fatalf("no default plan: err = %v, want ErrUnknownPlan", err)
+	}
+	if _, err := c.Assign(ctx, "admin", "acct_1", "pro"); !errors.Is(err, region.ErrUnknownPlan) {
+		t.Fatalf("assign to missing plan: err = %v", err)
+	}
+	mustPut := func(name string, p region.Plan) {
+		if _, err := c.PutPlan(ctx, "admin", name, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustPut("default", region.Plan{Rate: 1, Capacity: 10})
+	mustPut("pro", region.Plan{Rate: 100, Capacity: 1000})
+	if _, err := c.Assign(ctx, "alice", "acct:1/ü?", "pro"); !errors.Is(err, catalog.ErrInvalidName) {
+		t.Fatalf("non-printable key: err = %v", err)
+	}
+	if _, err := c.Assign(ctx, "alice", "acct:1/*>", "pro"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutCost(ctx, "admin", "search", 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutPlan(ctx, "admin", "bad", region.Plan{Rate: 0, Capacity: 1}); !errors.Is(err, catalog.ErrInvalidValue) {
+		t.Fatalf("bad plan: err = %v", err)
+	}
+
+	tests := []struct {
+		key, plan string
+		want      region.Plan
+	}{
+		{"acct:1/*>", "pro", region.Plan{Rate: 100, Capacity: 1000}},
+		{"other", "default", region.Plan{Rate: 1, Capacity: 10}},
+	}
+	for _, tt := range tests {
+		name, p, err := c.Resolve(tt.key)
+		if err != nil || name != tt.plan || p != tt.want {
+			t.Errorf("Resolve(%q) = %q %v %v, want %q %v", tt.key, name, p, err, tt.plan, tt.want)
+		}
+	}
+	if cost, ok := c.Cost("search"); !ok || cost != 5 {
+		t.Errorf("Cost(search) = %d %v", cost, ok)
+	}
+	if c.Version() == 0 {
+		t.Error("version not set")
+	}
+	a, _ := c.Assignment("acct:1/*>")
+	if a.Actor != "alice" || a.At.IsZero() {
+		t.Errorf("assignment actor/time = %q %v", a.Actor, a.At)
+	}
+	mustPut("pro", region.Plan{Rate: 200, Capacity: 2000})
+	h, err := c.History(ctx, catalog.KindPlan, "pro")
+	if err != nil || len(h) != 2 || h[0].Rate != 100 || h[1].Rate != 200 || h[1].Actor != "admin" {
+		t.Fatalf("History = %+v, %v", h, err)
+	}
+}
+
+func TestBuiltinDefault(t *testing.T) {
+	c := start(t, "", "", region.Plan{Rate: 5, Capacity: 50})
+	name, p, err := c.Resolve("anyone")
+	if err != nil || name != "default" || p.Rate != 5 {
+		t.Fatalf("Resolve = %q %v %v", name, p, err)
+	}
+	e, ok := c.PlanEntry("default")
+	if !ok || e.Actor != catalog.BuiltinActor {
+		t.Fatalf("PlanEntry(default) = %+v %v", e, ok)
+	}
+	if _, err := c.PutPlan(context.Background(), "admin", "x", region.Plan{Rate: 1, Capacity: 1}); !errors.Is(err, catalog.ErrUnavailable) {
+		t.Fatalf("write without NATS: err = %v", err)
+	}
+}
+
+// A change on one catalogue reaches another within a second, the change
+// hook fires, and a catalogue started without NATS loads the cache.
+func TestPushAndCache(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	dir := t.TempDir()
+	a := start(t, ns.URL, filepath.Join(dir, "a.json"), region.Plan{})
+	b := start(t, ns.URL, filepath.Join(dir, "b.json"), region.Plan{})
+	waitSynced(t, a)
+	waitSynced(t, b)
+	changed := make(chan struct{}, 16)
+	b.OnChange(func() { changed <- struct{}{} })
+
+	t0 := time.Now()
+	if _, err := a.PutPlan(context.Background(), "admin", "gold", region.Plan{Rate: 7, Capacity: 70}); err != nil {
+		t.Fatal(err)
+	}
+	testserver.WaitFor(t, 2*time.Second, time.Millisecond, func() error {
+		if _, ok := b.PlanEntry("gold"); !ok {
+			return errors.New("gold not on b")
+		}
+		return nil
+	})
+	if d := time.Since(t0); d > time.Second {
+		t.Fatalf("change took %v to reach the other process", d)
+	}
+	select {
+	case <-changed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("OnChange not called")
+	}
+
+	// Restart during an outage: the cache answers.
+	b.Stop()
+	ns.Stop()
+	c := start(t, "", filepath.Join(dir, "b.json"), region.Plan{})
+	if e, ok := c.PlanEntry("gold"); !ok || e.Rate != 7 {
+		t.Fatalf("cached plan = %+v %v", e, ok)
+	}
+	if !c.Loaded() || c.Synced() || c.Version() != a.Version() {
+		t.Fatalf("Loaded %v Synced %v Version %d (want %d)", c.Loaded(), c.Synced(), c.Version(), a.Version())
+	}
+}
+
+// The watch comes back after NATS restarts and picks up changes made there.
+func TestReconnect(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	a := start(t, ns.URL, "", region.Plan{})
+	b := start(t, ns.URL, "", region.Plan{})
+	waitSynced(t, a)
+	waitSynced(t, b)
+	ns.Restart(t)
+	ctx := context.Background()
+	for i := range 3 {
+		testserver.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			_, err := a.PutPlan(ctx, "admin", fmt.Sprintf("p%d", i), region.Plan{Rate: 1, Capacity: 1})
+			return err
+		})
+	}
+	b.Resync()
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if _, ok := b.PlanEntry("p2"); !ok {
+			return errors.New("p2 not on b")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,74 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/quotaplatform/quota/region"
+)
+
+// Config configures a Catalog. Start from DefaultConfig; New validates a copy.
+type Config struct {
+	// Bucket is the JetStream key-value bucket holding the catalogue.
+	// Default "quota-catalog".
+	Bucket string
+	// History is how many revisions of each entry the bucket keeps, for
+	// "who changed what and when" (1–64). Default 64.
+	History int
+	// Replicas is the bucket's replication factor when this process creates
+	// it. Default 1; use 3 on a clustered NATS.
+	Replicas int
+
+	// CachePath is the file holding the last known good catalogue, written
+	// after every applied change and read by New. Empty disables the cache.
+	// Default "" (the daemon sets <data-dir>/catalog.json).
+	CachePath string
+
+	// DefaultPlan is the built-in default plan: used for keys with no
+	// assignment while the bucket holds no plan named "default". A zero Plan
+	// means there is none, and such keys have no plan. Default zero.
+	DefaultPlan region.Plan
+
+	// WriteTimeout bounds one write: the KV put and the wait for this
+	// process's watch to apply it. Default 2s.
+	WriteTimeout time.Duration
+	// RetryInterval is how long the watch waits before trying the bucket
+	// again after NATS failed. Default 500ms.
+	RetryInterval time.Duration
+
+	// Logger receives watch and cache events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Bucket:        "quota-catalog",
+		History:       64,
+		Replicas:      1,
+		WriteTimeout:  2 * time.Second,
+		RetryInterval: 500 * time.Millisecond,
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	check := func(ok bool, field, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("catalog: config %s: "+format, append([]any{field}, args...)...))
+		}
+	}
+	check(c.Bucket != "", "Bucket", "must not be empty")
+	check(c.History >= 1 && c.History <= 64, "History", "must be in [1, 64], got %d", c.History)
+	check(c.Replicas >= 1, "Replicas", "must be at least 1, got %d", c.Replicas)
+	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive, got %v", c.WriteTimeout)
+	check(c.RetryInterval > 0, "RetryInterval", "must be positive, got %v", c.RetryInterval)
+	if c.DefaultPlan != (region.Plan{}) {
+		if err := c.DefaultPlan.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("catalog: config DefaultPlan: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

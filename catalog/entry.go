@@ -1,0 +1,133 @@
+package catalog
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quotaplatform/quota/region"
+)
+
+// Kind names a kind of catalogue entry.
+type Kind string
+
+// The kinds of entry.
+const (
+	KindPlan Kind = "plan" // a plan: Rate and Capacity
+	KindKey  Kind = "key"  // a key → plan assignment: Plan
+	KindCost Kind = "cost" // an endpoint weight: Cost
+)
+
+// Entry is one catalogue entry as stored in the bucket: what it says, who
+// wrote it and when. Only the fields of its Kind are set.
+type Entry struct {
+	Kind Kind   `json:"kind"`
+	Name string `json:"name"` // plan name, API key or endpoint name
+
+	Rate     float64 `json:"rate,omitempty"`     // KindPlan: cost units per second
+	Capacity float64 `json:"capacity,omitempty"` // KindPlan: burst, cost units
+	Plan     string  `json:"plan,omitempty"`     // KindKey: the assigned plan's name
+	Cost     int64   `json:"cost,omitempty"`     // KindCost: the endpoint's weight
+
+	Actor string    `json:"actor"` // who wrote it (a token name, "admin")
+	At    time.Time `json:"at"`    // when, on the writer's clock
+
+	// Revision is the bucket revision of this value (not stored in it).
+	Revision uint64 `json:"revision,omitempty"`
+	// Deleted marks a deletion in History (not stored in a value).
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// RegionPlan returns a plan entry as a region.Plan.
+func (e Entry) RegionPlan() region.Plan { return region.Plan{Rate: e.Rate, Capacity: e.Capacity} }
+
+// kvKey is the bucket key of an entry: the kind, a dot, and the name in
+// unpadded URL-safe base64, because an API key may hold bytes a KV key may
+// not (KV keys are NATS subject tokens).
+func kvKey(kind Kind, name string) string {
+	return string(kind) + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
+}
+
+// parseKVKey splits a bucket key into kind and name.
+func parseKVKey(k string) (Kind, string, error) {
+	kind, enc, ok := strings.Cut(k, ".")
+	if !ok {
+		return "", "", fmt.Errorf("catalog: bucket key %q has no kind", k)
+	}
+	switch Kind(kind) {
+	case KindPlan, KindKey, KindCost:
+	default:
+		return "", "", fmt.Errorf("catalog: bucket key %q has unknown kind %q", k, kind)
+	}
+	name, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return "", "", fmt.Errorf("catalog: bucket key %q: name: %w", k, err)
+	}
+	return Kind(kind), string(name), nil
+}
+
+// decodeEntry parses a bucket value stored under key k at revision rev.
+func decodeEntry(k string, value []byte, rev uint64) (Entry, error) {
+	kind, name, err := parseKVKey(k)
+	if err != nil {
+		return Entry{}, err
+	}
+	var e Entry
+	if err := json.Unmarshal(value, &e); err != nil {
+		return Entry{}, fmt.Errorf("catalog: value of %q: %w", k, err)
+	}
+	if e.Kind != kind || e.Name != name {
+		return Entry{}, fmt.Errorf("catalog: value of %q says %s %q", k, e.Kind, e.Name)
+	}
+	if err := e.validate(); err != nil {
+		return Entry{}, fmt.Errorf("catalog: value of %q: %w", k, err)
+	}
+	e.Revision = rev
+	return e, nil
+}
+
+// validate checks the fields of e's kind.
+func (e Entry) validate() error {
+	field := map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint"}[e.Kind]
+	if field == "" {
+		return fmt.Errorf("%w: kind %q", ErrInvalidValue, e.Kind)
+	}
+	if err := CheckName(field, e.Name); err != nil {
+		return err
+	}
+	switch e.Kind {
+	case KindPlan:
+		if err := e.RegionPlan().Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidValue, err)
+		}
+	case KindKey:
+		if err := CheckName("plan", e.Plan); err != nil {
+			return err
+		}
+	case KindCost:
+		if e.Cost < 1 {
+			return fmt.Errorf("%w: cost must be at least 1, got %d", ErrInvalidValue, e.Cost)
+		}
+	}
+	return nil
+}
+
+// CheckName reports whether s can name a plan, key or endpoint: 1 to
+// region.MaxKeyLen bytes of printable ASCII without spaces. The error names
+// field.
+func CheckName(field, s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: %s must not be empty", ErrInvalidName, field)
+	}
+	if len(s) > region.MaxKeyLen {
+		return fmt.Errorf("%w: %s is %d bytes, at most %d allowed", ErrInvalidName, field, len(s), region.MaxKeyLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: %s byte %d (0x%02x) is not printable ASCII", ErrInvalidName, field, i, c)
+		}
+	}
+	return nil
+}

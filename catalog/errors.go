@@ -1,0 +1,20 @@
+package catalog
+
+import "errors"
+
+// Errors returned by the Catalog, wrapped with context naming the field.
+// An unknown plan is region.ErrUnknownPlan.
+var (
+	// ErrInvalidName: a plan, key or endpoint name is empty, longer than
+	// region.MaxKeyLen bytes, or holds a byte that is not printable ASCII.
+	ErrInvalidName = errors.New("invalid name")
+	// ErrInvalidValue: a plan's rate or capacity, or an endpoint's cost, is
+	// out of range.
+	ErrInvalidValue = errors.New("invalid value")
+	// ErrUnavailable: the key-value bucket cannot be reached (NATS is down or
+	// the catalogue has not started); reads still answer from the last known
+	// good copy, writes fail.
+	ErrUnavailable = errors.New("catalogue unavailable")
+	// ErrNotFound: no entry of that name.
+	ErrNotFound = errors.New("not found")
+)

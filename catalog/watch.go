@@ -1,0 +1,176 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var errResync = errors.New("resync requested")
+
+// run is the watch goroutine: bind the bucket, watch it, and start again
+// after a failure or a Resync, until ctx ends.
+func (c *Catalog) run(ctx context.Context, js jetstream.JetStream) {
+	defer close(c.done)
+	for {
+		err := c.watch(ctx, js)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errResync) {
+			c.log.Info("re-reading the catalogue bucket")
+			continue
+		}
+		c.log.Warn("catalogue watch failed; serving the last known good copy", "err", err, "version", c.Version())
+		t := time.NewTimer(c.cfg.RetryInterval)
+		select {
+		case <-t.C:
+		case <-c.resync:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// bind returns the bucket, creating it when it does not exist.
+func (c *Catalog) bind(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, c.cfg.Bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("catalog: bind bucket %q: %w", c.cfg.Bucket, err)
+	}
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      c.cfg.Bucket,
+		Description: "quota plan catalogue: plans, key assignments, endpoint weights",
+		History:     uint8(c.cfg.History),
+		Replicas:    c.cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, c.cfg.Bucket) // another process won the race
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalog: create bucket %q: %w", c.cfg.Bucket, err)
+	}
+	c.log.Info("created catalogue bucket", "bucket", c.cfg.Bucket)
+	return kv, nil
+}
+
+// watch reads the whole bucket into a fresh state, swaps it in, and then
+// applies changes as they are pushed, until the watch fails or ctx ends.
+func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
+	kv, err := c.bind(ctx, js)
+	if err != nil {
+		return err
+	}
+	c.kv.Store(&kv)
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog: watch bucket %q: %w", c.cfg.Bucket, err)
+	}
+	defer w.Stop()
+
+	fresh := newState()
+	var freshVersion uint64
+	initial := true
+	dirty := false
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.resync:
+			return errResync
+		case kve, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("catalog: watch of bucket %q closed", c.cfg.Bucket)
+			}
+			switch {
+			case kve == nil: // the initial values are all in
+				initial = false
+				c.swap(fresh, freshVersion)
+				fresh = nil
+				dirty = false
+			case initial:
+				freshVersion = max(freshVersion, kve.Revision())
+				c.applyTo(fresh, kve)
+			default:
+				c.apply(kve)
+				dirty = true
+			}
+			if dirty && len(w.Updates()) == 0 {
+				// A burst of changes is in: persist and notify once.
+				dirty = false
+				c.changed()
+			}
+		}
+	}
+}
+
+// applyTo applies one pushed entry to st.
+func (c *Catalog) applyTo(st *state, kve jetstream.KeyValueEntry) {
+	if kve.Operation() != jetstream.KeyValuePut {
+		kind, name, err := parseKVKey(kve.Key())
+		if err == nil {
+			st.remove(kind, name, kve.Revision())
+		}
+		return
+	}
+	e, err := decodeEntry(kve.Key(), kve.Value(), kve.Revision())
+	if err != nil {
+		c.log.Warn("skipping bad catalogue entry", "key", kve.Key(), "revision", kve.Revision(), "err", err)
+		return
+	}
+	st.put(e)
+}
+
+// apply applies one pushed change to the live state.
+func (c *Catalog) apply(kve jetstream.KeyValueEntry) {
+	c.mu.Lock()
+	c.applyTo(c.st, kve)
+	c.version = max(c.version, kve.Revision())
+	close(c.applied)
+	c.applied = make(chan struct{})
+	c.mu.Unlock()
+	c.log.Info("catalogue change applied", "key", kve.Key(), "op", kve.Operation().String(), "revision", kve.Revision())
+}
+
+// swap replaces the live state with a full read of the bucket.
+func (c *Catalog) swap(st *state, version uint64) {
+	c.mu.Lock()
+	c.st = st
+	c.version = version
+	c.synced = true
+	close(c.applied)
+	c.applied = make(chan struct{})
+	n := len(st.plans) + len(st.keys) + len(st.costs)
+	c.mu.Unlock()
+	c.log.Info("catalogue read from bucket", "bucket", c.cfg.Bucket, "version", version, "entries", n)
+	c.changed()
+}
+
+// changed persists the live state and tells the OnChange subscribers.
+func (c *Catalog) changed() {
+	if c.cfg.CachePath != "" {
+		c.mu.RLock()
+		cf := &cacheFile{Version: c.version, SavedAt: time.Now().UTC(), Entries: c.st.entries()}
+		c.mu.RUnlock()
+		if err := saveCache(c.cfg.CachePath, cf); err != nil {
+			c.log.Error("cannot save last known good catalogue", "err", err)
+		}
+	}
+	c.subsMu.Lock()
+	subs := append([]func(){}, c.subs...)
+	c.subsMu.Unlock()
+	for _, f := range subs {
+		f()
+	}
+}

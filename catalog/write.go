@@ -1,0 +1,121 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quotaplatform/quota/region"
+)
+
+// PutPlan creates or replaces plan name, recording actor as its writer, and
+// returns the new catalogue version.
+func (c *Catalog) PutPlan(ctx context.Context, actor, name string, p region.Plan) (uint64, error) {
+	return c.put(ctx, Entry{Kind: KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity, Actor: actor})
+}
+
+// Assign assigns key to plan, which must exist (the built-in default
+// counts), recording actor as the writer.
+func (c *Catalog) Assign(ctx context.Context, actor, key, plan string) (uint64, error) {
+	if err := CheckName("plan", plan); err != nil {
+		return 0, err
+	}
+	if _, ok := c.PlanEntry(plan); !ok {
+		return 0, fmt.Errorf("%w: plan %q does not exist", region.ErrUnknownPlan, plan)
+	}
+	return c.put(ctx, Entry{Kind: KindKey, Name: key, Plan: plan, Actor: actor})
+}
+
+// PutCost sets endpoint's weight, recording actor as the writer.
+func (c *Catalog) PutCost(ctx context.Context, actor, endpoint string, cost int64) (uint64, error) {
+	return c.put(ctx, Entry{Kind: KindCost, Name: endpoint, Cost: cost, Actor: actor})
+}
+
+// put writes e and waits until this process's watch has applied it, so
+// that a read after the write sees it. It fails with ErrUnavailable while
+// the bucket cannot be reached.
+func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
+	if e.Actor == "" {
+		e.Actor = "unknown"
+	}
+	e.At = time.Now().UTC()
+	e.Revision = 0
+	if err := e.validate(); err != nil {
+		return 0, err
+	}
+	kvp := c.kv.Load()
+	if kvp == nil {
+		return 0, fmt.Errorf("%w: not connected to the bucket %q yet", ErrUnavailable, c.cfg.Bucket)
+	}
+	value, err := json.Marshal(e)
+	if err != nil {
+		return 0, fmt.Errorf("catalog: encode %s %q: %w", e.Kind, e.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
+	defer cancel()
+	rev, err := (*kvp).Put(ctx, kvKey(e.Kind, e.Name), value)
+	if err != nil {
+		return 0, fmt.Errorf("%w: put %s %q: %w", ErrUnavailable, e.Kind, e.Name, err)
+	}
+	c.log.Info("catalogue write", "kind", e.Kind, "name", e.Name, "actor", e.Actor, "revision", rev)
+	if err := c.WaitVersion(ctx, rev); err != nil {
+		// Written, but not yet seen by this process's watch: the write
+		// stands, and the watch will apply it.
+		c.log.Warn("catalogue write not yet applied locally", "revision", rev, "err", err)
+	}
+	return rev, nil
+}
+
+// WaitVersion waits until the catalogue version is at least v or ctx ends.
+func (c *Catalog) WaitVersion(ctx context.Context, v uint64) error {
+	for {
+		c.mu.RLock()
+		cur, ch := c.version, c.applied
+		c.mu.RUnlock()
+		if cur >= v {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("catalog: version %d not reached (at %d): %w", v, cur, ctx.Err())
+		}
+	}
+}
+
+// History returns the stored revisions of one entry, oldest first: each
+// says what was written, by whom and when, or that it was deleted. It
+// wraps ErrNotFound when the bucket has no such entry.
+func (c *Catalog) History(ctx context.Context, kind Kind, name string) ([]Entry, error) {
+	kvp := c.kv.Load()
+	if kvp == nil {
+		return nil, fmt.Errorf("%w: not connected to the bucket %q yet", ErrUnavailable, c.cfg.Bucket)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
+	defer cancel()
+	hist, err := (*kvp).History(ctx, kvKey(kind, name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: no history for %s %q", ErrNotFound, kind, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: history of %s %q: %w", ErrUnavailable, kind, name, err)
+	}
+	out := make([]Entry, 0, len(hist))
+	for _, h := range hist {
+		if h.Operation() != jetstream.KeyValuePut {
+			out = append(out, Entry{Kind: kind, Name: name, Revision: h.Revision(), At: h.Created().UTC(), Deleted: true})
+			continue
+		}
+		e, err := decodeEntry(h.Key(), h.Value(), h.Revision())
+		if err != nil {
+			c.log.Warn("skipping undecodable history entry", "err", err)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
