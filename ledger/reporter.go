@@ -147,11 +147,11 @@ type entry struct {
 	processID string
 	// Cumulative counters for the window.
 	spent, leased, rejected, degraded int64
-	version  int64 // bumped by every Record that changes the counters
-	reported int64 // highest version covered by an accepted report
-	seq      int64 // Seq of the last report built
-	final    bool  // a final report covering reported was accepted
-	finalAt  time.Time
+	version                           int64 // bumped by every Record that changes the counters
+	reported                          int64 // highest version covered by an accepted report
+	seq                               int64 // Seq of the last report built
+	final                             bool  // a final report covering reported was accepted
+	finalAt                           time.Time
 }
 
 var _ region.UsageSink = (*Reporter)(nil)
@@ -382,10 +382,10 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 		}
 		unreported--
 		e := r.entries[entryKey{key: b.rep.Key, start: b.rep.WindowStart.UnixNano()}]
-		if e == nil || e.reported >= b.version {
+		if e == nil {
 			continue
 		}
-		e.reported = b.version
+		e.reported = max(e.reported, b.version)
 		if b.rep.Final && e.version == b.version {
 			e.final = true
 			e.finalAt = now

@@ -1,0 +1,328 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/region"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+func connect(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+		nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.EnsureStream(context.Background(), js, ledger.DefaultStreamConfig()); err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// latest reads the stream and returns the latest report per (process, key,
+// window) and the number of messages.
+func latest(t testing.TB, js jetstream.JetStream) (map[string]ledger.Report, int) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, ledger.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]ledger.Report{}
+	n := int(info.State.Msgs)
+	if n == 0 {
+		return out, 0
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < n {
+		b, err := c.Fetch(n-got, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			got++
+			r, err := ledger.DecodeReport(m.Data())
+			if err != nil {
+				t.Fatalf("stream holds an invalid report: %v", err)
+			}
+			id := r.ProcessID + "|" + r.Key + "|" + r.WindowStart.String()
+			if old, ok := out[id]; !ok || r.Seq > old.Seq {
+				out[id] = r
+			}
+		}
+		if b.Error() != nil {
+			t.Fatal(b.Error())
+		}
+	}
+	return out, n
+}
+
+func newReporter(t testing.TB, js jetstream.JetStream, clock ledger.Clock, mod func(*ledger.Config)) (*ledger.Reporter, *ledger.Metrics) {
+	t.Helper()
+	cfg := ledger.DefaultConfig()
+	cfg.ProcessID = "p1"
+	cfg.Region = "eu"
+	cfg.SpoolDir = t.TempDir()
+	cfg.Clock = clock
+	cfg.PublishTimeout = 500 * time.Millisecond
+	cfg.Metrics = ledger.NewMetrics(nil)
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := ledger.NewReporter(js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, cfg.Metrics
+}
+
+var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func TestReporterCumulativeAndFinal(t *testing.T) {
+	js := connect(t, testserver.StartNATS(t).URL)
+	clock := &fakeClock{now: t0.Add(time.Second)}
+	r, _ := newReporter(t, js, clock, nil)
+	ctx := context.Background()
+	w := t0 // window start of both keys
+
+	type want struct {
+		spent, leased int64
+		final         bool
+		seq           int64
+	}
+	steps := []struct {
+		name   string
+		at     time.Duration // clock offset from t0
+		record []region.Usage
+		msgs   int // total messages in the stream after Flush
+		want   map[string]want
+	}{
+		{"first deltas", time.Second, []region.Usage{
+			{Key: "a", WindowStart: w, Spent: 3, Leased: 5},
+			{Key: "b", WindowStart: w, Spent: 1, Leased: 1, Rejected: 2},
+			{Key: "a", WindowStart: w, Spent: 2, Leased: 0},
+		}, 2, map[string]want{"a": {5, 5, false, 1}, "b": {1, 1, false, 1}}},
+		{"no change, nothing sent", 2 * time.Second, nil, 2,
+			map[string]want{"a": {5, 5, false, 1}, "b": {1, 1, false, 1}}},
+		{"leased goes down", 10 * time.Second, []region.Usage{{Key: "a", WindowStart: w, Spent: 1, Leased: -2}}, 3,
+			map[string]want{"a": {6, 3, false, 2}, "b": {1, 1, false, 1}}},
+		{"window over, in grace", time.Minute + time.Second, nil, 3,
+			map[string]want{"a": {6, 3, false, 2}, "b": {1, 1, false, 1}}},
+		{"after grace: finals", time.Minute + 2*time.Second, nil, 5,
+			map[string]want{"a": {6, 3, true, 3}, "b": {1, 1, true, 2}}},
+		{"finals are not repeated", time.Minute + 5*time.Second, nil, 5,
+			map[string]want{"a": {6, 3, true, 3}, "b": {1, 1, true, 2}}},
+		{"late delta: final again", time.Minute + 6*time.Second, []region.Usage{{Key: "b", WindowStart: w, Spent: 1}}, 6,
+			map[string]want{"a": {6, 3, true, 3}, "b": {2, 1, true, 3}}},
+	}
+	for _, st := range steps {
+		clock.Set(t0.Add(st.at))
+		r.Record(st.record)
+		if err := r.Flush(ctx); err != nil {
+			t.Fatalf("%s: Flush: %v", st.name, err)
+		}
+		got, n := latest(t, js)
+		if n != st.msgs {
+			t.Fatalf("%s: stream holds %d messages, want %d", st.name, n, st.msgs)
+		}
+		for key, wt := range st.want {
+			rep := got["p1|"+key+"|"+w.String()]
+			if rep.Spent != wt.spent || rep.Leased != wt.leased || rep.Final != wt.final || rep.Seq != wt.seq {
+				t.Fatalf("%s: key %s: got %+v, want %+v", st.name, key, rep, wt)
+			}
+			if rep.Region != "eu" || !rep.WindowEnd.Equal(w.Add(time.Minute)) {
+				t.Fatalf("%s: key %s: region/window_end %+v", st.name, key, rep)
+			}
+		}
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReporterLateDeltaAfterRetentionGetsOwnRow(t *testing.T) {
+	js := connect(t, testserver.StartNATS(t).URL)
+	clock := &fakeClock{now: t0}
+	r, m := newReporter(t, js, clock, func(c *ledger.Config) { c.Retention = 10 * time.Second })
+	ctx := context.Background()
+	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 4}})
+	clock.Set(t0.Add(time.Minute + 3*time.Second))
+	if err := r.Flush(ctx); err != nil { // final
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(time.Minute + 20*time.Second))
+	if err := r.Flush(ctx); err != nil { // forgets the window
+		t.Fatal(err)
+	}
+	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := latest(t, js)
+	var total int64
+	for _, rep := range got {
+		if !rep.Final {
+			t.Fatalf("not final: %+v", rep)
+		}
+		total += rep.Spent
+	}
+	if len(got) != 2 || total != 5 || val(m.LateDeltas) != 1 {
+		t.Fatalf("rows %v total %d late %v; want 2 rows totalling 5", got, total, val(m.LateDeltas))
+	}
+}
+
+func TestReporterSpoolsWhileNATSDown(t *testing.T) {
+	srv := testserver.StartNATS(t)
+	js := connect(t, srv.URL)
+	clock := &fakeClock{now: t0}
+	r, m := newReporter(t, js, clock, nil)
+	ctx := context.Background()
+
+	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	testserver.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if js.Conn().IsConnected() {
+			return errors.New("still connected")
+		}
+		return nil
+	})
+	for i := range 5 {
+		clock.Set(t0.Add(time.Duration(i+1) * time.Second))
+		r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}, {Key: "b", WindowStart: t0, Spent: 2}})
+		if err := r.Flush(ctx); err != nil {
+			t.Fatalf("Flush while NATS is down: %v", err)
+		}
+	}
+	if n := val(m.SpoolReports); n != 2 {
+		t.Fatalf("spool depth %v, want 2 (latest per key and window)", n)
+	}
+	if val(m.SpoolBytes) == 0 || val(m.Spooled) != 10 {
+		t.Fatalf("spool bytes %v, spooled %v", val(m.SpoolBytes), val(m.Spooled))
+	}
+	srv.Restart(t)
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !js.Conn().IsConnected() {
+			return errors.New("not reconnected")
+		}
+		return nil
+	})
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := val(m.SpoolReports); n != 0 {
+		t.Fatalf("spool depth after drain %v", n)
+	}
+	got, _ := latest(t, js)
+	if a, b := got["p1|a|"+t0.String()], got["p1|b|"+t0.String()]; a.Spent != 6 || b.Spent != 10 {
+		t.Fatalf("after drain: a=%+v b=%+v", a, b)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReporterSpoolFullKeepsUsageInMemory(t *testing.T) {
+	srv := testserver.StartNATS(t)
+	js := connect(t, srv.URL)
+	clock := &fakeClock{now: t0}
+	r, m := newReporter(t, js, clock, func(c *ledger.Config) { c.SpoolMaxBytes = 4096 })
+	ctx := context.Background()
+	srv.Stop()
+	testserver.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if js.Conn().IsConnected() {
+			return errors.New("still connected")
+		}
+		return nil
+	})
+	var batch []region.Usage
+	for i := range 100 {
+		batch = append(batch, region.Usage{Key: "key-" + string(rune('A'+i%26)) + string(rune('a'+i/26)), WindowStart: t0, Spent: int64(i + 1)})
+	}
+	r.Record(batch)
+	if err := r.Flush(ctx); !errors.Is(err, ledger.ErrSpoolFull) {
+		t.Fatalf("Flush with a full spool = %v, want ErrSpoolFull", err)
+	}
+	if val(m.SpoolFull) == 0 || val(m.SpoolFullNow) != 1 {
+		t.Fatal("spool-full metrics not raised")
+	}
+	srv.Restart(t)
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !js.Conn().IsConnected() {
+			return errors.New("not reconnected")
+		}
+		return nil
+	})
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := latest(t, js)
+	var total int64
+	for _, rep := range got {
+		total += rep.Spent
+		if !rep.Final {
+			t.Fatalf("Close sent a non-final report: %+v", rep)
+		}
+	}
+	if len(got) != 100 || total != 100*101/2 {
+		t.Fatalf("after the spool was full: %d reports, spent %d; want 100 and %d", len(got), total, 100*101/2)
+	}
+	if val(m.SpoolFullNow) != 0 {
+		t.Fatal("spool-full gauge still raised")
+	}
+}
+
+// val reads a counter or gauge.
+func val(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
+}
