@@ -71,9 +71,12 @@ type Config struct {
 	// 0 makes unknown endpoints an error (ErrUnknownEndpoint).
 	DefaultCost int64
 
-	// MaxKeys caps the keys holding local state. Beyond it the least recently
-	// used key is evicted: its unspent lease goes back to the store and its
-	// usage is handed to the sink first. Default 100,000.
+	// MaxKeys caps the keys holding local state. Beyond it a key not used
+	// recently is evicted (second-chance approximation of LRU): its unspent
+	// lease goes back to the store and its usage is handed to the sink first.
+	// The cap is enforced per shard with a tenth of headroom for uneven
+	// hashing, so at most 1.1 × MaxKeys are tracked. Maps are sized for the
+	// cap up front. Default 100,000.
 	MaxKeys int
 
 	// Window is the accounting window. Default 60s.

@@ -5,23 +5,22 @@ import (
 	"time"
 )
 
-// entry is one key's local state. It is kept small (the target is 128 bytes
+// entry is one key's local state. It is kept to 96 bytes (the target is 128
 // per tracked key, map slot included): times are limiter nanoseconds (see
 // Limiter.now), regional bucket parameters are float32 because they only
-// shape Reset and RetryAfter, and usage deltas are 32-bit, flushed early
-// when they would overflow. All fields are guarded by the shard's mutex.
+// shape Reset and RetryAfter, usage deltas are 32-bit, flushed early when
+// they would overflow, and the degraded bucket lives in its shard only while
+// the store is unavailable. All fields are guarded by the shard's mutex.
 type entry struct {
 	permits   int64 // unspent permits of the current lease
 	remaining int64 // regional tokens at the last sync (our lease included), less our spend since
 	leaseExp  int64 // limiter ns after which the lease may not be spent
 	syncAt    int64 // limiter ns of the last successful store call; 0 = never
 	windowEnd int64 // store-clock unix ns at which the current accounting window ends
-	degAt     int64 // limiter ns the degraded bucket was last refilled; 0 = not degraded
 	limit     int64 // the plan's capacity (global), for Decision.Limit and the cost check
 
 	rate       float32 // regional refill, cost units per second
 	capacity   float32 // regional capacity
-	degTokens  float32 // degraded local bucket
 	shareMine  float32 // EWMA of this process's net grants
 	shareAll   float32 // EWMA of the region's net grants over the same calls
 	lastGrants uint32  // low bits of the store's GrantedTotal at the last sync
@@ -31,6 +30,7 @@ type entry struct {
 	spent, rejected, degraded uint32 // usage deltas of the current window
 	leased                    int32
 
+	inDegraded bool // the key has a degraded bucket in its shard (store unavailable)
 	referenced bool // set on use, cleared by the eviction scan (second chance)
 	busy       bool // a store call for this key is in flight: do not evict
 	haveGrants bool // lastGrants is valid
@@ -91,6 +91,15 @@ func (e *entry) regionalAt(now int64) float64 {
 	return math.Min(est, float64(e.capacity))
 }
 
+// refillTarget is how many regional tokens must be estimated before a miss
+// goes back to the store: the cost, or half a lease when that is more, so
+// that a key held at its limit fetches a useful lease per store call instead
+// of one permit per call. Tokens left in the store meanwhile are not lost:
+// they wait in the bucket for the next call.
+func (e *entry) refillTarget(cost int64) float64 {
+	return math.Min(math.Max(float64(cost), float64(e.nextLease/2)), float64(e.capacity))
+}
+
 func (e *entry) decision(allowed bool, now, cost int64) Decision {
 	rem := e.remaining
 	if rem < 0 {
@@ -106,7 +115,7 @@ func (e *entry) decision(allowed bool, now, cost int64) Decision {
 		d.Stale = time.Duration(now - e.syncAt)
 	}
 	if !allowed {
-		d.RetryAfter = retryAfter(float64(cost)-e.regionalAt(now), float64(e.rate))
+		d.RetryAfter = retryAfter(e.refillTarget(cost)-e.regionalAt(now), float64(e.rate))
 	}
 	return d
 }

@@ -24,9 +24,11 @@ type Limiter struct {
 	seed  maphash.Seed
 
 	start     time.Time // monotonic origin of limiter time
+	system    bool      // clock is the system clock: time.Since reads only the monotonic clock
 	startWall int64     // unix ns of start on the local wall clock
 
 	epoch  atomic.Uint32 // bumped by InvalidateAll: cached plans are stale
+	coarse atomic.Int64  // limiter time kept by Run every coarseTick; 0 when Run is not running
 	offset clockOffset   // store clock minus local clock
 
 	breaker breaker
@@ -53,6 +55,7 @@ func New(store Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 	if clock == nil {
 		clock = systemClock{}
 	}
+	_, system := clock.(systemClock)
 	start := clock.Now()
 	l := &Limiter{
 		store:     store,
@@ -62,22 +65,40 @@ func New(store Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		seed:      maphash.MakeSeed(),
 		start:     start,
 		startWall: start.UnixNano(),
+		system:    system,
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
 	if cfg.Observer != nil {
 		l.breaker.onChange = cfg.Observer.BreakerState
 	}
-	perShard := (cfg.MaxKeys + shardCount - 1) / shardCount
+	// Hashing spreads keys unevenly: give each shard a tenth more than its
+	// even part, so that the cap does not evict before MaxKeys are tracked.
+	perShard := (cfg.MaxKeys*11/10 + shardCount - 1) / shardCount
 	for i := range l.shards {
-		l.shards[i].keys = make(map[string]*entry)
+		l.shards[i].keys = make(map[string]*entry, min(perShard, 1<<16))
 		l.shards[i].max = perShard
 	}
 	return l, nil
 }
 
 // now is limiter time: nanoseconds on the clock's monotonic reading since
-// New, plus one so that zero can mean "never".
-func (l *Limiter) now() int64 { return int64(l.clock.Now().Sub(l.start)) + 1 }
+// New, plus one so that zero can mean "never". On the system clock it uses
+// time.Since, which reads the monotonic clock alone: half the cost of
+// time.Now on the decision path.
+//
+// While Run is running on the system clock, decisions read a coarse clock
+// that Run advances every coarseTick instead: reading the clock is the
+// largest cost of a decision on virtual machines (25–40 ns), and lease
+// expiry, staleness and window rolls need no finer resolution.
+func (l *Limiter) now() int64 {
+	if l.system {
+		if c := l.coarse.Load(); c != 0 {
+			return c
+		}
+		return int64(time.Since(l.start)) + 1
+	}
+	return int64(l.clock.Now().Sub(l.start)) + 1
+}
 
 // storeNanos converts limiter time to unix nanoseconds on the store's clock.
 func (l *Limiter) storeNanos(now int64) int64 { return l.startWall + now + l.offset.get() }
@@ -111,9 +132,9 @@ func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (Decision, 
 			sh.mu.Unlock()
 			return d, nil
 		}
-		if e.syncAt != 0 && e.degAt == 0 && e.regionalAt(now) < float64(cost) {
+		if e.syncAt != 0 && !e.inDegraded && e.regionalAt(now) < e.refillTarget(cost) {
 			// Even with every token refilled since the last sync the region
-			// cannot afford cost, so the store would say no.
+			// cannot afford a useful lease, so a store call would be wasted.
 			d := l.rejectLocked(sh, key, e, now, cost)
 			sh.mu.Unlock()
 			return d, nil
@@ -266,7 +287,7 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 		sh.mu.Unlock()
 		return d, nil
 	}
-	if l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseExp != 0 && e.regionalAt(now) < float64(cost) {
+	if l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseExp != 0 && e.regionalAt(now) < e.refillTarget(cost) {
 		d := l.rejectLocked(sh, key, e, now, cost)
 		sh.mu.Unlock()
 		return d, nil
@@ -326,7 +347,10 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	if !e.fits(rep.Granted + ret) {
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
-	e.degAt = 0
+	if e.inDegraded {
+		delete(sh.buckets, key)
+		e.inDegraded = false
+	}
 	e.permits = rep.Granted
 	e.leaseExp = now + int64(l.cfg.LeaseTTL)
 	e.remaining = int64(rep.Tokens) + rep.Granted
@@ -371,7 +395,8 @@ func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int6
 	local := math.Max(e.localShare(procs), floor)
 	frac := math.Min(1, local) * share
 	rate, capacity := plan.Rate*frac, plan.Capacity*frac
-	if e.degAt == 0 {
+	b := sh.buckets[key]
+	if b == nil {
 		// Entering degraded mode: start from this process's part of what the
 		// region had left, not from a full bucket, so that a key that was
 		// exhausted stays exhausted.
@@ -379,11 +404,16 @@ func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int6
 		if e.syncAt != 0 {
 			tokens = math.Min(capacity, e.regionalAt(now)*math.Min(1, local))
 		}
-		e.degTokens = float32(tokens)
+		b = &degradedBucket{tokens: tokens}
+		if sh.buckets == nil {
+			sh.buckets = make(map[string]*degradedBucket)
+		}
+		sh.buckets[key] = b
+		e.inDegraded = true
 	} else {
-		e.degTokens = float32(math.Min(capacity, float64(e.degTokens)+rate*float64(now-e.degAt)/1e9))
+		b.tokens = math.Min(capacity, b.tokens+rate*float64(now-b.at)/1e9)
 	}
-	e.degAt = now
+	b.at = now
 	if !e.fits(cost) {
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
@@ -392,8 +422,8 @@ func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int6
 	if e.syncAt != 0 {
 		d.Stale = time.Duration(now - e.syncAt)
 	}
-	if float64(e.degTokens) >= float64(cost) {
-		e.degTokens -= float32(cost)
+	if b.tokens >= float64(cost) {
+		b.tokens -= float64(cost)
 		e.spent += uint32(cost)
 		e.degraded += uint32(cost)
 		sh.allowed++
@@ -403,10 +433,10 @@ func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int6
 		e.rejected += uint32(cost)
 		sh.rejected++
 		sh.degraded++
-		d.RetryAfter = retryAfter(float64(cost)-float64(e.degTokens), rate)
+		d.RetryAfter = retryAfter(float64(cost)-b.tokens, rate)
 	}
-	d.Remaining = int64(e.degTokens)
-	d.Reset = refillTime(capacity-float64(e.degTokens), rate)
+	d.Remaining = int64(b.tokens)
+	d.Reset = refillTime(capacity-b.tokens, rate)
 	return d
 }
 

@@ -306,3 +306,9 @@ func TestClockSkewDoesNotChangeAdmission(t *testing.T) {
 		t.Fatalf("skewed processes reported %d different windows: %v", len(windows), windows)
 	}
 }
+
+func redisClientB(b *testing.B, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { c.Close() })
+	return c
+}

@@ -6,23 +6,38 @@ import (
 	"time"
 )
 
-// Run is the Limiter's background loop: every SweepInterval it gives the
+// coarseTick is the resolution of the decision clock while Run runs.
+const coarseTick = 500 * time.Microsecond
+
+// Run is the Limiter's background loop: it keeps the decision clock (see
+// Limiter.now); every SweepInterval it gives the
 // unspent permits of expired leases back to the store, so that an idle
 // process hoards nothing for longer than LeaseTTL + SweepInterval; every
 // FlushInterval it hands usage deltas to Config.Usage. When ctx ends it
 // returns every lease and flushes usage (Drain), then returns nil.
 func (l *Limiter) Run(ctx context.Context) error {
+	var tick <-chan time.Time
+	if l.system {
+		t := time.NewTicker(coarseTick)
+		defer t.Stop()
+		tick = t.C
+		l.coarse.Store(int64(time.Since(l.start)) + 1)
+		defer l.coarse.Store(0)
+	}
 	sweep := time.NewTicker(l.cfg.SweepInterval)
 	defer sweep.Stop()
 	flush := time.NewTicker(l.cfg.FlushInterval)
 	defer flush.Stop()
 	for {
 		select {
+		case <-tick:
+			l.coarse.Store(int64(time.Since(l.start)) + 1)
 		case <-sweep.C:
 			l.Sweep(ctx)
 		case <-flush.C:
 			l.Flush()
 		case <-ctx.Done():
+			l.coarse.Store(0)
 			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			l.Drain(dctx)
 			cancel()
@@ -190,7 +205,7 @@ func (l *Limiter) Peek(key string) (KeyState, error) {
 		Remaining:  max(e.remaining, 0),
 		Lease:      e.permits,
 		LocalShare: e.localShare(l.processes()),
-		Degraded:   e.degAt != 0,
+		Degraded:   e.inDegraded,
 	}
 	if e.syncAt != 0 {
 		ks.Stale = time.Duration(now - e.syncAt)

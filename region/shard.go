@@ -27,11 +27,21 @@ type shard struct {
 	// gives them back to the store; guarded by mu.
 	returns []pendingReturn
 
+	// buckets holds the degraded local buckets of keys decided while the
+	// store was unavailable; nil until the first; guarded by mu.
+	buckets map[string]*degradedBucket
+
 	// Counters for Stats; guarded by mu.
 	outstanding                 int64
 	allowed, rejected, degraded int64
 
 	_ [64]byte // keep neighbouring shards' mutexes off one cache line
+}
+
+// degradedBucket is a key's local token bucket in degraded mode (seed R1).
+type degradedBucket struct {
+	tokens float64
+	at     int64 // limiter ns of the last refill
 }
 
 type pendingReturn struct {
@@ -85,4 +95,5 @@ func (s *shard) evictLocked(w time.Duration) {
 		s.returns = append(s.returns, pendingReturn{victim, e.permits, float64(e.rate), float64(e.capacity)})
 	}
 	delete(s.keys, victim)
+	delete(s.buckets, victim)
 }
