@@ -1,0 +1,46 @@
+variable "image" {
+  description = "Image built from the repo's Dockerfile, pushed to ECR."
+  type        = string
+}
+
+variable "regions" {
+  description = <<-EOT
+    The three AWS regions of this example, by quota region name. Each names an existing EKS
+    cluster, the subnets and security group for its ElastiCache, and the DNS name that will
+    point at its NATS gateway load balancer. This example has exactly three AWS provider slots
+    (eu, us, ap); see README.md to add one.
+  EOT
+  type = map(object({
+    slot               = number
+    weight             = number
+    aws_region         = string
+    eks_cluster_name   = string
+    subnet_ids         = list(string)
+    security_group_ids = list(string)
+    gateway_dns_name   = string
+    cache_node_type    = optional(string, "cache.r7g.large")
+    limiter_replicas   = optional(number, 6)
+  }))
+}
+
+variable "ledger_region" {
+  description = "Quota region (key of var.regions) that hosts Aurora and the reconciler."
+  type        = string
+  default     = "eu"
+}
+
+variable "admin_token" {
+  type      = string
+  sensitive = true
+}
+
+variable "redis_passwords" {
+  description = "ElastiCache AUTH token per quota region (16..128 characters)."
+  type        = map(string)
+  sensitive   = true
+}
+
+variable "postgres_password" {
+  type      = string
+  sensitive = true
+}

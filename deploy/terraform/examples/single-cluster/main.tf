@@ -1,0 +1,94 @@
+# Three regions in ONE cluster, each in its own namespace: a staging or kind/minikube setup that
+# exercises the real topology (per-region Redis, NATS super-cluster over in-cluster gateways,
+# memberlist per region, ledger with in-cluster Postgres) without three clusters.
+#
+#   terraform init && terraform apply -var image=quota:dev \
+#     -var admin_token=... -var 'redis_passwords={eu="...",us="...",ap="..."}' -var postgres_password=...
+#
+# Validated here: terraform validate (with the source-built kubernetes provider 1.13.4).
+# Not validated here: an apply against a real cluster.
+
+terraform {
+  required_version = ">= 1.9"
+
+  required_providers {
+    kubernetes = {
+      source  = "hashicorp/kubernetes"
+      version = "~> 1.13.4"
+    }
+  }
+}
+
+variable "kube_context" {
+  description = "kubeconfig context of the cluster (e.g. kind-quota)."
+  type        = string
+  default     = null
+}
+
+variable "image" {
+  description = "Image built from the repo's Dockerfile and loaded into the cluster."
+  type        = string
+}
+
+variable "admin_token" {
+  type      = string
+  sensitive = true
+}
+
+variable "redis_passwords" {
+  type      = map(string)
+  sensitive = true
+}
+
+variable "postgres_password" {
+  type      = string
+  sensitive = true
+}
+
+locals {
+  small = {
+    replicas       = 2
+    cpu_request    = "100m"
+    memory_request = "64Mi"
+  }
+  regions = {
+    eu = { slot = 0, weight = 0.5 }
+    us = { slot = 1, weight = 0.3 }
+    ap = { slot = 2, weight = 0.2 }
+  }
+}
+
+module "quota" {
+  source = "../.."
+
+  image         = var.image
+  ledger_region = "eu"
+  regions = {
+    for name, r in local.regions : name => {
+      slot                 = r.slot
+      weight               = r.weight
+      kube                 = { context = var.kube_context }
+      namespace            = "quota-${name}"
+      gateway_url          = "nats://nats-${name}-gateway.quota-${name}.svc.cluster.local:7222"
+      gateway_service_type = "ClusterIP"
+      limiter              = local.small
+      nats                 = { replicas = 1, storage_size = "1Gi" }
+      redis                = { storage_size = "1Gi" }
+    }
+  }
+  ledger = {
+    postgres = { storage_size = "1Gi" }
+  }
+
+  admin_token       = var.admin_token
+  redis_passwords   = var.redis_passwords
+  postgres_password = var.postgres_password
+}
+
+output "regions" {
+  value = module.quota.regions
+}
+
+output "ledger" {
+  value = module.quota.ledger
+}

@@ -1,0 +1,169 @@
+locals {
+  name = "reconciler-${var.spec.region}"
+  svc  = "${var.spec.namespace}.svc.cluster.local"
+  labels = merge(var.spec.labels, {
+    "app.kubernetes.io/part-of"    = "quota"
+    "app.kubernetes.io/managed-by" = "terraform"
+    "quota.dev/region"             = var.spec.region
+  })
+  selector = { "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = var.spec.region }
+
+  pg              = var.spec.postgres
+  pg_in_cluster   = local.pg.host == null
+  pg_host         = local.pg_in_cluster ? "postgres-${var.spec.region}.${local.svc}" : local.pg.host
+  pg_sslmode      = coalesce(local.pg.sslmode, local.pg_in_cluster ? "disable" : "require")
+  postgres_target = "${local.pg_host}:${local.pg.port}/${local.pg.database}"
+  postgres_url    = "postgres://${urlencode(local.pg.user)}:${urlencode(var.postgres_password)}@${local.postgres_target}?sslmode=${local.pg_sslmode}"
+
+  reconciler_args = ["serve", "--listen=:8081", "--nats=${var.spec.nats_url}"]
+}
+
+resource "kubernetes_secret" "ledger" {
+  metadata {
+    name      = "quota-ledger-${var.spec.region}"
+    namespace = var.spec.namespace
+    labels    = local.labels
+  }
+
+  data = {
+    "postgres-url"      = local.postgres_url
+    "postgres-password" = var.postgres_password
+  }
+}
+
+resource "kubernetes_deployment" "reconciler" {
+  metadata {
+    name      = local.name
+    namespace = var.spec.namespace
+    labels    = merge(local.labels, { "app.kubernetes.io/name" = "reconciler" })
+  }
+
+  spec {
+    replicas = var.spec.reconciler.replicas
+
+    selector {
+      match_labels = local.selector
+    }
+
+    template {
+      metadata {
+        labels = merge(local.labels, { "app.kubernetes.io/name" = "reconciler" })
+        annotations = {
+          "prometheus.io/scrape" = "true"
+          "prometheus.io/port"   = "8081"
+          "prometheus.io/path"   = "/metrics"
+        }
+      }
+
+      spec {
+        automount_service_account_token = false
+
+        security_context {
+          run_as_non_root = true
+          run_as_user     = 65532
+          run_as_group    = 65532
+        }
+
+        # Schema first: `reconciler migrate` is idempotent and safe to run from every pod.
+        init_container {
+          name              = "migrate"
+          image             = var.spec.image
+          image_pull_policy = var.spec.image_pull_policy
+          command           = ["/usr/local/bin/reconciler"]
+          args              = ["migrate"]
+
+          env {
+            name = "QUOTA_POSTGRES"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.ledger.metadata[0].name
+                key  = "postgres-url"
+              }
+            }
+          }
+
+          security_context {
+            allow_privilege_escalation = false
+            read_only_root_filesystem  = true
+          }
+        }
+
+        container {
+          name              = "reconciler"
+          image             = var.spec.image
+          image_pull_policy = var.spec.image_pull_policy
+          command           = ["/usr/local/bin/reconciler"]
+          args              = local.reconciler_args
+
+          port {
+            name           = "http"
+            container_port = 8081
+          }
+
+          env {
+            name = "QUOTA_POSTGRES"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.ledger.metadata[0].name
+                key  = "postgres-url"
+              }
+            }
+          }
+
+          readiness_probe {
+            http_get {
+              path = "/readyz"
+              port = "8081"
+            }
+            period_seconds = 5
+          }
+          liveness_probe {
+            http_get {
+              path = "/healthz"
+              port = "8081"
+            }
+            initial_delay_seconds = 10
+            period_seconds        = 10
+          }
+
+          resources {
+            requests {
+              cpu    = var.spec.reconciler.cpu_request
+              memory = var.spec.reconciler.memory_request
+            }
+            limits {
+              cpu    = var.spec.reconciler.cpu_limit
+              memory = var.spec.reconciler.memory_limit
+            }
+          }
+
+          security_context {
+            allow_privilege_escalation = false
+            read_only_root_filesystem  = true
+            capabilities {
+              drop = ["ALL"]
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+resource "kubernetes_service" "reconciler" {
+  metadata {
+    name      = local.name
+    namespace = var.spec.namespace
+    labels    = merge(local.labels, { "app.kubernetes.io/name" = "reconciler" })
+  }
+
+  spec {
+    selector = local.selector
+
+    port {
+      name        = "http"
+      port        = 8081
+      target_port = "8081"
+    }
+  }
+}

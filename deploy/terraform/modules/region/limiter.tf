@@ -1,0 +1,238 @@
+locals {
+  limiter_name       = "limiter-${local.name}"
+  memberlist_service = "limiter-memberlist-${local.name}"
+  limiter_labels     = merge(local.labels, { "app.kubernetes.io/name" = "regional-limiter" })
+  limiter_selector   = { "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = local.name }
+
+  # The daemon's flags (notes/flags.md). Secrets are not here: --admin-token and --redis come from
+  # env QUOTA_ADMIN_TOKEN / QUOTA_REDIS (Secret). $(POD_IP) is expanded by the kubelet.
+  limiter_args = concat([
+    "--region=${local.name}",
+    "--listen=:8080",
+    "--nats=${local.nats_client_url}",
+    "--data-dir=/var/lib/quota",
+    "--processes=${var.spec.limiter.replicas}",
+    "--region-weights=${local.region_weights}",
+    "--memberlist-bind=$(POD_IP):7946",
+    "--memberlist-join=${local.memberlist_service}.${local.svc}:7946",
+    "--log-level=${var.spec.limiter.log_level}",
+    ], var.spec.redis.cluster ? ["--redis-cluster"] : [],
+  var.spec.limiter.extra_args)
+}
+
+resource "kubernetes_deployment" "limiter" {
+  metadata {
+    name      = local.limiter_name
+    namespace = local.ns
+    labels    = local.limiter_labels
+  }
+
+  spec {
+    replicas = var.spec.limiter.replicas
+
+    selector {
+      match_labels = local.limiter_selector
+    }
+
+    strategy {
+      type = "RollingUpdate"
+      rolling_update {
+        max_unavailable = "1"
+        max_surge       = "1"
+      }
+    }
+
+    template {
+      metadata {
+        labels = local.limiter_labels
+        annotations = {
+          "prometheus.io/scrape" = "true"
+          "prometheus.io/port"   = "8080"
+          "prometheus.io/path"   = "/metrics"
+        }
+      }
+
+      spec {
+        automount_service_account_token  = false
+        termination_grace_period_seconds = 30
+
+        security_context {
+          run_as_non_root = true
+          run_as_user     = 65532
+          run_as_group    = 65532
+          fs_group        = 65532
+        }
+
+        affinity {
+          pod_anti_affinity {
+            preferred_during_scheduling_ignored_during_execution {
+              weight = 100
+              pod_affinity_term {
+                topology_key = "kubernetes.io/hostname"
+                label_selector {
+                  match_labels = local.limiter_selector
+                }
+              }
+            }
+          }
+        }
+
+        container {
+          name              = "regional-limiter"
+          image             = var.spec.image
+          image_pull_policy = var.spec.image_pull_policy
+          command           = ["/usr/local/bin/regional-limiter"]
+          args              = local.limiter_args
+
+          port {
+            name           = "http"
+            container_port = 8080
+          }
+          port {
+            name           = "memberlist-tcp"
+            container_port = 7946
+            protocol       = "TCP"
+          }
+          port {
+            name           = "memberlist-udp"
+            container_port = 7946
+            protocol       = "UDP"
+          }
+
+          env {
+            name = "POD_IP"
+            value_from {
+              field_ref {
+                field_path = "status.podIP"
+              }
+            }
+          }
+          env {
+            name = "QUOTA_PROCESS_ID"
+            value_from {
+              field_ref {
+                field_path = "metadata.name"
+              }
+            }
+          }
+          env {
+            name = "QUOTA_ADMIN_TOKEN"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.limiter.metadata[0].name
+                key  = "admin-token"
+              }
+            }
+          }
+          env {
+            name = "QUOTA_REDIS"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.limiter.metadata[0].name
+                key  = "redis-url"
+              }
+            }
+          }
+
+          readiness_probe {
+            http_get {
+              path = "/readyz"
+              port = "8080"
+            }
+            period_seconds    = 2
+            failure_threshold = 3
+          }
+          liveness_probe {
+            http_get {
+              path = "/healthz"
+              port = "8080"
+            }
+            initial_delay_seconds = 5
+            period_seconds        = 10
+            failure_threshold     = 3
+          }
+
+          resources {
+            requests {
+              cpu    = var.spec.limiter.cpu_request
+              memory = var.spec.limiter.memory_request
+            }
+            limits {
+              cpu    = var.spec.limiter.cpu_limit
+              memory = var.spec.limiter.memory_limit
+            }
+          }
+
+          security_context {
+            allow_privilege_escalation = false
+            read_only_root_filesystem  = true
+            capabilities {
+              drop = ["ALL"]
+            }
+          }
+
+          volume_mount {
+            name       = "data"
+            mount_path = "/var/lib/quota"
+          }
+        }
+
+        # Usage spool and config cache. Final usage reports are sent on SIGTERM (grace period
+        # above); a spool lost with a deleted pod shows up as a missing final report in the ledger.
+        volume {
+          name = "data"
+          empty_dir {}
+        }
+      }
+    }
+  }
+}
+
+# Client-facing API (/v1/allow, control plane, /metrics).
+resource "kubernetes_service" "limiter" {
+  metadata {
+    name      = local.limiter_name
+    namespace = local.ns
+    labels    = local.limiter_labels
+  }
+
+  spec {
+    type     = "ClusterIP"
+    selector = local.limiter_selector
+
+    port {
+      name        = "http"
+      port        = 8080
+      target_port = "8080"
+    }
+  }
+}
+
+# Headless service for in-region memberlist: its DNS name resolves to every limiter pod, ready or
+# not, so a starting pod can join before it is ready (--memberlist-join).
+resource "kubernetes_service" "memberlist" {
+  metadata {
+    name      = local.memberlist_service
+    namespace = local.ns
+    labels    = local.limiter_labels
+  }
+
+  spec {
+    cluster_ip                  = "None"
+    publish_not_ready_addresses = true
+    selector                    = local.limiter_selector
+
+    port {
+      name        = "memberlist-tcp"
+      port        = 7946
+      target_port = "7946"
+      protocol    = "TCP"
+    }
+    port {
+      name        = "memberlist-udp"
+      port        = 7946
+      target_port = "7946"
+      protocol    = "UDP"
+    }
+  }
+}

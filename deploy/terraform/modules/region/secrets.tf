@@ -1,0 +1,25 @@
+locals {
+  redis_in_cluster = var.spec.redis.endpoint == null
+  redis_endpoint   = local.redis_in_cluster ? "redis-${local.name}.${local.svc}:6379" : var.spec.redis.endpoint
+  redis_scheme     = var.spec.redis.tls ? "rediss" : "redis"
+  # The --redis URL carries the password, so it lives only in the Secret. With redis.cluster the
+  # endpoint is a comma-separated seed list and so is the URL.
+  redis_url = join(",", [
+    for hp in split(",", local.redis_endpoint) :
+    "${local.redis_scheme}://:${urlencode(var.redis_password)}@${trimspace(hp)}${var.spec.redis.cluster ? "" : "/0"}"
+  ])
+}
+
+resource "kubernetes_secret" "limiter" {
+  metadata {
+    name      = "quota-limiter-${local.name}"
+    namespace = local.ns
+    labels    = local.labels
+  }
+
+  data = {
+    "admin-token"    = var.admin_token
+    "redis-url"      = local.redis_url
+    "redis-password" = var.redis_password
+  }
+}

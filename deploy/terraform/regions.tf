@@ -1,0 +1,84 @@
+locals {
+  weights = { for name, r in var.regions : name => r.weight }
+
+  # The input of modules/region for each region: everything but the secrets.
+  region_specs = {
+    for name, r in var.regions : name => {
+      name                        = name
+      namespace                   = r.namespace
+      create_namespace            = r.create_namespace
+      image                       = var.image
+      weights                     = local.weights
+      gateway_url                 = r.gateway_url
+      peers                       = { for other, o in var.regions : other => o.gateway_url if other != name }
+      gateway_service_type        = r.gateway_service_type
+      gateway_service_annotations = r.gateway_service_annotations
+      labels                      = var.labels
+      limiter                     = r.limiter
+      redis                       = r.redis
+      nats                        = r.nats
+    }
+  }
+
+  # slot number => region name, for the slots in use.
+  slot_region = { for name, r in var.regions : tostring(r.slot) => name }
+
+  # Region module outputs by region name, whatever the slot.
+  region_out = merge(
+    { for m in module.region_0 : m.name => m },
+    { for m in module.region_1 : m.name => m },
+    { for m in module.region_2 : m.name => m },
+    { for m in module.region_3 : m.name => m },
+    { for m in module.region_4 : m.name => m },
+  )
+}
+
+module "region_0" {
+  source    = "./modules/region"
+  count     = contains(keys(local.slot_region), "0") ? 1 : 0
+  providers = { kubernetes = kubernetes.slot0 }
+
+  spec           = local.region_specs[local.slot_region["0"]]
+  admin_token    = var.admin_token
+  redis_password = var.redis_passwords[local.slot_region["0"]]
+}
+
+module "region_1" {
+  source    = "./modules/region"
+  count     = contains(keys(local.slot_region), "1") ? 1 : 0
+  providers = { kubernetes = kubernetes.slot1 }
+
+  spec           = local.region_specs[local.slot_region["1"]]
+  admin_token    = var.admin_token
+  redis_password = var.redis_passwords[local.slot_region["1"]]
+}
+
+module "region_2" {
+  source    = "./modules/region"
+  count     = contains(keys(local.slot_region), "2") ? 1 : 0
+  providers = { kubernetes = kubernetes.slot2 }
+
+  spec           = local.region_specs[local.slot_region["2"]]
+  admin_token    = var.admin_token
+  redis_password = var.redis_passwords[local.slot_region["2"]]
+}
+
+module "region_3" {
+  source    = "./modules/region"
+  count     = contains(keys(local.slot_region), "3") ? 1 : 0
+  providers = { kubernetes = kubernetes.slot3 }
+
+  spec           = local.region_specs[local.slot_region["3"]]
+  admin_token    = var.admin_token
+  redis_password = var.redis_passwords[local.slot_region["3"]]
+}
+
+module "region_4" {
+  source    = "./modules/region"
+  count     = contains(keys(local.slot_region), "4") ? 1 : 0
+  providers = { kubernetes = kubernetes.slot4 }
+
+  spec           = local.region_specs[local.slot_region["4"]]
+  admin_token    = var.admin_token
+  redis_password = var.redis_passwords[local.slot_region["4"]]
+}

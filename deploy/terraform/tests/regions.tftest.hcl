@@ -1,0 +1,189 @@
+# Plans a 3-region deploy against mocked kubernetes providers (no cluster needed) and checks the
+# properties the deploy must have: per-region Redis and memberlist, NATS gateways to every other
+# region, weights in the limiter flags, and no secret in any output.
+
+mock_provider "kubernetes" {
+  alias = "slot0"
+}
+mock_provider "kubernetes" {
+  alias = "slot1"
+}
+mock_provider "kubernetes" {
+  alias = "slot2"
+}
+mock_provider "kubernetes" {
+  alias = "slot3"
+}
+mock_provider "kubernetes" {
+  alias = "slot4"
+}
+mock_provider "kubernetes" {
+  alias = "ledger"
+}
+
+variables {
+  image             = "registry.example.com/quota:test"
+  admin_token       = "TEST-ADMIN-TOKEN-0123456789"
+  postgres_password = "TEST-PG-PASSWORD"
+  redis_passwords = {
+    eu = "TEST-REDIS-EU"
+    us = "TEST-REDIS-US"
+    ap = "TEST-REDIS-AP"
+  }
+  ledger_region = "eu"
+  regions = {
+    eu = {
+      slot        = 0
+      weight      = 0.5
+      gateway_url = "nats://gw.eu.example.com:7222"
+      kube        = { context = "eu-cluster" }
+      redis       = { endpoint = "eu-redis.cache.example.com:6379", tls = true }
+      limiter     = { replicas = 6 }
+    }
+    us = {
+      slot        = 1
+      weight      = 0.3
+      gateway_url = "nats://gw.us.example.com:7222"
+      kube        = { context = "us-cluster" }
+    }
+    ap = {
+      slot        = 2
+      weight      = 0.2
+      gateway_url = "nats://gw.ap.example.com:7222"
+      kube        = { context = "ap-cluster" }
+    }
+  }
+}
+
+run "three_regions" {
+  command = plan
+
+  assert {
+    condition     = length(output.regions) == 3 && length(module.region_0) == 1 && length(module.region_1) == 1 && length(module.region_2) == 1 && length(module.region_3) == 0 && length(module.region_4) == 0
+    error_message = "three regions must use slots 0..2 and leave slots 3 and 4 empty"
+  }
+
+  # Each region gets its own Redis endpoint: eu its managed one, us and ap their own StatefulSet.
+  assert {
+    condition     = length(distinct([for r in values(output.regions) : r.redis_endpoint])) == 3
+    error_message = "every region must have its own Redis endpoint: ${jsonencode({ for n, r in output.regions : n => r.redis_endpoint })}"
+  }
+  assert {
+    condition     = output.regions["eu"].redis_endpoint == "eu-redis.cache.example.com:6379" && !output.regions["eu"].redis_in_cluster
+    error_message = "eu must use its managed Redis endpoint and no StatefulSet"
+  }
+  assert {
+    condition = alltrue([
+      for n in ["us", "ap"] :
+      output.regions[n].redis_in_cluster && output.regions[n].redis_endpoint == "redis-${n}.quota.svc.cluster.local:6379"
+    ])
+    error_message = "us and ap must each run their own Redis StatefulSet"
+  }
+  assert {
+    condition     = alltrue([for n, args in output.limiter_args : !anytrue([for a in args : startswith(a, "--redis=")])])
+    error_message = "the Redis URL carries a password: it must come from QUOTA_REDIS (Secret), not from args"
+  }
+  assert {
+    condition     = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) : contains(m.limiter_env_names, "QUOTA_REDIS") && contains(m.limiter_env_names, "QUOTA_ADMIN_TOKEN")])
+    error_message = "limiters must get QUOTA_REDIS and QUOTA_ADMIN_TOKEN from the environment"
+  }
+
+  # Each region gets its own memberlist headless service, and its limiters join that one.
+  assert {
+    condition     = length(distinct([for r in values(output.regions) : r.memberlist_service])) == 3
+    error_message = "every region must have its own memberlist service"
+  }
+  assert {
+    condition = alltrue([
+      for n, r in output.regions :
+      contains(output.limiter_args[n], "--memberlist-join=${r.memberlist_service}.quota.svc.cluster.local:7946")
+    ])
+    error_message = "each region's limiters must join their own region's memberlist service"
+  }
+
+  # The NATS gateway list of each region names every other region, and only those.
+  assert {
+    condition = alltrue([
+      for n, r in output.regions :
+      r.nats_gateways == sort([for o in keys(var.regions) : o if o != n])
+    ])
+    error_message = "gateways: ${jsonencode({ for n, r in output.regions : n => r.nats_gateways })}"
+  }
+  assert {
+    condition = alltrue([
+      for m in concat(module.region_0, module.region_1, module.region_2) : alltrue([
+        for o in keys(var.regions) : (
+          o == m.name
+          ? !strcontains(m.nats_config, "{ name: \"${o}\"")
+          : strcontains(m.nats_config, "{ name: \"${o}\", urls: [\"nats://gw.${o}.example.com:7222\"] }")
+        )
+      ])
+    ])
+    error_message = "nats.conf must list a gateway for every other region with its URL, and none for itself"
+  }
+  assert {
+    condition = alltrue([
+      for m in concat(module.region_0, module.region_1, module.region_2) :
+      strcontains(m.nats_config, "gateway {\n  name: \"${m.name}\"") && strcontains(m.nats_config, "cluster {\n  name: \"${m.name}\"") && strcontains(m.nats_config, "jetstream {")
+    ])
+    error_message = "nats.conf must name cluster and gateway after the region and enable JetStream"
+  }
+
+  # Weights reach the limiter flags, identical in every region.
+  assert {
+    condition     = alltrue([for n, args in output.limiter_args : contains(args, "--region-weights=ap=0.2,eu=0.5,us=0.3")])
+    error_message = "--region-weights missing or wrong: ${jsonencode(output.limiter_args)}"
+  }
+  assert {
+    condition     = alltrue([for n, args in output.limiter_args : contains(args, "--region=${n}")])
+    error_message = "each limiter must get its own --region"
+  }
+  assert {
+    condition     = contains(output.limiter_args["eu"], "--processes=6") && contains(output.limiter_args["us"], "--processes=3")
+    error_message = "--processes must follow the replica count"
+  }
+
+  # Secrets never reach an output.
+  assert {
+    condition     = !issensitive(output.regions) && !issensitive(output.limiter_args) && !issensitive(output.ledger)
+    error_message = "an output carries a sensitive value"
+  }
+  assert {
+    condition = alltrue([
+      for s in ["TEST-ADMIN-TOKEN", "TEST-PG-PASSWORD", "TEST-REDIS-"] :
+      !strcontains(jsonencode([output.regions, output.limiter_args, output.ledger]), s)
+    ])
+    error_message = "an output contains a secret value"
+  }
+
+  # The ledger sits in its region, next to that region's NATS.
+  assert {
+    condition     = output.ledger.region == "eu" && output.ledger.postgres_in_cluster && output.ledger.postgres_target == "postgres-eu.quota.svc.cluster.local:5432/quota"
+    error_message = "ledger: ${jsonencode(output.ledger)}"
+  }
+  assert {
+    condition     = contains(module.ledger.reconciler_args, "--nats=nats://nats-eu.quota.svc.cluster.local:4222")
+    error_message = "the reconciler must use the ledger region's NATS"
+  }
+}
+
+run "managed_postgres_and_apply" {
+  # apply against the mocks: the whole graph, including computed attributes, goes through.
+  command = apply
+
+  variables {
+    ledger_region = "us"
+    ledger = {
+      postgres = { host = "ledger.abc.rds.example.com", user = "billing", database = "ledger" }
+    }
+  }
+
+  assert {
+    condition     = !output.ledger.postgres_in_cluster && output.ledger.postgres_target == "ledger.abc.rds.example.com:5432/ledger"
+    error_message = "ledger: ${jsonencode(output.ledger)}"
+  }
+  assert {
+    condition     = !strcontains(jsonencode(output.ledger), "TEST-PG-PASSWORD")
+    error_message = "the ledger output contains the Postgres password"
+  }
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# validate.sh: offline validation of the Terraform in deploy/terraform (make tf-validate).
+#
+# No Terraform registry is reachable here, so the kubernetes provider is built from source
+# (github.com/hashicorp/terraform-provider-kubernetes, through the Go module proxy) in a throwaway
+# module outside the repo, cached under $QUOTA_CACHE_DIR (default ~/.cache/quota), and handed to
+# `terraform init -plugin-dir`. The repo's go.mod is never touched, and nothing is written inside
+# the repo: every Terraform working directory is a temporary copy of deploy/terraform.
+#
+# Steps (all run; the script exits non-zero and lists every step that failed):
+#   1. terraform fmt -check -recursive deploy/
+#   2. per module (root, modules/region, modules/ledger, examples/single-cluster):
+#      terraform init -backend=false -plugin-dir=<mirror>, terraform validate
+#   3. terraform test (mock_provider) in the root module
+#   4. go test ./deploy/terraform/ (HCL reference check, covers examples/eks which needs the AWS
+#      provider and therefore cannot be validated by terraform here)
+#
+# Environment: TERRAFORM (default /usr/local/bin/terraform), QUOTA_CACHE_DIR, GOPROXY as usual.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+TERRAFORM=${TERRAFORM:-/usr/local/bin/terraform}
+PROVIDER_MODULE=github.com/hashicorp/terraform-provider-kubernetes
+PROVIDER_VERSION=1.13.4
+cache_dir=${QUOTA_CACHE_DIR:-$HOME/.cache/quota}
+mirror=$cache_dir/terraform-plugins
+
+failures=()
+step() { printf '\n==> %s\n' "$*"; }
+fatal() {
+	printf 'tf-validate: FAIL: %s\n' "$*" >&2
+	exit 1
+}
+# run NAME CMD...: runs CMD, records NAME as failed when it exits non-zero.
+run() {
+	local name=$1
+	shift
+	if ! "$@"; then
+		printf 'tf-validate: step failed: %s\n' "$name" >&2
+		failures+=("$name")
+	fi
+}
+
+[[ -x $TERRAFORM ]] || fatal "$TERRAFORM not found or not executable.
+  Install Terraform >= 1.9 there (no HashiCorp download is reachable from this sandbox),
+  or point TERRAFORM at a binary."
+command -v go >/dev/null || fatal "go not found in PATH (needed to build the kubernetes provider)"
+
+goos=$(go env GOOS)
+goarch=$(go env GOARCH)
+plugin_dir=$mirror/registry.terraform.io/hashicorp/kubernetes/$PROVIDER_VERSION/${goos}_${goarch}
+plugin=$plugin_dir/terraform-provider-kubernetes_v$PROVIDER_VERSION
+
+# build_provider builds the provider from a copy of its module source, as the main module so
+# that its own replace directives apply. One of its 2020 dependencies, vbom.ml/util, is no
+# longer served by the module proxy; only its go.mod is needed (no package of it is built),
+# and github.com/fvbommel/util is the same repository at the same commit.
+build_provider() {
+	local work src
+	work=$(mktemp -d)
+	# shellcheck disable=SC2064
+	trap "chmod -R u+w '$work' 2>/dev/null; rm -rf '$work'" RETURN
+	src=$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "$PROVIDER_MODULE@v$PROVIDER_VERSION" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -n $src && -d $src ]] || {
+		echo "could not download $PROVIDER_MODULE@v$PROVIDER_VERSION" >&2
+		return 1
+	}
+	cp -R "$src" "$work/src"
+	chmod -R u+w "$work/src"
+	rm -rf "$work/src/vendor" # the module zip holds only vendor/modules.txt
+	(
+		cd "$work/src"
+		go mod edit -replace vbom.ml/util=github.com/fvbommel/util@v0.0.0-20160121211510-db5cfe13f5cc
+		GOFLAGS='-mod=mod -buildvcs=false' GONOSUMDB=github.com/fvbommel/util CGO_ENABLED=0 \
+			go build -trimpath -o "$work/provider" .
+	) || return 1
+	mkdir -p "$plugin_dir"
+	mv "$work/provider" "$plugin.tmp"
+	mv "$plugin.tmp" "$plugin"
+}
+
+step "kubernetes provider v$PROVIDER_VERSION"
+if [[ -x $plugin ]]; then
+	echo "cached: $plugin"
+else
+	echo "building into $plugin (about a minute on first run)"
+	start=$SECONDS
+	build_provider || fatal "building $PROVIDER_MODULE v$PROVIDER_VERSION failed (see go output above)"
+	echo "built in $((SECONDS - start))s"
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp -R "$here" "$work/terraform"
+rm -rf "$work/terraform/.terraform" "$work/terraform/.terraform.lock.hcl"
+find "$work/terraform" -name .terraform -type d -prune -exec rm -rf {} +
+find "$work/terraform" -name .terraform.lock.hcl -delete
+export TF_IN_AUTOMATION=1 TF_INPUT=0 CHECKPOINT_DISABLE=1
+export TF_CLI_CONFIG_FILE=$work/terraformrc # empty: no credentials, no provider_installation
+: >"$TF_CLI_CONFIG_FILE"
+
+step "terraform fmt -check -recursive deploy/"
+run "fmt" "$TERRAFORM" fmt -check -recursive -diff "$repo/deploy"
+
+for mod in . modules/region modules/ledger examples/single-cluster; do
+	dir=$work/terraform/$mod
+	step "terraform init + validate: deploy/terraform/$mod"
+	if run "init $mod" "$TERRAFORM" -chdir="$dir" init -backend=false -input=false \
+		-plugin-dir="$mirror" -no-color >"$work/init.log" 2>&1; then
+		run "validate $mod" "$TERRAFORM" -chdir="$dir" validate -no-color
+	else
+		cat "$work/init.log" >&2
+	fi
+done
+
+step "terraform test (mock_provider): deploy/terraform"
+run "test ." "$TERRAFORM" -chdir="$work/terraform" test -no-color
+
+step "go test ./deploy/terraform/ (HCL references, incl. examples/eks)"
+run "hclcheck" bash -c "cd '$repo' && go test -count=1 ./deploy/terraform/"
+
+echo
+if ((${#failures[@]})); then
+	printf 'tf-validate: FAILED steps: %s\n' "${failures[*]}" >&2
+	exit 1
+fi
+echo "tf-validate: ok (fmt, init, validate, test, hclcheck)"
