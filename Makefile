@@ -1,0 +1,41 @@
+# quota: make help lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+export PATH := /usr/local/go/bin:$(PATH)
+
+GO ?= go
+PKGS := ./...
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: run
+run: ## run one regional limiter on embedded defaults (in-process store, embedded NATS) on :8080
+	$(GO) run ./cmd/regional-limiter
+
+.PHONY: test
+test: ## vet and run every test against real Redis, NATS and Postgres
+	scripts/check-test-deps.sh
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+.PHONY: bench
+bench: ## run the Go benchmarks (hot path, store calls, state size, slow path)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./region/...
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+.PHONY: tidy
+tidy: ## check that go.mod and go.sum are tidy
+	cp go.mod /tmp/quota-go.mod.bak; cp go.sum /tmp/quota-go.sum.bak
+	$(GO) mod tidy
+	if ! git diff --quiet -- go.mod go.sum; then git diff -- go.mod go.sum; cp /tmp/quota-go.mod.bak go.mod; cp /tmp/quota-go.sum.bak go.sum; echo "go.mod/go.sum are not tidy"; exit 1; fi
+
+.PHONY: build
+build: ## build both daemons into bin/
+	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/regional-limiter ./cmd/reconciler
