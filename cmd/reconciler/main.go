@@ -1,0 +1,122 @@
+// Command reconciler moves usage reports from JetStream into the Postgres
+// ledger and answers billing queries.
+//
+//	reconciler [serve] [flags]   consume reports, serve /v1/usage, /metrics, /healthz, /readyz
+//	reconciler migrate [flags]   apply the schema migrations
+//	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]
+//
+// Every flag also reads env QUOTA_<FLAG> (e.g. QUOTA_NATS, QUOTA_POSTGRES,
+// QUOTA_LISTEN); a flag on the command line wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/fx"
+
+	"github.com/quotaplatform/quota/ledger/billing"
+	"github.com/quotaplatform/quota/migrations"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "reconciler:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage") {
+		cmd, args = args[0], args[1:]
+	}
+	o, err := parseFlags(cmd, args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "migrate":
+		v, err := migrations.Migrate(ctx, o.Postgres)
+		if err != nil {
+			return err
+		}
+		log.Info("ledger schema migrated", "version", v, "postgres", redact(o.Postgres))
+		return nil
+	case "usage":
+		return usage(ctx, o, stdout)
+	}
+	log.Info("reconciler starting", "nats", redact(o.NATS), "postgres", redact(o.Postgres), "listen", o.Listen)
+	app := fx.New(serveModule(o, log))
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := app.Start(startCtx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelStop()
+	return app.Stop(stopCtx)
+}
+
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// usage prints one key's usage, as GET /v1/usage does.
+func usage(ctx context.Context, o options, stdout io.Writer) error {
+	q, err := billing.ParseQuery(func(name string) string {
+		switch name {
+		case "key":
+			return o.Key
+		case "from":
+			return o.From
+		case "to":
+			return o.To
+		case "granularity":
+			return o.Granularity
+		}
+		return ""
+	})
+	if err != nil {
+		var fe *billing.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("--%s: %w", fe.Field, fe.Err)
+		}
+		return err
+	}
+	pool, err := pgxpool.New(ctx, o.Postgres)
+	if err != nil {
+		return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
+	}
+	defer pool.Close()
+	res, err := billing.NewLedger(pool).Usage(ctx, q)
+	if err != nil {
+		return err
+	}
+	if o.Format == "csv" {
+		return billing.WriteCSV(stdout, res)
+	}
+	return billing.WriteJSON(stdout, res)
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+)
+
+func TestValidateApp(t *testing.T) {
+	o := defaultOptions()
+	if err := fx.ValidateApp(serveModule(o, slog.New(slog.DiscardHandler))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	tests := []struct {
+		name    string
+		cmd     string
+		args    []string
+		env     map[string]string
+		check   func(options) bool
+		wantErr string
+	}{
+		{"defaults", "serve", nil, nil, func(o options) bool { return o.Listen == ":8081" && o.NATS != "" }, ""},
+		{"env", "serve", nil, map[string]string{"QUOTA_NATS": "nats://n:1", "QUOTA_POSTGRES": "postgres://db/x", "QUOTA_LISTEN": ":9"},
+			func(o options) bool { return o.NATS == "nats://n:1" && o.Postgres == "postgres://db/x" && o.Listen == ":9" }, ""},
+		{"flag beats env", "serve", []string{"--listen", ":7"}, map[string]string{"QUOTA_LISTEN": ":9"},
+			func(o options) bool { return o.Listen == ":7" }, ""},
+		{"tls cert without key", "serve", []string{"--nats-tls-cert", "c.pem"}, nil, nil, "--nats-tls-key"},
+		{"bad env duration", "serve", nil, map[string]string{"QUOTA_BATCH_INTERVAL": "soon"}, nil, "QUOTA_BATCH_INTERVAL"},
+		{"usage flags", "usage", []string{"--key", "k", "--from", "a", "--to", "b", "--format", "csv"}, nil,
+			func(o options) bool { return o.Key == "k" && o.Format == "csv" }, ""},
+		{"usage bad format", "usage", []string{"--format", "xml"}, nil, nil, "--format"},
+		{"migrate has no --nats", "migrate", []string{"--nats", "x"}, nil, nil, "not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(tt.cmd, tt.args, env(tt.env), io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !tt.check(o) {
+				t.Fatalf("options %+v, err %v", o, err)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"postgres://u:secret@db:5432/q?sslmode=verify-full", "postgres://u:xxxxx@db:5432/q?sslmode=verify-full"},
+		{"nats://a:pw@n1:4222,nats://n2:4222", "nats://a:xxxxx@n1:4222,nats://n2:4222"},
+		{"postgres://db/q?password=hunter2", "postgres://db/q?password=xxxxx"},
+	}
+	for _, tt := range tests {
+		if got := redact(tt.in); got != tt.want || strings.Contains(got, "secret") || strings.Contains(got, "hunter2") {
+			t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestMigrateUsageAndServe(t *testing.T) {
+	db := testserver.NewDatabase(t)
+	env := func(k string) string {
+		if k == "QUOTA_POSTGRES" {
+			return db
+		}
+		return ""
+	}
+	var out bytes.Buffer
+	if err := run([]string{"migrate"}, env, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"migrate"}, env, &out, io.Discard); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run([]string{"usage", "--key", "k", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--format", "csv"}, env, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if want := "k,total,,0,0,0,0,0,0,false,true\n"; !strings.HasSuffix(out.String(), want) {
+		t.Fatalf("usage csv:\n%s", out.String())
+	}
+	if err := run([]string{"usage", "--key", "k", "--from", "nope", "--to", "2026-01-02T00:00:00Z"}, env, &out, io.Discard); err == nil || !strings.Contains(err.Error(), "--from") {
+		t.Fatalf("bad --from: %v", err)
+	}
+
+	// serve: the fx app starts, answers health and readiness, and stops.
+	o := defaultOptions()
+	o.NATS = testserver.StartNATS(t).URL
+	o.Postgres = db
+	o.Listen = fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
+	app := fx.New(serveModule(o, slog.New(slog.DiscardHandler)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/usage?key=k&from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z"} {
+		testserver.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			resp, err := http.Get("http://" + o.Listen + path)
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("%s: %d %s", path, resp.StatusCode, body)
+			}
+			if path == "/metrics" && !bytes.Contains(body, []byte("quota_reconciler_consumer_pending")) {
+				return fmt.Errorf("/metrics lacks reconciler metrics")
+			}
+			return nil
+		})
+	}
+	if err := app.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

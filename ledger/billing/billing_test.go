@@ -1,0 +1,172 @@
+package billing_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/billing"
+	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/migrations"
+)
+
+type fixedQuerier struct{ got billing.Query }
+
+func (f *fixedQuerier) Usage(_ context.Context, q billing.Query) (billing.Result, error) {
+	f.got = q
+	return billing.Result{Key: q.Key, Granularity: q.Granularity, Complete: true, Rows: []billing.Row{}}, nil
+}
+
+func TestHandlerRejectsBadParams(t *testing.T) {
+	tests := []struct {
+		query string
+		field string
+	}{
+		{"from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z", "key"},
+		{"key=" + strings.Repeat("k", 600) + "&from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z", "key"},
+		{"key=k&to=2026-01-02T00:00:00Z", "from"},
+		{"key=k&from=yesterday&to=2026-01-02T00:00:00Z", "from"},
+		{"key=k&from=2026-01-01T00:00:00Z", "to"},
+		{"key=k&from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", "to"},
+		{"key=k&from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&granularity=minute", "granularity"},
+		{"key=k&from=2020-01-01T00:00:00Z&to=2026-01-02T00:00:00Z", "to"},
+		{"key=k&from=2026-01-01T00:00:00Z&to=2026-03-01T00:00:00Z&granularity=window", "to"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			h := &billing.Handler{Ledger: &fixedQuerier{}}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/usage?"+tt.query, nil))
+			var body map[string]string
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %q: %v", rec.Body, err)
+			}
+			if rec.Code != http.StatusBadRequest || body["field"] != tt.field || body["error"] == "" {
+				t.Fatalf("status %d body %v, want 400 naming %q", rec.Code, body, tt.field)
+			}
+		})
+	}
+}
+
+func FuzzParseQuery(f *testing.F) {
+	f.Add("k", "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "hour")
+	f.Add("", "x", "", "window")
+	f.Fuzz(func(t *testing.T, key, from, to, gran string) {
+		v := map[string]string{"key": key, "from": from, "to": to, "granularity": gran}
+		q, err := billing.ParseQuery(func(s string) string { return v[s] })
+		if err == nil && q.Validate() != nil {
+			t.Fatalf("ParseQuery accepted an invalid query %+v", q)
+		}
+	})
+}
+
+func seed(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	url := testserver.NewDatabase(t)
+	ctx := context.Background()
+	if _, err := migrations.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// key "acme": windows of 60s starting 10:00:30; two processes; the
+	// 11:00:30 window has degraded cost; the 11:01:30 window misses p2's
+	// final.
+	base := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
+	var reps []ledger.Report
+	add := func(start time.Time, proc string, spent, leased, degraded int64, final bool) {
+		reps = append(reps, ledger.Report{Key: "acme", WindowStart: start, WindowEnd: start.Add(time.Minute),
+			ProcessID: proc, Region: "eu", Spent: spent, Leased: leased, Degraded: degraded, Final: final, Seq: 1, SentAt: start})
+	}
+	add(base, "p1", 10, 12, 0, true)
+	add(base, "p2", 5, 5, 0, true)
+	add(base.Add(time.Minute), "p1", 7, 9, 0, true)
+	add(base.Add(time.Hour), "p1", 20, 20, 4, true)
+	add(base.Add(time.Hour+time.Minute), "p1", 1, 1, 0, true)
+	add(base.Add(time.Hour+time.Minute), "p2", 2, 3, 0, false)
+	add(base.Add(24*time.Hour), "p1", 100, 100, 0, true) // outside the range below
+	reps = append(reps, ledger.Report{Key: "other", WindowStart: base, WindowEnd: base.Add(time.Minute),
+		ProcessID: "p1", Region: "eu", Spent: 999, Seq: 1, SentAt: base})
+	if _, err := reconcile.NewWriter(pool).Write(ctx, reps); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+func TestUsageFromLedger(t *testing.T) {
+	pool := seed(t)
+	srv := httptest.NewServer(&billing.Handler{Ledger: billing.NewLedger(pool)})
+	defer srv.Close()
+	from, to := "2026-03-01T10:00:00Z", "2026-03-02T00:00:00Z"
+	type row struct {
+		start               string
+		spent, leased, wins int64
+		degraded, complete  bool
+	}
+	tests := []struct {
+		gran string
+		rows []row
+	}{
+		{"hour", []row{{"2026-03-01T10:00:00Z", 22, 26, 2, false, true}, {"2026-03-01T11:00:00Z", 23, 24, 2, true, false}}},
+		{"day", []row{{"2026-03-01T00:00:00Z", 45, 50, 4, true, false}}},
+		{"window", []row{
+			{"2026-03-01T10:00:30Z", 15, 17, 1, false, true}, {"2026-03-01T10:01:30Z", 7, 9, 1, false, true},
+			{"2026-03-01T11:00:30Z", 20, 20, 1, true, true}, {"2026-03-01T11:01:30Z", 3, 4, 1, false, false}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.gran, func(t *testing.T) {
+			resp, err := http.Get(srv.URL + "/v1/usage?key=acme&from=" + from + "&to=" + to + "&granularity=" + tt.gran)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var res billing.Result
+			if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 200 || res.Totals.Spent != 45 || res.Totals.Leased != 50 || res.Totals.OverAuthorized != 5 ||
+				res.Totals.Degraded != 4 || !res.IsDegraded || res.Complete {
+				t.Fatalf("status %d totals %+v degraded %v complete %v", resp.StatusCode, res.Totals, res.IsDegraded, res.Complete)
+			}
+			if len(res.Rows) != len(tt.rows) {
+				t.Fatalf("%d rows, want %d: %+v", len(res.Rows), len(tt.rows), res.Rows)
+			}
+			for i, w := range tt.rows {
+				g := res.Rows[i]
+				got := row{g.Start.Format(time.RFC3339), g.Spent, g.Leased, int64(g.Windows), g.IsDegraded, g.Complete}
+				if got != w {
+					t.Fatalf("row %d: %+v, want %+v", i, got, w)
+				}
+			}
+		})
+	}
+	t.Run("csv", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/usage?key=acme&from="+from+"&to="+to+"&granularity=day", nil)
+		req.Header.Set("Accept", "text/csv")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		want := "key,start,end,spent,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete\n" +
+			"acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,45,50,0,4,5,4,true,false\n" +
+			"acme,total,,45,50,0,4,5,4,true,false\n"
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") || b.String() != want {
+			t.Fatalf("content type %q body:\n%s\nwant:\n%s", ct, b.String(), want)
+		}
+	})
+}
