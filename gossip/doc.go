@@ -1,3 +1,74 @@
-// Package gossip exchanges compact demand digests between regions over NATS,
-// and turns them into each region's share of every key's limit.
+// Package gossip exchanges compact demand digests between the limiter
+// processes of every region over NATS, and turns them into this region's
+// share of every key's global limit (a region.ShareSource).
+//
+// # What a Node does
+//
+// A Node is one limiter process's gossip agent. The daemon tees the
+// limiter's usage stream into it (Node implements region.UsageSink), hands
+// it to the limiter as the ShareSource, and passes Limiter.Invalidate as
+// Config.OnChange. Every Config.Interval, on interval boundaries of the
+// clock (so that all processes tick together), the Node
+//
+//  1. computes the shares of every key it has digests for, from the latest
+//     digest of every live process published before this tick (its own
+//     included), with partition.Shares, and swaps them in atomically;
+//  2. folds the usage recorded since the last tick into per-key EWMAs of
+//     demand (spent + rejected) and admitted cost (spent), applies
+//     hysteresis (partition.Hold), and publishes its digest: the top keys
+//     by demand (bounded by Config.TopK and Config.MaxDigestBytes, under
+//     64 KiB) and its totals, on subject <Subject>.<region>.<process>.
+//
+// Every process subscribes to <Subject>.> and keeps the latest digest per
+// (region, process); a region's demand is the sum over its processes.
+// Message volume is one digest per process per interval: O(processes), not
+// O(requests). A process that says goodbye (Stop) is dropped at once; one
+// not heard from for Config.StaleAfter intervals is dropped if other
+// processes of its region are still heard.
+//
+// # Why every region computes the same shares
+//
+// Smoothing and hysteresis happen where demand is measured, before it is
+// published, so shares are a pure function of the published digests. A
+// digest of epoch e (published at tick e) is used by everybody at tick e+1,
+// the process's own included. As long as a digest crosses the gateways in
+// less than one interval and clocks agree to within a fraction of it, every
+// process in every region computes identical shares for every key, and the
+// shares of a key sum to exactly 1 (partition works in integer
+// micro-shares). A late digest makes the views disagree for one interval,
+// by at most the change of that one digest.
+//
+// # Partitions and the global bound
+//
+// At tick e a Node needs the digest of epoch e-1 from every process it
+// knows. If one is missing (late, lost, partitioned away, crashed), the
+// Node freezes: it keeps its last shares for every key. Across a partition
+// both sides miss each other's digests of the same epoch, so every region
+// freezes at the same tick, on shares computed from identical inputs: the
+// sum over regions of each region's own share stays exactly 1, however long
+// the partition lasts. The only disagreement is at the edge: a digest that
+// crossed to some regions but not others just as the link failed, which
+// can move one tick's shares by one digest's worth. Shares stop following
+// demand during the partition. Gossip age per region (Age, Snapshot, and
+// the quota_gossip_age_seconds metric) shows it.
+//
+// A process of a region that is still heard is dropped after StaleAfter
+// intervals of silence, and computation resumes without it.
+//
+// A region that leaves cleanly (every process calls Stop) is removed and
+// its share redistributed at once. A region that crashed is
+// indistinguishable from a partitioned one and stays frozen in: an operator
+// removes it with Forget.
+//
+// A new process only listens during its first tick, so that by its second
+// it holds the previous epoch's digest of every live process. Meanwhile it
+// holds its floor if other regions are configured (Weights), or the whole
+// limit if none are (a single-region deployment).
+//
+// # Concurrency and time
+//
+// All methods are safe for concurrent use. Share is lock-free (an atomic
+// pointer to an immutable table). Run owns one goroutine's worth of work;
+// the NATS subscription delivers into a channel that Run drains. Time comes
+// from Config.Clock.
 package gossip

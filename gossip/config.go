@@ -1,0 +1,158 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Clock tells the time and waits. The system clock is the default.
+type Clock interface {
+	Now() time.Time
+	// After behaves like time.After.
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Config configures a Node. Start from DefaultConfig; New validates a copy.
+type Config struct {
+	// Region is this process's region (flag --region). Required; a NATS
+	// subject token (printable ASCII without '.', '*', '>').
+	Region string
+	// Process identifies this process within its region (flag
+	// --process-id). Required; a NATS subject token.
+	Process string
+
+	// Interval is the gossip period (flag --gossip-interval). Ticks fall on
+	// multiples of it on the clock, so processes tick together. Default 1s.
+	Interval time.Duration
+	// Weights are the configured historical region weights (flag
+	// --region-weights), for a cold start; they need not sum to 1. Regions
+	// named here take part in every key's shares from the start. Empty
+	// means equal weights for the regions heard.
+	Weights map[string]float64
+	// Floor is each region's smallest share of a key (flag --share-floor),
+	// in (0, 0.5]. With n regions and n × Floor > 1, each gets 1/n.
+	// Default 0.05.
+	Floor float64
+	// Prior is the pseudo-demand, in cost units per second, spread over
+	// regions by historical weight and added to every key's demand
+	// (partition.Params.Prior): keys with much less demand than this follow
+	// the historical weights. Default 1.
+	Prior float64
+
+	// HalfLife is the half-life of the per-key demand EWMA. Default
+	// 3 × Interval.
+	HalfLife time.Duration
+	// Hysteresis is the relative change of a key's smoothed demand needed
+	// before the new value is published. Default 0.1 (10 %).
+	Hysteresis float64
+	// WeightHalfLife is the half-life of the total-demand average from which
+	// region weights are learned. Default 10m.
+	WeightHalfLife time.Duration
+	// WeightPrior is how much learned total demand, in cost units per
+	// second, counts as much as the configured Weights. Default 100.
+	WeightPrior float64
+
+	// TopK caps the keys per digest. Default 1024.
+	TopK int
+	// MaxDigestBytes caps one digest's size, at most MaxDigestSize.
+	// Default 60 KiB.
+	MaxDigestBytes int
+	// StaleAfter is how many intervals without a digest make a process
+	// stale. Default 3.
+	StaleAfter int
+	// ChangeThreshold is how much (absolute, as a fraction of the limit)
+	// this region's share of a key must move for OnChange to be called.
+	// Default 0.01.
+	ChangeThreshold float64
+	// Subject is the subject prefix; digests go to
+	// <Subject>.<region>.<process>. Default "quota.gossip".
+	Subject string
+
+	// OnChange, when set, is called with a key whose share for this region
+	// moved by ChangeThreshold or more (pass region.Limiter.Invalidate).
+	// OnChangeAll, when set, is called when the default share of keys
+	// without digests moved (pass region.Limiter.InvalidateAll). Both are
+	// called from Run's goroutine and must not block.
+	OnChange    func(key string)
+	OnChangeAll func()
+
+	// Clock is the time source; nil means the system clock.
+	Clock Clock
+	// Logger receives warnings (bad digests, publish errors); nil discards.
+	Logger *slog.Logger
+	// Registerer, when set, gets the gossip metrics
+	// (quota_gossip_age_seconds{region}, quota_gossip_frozen,
+	// quota_gossip_keys, quota_gossip_digest_bytes,
+	// quota_gossip_bad_digests_total).
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the documented defaults. Region and Process must
+// still be set.
+func DefaultConfig() Config {
+	return Config{
+		Interval:        time.Second,
+		Floor:           0.05,
+		Prior:           1,
+		Hysteresis:      0.1,
+		WeightHalfLife:  10 * time.Minute,
+		WeightPrior:     100,
+		TopK:            1024,
+		MaxDigestBytes:  60 << 10,
+		StaleAfter:      3,
+		ChangeThreshold: 0.01,
+		Subject:         "quota.gossip",
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	check := func(ok bool, field, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("gossip: config %s: "+format, append([]any{field}, args...)...))
+		}
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if err := checkName("Region", c.Region); err != nil {
+		errs = append(errs, fmt.Errorf("gossip: config Region: %w", err))
+	}
+	if err := checkName("Process", c.Process); err != nil {
+		errs = append(errs, fmt.Errorf("gossip: config Process: %w", err))
+	}
+	check(c.Interval > 0, "Interval", "must be positive, got %v", c.Interval)
+	names := make([]string, 0, len(c.Weights))
+	for name := range c.Weights {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := checkName("region", name); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: config Weights: %w", err))
+		}
+		w := c.Weights[name]
+		check(finite(w) && w >= 0, "Weights", "region %q weight must be a finite number ≥ 0, got %v", name, w)
+	}
+	check(finite(c.Floor) && c.Floor > 0 && c.Floor <= 0.5, "Floor", "must be in (0, 0.5], got %v", c.Floor)
+	check(finite(c.Prior) && c.Prior >= 0, "Prior", "must be ≥ 0, got %v", c.Prior)
+	check(c.HalfLife >= 0, "HalfLife", "must not be negative, got %v", c.HalfLife)
+	check(finite(c.Hysteresis) && c.Hysteresis >= 0 && c.Hysteresis < 1, "Hysteresis", "must be in [0, 1), got %v", c.Hysteresis)
+	check(c.WeightHalfLife > 0, "WeightHalfLife", "must be positive, got %v", c.WeightHalfLife)
+	check(finite(c.WeightPrior) && c.WeightPrior > 0, "WeightPrior", "must be positive, got %v", c.WeightPrior)
+	check(c.TopK >= 1, "TopK", "must be at least 1, got %d", c.TopK)
+	check(c.MaxDigestBytes >= 512 && c.MaxDigestBytes <= MaxDigestSize, "MaxDigestBytes", "must be in [512, %d], got %d", MaxDigestSize, c.MaxDigestBytes)
+	check(c.StaleAfter >= 1, "StaleAfter", "must be at least 1, got %d", c.StaleAfter)
+	check(finite(c.ChangeThreshold) && c.ChangeThreshold >= 0 && c.ChangeThreshold < 1, "ChangeThreshold", "must be in [0, 1), got %v", c.ChangeThreshold)
+	check(c.Subject != "", "Subject", "must not be empty")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,46 @@
+package gossip
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	descAge = prometheus.NewDesc("quota_gossip_age_seconds",
+		"Seconds since the last gossip digest from a region.", []string{"region"}, nil)
+	descFrozen = prometheus.NewDesc("quota_gossip_frozen",
+		"1 while shares are frozen because a region is stale (or the node is warming up).", nil, nil)
+	descKeys = prometheus.NewDesc("quota_gossip_keys",
+		"Keys with gossiped shares.", nil, nil)
+	descBytes = prometheus.NewDesc("quota_gossip_digest_bytes",
+		"Size of the last digest published.", nil, nil)
+	descBad = prometheus.NewDesc("quota_gossip_bad_digests_total",
+		"Digests rejected by the decoder.", nil, nil)
+)
+
+// collector reads the Node's state at scrape time.
+type collector struct{ n *Node }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descAge
+	ch <- descFrozen
+	ch <- descKeys
+	ch <- descBytes
+	ch <- descBad
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.n.Snapshot()
+	for _, r := range s.Regions {
+		if r.Age >= 0 {
+			ch <- prometheus.MustNewConstMetric(descAge, prometheus.GaugeValue, r.Age.Seconds(), r.Name)
+		}
+	}
+	frozen := 0.0
+	if s.Frozen {
+		frozen = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descFrozen, prometheus.GaugeValue, frozen)
+	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(len(s.Keys)))
+	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(s.DigestBytes))
+	ch <- prometheus.MustNewConstMetric(descBad, prometheus.CounterValue, float64(s.BadDigests))
+}

@@ -1,0 +1,439 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/quotaplatform/quota/partition"
+	"github.com/quotaplatform/quota/region"
+)
+
+// zeroBelow: smoothed rates at or below this (cost units per second) count
+// as zero, so that a key that went quiet leaves the digests.
+const zeroBelow = 1e-3
+
+// inboxSize is the capacity of the channel the NATS subscription delivers
+// into: several intervals' worth of digests for a fleet of a few hundred
+// processes. Beyond it NATS drops messages (slow consumer), which gossip
+// tolerates: the next digest of the same process supersedes a lost one.
+const inboxSize = 1024
+
+var (
+	_ region.ShareSource = (*Node)(nil)
+	_ region.UsageSink   = (*Node)(nil)
+)
+
+// Node is one process's gossip agent. Create it with New, start Run (or
+// Start), and stop it by cancelling Run's context (or Stop).
+type Node struct {
+	cfg   Config
+	nc    *nats.Conn
+	clock Clock
+	log   *slog.Logger
+	start time.Time
+
+	table atomic.Pointer[table] // current shares; swapped whole
+
+	accMu sync.Mutex
+	acc   map[string]*pending // usage since the last tick; guarded by accMu
+
+	mu        sync.Mutex
+	peers     map[peerID]*peer     // latest digests; guarded by mu
+	heard     map[string]time.Time // last digest per region; guarded by mu
+	gone      map[string]bool      // regions that left or were forgotten; guarded by mu
+	frozen    bool                 // guarded by mu
+	lastBytes int                  // size of the last digest published; guarded by mu
+	bad       uint64               // digests rejected; guarded by mu
+
+	// Touched by the Run goroutine only.
+	own      map[string]*keyState
+	totals   keyState
+	learned  float64
+	pubLearn float64
+	lastTick time.Time
+	ticks    int
+
+	runMu  sync.Mutex
+	cancel context.CancelFunc // set by Start; guarded by runMu
+	done   chan struct{}      // closed when Start's Run returns; guarded by runMu
+}
+
+type pending struct{ demand, admitted int64 }
+
+type keyState struct {
+	demand, admitted       float64 // EWMAs, cost units per second
+	pubDemand, pubAdmitted float64 // published (held) values
+}
+
+type peerID struct{ region, process string }
+
+type peer struct {
+	cur, prev *Digest // latest two digests, by epoch
+	lastHeard time.Time
+}
+
+// New returns a Node that gossips over nc. It starts nothing: call Run or
+// Start. nc may be shared with other users.
+func New(nc *nats.Conn, cfg Config) (*Node, error) {
+	if nc == nil {
+		return nil, errors.New("gossip: nil NATS connection")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.HalfLife == 0 {
+		cfg.HalfLife = 3 * cfg.Interval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w := make(map[string]float64, len(cfg.Weights))
+	for k, v := range cfg.Weights {
+		w[k] = v
+	}
+	cfg.Weights = w
+	n := &Node{
+		cfg:   cfg,
+		nc:    nc,
+		clock: cfg.Clock,
+		log:   cfg.Logger.With("component", "gossip", "region", cfg.Region, "process", cfg.Process),
+		acc:   make(map[string]*pending),
+		peers: make(map[peerID]*peer),
+		heard: make(map[string]time.Time),
+		gone:  make(map[string]bool),
+		own:   make(map[string]*keyState),
+	}
+	n.start = n.clock.Now()
+	n.table.Store(n.warmupTable())
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(collector{n}); err != nil {
+			return nil, fmt.Errorf("gossip: register metrics: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// Record implements region.UsageSink: it adds usage deltas to the demand
+// (spent + rejected) and admitted cost (spent) of the current interval.
+func (n *Node) Record(batch []region.Usage) {
+	n.accMu.Lock()
+	defer n.accMu.Unlock()
+	for _, u := range batch {
+		p := n.acc[u.Key]
+		if p == nil {
+			p = &pending{}
+			n.acc[u.Key] = p
+		}
+		p.demand += u.Spent + u.Rejected
+		p.admitted += u.Spent
+	}
+}
+
+// Share implements region.ShareSource: this region's share of key's global
+// limit, in (0, 1]. A key with no digests gets the default share (from the
+// historical weights); with one region it is 1.
+func (n *Node) Share(key string) float64 {
+	t := n.table.Load()
+	return t.share(key)
+}
+
+// Start runs Run in a goroutine owned by the Node until Stop.
+func (n *Node) Start() error {
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
+	if n.cancel != nil {
+		return errors.New("gossip: already started")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan error, 1) // Run reports its subscription once
+	done := make(chan struct{})
+	n.cancel, n.done = cancel, done
+	go func() {
+		defer close(done)
+		if err := n.run(ctx, ready); err != nil {
+			n.log.Warn("gossip stopped", "err", err)
+		}
+	}()
+	if err := <-ready; err != nil {
+		cancel()
+		<-done
+		n.cancel, n.done = nil, nil
+		return err
+	}
+	return nil
+}
+
+// Stop ends Start's goroutine (publishing a goodbye) and waits for it, or
+// for ctx.
+func (n *Node) Stop(ctx context.Context) error {
+	n.runMu.Lock()
+	cancel, done := n.cancel, n.done
+	n.runMu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run subscribes to every process's digests and ticks every Interval until
+// ctx ends; then it publishes a goodbye and returns nil. It returns an error
+// only if it cannot subscribe.
+func (n *Node) Run(ctx context.Context) error { return n.run(ctx, nil) }
+
+func (n *Node) run(ctx context.Context, ready chan<- error) error {
+	inbox := make(chan *nats.Msg, inboxSize)
+	sub, err := n.nc.ChanSubscribe(n.cfg.Subject+".>", inbox)
+	if err == nil {
+		err = n.nc.Flush()
+	}
+	if ready != nil {
+		ready <- err
+	}
+	if err != nil {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+		return fmt.Errorf("gossip: subscribe %s.>: %w", n.cfg.Subject, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for {
+		wait := n.untilNextTick(n.clock.Now())
+		timer := n.clock.After(wait)
+	waiting:
+		for {
+			select {
+			case m := <-inbox:
+				n.receive(m.Data)
+			case <-timer:
+				n.tick(n.clock.Now())
+				break waiting
+			case <-ctx.Done():
+				n.goodbye()
+				return nil
+			}
+		}
+	}
+}
+
+func (n *Node) untilNextTick(now time.Time) time.Duration {
+	iv := n.cfg.Interval
+	ns := now.UnixNano()
+	next := (ns/int64(iv) + 1) * int64(iv)
+	return time.Duration(next - ns)
+}
+
+func (n *Node) epoch(now time.Time) uint64 {
+	// Round to the nearest boundary: a timer fires at or just after it.
+	return uint64((now.UnixNano() + int64(n.cfg.Interval)/2) / int64(n.cfg.Interval))
+}
+
+// receive stores one digest from the wire.
+func (n *Node) receive(data []byte) {
+	d, err := DecodeDigest(data)
+	if err != nil {
+		n.mu.Lock()
+		n.bad++
+		n.mu.Unlock()
+		n.log.Warn("bad gossip digest", "err", err)
+		return
+	}
+	if d.Region == n.cfg.Region && d.Process == n.cfg.Process {
+		return // our own, stored when published
+	}
+	n.store(&d, n.clock.Now())
+}
+
+func (n *Node) store(d *Digest, now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	id := peerID{d.Region, d.Process}
+	if d.Goodbye {
+		delete(n.peers, id)
+		n.heard[d.Region] = now
+		if !n.regionHasPeersLocked(d.Region) && d.Region != n.cfg.Region {
+			n.gone[d.Region] = true
+		}
+		return
+	}
+	p := n.peers[id]
+	if p == nil {
+		p = &peer{}
+		n.peers[id] = p
+	}
+	if p.cur != nil && d.Epoch < p.cur.Epoch {
+		return // late and superseded
+	}
+	if p.cur != nil && d.Epoch > p.cur.Epoch {
+		p.prev = p.cur
+	}
+	p.cur = d
+	p.lastHeard = now
+	n.heard[d.Region] = now
+	delete(n.gone, d.Region)
+}
+
+func (n *Node) regionHasPeersLocked(r string) bool {
+	for id := range n.peers {
+		if id.region == r {
+			return true
+		}
+	}
+	return false
+}
+
+// tick computes shares from the digests of earlier epochs, then publishes
+// this process's digest for the current epoch.
+func (n *Node) tick(now time.Time) {
+	e := n.epoch(now)
+	n.ticks++
+	n.compute(now, e)
+	d := n.digest(now, e)
+	n.store(d, now)
+	n.publish(d)
+}
+
+// digest folds the usage since the last tick into the EWMAs and returns the
+// digest to publish.
+func (n *Node) digest(now time.Time, e uint64) *Digest {
+	elapsed := n.cfg.Interval
+	if !n.lastTick.IsZero() {
+		elapsed = now.Sub(n.lastTick)
+	}
+	n.lastTick = now
+	if elapsed <= 0 {
+		elapsed = n.cfg.Interval
+	}
+	n.accMu.Lock()
+	acc := n.acc
+	n.acc = make(map[string]*pending, len(acc))
+	n.accMu.Unlock()
+
+	secs := elapsed.Seconds()
+	h, hl := n.cfg.Hysteresis, n.cfg.HalfLife
+	var totD, totA float64
+	for key := range acc {
+		if n.own[key] == nil {
+			n.own[key] = &keyState{}
+		}
+	}
+	keys := make([]KeyDemand, 0, len(n.own))
+	for key, s := range n.own {
+		var sd, sa float64
+		if p := acc[key]; p != nil {
+			sd, sa = float64(p.demand)/secs, float64(p.admitted)/secs
+		}
+		totD += sd
+		totA += sa
+		s.demand = partition.EWMA(s.demand, sd, elapsed, hl)
+		s.admitted = partition.EWMA(s.admitted, sa, elapsed, hl)
+		s.pubDemand = partition.Hold(s.pubDemand, s.demand, h, zeroBelow)
+		s.pubAdmitted = partition.Hold(s.pubAdmitted, s.admitted, h, zeroBelow)
+		if s.demand <= zeroBelow && s.admitted <= zeroBelow && s.pubDemand == 0 && s.pubAdmitted == 0 {
+			delete(n.own, key)
+			continue
+		}
+		if s.pubDemand > 0 || s.pubAdmitted > 0 {
+			keys = append(keys, KeyDemand{Key: key, Demand: s.pubDemand, Admitted: s.pubAdmitted})
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Demand != keys[j].Demand {
+			return keys[i].Demand > keys[j].Demand
+		}
+		return keys[i].Key < keys[j].Key
+	})
+	if len(keys) > n.cfg.TopK {
+		keys = keys[:n.cfg.TopK]
+	}
+	n.totals.demand = partition.EWMA(n.totals.demand, totD, elapsed, hl)
+	n.totals.admitted = partition.EWMA(n.totals.admitted, totA, elapsed, hl)
+	n.totals.pubDemand = partition.Hold(n.totals.pubDemand, n.totals.demand, h, zeroBelow)
+	n.totals.pubAdmitted = partition.Hold(n.totals.pubAdmitted, n.totals.admitted, h, zeroBelow)
+	n.learned = partition.EWMA(n.learned, totD, elapsed, n.cfg.WeightHalfLife)
+	n.pubLearn = partition.Hold(n.pubLearn, n.learned, h, zeroBelow)
+	return &Digest{
+		Region: n.cfg.Region, Process: n.cfg.Process, Epoch: e,
+		Demand: n.totals.pubDemand, Admitted: n.totals.pubAdmitted, Learned: n.pubLearn,
+		Keys: keys,
+	}
+}
+
+func (n *Node) publish(d *Digest) {
+	b, kept, err := d.encode(make([]byte, 0, 4096), n.cfg.MaxDigestBytes)
+	if err != nil {
+		n.log.Warn("encode digest", "err", err)
+		return
+	}
+	if kept < len(d.Keys) {
+		// What other regions see is what we use ourselves.
+		d.Keys = d.Keys[:kept]
+	}
+	n.mu.Lock()
+	n.lastBytes = len(b)
+	n.mu.Unlock()
+	if err := n.nc.Publish(n.subject(), b); err != nil {
+		n.log.Warn("publish digest", "err", err)
+	}
+}
+
+func (n *Node) subject() string {
+	return n.cfg.Subject + "." + n.cfg.Region + "." + n.cfg.Process
+}
+
+func (n *Node) goodbye() {
+	d := &Digest{Region: n.cfg.Region, Process: n.cfg.Process, Epoch: n.epoch(n.clock.Now()), Goodbye: true}
+	b, _, err := d.encode(nil, n.cfg.MaxDigestBytes)
+	if err == nil {
+		err = n.nc.Publish(n.subject(), b)
+	}
+	if err == nil {
+		err = n.nc.FlushTimeout(time.Second)
+	}
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		n.log.Warn("publish goodbye", "err", err)
+	}
+}
+
+// Forget removes region from the shares (its processes' digests are
+// dropped) until it is heard again: for a region known to be gone that
+// did not say goodbye. Forgetting a region that is only partitioned away
+// breaks the global bound by that region's share.
+func (n *Node) Forget(r string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id := range n.peers {
+		if id.region == r {
+			delete(n.peers, id)
+		}
+	}
+	if r != n.cfg.Region {
+		n.gone[r] = true
+	}
+}
+
+// floorFor returns the floor each of n regions gets.
+func (c *Config) floorFor(regions int) float64 {
+	if regions <= 0 {
+		return c.Floor
+	}
+	return math.Min(c.Floor, 1/float64(regions))
+}

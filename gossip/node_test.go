@@ -1,0 +1,368 @@
+package gossip
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/partition"
+	"github.com/quotaplatform/quota/region"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// nats.go's and nats-server's background goroutines end shortly
+		// after Close/Shutdown.
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
+		goleak.IgnoreTopFunction("time.Sleep"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+const testInterval = 100 * time.Millisecond
+
+func startNode(t *testing.T, url, reg, proc string, mod func(*Config)) *Node {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Region, cfg.Process = reg, proc
+	cfg.Interval = testInterval
+	cfg.HalfLife = testInterval
+	if mod != nil {
+		mod(&cfg)
+	}
+	n, err := New(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := n.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		nc.Close()
+	})
+	return n
+}
+
+// feeder records usage into nodes at set rates (cost units per second per
+// node and key) every 10 ms, until stopped: a load generator, not a
+// synchroniser.
+type feeder struct {
+	mu    sync.Mutex
+	rates map[*Node]map[string]float64 // guarded by mu
+	owed  map[*Node]map[string]float64 // fractional cost carried over; guarded by mu
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startFeeder(t *testing.T) *feeder {
+	f := &feeder{rates: map[*Node]map[string]float64{}, owed: map[*Node]map[string]float64{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go f.run()
+	t.Cleanup(func() { close(f.stop); <-f.done })
+	return f
+}
+
+func (f *feeder) set(n *Node, key string, rate float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rates[n] == nil {
+		f.rates[n], f.owed[n] = map[string]float64{}, map[string]float64{}
+	}
+	f.rates[n][key] = rate
+}
+
+func (f *feeder) run() {
+	defer close(f.done)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case now := <-tick.C:
+			dt := now.Sub(last).Seconds()
+			last = now
+			f.mu.Lock()
+			for n, keys := range f.rates {
+				var batch []region.Usage
+				for key, rate := range keys {
+					f.owed[n][key] += rate * dt
+					c := int64(f.owed[n][key])
+					f.owed[n][key] -= float64(c)
+					if c > 0 {
+						batch = append(batch, region.Usage{Key: key, Spent: c})
+					}
+				}
+				n.Record(batch)
+			}
+			f.mu.Unlock()
+		}
+	}
+}
+
+// ready waits until every node computes (not frozen) with all regions.
+func ready(t *testing.T, regions int, nodes ...*Node) {
+	t.Helper()
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		for _, n := range nodes {
+			s := n.Snapshot()
+			if s.Frozen || len(s.Default) != regions {
+				return fmt.Errorf("%s/%s: frozen=%v regions=%v", s.Region, s.Process, s.Frozen, s.Default)
+			}
+		}
+		return nil
+	})
+}
+
+func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
+
+// ownSum is the sum over nodes (one per region) of each node's own share.
+func ownSum(key string, nodes ...*Node) float64 {
+	var s float64
+	for _, n := range nodes {
+		s += n.Share(key)
+	}
+	return s
+}
+
+func TestSingleRegionShareIsOne(t *testing.T) {
+	nats := testserver.StartNATS(t)
+	n := startNode(t, nats.URL, "solo", "p1", nil)
+	if got := n.Share("k"); got != 1 {
+		t.Fatalf("warm-up share %v, want 1", got)
+	}
+	ready(t, 1, n)
+	if got := n.Share("k"); got != 1 {
+		t.Fatalf("share %v, want 1", got)
+	}
+}
+
+func TestNoDataGetsHistoricalWeights(t *testing.T) {
+	c := testserver.StartNATSCluster(t, "ap", "eu", "us")
+	w := map[string]float64{"eu": 0.5, "us": 0.3, "ap": 0.2}
+	var nodes []*Node
+	for _, r := range c.Regions() {
+		nodes = append(nodes, startNode(t, c.URL(r), r, "p1", func(c *Config) { c.Weights = w }))
+	}
+	if got := nodes[0].Share("k"); got != 0.05 {
+		t.Fatalf("warm-up share %v, want the floor 0.05", got)
+	}
+	ready(t, 3, nodes...)
+	for _, n := range nodes {
+		for r, want := range w {
+			if got := n.Shares("never-seen")[r]; !near(got, want, 1e-6) {
+				t.Fatalf("%s sees %s's share %v, want %v", n.cfg.Region, r, got, want)
+			}
+		}
+	}
+}
+
+// converge waits until every node's view of key matches want, and returns
+// how long that took.
+func converge(t *testing.T, key string, want map[string]float64, tol float64, timeout time.Duration, nodes ...*Node) time.Duration {
+	t.Helper()
+	start := time.Now()
+	testserver.WaitFor(t, timeout, 5*time.Millisecond, func() error {
+		for _, n := range nodes {
+			got := n.Shares(key)
+			for r, w := range want {
+				if !near(got[r], w, tol) {
+					return fmt.Errorf("%s/%s sees %v, want %v", n.cfg.Region, n.cfg.Process, got, want)
+				}
+			}
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+func TestSkewConvergesFollowsAndFreezes(t *testing.T) {
+	c := testserver.StartNATSCluster(t, "ap", "eu", "us")
+	nodes := map[string]*Node{}
+	var all []*Node
+	var mu sync.Mutex
+	changed := map[string]int{}
+	for _, r := range c.Regions() {
+		r := r
+		n := startNode(t, c.URL(r), r, "p1", func(c *Config) {
+			c.OnChange = func(key string) { mu.Lock(); changed[r+"/"+key]++; mu.Unlock() }
+		})
+		nodes[r] = n
+		all = append(all, n)
+	}
+	ready(t, 3, all...)
+	f := startFeeder(t)
+
+	// Skewed demand 70/20/10: shares converge within 5 intervals, counted
+	// from the first tick after demand starts.
+	toTick := time.Until(time.Now().Truncate(testInterval).Add(testInterval))
+	f.set(nodes["eu"], "k", 700)
+	f.set(nodes["us"], "k", 200)
+	f.set(nodes["ap"], "k", 100)
+	took := converge(t, "k", map[string]float64{"eu": 0.7, "us": 0.2, "ap": 0.1}, 0.02, toTick+5*testInterval, all...)
+	t.Logf("skew 70/20/10 converged in %.1f intervals after the first tick", float64(took-toTick)/float64(testInterval))
+	if s := ownSum("k", all...); s > 1+1e-9 {
+		t.Fatalf("own shares sum to %v", s)
+	}
+	mu.Lock()
+	if changed["eu/k"] == 0 {
+		t.Errorf("OnChange was not called for eu/k")
+	}
+	mu.Unlock()
+
+	// Demand moves from eu to ap: shares follow.
+	f.set(nodes["eu"], "k", 100)
+	f.set(nodes["ap"], "k", 700)
+	took = converge(t, "k", map[string]float64{"eu": 0.1, "us": 0.2, "ap": 0.7}, 0.02, 30*testInterval, all...)
+	t.Logf("demand move eu→ap followed in %v (%.1f intervals)", took, float64(took)/float64(testInterval))
+
+	// ap is cut off: everybody freezes on the same shares, even while
+	// demand keeps moving, and the own shares still sum to 1.
+	c.Cut(t, "ap")
+	testserver.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		for _, n := range all {
+			if !n.Snapshot().Frozen {
+				return fmt.Errorf("%s not frozen", n.cfg.Region)
+			}
+		}
+		return nil
+	})
+	frozen := map[string]float64{}
+	for r, n := range nodes {
+		frozen[r] = n.Share("k")
+	}
+	f.set(nodes["eu"], "k", 900)
+	f.set(nodes["ap"], "k", 10)
+	deadline := time.Now().Add(10 * testInterval)
+	for time.Now().Before(deadline) {
+		for r, n := range nodes {
+			if got := n.Share("k"); got != frozen[r] {
+				t.Fatalf("%s's share moved during the partition: %v → %v", r, frozen[r], got)
+			}
+		}
+		if s := ownSum("k", all...); s > 1+1e-6 {
+			t.Fatalf("own shares sum to %v during the partition", s)
+		}
+		time.Sleep(testInterval / 2) // observing a steady state, not synchronising
+	}
+	t.Logf("frozen shares %v, sum %.6f", frozen, ownSum("k", all...))
+	if age, ok := nodes["eu"].Age("ap"); !ok || age < 5*testInterval {
+		t.Fatalf("eu's gossip age of ap is %v (%v), want ≥ %v", age, ok, 5*testInterval)
+	}
+
+	// Healed: shares follow the new demand again.
+	c.Heal(t, "ap")
+	took = converge(t, "k", map[string]float64{"eu": 0.9 * 1000 / 1110, "us": 200.0 / 1110}, 0.03, 10*time.Second, all...)
+	t.Logf("after healing, shares followed in %v", took)
+}
+
+func TestRegionAppearsAndLeaves(t *testing.T) {
+	c := testserver.StartNATSCluster(t, "ap", "eu", "us")
+	eu := startNode(t, c.URL("eu"), "eu", "p1", nil)
+	us := startNode(t, c.URL("us"), "us", "p1", nil)
+	ready(t, 2, eu, us)
+	f := startFeeder(t)
+	f.set(eu, "k", 500)
+	f.set(us, "k", 500)
+	converge(t, "k", map[string]float64{"eu": 0.5, "us": 0.5}, 0.02, 5*time.Second, eu, us)
+
+	// ap appears with demand: everyone includes it.
+	apNC, err := nats.Connect(c.URL("ap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer apNC.Close()
+	cfg := DefaultConfig()
+	cfg.Region, cfg.Process, cfg.Interval, cfg.HalfLife = "ap", "p1", testInterval, testInterval
+	ap, err := New(apNC, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ap.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.set(ap, "k", 1000)
+	converge(t, "k", map[string]float64{"eu": 0.25, "us": 0.25, "ap": 0.5}, 0.03, 5*time.Second, eu, us, ap)
+
+	// ap leaves cleanly: its share goes back to eu and us at once.
+	f.set(ap, "k", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ap.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	converge(t, "k", map[string]float64{"eu": 0.5, "us": 0.5}, 0.02, 5*time.Second, eu, us)
+	for _, n := range []*Node{eu, us} {
+		if s := n.Snapshot(); s.Frozen || len(s.Default) != 2 {
+			t.Fatalf("%s after ap left: frozen=%v regions=%v", n.cfg.Region, s.Frozen, s.Default)
+		}
+	}
+}
+
+func TestProcessesOfARegionAdd(t *testing.T) {
+	nats := testserver.StartNATS(t)
+	eu1 := startNode(t, nats.URL, "eu", "p1", nil)
+	eu2 := startNode(t, nats.URL, "eu", "p2", nil)
+	us1 := startNode(t, nats.URL, "us", "p1", nil)
+	ready(t, 2, eu1, eu2, us1)
+	f := startFeeder(t)
+	f.set(eu1, "k", 300)
+	f.set(eu2, "k", 300)
+	f.set(us1, "k", 200)
+	converge(t, "k", map[string]float64{"eu": 0.75, "us": 0.25}, 0.02, 5*time.Second, eu1, eu2, us1)
+	if eu1.Share("k") != eu2.Share("k") {
+		t.Fatalf("processes of one region disagree: %v vs %v", eu1.Share("k"), eu2.Share("k"))
+	}
+	if got := partition.Micro * (eu1.Share("k") + us1.Share("k")); math.Round(got) != partition.Micro {
+		t.Fatalf("own shares sum to %v micro", got)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	srv := testserver.StartNATS(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	tests := []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"no region", func(c *Config) { c.Region = "" }},
+		{"dotted process", func(c *Config) { c.Process = "a.b" }},
+		{"zero interval", func(c *Config) { c.Interval = 0 }},
+		{"floor zero", func(c *Config) { c.Floor = 0 }},
+		{"floor too big", func(c *Config) { c.Floor = 0.6 }},
+		{"bad weight", func(c *Config) { c.Weights = map[string]float64{"eu": -1} }},
+		{"digest too big", func(c *Config) { c.MaxDigestBytes = MaxDigestSize + 1 }},
+		{"hysteresis one", func(c *Config) { c.Hysteresis = 1 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Region, cfg.Process = "eu", "p1"
+			tt.mod(&cfg)
+			if _, err := New(nc, cfg); err == nil {
+				t.Fatal("New accepted a bad config")
+			}
+		})
+	}
+}
