@@ -1,0 +1,42 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/quotaplatform/quota/region"
+)
+
+// ErrorBody is the JSON body of every error answer: a message, and the
+// request field it is about ("key", "cost", "body", "Authorization"…).
+type ErrorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+// WriteError answers status with an ErrorBody.
+func WriteError(w http.ResponseWriter, status int, field, msg string) {
+	b, _ := json.Marshal(ErrorBody{Error: msg, Field: field})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// Classify maps a limiter error to an HTTP status and the request field it
+// is about: a bad key or cost is 400, a key with no plan is 404, anything
+// else is 500 (field "").
+func Classify(err error) (status int, field string) {
+	switch {
+	case errors.Is(err, region.ErrInvalidKey):
+		return http.StatusBadRequest, "key"
+	case errors.Is(err, region.ErrInvalidCost), errors.Is(err, region.ErrCostExceedsCapacity):
+		return http.StatusBadRequest, "cost"
+	case errors.Is(err, region.ErrUnknownEndpoint):
+		return http.StatusBadRequest, "endpoint"
+	case errors.Is(err, region.ErrUnknownPlan), errors.Is(err, region.ErrInvalidPlan):
+		return http.StatusNotFound, "key"
+	}
+	return http.StatusInternalServerError, ""
+}

@@ -1,0 +1,79 @@
+package httplimit_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/quotaplatform/quota/httplimit"
+	"github.com/quotaplatform/quota/region"
+)
+
+func TestMiddleware(t *testing.T) {
+	plans := region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 4}}
+	cfg := region.DefaultConfig()
+	cfg.Costs = region.StaticCosts{"GET /search": 2}
+	lim, err := region.New(region.NewMemoryStore(nil), plans, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.Middleware(httplimit.Config{Limiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	mux.Handle("GET /search", mw(ok))
+	mux.Handle("GET /item", mw(ok))
+
+	tests := []struct {
+		name, path, key string
+		status          int
+		remaining       string
+	}{
+		{"no key", "/search", "", http.StatusUnauthorized, ""},
+		{"weighted", "/search", "k1", http.StatusTeapot, "2"},
+		{"weighted again", "/search", "k1", http.StatusTeapot, "0"},
+		{"rejected", "/search", "k1", http.StatusTooManyRequests, "0"},
+		{"default cost", "/item", "k2", http.StatusTeapot, "3"},
+		{"bad key", "/item", "k\x01", http.StatusBadRequest, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", tt.path, nil)
+			if tt.key != "" {
+				r.Header.Set("X-API-Key", tt.key)
+			}
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, r)
+			if w.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.status, w.Body)
+			}
+			if got := w.Header().Get("X-RateLimit-Remaining"); got != tt.remaining {
+				t.Errorf("remaining %q, want %q", got, tt.remaining)
+			}
+			if tt.remaining != "" && (w.Header().Get("RateLimit") == "" || w.Header().Get("RateLimit-Policy") == "" || w.Header().Get("X-RateLimit-Limit") != "4") {
+				t.Errorf("headers missing: %v", w.Header())
+			}
+			if (w.Code == http.StatusTooManyRequests) != (w.Header().Get("Retry-After") != "") {
+				t.Errorf("Retry-After %q on status %d", w.Header().Get("Retry-After"), w.Code)
+			}
+		})
+	}
+}
+
+func TestWriteHeaders(t *testing.T) {
+	h := http.Header{}
+	httplimit.WriteHeaders(h, httplimit.Policy{Name: `we"ird`, Plan: region.Plan{Rate: 10, Capacity: 25}},
+		region.Decision{Allowed: false, Remaining: 0, Limit: 25, RetryAfter: 1500e6, Reset: 2500e6, Stale: 800e6})
+	want := map[string]string{
+		"X-RateLimit-Limit": "25", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "3",
+		"X-RateLimit-Stale": "0.800", "Retry-After": "2",
+		"RateLimit-Policy": `"we\"ird";q=25;w=3`, "RateLimit": `"we\"ird";r=0;t=3`,
+	}
+	for k, v := range want {
+		if got := h.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+}

@@ -1,0 +1,357 @@
+package limitapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/region"
+)
+
+// memCatalog is an in-memory stand-in for catalog.Catalog.
+type memCatalog struct {
+	mu    sync.Mutex
+	plans map[string]region.Plan
+	keys  map[string]string
+	costs map[string]int64
+	rev   uint64
+}
+
+func newMemCatalog() *memCatalog {
+	return &memCatalog{plans: map[string]region.Plan{}, keys: map[string]string{}, costs: map[string]int64{}}
+}
+
+func (m *memCatalog) Resolve(key string) (string, region.Plan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name, ok := m.keys[key]
+	if !ok {
+		name = "default"
+	}
+	p, ok := m.plans[name]
+	if !ok {
+		return "", region.Plan{}, fmt.Errorf("%w: key %q has no plan", region.ErrUnknownPlan, key)
+	}
+	return name, p, nil
+}
+func (m *memCatalog) Plan(key string) (region.Plan, error) { _, p, err := m.Resolve(key); return p, err }
+func (m *memCatalog) Cost(ep string) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.costs[ep]
+	return c, ok
+}
+func (m *memCatalog) PlanEntry(name string) (catalog.Entry, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.plans[name]
+	return catalog.Entry{Kind: catalog.KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity}, ok
+}
+func (m *memCatalog) Assignment(key string) (catalog.Entry, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.keys[key]
+	return catalog.Entry{Kind: catalog.KindKey, Name: key, Plan: p}, ok
+}
+func (m *memCatalog) CostEntry(ep string) (catalog.Entry, bool) {
+	c, ok := m.Cost(ep)
+	return catalog.Entry{Kind: catalog.KindCost, Name: ep, Cost: c}, ok
+}
+func (m *memCatalog) PutPlan(_ context.Context, _, name string, p region.Plan) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.plans[name] = p
+	m.rev++
+	return m.rev, nil
+}
+func (m *memCatalog) Assign(_ context.Context, _, key, plan string) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.plans[plan]; !ok {
+		return 0, fmt.Errorf("%w: plan %q does not exist", region.ErrUnknownPlan, plan)
+	}
+	m.keys[key] = plan
+	m.rev++
+	return m.rev, nil
+}
+func (m *memCatalog) PutCost(_ context.Context, _, ep string, c int64) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.costs[ep] = c
+	m.rev++
+	return m.rev, nil
+}
+func (m *memCatalog) History(context.Context, catalog.Kind, string) ([]catalog.Entry, error) {
+	return nil, catalog.ErrNotFound
+}
+
+const token = "s3cret"
+
+func newAPI(t testing.TB, withDefault bool) (http.Handler, *memCatalog) {
+	t.Helper()
+	cat := newMemCatalog()
+	if withDefault {
+		cat.plans["default"] = region.Plan{Rate: 1, Capacity: 3}
+	}
+	cat.plans["pro"] = region.Plan{Rate: 1000, Capacity: 1000}
+	cat.costs["search"] = 2
+	cfg := region.DefaultConfig()
+	cfg.Costs = cat
+	lim, err := region.New(region.NewMemoryStore(nil), cat, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg := limitapi.DefaultConfig()
+	acfg.Limiter, acfg.Catalog, acfg.AdminToken = lim, cat, token
+	api, err := limitapi.New(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api, cat
+}
+
+func do(h http.Handler, method, path, body string, hdr ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestAllowAndHeaders(t *testing.T) {
+	h, _ := newAPI(t, true)
+	var last *httptest.ResponseRecorder
+	for i := range 4 {
+		last = do(h, "POST", "/v1/allow", `{"key":"acct_1","cost":1}`)
+		if last.Code != 200 {
+			t.Fatalf("check %d: %d %s", i, last.Code, last.Body)
+		}
+		var d map[string]any
+		if err := json.Unmarshal(last.Body.Bytes(), &d); err != nil {
+			t.Fatal(err)
+		}
+		want := i < 3
+		if d["allowed"] != want {
+			t.Fatalf("check %d: allowed = %v, want %v (%s)", i, d["allowed"], want, last.Body)
+		}
+		for _, f := range []string{"remaining", "limit", "retry_after_ms", "reset_ms", "stale_ms", "degraded"} {
+			if _, ok := d[f]; !ok {
+				t.Errorf("answer lacks %q", f)
+			}
+		}
+		if d["limit"] != 3.0 {
+			t.Errorf("limit = %v", d["limit"])
+		}
+	}
+	hd := last.Header()
+	want := map[string]string{
+		"X-RateLimit-Limit":     "3",
+		"X-RateLimit-Remaining": "0",
+		"Retry-After":           "1",
+		"RateLimit-Policy":      `"default";q=3;w=3`,
+	}
+	for k, v := range want {
+		if got := hd.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	for _, k := range []string{"X-RateLimit-Reset", "X-RateLimit-Stale", "RateLimit"} {
+		if hd.Get(k) == "" {
+			t.Errorf("%s missing", k)
+		}
+	}
+	if w := do(h, "POST", "/v1/allow", `{"key":"acct_2","endpoint":"search"}`); w.Code != 200 || !strings.Contains(w.Body.String(), `"remaining":1`) {
+		t.Errorf("endpoint weight: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	h, _ := newAPI(t, true)
+	auth := []string{"Authorization", "Bearer " + token}
+	tests := []struct {
+		name, method, path, body string
+		hdr                      []string
+		status                   int
+		field                    string
+	}{
+		{"malformed", "POST", "/v1/allow", `{"key":`, nil, 400, "body"},
+		{"not json", "POST", "/v1/allow", `hello`, nil, 400, "body"},
+		{"empty body", "POST", "/v1/allow", ``, nil, 400, "body"},
+		{"array", "POST", "/v1/allow", `[1]`, nil, 400, "body"},
+		{"trailing", "POST", "/v1/allow", `{"key":"a"} {}`, nil, 400, "body"},
+		{"cost type", "POST", "/v1/allow", `{"key":"a","cost":"3"}`, nil, 400, "cost"},
+		{"cost float", "POST", "/v1/allow", `{"key":"a","cost":1.5}`, nil, 400, "cost"},
+		{"key type", "POST", "/v1/allow", `{"key":7}`, nil, 400, "key"},
+		{"unknown field", "POST", "/v1/allow", `{"key":"a","costs":1}`, nil, 400, "costs"},
+		{"empty key", "POST", "/v1/allow", `{"key":""}`, nil, 400, "key"},
+		{"long key", "POST", "/v1/allow", `{"key":"` + strings.Repeat("k", 257) + `"}`, nil, 400, "key"},
+		{"space key", "POST", "/v1/allow", `{"key":"a b"}`, nil, 400, "key"},
+		{"control key", "POST", "/v1/allow", `{"key":"a\u0001"}`, nil, 400, "key"},
+		{"unicode key", "POST", "/v1/allow", `{"key":"ключ"}`, nil, 400, "key"},
+		{"zero cost", "POST", "/v1/allow", `{"key":"a","cost":0}`, nil, 400, "cost"},
+		{"negative cost", "POST", "/v1/allow", `{"key":"a","cost":-1}`, nil, 400, "cost"},
+		{"cost above capacity", "POST", "/v1/allow", `{"key":"a","cost":4}`, nil, 400, "cost"},
+		{"cost and endpoint", "POST", "/v1/allow", `{"key":"a","cost":1,"endpoint":"x"}`, nil, 400, "endpoint"},
+		{"oversized body", "POST", "/v1/allow", `{"key":"` + strings.Repeat("k", 5000) + `"}`, nil, 413, "body"},
+		{"empty batch", "POST", "/v1/allow/batch", `{"checks":[]}`, nil, 400, "checks"},
+		{"batch type", "POST", "/v1/allow/batch", `{"checks":[{"key":"a","cost":true}]}`, nil, 400, "checks.cost"},
+		{"no token", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1}`, nil, 401, "Authorization"},
+		{"wrong token", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1}`, []string{"Authorization", "Bearer nope"}, 403, "Authorization"},
+		{"basic auth", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1}`, []string{"Authorization", "Basic " + token}, 401, "Authorization"},
+		{"rate missing", "PUT", "/v1/limits/pro", `{"capacity":1}`, auth, 400, "rate"},
+		{"rate zero", "PUT", "/v1/limits/pro", `{"rate":0,"capacity":1}`, auth, 400, "rate"},
+		{"capacity small", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":0.5}`, auth, 400, "capacity"},
+		{"capacity huge", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1e300}`, auth, 400, "capacity"},
+		{"rate type", "PUT", "/v1/limits/pro", `{"rate":"fast","capacity":1}`, auth, 400, "rate"},
+		{"unknown plan", "PUT", "/v1/keys/acct_1", `{"plan":"gold"}`, auth, 400, "plan"},
+		{"plan missing", "PUT", "/v1/keys/acct_1", `{}`, auth, 400, "plan"},
+		{"bad key path", "PUT", "/v1/keys/a%20b", `{"plan":"pro"}`, auth, 400, "key"},
+		{"cost zero", "PUT", "/v1/costs/search", `{"cost":0}`, auth, 400, "cost"},
+		{"missing plan", "GET", "/v1/limits/gold", ``, nil, 404, "plan"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := do(h, tt.method, tt.path, tt.body, tt.hdr...)
+			if w.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.status, w.Body)
+			}
+			var e struct{ Error, Field string }
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == "" {
+				t.Fatalf("body %q is not a JSON error: %v", w.Body, err)
+			}
+			if e.Field != tt.field {
+				t.Fatalf("field %q, want %q (%s)", e.Field, tt.field, e.Error)
+			}
+		})
+	}
+}
+
+func TestBatch(t *testing.T) {
+	h, _ := newAPI(t, true)
+	w := do(h, "POST", "/v1/allow/batch", `{"checks":[{"key":"a","cost":3},{"key":"a"},{"key":""},{"key":"b","endpoint":"search"}]}`)
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	var ans struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil {
+		t.Fatalf("%v: %s", err, w.Body)
+	}
+	if len(ans.Results) != 4 {
+		t.Fatalf("%d results", len(ans.Results))
+	}
+	if ans.Results[0]["allowed"] != true || ans.Results[1]["allowed"] != false ||
+		ans.Results[2]["field"] != "checks[2].key" || ans.Results[3]["remaining"] != 1.0 {
+		t.Fatalf("results = %v", ans.Results)
+	}
+}
+
+func TestControlPlane(t *testing.T) {
+	h, _ := newAPI(t, false)
+	auth := []string{"Authorization", "Bearer " + token}
+	if w := do(h, "GET", "/v1/keys/acct_1", ""); w.Code != 404 || !strings.Contains(w.Body.String(), "no plan") {
+		t.Fatalf("no default: %d %s", w.Code, w.Body)
+	}
+	if w := do(h, "POST", "/v1/allow", `{"key":"acct_1"}`); w.Code != 404 {
+		t.Fatalf("allow without plan: %d %s", w.Code, w.Body)
+	}
+	steps := []struct{ method, path, body string }{
+		{"PUT", "/v1/limits/gold", `{"rate":10,"capacity":20}`},
+		{"PUT", "/v1/keys/acct%2F1", `{"plan":"gold"}`},
+		{"PUT", "/v1/costs/search", `{"cost":4}`},
+	}
+	for _, s := range steps {
+		if w := do(h, s.method, s.path, s.body, auth...); w.Code != 204 {
+			t.Fatalf("%s %s: %d %s", s.method, s.path, w.Code, w.Body)
+		}
+	}
+	w := do(h, "GET", "/v1/limits/gold", "")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"rate":10,"capacity":20`) {
+		t.Fatalf("GET plan: %d %s", w.Code, w.Body)
+	}
+	if w := do(h, "POST", "/v1/allow", `{"key":"acct/1","endpoint":"search"}`); w.Code != 200 {
+		t.Fatalf("allow: %d %s", w.Code, w.Body)
+	}
+	w = do(h, "GET", "/v1/keys/acct%2F1", "")
+	var k map[string]any
+	json.Unmarshal(w.Body.Bytes(), &k)
+	if w.Code != 200 || k["plan"] != "gold" || k["rate"] != 10.0 || k["capacity"] != 20.0 || k["remaining"] != 16.0 || k["stale_ms"] == nil {
+		t.Fatalf("GET key: %d %s", w.Code, w.Body)
+	}
+	if w := do(h, "GET", "/v1/costs/search", ""); !strings.Contains(w.Body.String(), `"cost":4`) {
+		t.Fatalf("GET cost: %s", w.Body)
+	}
+	if w := do(h, "GET", "/v1/costs/other", ""); !strings.Contains(w.Body.String(), `"cost":1,"default":true`) {
+		t.Fatalf("GET default cost: %s", w.Body)
+	}
+}
+
+// FuzzHTTP sends arbitrary bodies to every route: nothing may panic, and
+// every answer is 2xx or a 4xx JSON error naming a field.
+func FuzzHTTP(f *testing.F) {
+	for _, s := range []string{`{"key":"a","cost":1}`, `{"key":"a","endpoint":"search"}`, `{"checks":[{"key":"a"}]}`,
+		`{"rate":1,"capacity":2}`, `{"plan":"pro"}`, `{"cost":3}`, `{"key":"\u0000"}`, `{"cost":1e400}`, `[`, `null`} {
+		for route := range 6 {
+			f.Add(uint8(route), s, "acct_1")
+		}
+	}
+	h, _ := newAPI(f, true)
+	routes := []struct{ method, path string }{
+		{"POST", "/v1/allow"}, {"POST", "/v1/allow/batch"}, {"PUT", "/v1/limits/"},
+		{"PUT", "/v1/keys/"}, {"PUT", "/v1/costs/"}, {"GET", "/v1/keys/"},
+	}
+	f.Fuzz(func(t *testing.T, route uint8, body, name string) {
+		rt := routes[int(route)%len(routes)]
+		path := rt.path
+		if strings.HasSuffix(path, "/") {
+			path += urlEscape(name)
+		}
+		r := httptest.NewRequest(rt.method, "/", strings.NewReader(body))
+		r.URL.Path, r.URL.RawPath = "", ""
+		r.URL.Opaque = ""
+		r.RequestURI = path
+		r.URL, _ = r.URL.Parse(path)
+		if r.URL == nil {
+			return
+		}
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+		switch {
+		case w.Code < 300:
+		case w.Code >= 400 && w.Code < 500:
+			if w.Code == 404 || w.Code == 405 {
+				if !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
+					return // the mux's own answer for an unmatched path
+				}
+			}
+			var e struct{ Error, Field string }
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == "" || e.Field == "" {
+				t.Fatalf("%s %s %q: %d %q is not a JSON error naming a field", rt.method, path, body, w.Code, w.Body)
+			}
+		default:
+			t.Fatalf("%s %s %q: status %d: %s", rt.method, path, body, w.Code, w.Body)
+		}
+	})
+}
+
+func urlEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		fmt.Fprintf(&b, "%%%02X", s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,81 @@
+package limitapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/region"
+)
+
+// Limiter is what the API needs of a region.Limiter.
+type Limiter interface {
+	Allow(ctx context.Context, key string, cost int64) (region.Decision, error)
+	EndpointCost(endpoint string) (int64, error)
+	Peek(key string) (region.KeyState, error)
+}
+
+// Catalog is what the API needs of a catalog.Catalog.
+type Catalog interface {
+	Resolve(key string) (string, region.Plan, error)
+	PlanEntry(name string) (catalog.Entry, bool)
+	Assignment(key string) (catalog.Entry, bool)
+	CostEntry(endpoint string) (catalog.Entry, bool)
+	PutPlan(ctx context.Context, actor, name string, p region.Plan) (uint64, error)
+	Assign(ctx context.Context, actor, key, plan string) (uint64, error)
+	PutCost(ctx context.Context, actor, endpoint string, cost int64) (uint64, error)
+	History(ctx context.Context, kind catalog.Kind, name string) ([]catalog.Entry, error)
+}
+
+// Config configures the API. Limiter and Catalog are required.
+type Config struct {
+	Limiter Limiter
+	Catalog Catalog
+
+	// AdminToken is the bearer token control-plane writes must carry. Empty
+	// refuses every write (403). Default "".
+	AdminToken string
+	// AdminActor is the name recorded as the writer of changes made with
+	// AdminToken, for history. Default "admin".
+	AdminActor string
+
+	// MaxBodyBytes caps the body of a single check and of a control-plane
+	// write. Default 4 KiB.
+	MaxBodyBytes int64
+	// MaxBatchBytes caps the body of a batch check. Default 1 MiB.
+	MaxBatchBytes int64
+	// MaxBatch caps the checks in one batch. Default 1000.
+	MaxBatch int
+
+	// Logger receives unexpected errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the documented defaults (without Limiter and
+// Catalog).
+func DefaultConfig() Config {
+	return Config{
+		AdminActor:    "admin",
+		MaxBodyBytes:  4 << 10,
+		MaxBatchBytes: 1 << 20,
+		MaxBatch:      1000,
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	check := func(ok bool, field, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("limitapi: config %s: "+format, append([]any{field}, args...)...))
+		}
+	}
+	check(c.Limiter != nil, "Limiter", "must not be nil")
+	check(c.Catalog != nil, "Catalog", "must not be nil")
+	check(c.AdminActor != "", "AdminActor", "must not be empty")
+	check(c.MaxBodyBytes >= 512, "MaxBodyBytes", "must be at least 512, got %d", c.MaxBodyBytes)
+	check(c.MaxBatchBytes >= c.MaxBodyBytes, "MaxBatchBytes", "must be at least MaxBodyBytes, got %d", c.MaxBatchBytes)
+	check(c.MaxBatch >= 1, "MaxBatch", "must be at least 1, got %d", c.MaxBatch)
+	return errors.Join(errs...)
+}

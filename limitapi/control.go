@@ -1,0 +1,297 @@
+package limitapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/region"
+)
+
+// maxPlanValue bounds a plan's rate and capacity: far above any real plan,
+// and small enough that the limiter's integer arithmetic cannot overflow.
+const maxPlanValue = 1e15
+
+// authorize reports whether r carries the admin token, answering 401 or 403
+// when it does not. Tokens are compared as SHA-256 digests in constant time,
+// so neither their content nor their length leaks through timing.
+func (a *API) authorize(w http.ResponseWriter, r *http.Request) bool {
+	if a.tokenHash == nil {
+		(&apiError{status: http.StatusForbidden, field: "Authorization",
+			msg: "control-plane writes are disabled: the daemon was started without an admin token (--admin-token)"}).write(w)
+		return false
+	}
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="quota"`)
+		(&apiError{status: http.StatusUnauthorized, field: "Authorization",
+			msg: "writes need an Authorization: Bearer <admin token> header"}).write(w)
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	if subtle.ConstantTimeCompare(sum[:], a.tokenHash[:]) != 1 {
+		(&apiError{status: http.StatusForbidden, field: "Authorization", msg: "wrong admin token"}).write(w)
+		return false
+	}
+	return true
+}
+
+// writeError answers a failed catalogue write.
+func (a *API) writeError(w http.ResponseWriter, err error, field string) {
+	switch {
+	case errors.Is(err, catalog.ErrUnavailable):
+		a.log.Warn("catalogue write failed", "err", err)
+		(&apiError{status: http.StatusServiceUnavailable, msg: "the catalogue cannot be written now (NATS unreachable); retry later"}).write(w)
+	case errors.Is(err, region.ErrUnknownPlan):
+		(&apiError{status: http.StatusBadRequest, field: "plan", msg: err.Error()}).write(w)
+	case errors.Is(err, catalog.ErrInvalidName), errors.Is(err, catalog.ErrInvalidValue):
+		badRequest(field, "%v", err).write(w)
+	default:
+		a.log.Error("catalogue write failed", "err", err)
+		(&apiError{status: http.StatusInternalServerError, msg: "the catalogue write failed"}).write(w)
+	}
+}
+
+func wantHistory(r *http.Request) bool {
+	v := r.URL.Query().Get("history")
+	return v == "1" || v == "true"
+}
+
+// history answers the revisions of one entry.
+func (a *API) history(w http.ResponseWriter, r *http.Request, kind catalog.Kind, name string) {
+	h, err := a.cfg.Catalog.History(r.Context(), kind, name)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		(&apiError{status: http.StatusNotFound, field: string(kind), msg: err.Error()}).write(w)
+	case err != nil:
+		(&apiError{status: http.StatusServiceUnavailable, msg: "history cannot be read now (NATS unreachable)"}).write(w)
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"history": h})
+	}
+}
+
+// pathName reads and checks a path wildcard.
+func pathName(r *http.Request, wildcard string) (string, *apiError) {
+	v := r.PathValue(wildcard)
+	if err := catalog.CheckName(wildcard, v); err != nil {
+		return "", badRequest(wildcard, "%v", err)
+	}
+	return v, nil
+}
+
+type planBody struct {
+	Rate     *float64 `json:"rate"`
+	Capacity *float64 `json:"capacity"`
+}
+
+type planAnswer struct {
+	Plan      string    `json:"plan"`
+	Rate      float64   `json:"rate"`
+	Capacity  float64   `json:"capacity"`
+	Actor     string    `json:"actor"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	Revision  uint64    `json:"revision,omitempty"`
+}
+
+// putPlan serves PUT /v1/limits/{plan}.
+func (a *API) putPlan(w http.ResponseWriter, r *http.Request) {
+	if !a.authorize(w, r) {
+		return
+	}
+	name, e := pathName(r, "plan")
+	if e != nil {
+		e.write(w)
+		return
+	}
+	var b planBody
+	if e := decodeBody(w, r, a.cfg.MaxBodyBytes, &b); e != nil {
+		e.write(w)
+		return
+	}
+	switch {
+	case b.Rate == nil:
+		e = badRequest("rate", "rate is required (cost units per second)")
+	case !(*b.Rate > 0) || *b.Rate > maxPlanValue:
+		e = badRequest("rate", "rate must be a number in (0, %g], got %v", maxPlanValue, *b.Rate)
+	case b.Capacity == nil:
+		e = badRequest("capacity", "capacity is required (burst, cost units)")
+	case !(*b.Capacity >= 1) || *b.Capacity > maxPlanValue:
+		e = badRequest("capacity", "capacity must be a number in [1, %g], got %v", maxPlanValue, *b.Capacity)
+	}
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if _, err := a.cfg.Catalog.PutPlan(r.Context(), a.cfg.AdminActor, name, region.Plan{Rate: *b.Rate, Capacity: *b.Capacity}); err != nil {
+		a.writeError(w, err, "plan")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// getPlan serves GET /v1/limits/{plan}.
+func (a *API) getPlan(w http.ResponseWriter, r *http.Request) {
+	name, e := pathName(r, "plan")
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if wantHistory(r) {
+		a.history(w, r, catalog.KindPlan, name)
+		return
+	}
+	p, ok := a.cfg.Catalog.PlanEntry(name)
+	if !ok {
+		(&apiError{status: http.StatusNotFound, field: "plan", msg: "plan " + quote(name) + " does not exist"}).write(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, planAnswer{Plan: name, Rate: p.Rate, Capacity: p.Capacity, Actor: p.Actor, UpdatedAt: p.At, Revision: p.Revision})
+}
+
+type keyBody struct {
+	Plan *string `json:"plan"`
+}
+
+// putKey serves PUT /v1/keys/{key}.
+func (a *API) putKey(w http.ResponseWriter, r *http.Request) {
+	if !a.authorize(w, r) {
+		return
+	}
+	key, e := pathName(r, "key")
+	if e != nil {
+		e.write(w)
+		return
+	}
+	var b keyBody
+	if e := decodeBody(w, r, a.cfg.MaxBodyBytes, &b); e != nil {
+		e.write(w)
+		return
+	}
+	if b.Plan == nil {
+		badRequest("plan", "plan is required").write(w)
+		return
+	}
+	if err := catalog.CheckName("plan", *b.Plan); err != nil {
+		badRequest("plan", "%v", err).write(w)
+		return
+	}
+	if _, err := a.cfg.Catalog.Assign(r.Context(), a.cfg.AdminActor, key, *b.Plan); err != nil {
+		a.writeError(w, err, "key")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type keyAnswer struct {
+	Key       string  `json:"key"`
+	Plan      string  `json:"plan"`
+	Rate      float64 `json:"rate"`
+	Capacity  float64 `json:"capacity"`
+	Remaining int64   `json:"remaining"`
+	StaleMS   int64   `json:"stale_ms"`
+	// Assigned: the key has its own assignment (else it uses "default").
+	Assigned bool `json:"assigned"`
+	// Tracked: this process holds state for the key; when false, Remaining
+	// is the plan's capacity (the key spent nothing here lately).
+	Tracked  bool `json:"tracked"`
+	Degraded bool `json:"degraded"`
+}
+
+// getKey serves GET /v1/keys/{key}.
+func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
+	key, e := pathName(r, "key")
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if wantHistory(r) {
+		a.history(w, r, catalog.KindKey, key)
+		return
+	}
+	name, plan, err := a.cfg.Catalog.Resolve(key)
+	if err != nil {
+		(&apiError{status: http.StatusNotFound, field: "key", msg: err.Error()}).write(w)
+		return
+	}
+	_, assigned := a.cfg.Catalog.Assignment(key)
+	ans := keyAnswer{Key: key, Plan: name, Rate: plan.Rate, Capacity: plan.Capacity, Remaining: int64(plan.Capacity), Assigned: assigned}
+	if ks, err := a.cfg.Limiter.Peek(key); err == nil {
+		ans.Tracked, ans.Remaining, ans.StaleMS, ans.Degraded = true, ks.Remaining, ks.Stale.Milliseconds(), ks.Degraded
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+type costBody struct {
+	Cost *int64 `json:"cost"`
+}
+
+type costAnswer struct {
+	Endpoint  string    `json:"endpoint"`
+	Cost      int64     `json:"cost"`
+	Default   bool      `json:"default"` // no weight is set: the endpoint costs the default
+	Actor     string    `json:"actor,omitempty"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	Revision  uint64    `json:"revision,omitempty"`
+}
+
+// putCost serves PUT /v1/costs/{endpoint}.
+func (a *API) putCost(w http.ResponseWriter, r *http.Request) {
+	if !a.authorize(w, r) {
+		return
+	}
+	ep, e := pathName(r, "endpoint")
+	if e != nil {
+		e.write(w)
+		return
+	}
+	var b costBody
+	if e := decodeBody(w, r, a.cfg.MaxBodyBytes, &b); e != nil {
+		e.write(w)
+		return
+	}
+	switch {
+	case b.Cost == nil:
+		e = badRequest("cost", "cost is required (a positive integer)")
+	case *b.Cost < 1 || *b.Cost > maxPlanValue:
+		e = badRequest("cost", "cost must be an integer in [1, %g], got %d", maxPlanValue, *b.Cost)
+	}
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if _, err := a.cfg.Catalog.PutCost(r.Context(), a.cfg.AdminActor, ep, *b.Cost); err != nil {
+		a.writeError(w, err, "cost")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// getCost serves GET /v1/costs/{endpoint}.
+func (a *API) getCost(w http.ResponseWriter, r *http.Request) {
+	ep, e := pathName(r, "endpoint")
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if wantHistory(r) {
+		a.history(w, r, catalog.KindCost, ep)
+		return
+	}
+	if c, ok := a.cfg.Catalog.CostEntry(ep); ok {
+		writeJSON(w, http.StatusOK, costAnswer{Endpoint: ep, Cost: c.Cost, Actor: c.Actor, UpdatedAt: c.At, Revision: c.Revision})
+		return
+	}
+	cost, err := a.cfg.Limiter.EndpointCost(ep)
+	if err != nil {
+		(&apiError{status: http.StatusNotFound, field: "endpoint", msg: err.Error()}).write(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, costAnswer{Endpoint: ep, Cost: cost, Default: true})
+}
+
+func quote(s string) string { return `"` + s + `"` }

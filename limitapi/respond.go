@@ -1,0 +1,56 @@
+package limitapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/quotaplatform/quota/region"
+)
+
+// appendDecision appends d as the check API's JSON object.
+func appendDecision(b []byte, d region.Decision) []byte {
+	b = append(b, `{"allowed":`...)
+	b = strconv.AppendBool(b, d.Allowed)
+	b = append(b, `,"remaining":`...)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, d.Limit, 10)
+	b = append(b, `,"retry_after_ms":`...)
+	retry := ceilMillis(d.RetryAfter)
+	if !d.Allowed {
+		retry = max(retry, 1)
+	}
+	b = strconv.AppendInt(b, retry, 10)
+	b = append(b, `,"reset_ms":`...)
+	b = strconv.AppendInt(b, ceilMillis(d.Reset), 10)
+	b = append(b, `,"stale_ms":`...)
+	b = strconv.AppendInt(b, d.Stale.Milliseconds(), 10)
+	b = append(b, `,"degraded":`...)
+	b = strconv.AppendBool(b, d.Degraded)
+	return append(b, '}')
+}
+
+func ceilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"cannot encode the answer"}`)
+	}
+	writeRaw(w, status, append(b, '\n'))
+}
+
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	w.WriteHeader(status)
+	w.Write(b)
+}
