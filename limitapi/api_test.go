@@ -42,7 +42,10 @@ func (m *memCatalog) Resolve(key string) (string, region.Plan, error) {
 	}
 	return name, p, nil
 }
-func (m *memCatalog) Plan(key string) (region.Plan, error) { _, p, err := m.Resolve(key); return p, err }
+func (m *memCatalog) Plan(key string) (region.Plan, error) {
+	_, p, err := m.Resolve(key)
+	return p, err
+}
 func (m *memCatalog) Cost(ep string) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
