@@ -1,0 +1,99 @@
+package limitmetrics_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quotaplatform/quota/limitmetrics"
+	"github.com/quotaplatform/quota/region"
+)
+
+type fakeConfig struct{}
+
+func (fakeConfig) Version() uint64 { return 42 }
+func (fakeConfig) Synced() bool    { return true }
+
+// value returns the value of the series of name whose labels include want.
+func value(t *testing.T, fams []*dto.MetricFamily, name string, want map[string]string) float64 {
+	t.Helper()
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, lp := range m.GetLabel() {
+					found = found || (lp.GetName() == k && lp.GetValue() == v)
+				}
+				if !found {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	t.Fatalf("no series %s%v", name, want)
+	return 0
+}
+
+func TestMetrics(t *testing.T) {
+	obs := limitmetrics.NewObserver()
+	cfg := region.DefaultConfig()
+	cfg.Observer = obs
+	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 2}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := lim.Allow(context.Background(), "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs.StoreCall(time.Millisecond, 1, 0, errors.New("boom"))
+	obs.BreakerState(region.BreakerOpen)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(obs, limitmetrics.NewCollector(lim, fakeConfig{}))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"quota_decisions_total", map[string]string{"result": "allowed"}, 2},
+		{"quota_decisions_total", map[string]string{"result": "rejected"}, 1},
+		{"quota_config_version", nil, 42},
+		{"quota_config_synced", nil, 1},
+		{"quota_tracked_keys", nil, 1},
+		{"quota_degraded", nil, 0},
+		{"quota_store_calls_total", map[string]string{"result": "error"}, 1},
+		{"quota_breaker_transitions_total", map[string]string{"state": "open"}, 1},
+	}
+	for _, tt := range tests {
+		if got := value(t, fams, tt.name, tt.labels); got != tt.want {
+			t.Errorf("%s%v = %v, want %v", tt.name, tt.labels, got, tt.want)
+		}
+	}
+	if got := value(t, fams, "quota_store_call_duration_seconds", nil); got < 2 {
+		t.Errorf("store latency samples = %v", got)
+	}
+	if got := value(t, fams, "quota_store_calls_total", map[string]string{"result": "ok"}); got < 1 {
+		t.Errorf("ok store calls = %v", got)
+	}
+}
