@@ -130,7 +130,8 @@ type Reporter struct {
 	entries map[entryKey]*entry
 	lateN   int64
 
-	flushMu sync.Mutex // serialises flushes (loop, Flush, Close)
+	flushMu  sync.Mutex // serialises flushes (loop, Flush, Close)
+	streamOK bool       // guarded by flushMu: EnsureStream was tried once while connected
 
 	stop chan struct{}
 	done chan struct{}
@@ -157,8 +158,8 @@ type entry struct {
 var _ region.UsageSink = (*Reporter)(nil)
 
 // NewReporter returns a Reporter publishing on js. It opens the spool file
-// and sends nothing until Start or Flush. Call EnsureStream first (once per
-// process) so that the stream exists.
+// and sends nothing until Start or Flush. Its first flush while connected
+// creates or updates the stream (EnsureStream with Config.Stream).
 func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 	if js == nil {
 		return nil, errors.New("ledger: NewReporter: nil JetStream")
@@ -280,6 +281,15 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	now := r.cfg.Clock.Now()
+
+	// 0. Make sure the stream exists, once, so that reports are not refused
+	// when the reconciler has not created it yet.
+	if !r.streamOK && r.connected() {
+		r.streamOK = true
+		if _, err := EnsureStream(ctx, r.js, r.cfg.Stream); err != nil {
+			r.log.Warn("ledger: could not create or update the usage stream; publishing anyway", "err", err)
+		}
+	}
 
 	// 1. Drain the spool first, oldest windows first.
 	if r.spool.Len() > 0 && r.connected() {

@@ -35,7 +35,9 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{"defaults", "serve", nil, nil, func(o options) bool { return o.Listen == ":8081" && o.NATS != "" }, ""},
 		{"env", "serve", nil, map[string]string{"QUOTA_NATS": "nats://n:1", "QUOTA_POSTGRES": "postgres://db/x", "QUOTA_LISTEN": ":9"},
-			func(o options) bool { return o.NATS == "nats://n:1" && o.Postgres == "postgres://db/x" && o.Listen == ":9" }, ""},
+			func(o options) bool {
+				return o.NATS == "nats://n:1" && o.Postgres == "postgres://db/x" && o.Listen == ":9"
+			}, ""},
 		{"flag beats env", "serve", []string{"--listen", ":7"}, map[string]string{"QUOTA_LISTEN": ":9"},
 			func(o options) bool { return o.Listen == ":7" }, ""},
 		{"tls cert without key", "serve", []string{"--nats-tls-cert", "c.pem"}, nil, nil, "--nats-tls-key"},

@@ -254,11 +254,17 @@ func TestLedgerSpentEqualsAllowedDecisions(t *testing.T) {
 	}
 	waitSpent(t, pool, want, 30*time.Second)
 	var open, windows int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT final), count(DISTINCT (key, window_start)) FROM usage_reports`).Scan(&open, &windows); err != nil {
-		t.Fatal(err)
-	}
-	if open != 0 || windows < keys*2 {
-		t.Fatalf("%d rows without final, %d windows", open, windows)
+	testserver.WaitFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT final), count(DISTINCT (key, window_start)) FROM usage_reports`).Scan(&open, &windows); err != nil {
+			return err
+		}
+		if open != 0 || windows < keys*2 {
+			return fmt.Errorf("%d rows without final, %d windows", open, windows)
+		}
+		return nil
+	})
+	if got := spent(t, pool); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after finals: %v, want %v", got, want)
 	}
 	t.Logf("allowed per key %v over %d windows", want, windows)
 }
