@@ -31,10 +31,15 @@ type Config struct {
 	// Region of this process; reports go to Stream.Subject(Region).
 	// Default "local".
 	Region string
-	// ProcessID names this process in the ledger. It must be unique per
-	// process lifetime (a restarted process must not reuse it), because
-	// reports are cumulative per process. Required.
+	// ProcessID names this process in the ledger. Required. Reports are
+	// cumulative per process, so the ledger's process_id must be unique per
+	// process lifetime: see AppendIncarnation.
 	ProcessID string
+	// AppendIncarnation, when true, reports as ProcessID + "@" + the
+	// Reporter's creation time (unix ms, base 36), so that a restarted
+	// process that reuses its ProcessID (a container's host-pid is often
+	// host-1) never adds to the rows of its previous life. Default true.
+	AppendIncarnation bool
 	// Window is the accounting window length; it must equal the Limiter's
 	// region.Config.Window. Default 60s.
 	Window time.Duration
@@ -74,14 +79,15 @@ type Config struct {
 // must still be set).
 func DefaultConfig() Config {
 	return Config{
-		Region:         "local",
-		Window:         time.Minute,
-		ReportInterval: 5 * time.Second,
-		FinalGrace:     2 * time.Second,
-		Stream:         DefaultStreamConfig(),
-		SpoolMaxBytes:  64 << 20,
-		PublishTimeout: 2 * time.Second,
-		PublishBatch:   1000,
+		Region:            "local",
+		AppendIncarnation: true,
+		Window:            time.Minute,
+		ReportInterval:    5 * time.Second,
+		FinalGrace:        2 * time.Second,
+		Stream:            DefaultStreamConfig(),
+		SpoolMaxBytes:     64 << 20,
+		PublishTimeout:    2 * time.Second,
+		PublishBatch:      1000,
 	}
 }
 
@@ -93,7 +99,7 @@ func (c *Config) validate() error {
 		}
 	}
 	check(c.Region != "" && len(c.Region) <= MaxIDLen, "Region", "length must be in [1, %d]", MaxIDLen)
-	check(c.ProcessID != "" && len(c.ProcessID) <= MaxIDLen-40, "ProcessID", "length must be in [1, %d]", MaxIDLen-40)
+	check(c.ProcessID != "" && len(c.ProcessID) <= MaxIDLen-64, "ProcessID", "length must be in [1, %d]", MaxIDLen-64)
 	check(c.Window > 0, "Window", "must be positive, got %v", c.Window)
 	check(c.ReportInterval > 0, "ReportInterval", "must be positive, got %v", c.ReportInterval)
 	check(c.FinalGrace >= 0, "FinalGrace", "must not be negative, got %v", c.FinalGrace)
@@ -172,6 +178,9 @@ func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
+	}
+	if cfg.AppendIncarnation {
+		cfg.ProcessID += "@" + strconv.FormatInt(cfg.Clock.Now().UnixMilli(), 36)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -472,3 +481,7 @@ func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
 	r.m.Published.Add(float64(len(ok)))
 	return ok
 }
+
+// ProcessID returns the process ID the Reporter writes into its reports
+// (Config.ProcessID, with the incarnation suffix when configured).
+func (r *Reporter) ProcessID() string { return r.cfg.ProcessID }

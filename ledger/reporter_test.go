@@ -107,6 +107,7 @@ func newReporter(t testing.TB, js jetstream.JetStream, clock ledger.Clock, mod f
 	cfg.Clock = clock
 	cfg.PublishTimeout = 500 * time.Millisecond
 	cfg.Metrics = ledger.NewMetrics(nil)
+	cfg.AppendIncarnation = false
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 )
 
 // ErrSpoolFull is returned by Spool.Put when reports did not fit. The caller
@@ -60,6 +61,11 @@ func OpenSpool(path string, maxBytes int64) (*Spool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open spool: %w", err)
+	}
+	// One process per spool: a second one would corrupt it.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ledger: spool %s is in use by another process: %w", path, err)
 	}
 	s := &Spool{path: path, maxBytes: maxBytes, f: f, latest: make(map[spoolKey]spoolRec)}
 	if err := s.load(); err != nil {
@@ -167,6 +173,10 @@ func (s *Spool) rewriteLocked() error {
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
 		return fmt.Errorf("ledger: spool compact: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("ledger: spool compact: lock: %w", err)
 	}
 	w := bufio.NewWriterSize(f, 256*1024)
 	var n int64

@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func spoolReport(key string, seq int64) Report {
@@ -127,3 +130,56 @@ func checkSpool(t *testing.T, s *Spool, want map[string]int64) {
 		}
 	}
 }
+
+func TestSpoolIsExclusive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "spool.jsonl")
+	s, err := OpenSpool(path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenSpool(path, 1<<20); err == nil {
+		t.Fatal("a second OpenSpool of the same file succeeded")
+	}
+	// Still exclusive after a compaction replaced the file.
+	if _, err := s.Put([]Report{spoolReport("a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove([]Report{spoolReport("b", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put([]Report{spoolReport("b", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove([]Report{spoolReport("b", 1)}); err != nil { // rewrites
+		t.Fatal(err)
+	}
+	if _, err := OpenSpool(path, 1<<20); err == nil {
+		t.Fatal("a second OpenSpool after compaction succeeded")
+	}
+	s.Close()
+	s2, err := OpenSpool(path, 1<<20)
+	if err != nil {
+		t.Fatalf("reopen after Close: %v", err)
+	}
+	checkSpool(t, s2, map[string]int64{"a": 1})
+	s2.Close()
+}
+
+func TestReporterIncarnation(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ProcessID = "host-1"
+	cfg.SpoolDir = t.TempDir()
+	r, err := NewReporter(fakeJS{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(t.Context())
+	if id := r.ProcessID(); len(id) <= len("host-1@") || id[:7] != "host-1@" {
+		t.Fatalf("ProcessID = %q, want host-1@<incarnation>", id)
+	}
+}
+
+// fakeJS is a JetStream that is never connected.
+type fakeJS struct{ jetstream.JetStream }
+
+func (fakeJS) Conn() *nats.Conn { return nil }

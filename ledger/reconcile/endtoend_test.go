@@ -43,6 +43,7 @@ func newReporter(t testing.TB, js jetstream.JetStream, process string, mod func(
 	cfg.SpoolDir = t.TempDir()
 	cfg.PublishTimeout = 500 * time.Millisecond
 	cfg.Metrics = ledger.NewMetrics(nil)
+	cfg.AppendIncarnation = false
 	if mod != nil {
 		mod(&cfg)
 	}
