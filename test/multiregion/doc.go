@@ -1,3 +1,25 @@
-// Package multiregion starts real limiter fleets in several regions on
-// loopback and drives them through the failure table.
+// Package multiregion is the multi-region harness: it runs the real
+// regional-limiter and reconciler binaries on loopback, three regions by
+// default, each with its own redis-server, its own nats-server (the regions'
+// servers joined by gateways, as operators deploy them) and N limiter
+// processes, plus Postgres and the reconciler, and drives them through the
+// failure table of the design with a traffic generator that records every
+// decision the clients saw.
+//
+// A Cluster is a value: Start(t, spec) builds the binaries (once per test
+// binary), starts every process on free ports, and stops them all when the
+// test ends. Several clusters may run in one test binary. Every link a fault
+// needs to touch runs through a fault-injecting TCP proxy (toxiproxy as a
+// library): limiter → Redis, limiter → NATS, and the NATS gateway links,
+// which carry the cross-region latency (80 ms round trip by default).
+//
+// Domain actions (KillRedis, SlowRedis, PartitionNATS, StopPostgres,
+// CrashProcess, SkewClock, SetPlan, WaitConverged) act on the processes and
+// links; every wait polls with a deadline, none sleeps as synchronisation.
+//
+// The scenarios are Go tests in this package. They are skipped unless
+// QUOTA_MULTIREGION is "short" (the CI form, under five minutes in all) or
+// "full" (the on-demand form), and always under go test -short. With
+// QUOTA_MULTIREGION_REPORT=path the run writes a Markdown report of every
+// scenario's figures to path and its SVG plots next to it under img/.
 package multiregion

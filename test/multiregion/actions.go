@@ -1,0 +1,142 @@
+package multiregion
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+)
+
+// KillRedis kills the region's redis-server: the region's limiters see
+// connection errors until RestoreRedis. Its data is lost (no persistence),
+// as in a crash of an unreplicated cache.
+func (c *Cluster) KillRedis(region string) {
+	c.t.Helper()
+	c.Region(region).Redis.Stop()
+}
+
+// RestoreRedis starts the region's redis-server again on the same address,
+// empty.
+func (c *Cluster) RestoreRedis(region string) {
+	c.t.Helper()
+	c.Region(region).Redis.Restart(c.t)
+}
+
+// SlowRedis adds d to the round trip of every call from the region's
+// limiters to its Redis (d/2 each way); 0 removes it.
+func (c *Cluster) SlowRedis(region string, d time.Duration) {
+	c.t.Helper()
+	if err := c.Region(region).RedisProxy.Latency(d / 2); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// PartitionNATS cuts every NATS gateway link to and from region: its
+// processes still reach their own NATS server (and hear each other), but no
+// gossip, catalogue update or usage report crosses to or from the other
+// regions until HealNATS. It returns when the other servers have noticed.
+func (c *Cluster) PartitionNATS(region string) {
+	c.t.Helper()
+	c.Region(region)
+	c.nats.cut(region)
+	c.mu.Lock()
+	c.cutNATS[region] = true
+	c.mu.Unlock()
+	testserver.WaitFor(c.t, 15*time.Second, 20*time.Millisecond, func() error {
+		for _, r := range c.order {
+			var gz gatewayz
+			if err := getJSON("http://"+c.nats.servers[r].monitor+"/gatewayz", &gz); err != nil {
+				return err
+			}
+			for name, out := range gz.Outbound {
+				if (r == region || name == region) && out.Connection != nil {
+					return fmt.Errorf("gateway %s→%s still connected", r, name)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// HealNATS reconnects region's gateways (with their latency) and waits
+// until they are connected both ways.
+func (c *Cluster) HealNATS(region string) {
+	c.t.Helper()
+	if err := c.nats.heal(region); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	delete(c.cutNATS, region)
+	c.mu.Unlock()
+	testserver.WaitFor(c.t, 30*time.Second, 20*time.Millisecond, func() error { return c.nats.connected(nil) })
+}
+
+// StopPostgres stops the ledger's Postgres at once (as in a crash). The
+// cluster must have been started with Spec.PrivatePostgres.
+func (c *Cluster) StopPostgres() {
+	c.t.Helper()
+	if c.pg == nil {
+		c.t.Fatal("multiregion: StopPostgres needs Spec.PrivatePostgres")
+	}
+	c.pg.Stop()
+}
+
+// StartPostgres starts the ledger's Postgres again and waits until it
+// accepts connections.
+func (c *Cluster) StartPostgres() {
+	c.t.Helper()
+	if c.pg == nil {
+		c.t.Fatal("multiregion: StartPostgres needs Spec.PrivatePostgres")
+	}
+	c.pg.Start(c.t)
+}
+
+// CrashProcess SIGKILLs the i-th limiter of region: its leases are lost
+// and its windows never get a final report.
+func (c *Cluster) CrashProcess(region string, i int) *Node {
+	c.t.Helper()
+	n := c.Node(region, i)
+	n.mu.Lock()
+	p := n.proc
+	n.crashed = true
+	n.mu.Unlock()
+	p.kill()
+	n.mu.Lock()
+	n.killedAt = time.Now()
+	n.mu.Unlock()
+	return n
+}
+
+// RestartProcess starts a stopped or crashed node again (under a new
+// process id) and waits until it is ready.
+func (c *Cluster) RestartProcess(n *Node, skew time.Duration) {
+	c.t.Helper()
+	n.mu.Lock()
+	p := n.proc
+	n.restarts++
+	n.down = true
+	n.mu.Unlock()
+	if p != nil && p.running() {
+		if err := p.stop(15 * time.Second); err != nil {
+			c.t.Logf("multiregion: %s: %v", n.Name(), err)
+		}
+	}
+	var ml []string
+	for _, m := range c.Region(n.Region).Nodes() {
+		ml = append(ml, m.memberlist)
+	}
+	if err := n.launch(skew, ml); err != nil {
+		c.t.Fatal(err)
+	}
+	testserver.WaitFor(c.t, 60*time.Second, 50*time.Millisecond, n.ready)
+	n.mu.Lock()
+	n.down = false
+	n.mu.Unlock()
+}
+
+// SkewClock restarts the node (gracefully: it hands back its leases and
+// sends its final reports) with its wall clock offset by d (--clock-skew).
+func (c *Cluster) SkewClock(n *Node, d time.Duration) {
+	c.t.Helper()
+	c.RestartProcess(n, d)
+}

@@ -1,0 +1,384 @@
+package multiregion
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+)
+
+// Cluster is a running multi-region deployment on loopback. Create it with
+// Start; everything stops when the test ends. Its methods are called from
+// the test goroutine, except the read-only ones (Nodes, Node, URLs), which
+// are safe for concurrent use with the traffic generator.
+type Cluster struct {
+	t    testing.TB
+	spec Spec
+	dir  string
+	bin  string // regional-limiter
+
+	nats    *natsMesh
+	regions map[string]*Region
+	order   []string // region names in Spec order
+
+	pgURL     string               // the ledger database
+	pg        *testserver.Postgres // private server, nil when on the machine's server
+	reconURL  string
+	reconProc *proc
+
+	client *http.Client // keep-alive client for the control plane and probes
+
+	mu      sync.Mutex
+	cutNATS map[string]bool // regions whose gateways are cut; guarded by mu
+}
+
+// Region is one region: its Redis (behind a proxy), its NATS link and its
+// limiter processes.
+type Region struct {
+	Name       string
+	Redis      *testserver.Redis
+	RedisProxy *testserver.Proxy // limiter → Redis
+	NATSProxy  *testserver.Proxy // limiter → the region's NATS server
+
+	mu    sync.Mutex
+	nodes []*Node // guarded by mu
+}
+
+// Node is one regional-limiter process.
+type Node struct {
+	Region string
+	Index  int
+
+	c          *Cluster
+	listen     string // host:port
+	memberlist string // host:port
+	dataDir    string
+
+	mu       sync.Mutex
+	id       string        // --process-id of the current run; guarded by mu
+	ids      []string      // every process id this node has run under; guarded by mu
+	skew     time.Duration // --clock-skew of the current run; guarded by mu
+	proc     *proc         // guarded by mu
+	crashed  bool          // SIGKILLed and not restarted; guarded by mu
+	down     bool          // being restarted: clients route around it; guarded by mu
+	killedAt time.Time     // when CrashProcess killed it; guarded by mu
+	restarts int           // guarded by mu
+}
+
+// Start builds the binaries (once per test binary) and starts a cluster as
+// spec describes, waiting until every process is ready.
+func Start(t testing.TB, spec Spec) *Cluster {
+	t.Helper()
+	if err := spec.validate(); err != nil {
+		t.Fatal(err)
+	}
+	limiterBin, err := binary("regional-limiter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconBin, err := binary("reconciler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{
+		t:       t,
+		spec:    spec,
+		dir:     t.TempDir(),
+		bin:     limiterBin,
+		regions: make(map[string]*Region),
+		order:   append([]string(nil), spec.Regions...),
+		cutNATS: make(map[string]bool),
+		client: &http.Client{
+			Timeout:   5 * time.Second,
+			Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute},
+		},
+	}
+	t.Cleanup(c.client.CloseIdleConnections)
+	deadline := time.Now().Add(spec.StartTimeout)
+	remaining := func() time.Duration { return max(time.Until(deadline), time.Second) }
+
+	// NATS first: the limiters' catalogue and the ledger stream need it.
+	c.nats = startNATSMesh(t, spec.Regions, spec.CrossRegionRTT, c.dir)
+	testserver.WaitFor(t, remaining(), 50*time.Millisecond, func() error { return c.nats.connected(nil) })
+	testserver.WaitFor(t, remaining(), 100*time.Millisecond, func() error { return c.nats.jetStreamReady(nil) })
+
+	for _, r := range c.order {
+		rd := testserver.StartRedis(t)
+		c.regions[r] = &Region{
+			Name:       r,
+			Redis:      rd,
+			RedisProxy: testserver.StartProxy(t, rd.Addr),
+			NATSProxy:  testserver.StartProxy(t, c.nats.servers[r].client),
+		}
+	}
+
+	// Ledger: Postgres, migrations, reconciler (on the first region's NATS).
+	if spec.PrivatePostgres {
+		c.pg = testserver.StartPostgres(t)
+		c.pgURL = c.pg.NewDatabase(t)
+	} else {
+		c.pgURL = testserver.NewDatabase(t)
+	}
+	migrate := newProc("reconciler-migrate", reconBin, c.dir, []string{"migrate", "--postgres", c.pgURL}, nil)
+	if err := migrate.start(); err != nil {
+		t.Fatal(err)
+	}
+	testserver.WaitFor(t, remaining(), 20*time.Millisecond, func() error {
+		if migrate.running() {
+			return fmt.Errorf("reconciler migrate still running")
+		}
+		return nil
+	})
+	if err := migrate.exitErr(); err != nil {
+		t.Fatalf("multiregion: reconciler migrate: %v\n%s", err, migrate.tail(40))
+	}
+	reconListen := hostPort(testserver.FreePort(t))
+	c.reconURL = "http://" + reconListen
+	c.reconProc = newProc("reconciler", reconBin, c.dir, []string{"serve",
+		"--nats", c.nats.URL(c.order[0]), "--postgres", c.pgURL, "--listen", reconListen,
+		"--batch-interval", "100ms"}, nil)
+	if err := c.reconProc.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.reconProc.stop(15 * time.Second) })
+
+	// Limiter processes.
+	for _, r := range c.order {
+		reg := c.regions[r]
+		ml := make([]string, spec.Processes)
+		for i := range ml {
+			ml[i] = hostPort(testserver.FreePort(t))
+		}
+		for i := 0; i < spec.Processes; i++ {
+			n := &Node{
+				Region:     r,
+				Index:      i,
+				c:          c,
+				listen:     hostPort(testserver.FreePort(t)),
+				memberlist: ml[i],
+				dataDir:    filepath.Join(c.dir, fmt.Sprintf("data-%s-%d", r, i)),
+			}
+			reg.nodes = append(reg.nodes, n)
+			if err := n.launch(0, ml); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Stop the limiters before the servers they use (cleanups run last in,
+	// first out), so that their final reports reach the ledger.
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, n := range c.Nodes() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n.mu.Lock()
+				p := n.proc
+				n.mu.Unlock()
+				if p != nil {
+					_ = p.stop(15 * time.Second)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+	testserver.WaitFor(t, remaining(), 50*time.Millisecond, c.ready)
+	return c
+}
+
+// Spec returns the cluster's spec.
+func (c *Cluster) Spec() Spec { return c.spec }
+
+// Regions returns the region names in Spec order.
+func (c *Cluster) Regions() []string { return append([]string(nil), c.order...) }
+
+// Region returns the named region.
+func (c *Cluster) Region(name string) *Region {
+	r, ok := c.regions[name]
+	if !ok {
+		c.t.Fatalf("multiregion: no region %q", name)
+	}
+	return r
+}
+
+// Node returns the i-th process of region.
+func (c *Cluster) Node(region string, i int) *Node {
+	r := c.Region(region)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodes[i]
+}
+
+// Nodes returns every process, region by region.
+func (c *Cluster) Nodes() []*Node {
+	var out []*Node
+	for _, r := range c.order {
+		out = append(out, c.regions[r].Nodes()...)
+	}
+	return out
+}
+
+// Nodes returns the region's processes.
+func (r *Region) Nodes() []*Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*Node(nil), r.nodes...)
+}
+
+// PostgresURL is the ledger database.
+func (c *Cluster) PostgresURL() string { return c.pgURL }
+
+// ReconcilerURL is the reconciler's HTTP base URL.
+func (c *Cluster) ReconcilerURL() string { return c.reconURL }
+
+// NATSURL is the client URL of the region's NATS server (direct, not
+// through the limiters' proxy).
+func (c *Cluster) NATSURL(region string) string { return c.nats.URL(region) }
+
+// ready returns nil when the reconciler and every live limiter answer
+// /readyz.
+func (c *Cluster) ready() error {
+	if err := c.reconProc.exited(); err != nil {
+		return err
+	}
+	if err := c.probe(c.reconURL + "/readyz"); err != nil {
+		return fmt.Errorf("reconciler: %w", err)
+	}
+	for _, n := range c.Nodes() {
+		if err := n.ready(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) probe(url string) error {
+	resp, err := c.client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var b [512]byte
+		k, _ := resp.Body.Read(b[:])
+		return fmt.Errorf("GET %s: %s %s", url, resp.Status, strings.TrimSpace(string(b[:k])))
+	}
+	return nil
+}
+
+// URL is the node's HTTP base URL.
+func (n *Node) URL() string { return "http://" + n.listen }
+
+// ID is the node's current --process-id.
+func (n *Node) ID() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.id
+}
+
+// IDs are every process id the node has run under (one per restart).
+func (n *Node) IDs() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.ids...)
+}
+
+// Name is region/index.
+func (n *Node) Name() string { return n.Region + "/" + strconv.Itoa(n.Index) }
+
+// Crashed reports whether the node was SIGKILLed and not restarted.
+func (n *Node) Crashed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.crashed
+}
+
+// serving reports whether clients should send to the node.
+func (n *Node) serving() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !n.crashed && !n.down
+}
+
+// launch starts the node's process with the given clock skew. Each run has
+// its own process id (the ledger keys reports by process, and a restarted
+// process starts its counters from zero).
+func (n *Node) launch(skew time.Duration, memberlist []string) error {
+	s := n.c.spec
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	id := fmt.Sprintf("%s-%d", n.Region, n.Index)
+	if n.restarts > 0 {
+		id = fmt.Sprintf("%s-%d.r%d", n.Region, n.Index, n.restarts)
+	}
+	var join []string
+	for _, a := range memberlist {
+		if a != n.memberlist {
+			join = append(join, a)
+		}
+	}
+	reg := n.c.regions[n.Region]
+	args := []string{
+		"--region", n.Region,
+		"--listen", n.listen,
+		"--redis", "redis://" + reg.RedisProxy.Addr() + "/0",
+		"--nats", "nats://" + reg.NATSProxy.Addr(),
+		"--data-dir", n.dataDir,
+		"--admin-token", s.AdminToken,
+		"--process-id", id,
+		"--window", s.Window.String(),
+		"--report-interval", s.ReportInterval.String(),
+		"--store-timeout", s.StoreTimeout.String(),
+		"--processes", strconv.Itoa(s.Processes),
+		"--gossip-interval", s.GossipInterval.String(),
+		"--region-weights", s.weightsFlag(),
+		"--share-floor", strconv.FormatFloat(s.ShareFloor, 'g', -1, 64),
+		"--memberlist-bind", n.memberlist,
+		"--log-level", "info",
+	}
+	if len(join) > 0 {
+		args = append(args, "--memberlist-join", strings.Join(join, ","))
+	}
+	if skew != 0 {
+		args = append(args, "--clock-skew", skew.String())
+	}
+	args = append(args, s.ExtraFlags...)
+	p := newProc("limiter-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.bin, n.c.dir, args, nil)
+	if err := p.start(); err != nil {
+		return err
+	}
+	n.proc, n.id, n.skew, n.crashed = p, id, skew, false
+	n.ids = append(n.ids, id)
+	return nil
+}
+
+// ready returns nil when the node answers /readyz (or was crashed on
+// purpose).
+func (n *Node) ready() error {
+	n.mu.Lock()
+	p, crashed := n.proc, n.crashed
+	n.mu.Unlock()
+	if crashed {
+		return nil
+	}
+	if err := p.exited(); err != nil {
+		return err
+	}
+	if err := n.c.probe(n.URL() + "/readyz"); err != nil {
+		return fmt.Errorf("%s: %w", n.Name(), err)
+	}
+	return nil
+}
+
+// Log returns the tail of the node's log, for failure messages.
+func (n *Node) Log(lines int) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc.tail(lines)
+}

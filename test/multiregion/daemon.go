@@ -1,0 +1,59 @@
+package multiregion
+
+import (
+	"fmt"
+	"net/url"
+)
+
+// The daemon's metric names the harness reads. Where the daemon may export
+// one of several names, the first that exists is used.
+var (
+	// configVersionMetrics: the catalogue version a process runs.
+	configVersionMetrics = []string{"quota_config_version"}
+	// storeCallMetrics: calls to the regional store (Redis), all outcomes.
+	storeCallMetrics = []string{"quota_store_calls_total"}
+	// decisionMetrics: decisions made (allowed and rejected).
+	decisionMetrics = []string{"quota_decisions_total"}
+	// decisionLatencyMetrics: a histogram of the server-side decision time
+	// of one check, in seconds (its _bucket series are read). The daemon
+	// exports none yet; the harness then measures on the client.
+	decisionLatencyMetrics = []string{"quota_decision_duration_seconds"}
+)
+
+// sharesDoc is the part of /debug/shares (the gossip node's snapshot) the
+// harness reads: per key, per region, the share of the key's global limit;
+// Default for keys without digests.
+type sharesDoc struct {
+	Region  string                        `json:"region"`
+	Frozen  bool                          `json:"frozen"`
+	Default map[string]float64            `json:"default"`
+	Keys    map[string]map[string]float64 `json:"keys"`
+}
+
+// sharesOf fetches node n's view of every region's share of key.
+func (c *Cluster) sharesOf(n *Node, key string) (map[string]float64, error) {
+	var d sharesDoc
+	if err := getJSONWith(c.client, n.URL()+"/debug/shares?key="+url.QueryEscape(key), &d); err != nil {
+		return nil, err
+	}
+	if m, ok := d.Keys[key]; ok && len(m) > 0 {
+		return m, nil
+	}
+	if len(d.Default) > 0 {
+		return d.Default, nil
+	}
+	return nil, fmt.Errorf("%s: /debug/shares has neither key %s nor defaults", n.Name(), key)
+}
+
+// NodeShare is node n's own region's share of key, as n sees it.
+func (c *Cluster) NodeShare(n *Node, key string) (float64, error) {
+	m, err := c.sharesOf(n, key)
+	if err != nil {
+		return 0, err
+	}
+	s, ok := m[n.Region]
+	if !ok {
+		return 0, fmt.Errorf("%s: /debug/shares has no share for its region %s", n.Name(), n.Region)
+	}
+	return s, nil
+}

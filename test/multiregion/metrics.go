@@ -1,0 +1,92 @@
+package multiregion
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Metrics is one scrape of a /metrics endpoint in the Prometheus text
+// format: series (name with its labels, as written) → value.
+type Metrics map[string]float64
+
+// Metrics scrapes node n.
+func (c *Cluster) Metrics(n *Node) (Metrics, error) { return c.scrape(n.URL() + "/metrics") }
+
+// ReconcilerMetrics scrapes the reconciler.
+func (c *Cluster) ReconcilerMetrics() (Metrics, error) { return c.scrape(c.reconURL + "/metrics") }
+
+func (c *Cluster) scrape(url string) (Metrics, error) {
+	resp, err := c.client.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	m := Metrics{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		m[line[:i]] = v
+	}
+	return m, sc.Err()
+}
+
+// Sum adds every series of the metric name (all label sets) whose labels
+// contain every given `label="value"` fragment.
+func (m Metrics) Sum(name string, labels ...string) float64 {
+	total := 0.0
+	for series, v := range m {
+		base, rest, _ := strings.Cut(series, "{")
+		if base != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// Has reports whether any series of the metric exists.
+func (m Metrics) Has(name string) bool {
+	for series := range m {
+		if base, _, _ := strings.Cut(series, "{"); base == name {
+			return true
+		}
+	}
+	return false
+}
+
+// first returns the sum of the first of names that exists.
+func (m Metrics) first(names ...string) (float64, bool) {
+	for _, n := range names {
+		if m.Has(n) {
+			return m.Sum(n), true
+		}
+	}
+	return 0, false
+}

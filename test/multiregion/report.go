@@ -1,0 +1,2 @@
+package multiregion
+func writeReportFromEnv() error { return nil }
