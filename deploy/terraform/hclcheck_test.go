@@ -535,3 +535,89 @@ module "c" {
 		})
 	}
 }
+
+// TestFlagsMatchContract checks every flag and QUOTA_* variable the modules hand to the binaries
+// against the daemon's flag contract (notes/flags.md): a typo would otherwise only show up as a
+// crash-looping pod.
+func TestFlagsMatchContract(t *testing.T) {
+	flagSet := func(names string) map[string]bool {
+		m := map[string]bool{}
+		for _, n := range strings.Fields(names) {
+			m[n] = true
+		}
+		return m
+	}
+	tests := []struct {
+		dir   string
+		file  string // the file that configures the binary's containers
+		flags map[string]bool
+	}{
+		{"modules/region", "limiter.tf", flagSet(`config region listen redis redis-cluster nats nats-creds nats-tls-ca
+			nats-tls-cert nats-tls-key data-dir admin-token process-id window report-interval
+			store-timeout processes gossip-interval region-weights share-floor memberlist-bind
+			memberlist-join log-level`)},
+		{"modules/ledger", "main.tf", flagSet(`nats postgres listen key from to granularity format`)},
+	}
+	flagRE := regexp.MustCompile(`"--([a-z][a-z-]*)`)
+	envRE := regexp.MustCompile(`"QUOTA_([A-Z_]+)"`)
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join(tt.dir, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := 0
+			for _, match := range flagRE.FindAllStringSubmatch(string(src), -1) {
+				seen++
+				if !tt.flags[match[1]] {
+					t.Errorf("%s: --%s is not a flag of the binary", tt.file, match[1])
+				}
+			}
+			for _, match := range envRE.FindAllStringSubmatch(string(src), -1) {
+				seen++
+				flag := strings.ReplaceAll(strings.ToLower(match[1]), "_", "-")
+				if !tt.flags[flag] {
+					t.Errorf("%s: QUOTA_%s names no flag (--%s)", tt.file, match[1], flag)
+				}
+			}
+			if seen == 0 {
+				t.Errorf("%s: found no flags at all: the check is not looking at the right file", tt.file)
+			}
+		})
+	}
+}
+
+// TestProviderConstraint checks that every module pins the kubernetes provider to the series
+// validate.sh builds and validates against.
+func TestProviderConstraint(t *testing.T) {
+	script, err := os.ReadFile("validate.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := regexp.MustCompile(`(?m)^PROVIDER_VERSION=(\S+)$`).FindSubmatch(script)
+	if v == nil {
+		t.Fatal("validate.sh: no PROVIDER_VERSION=")
+	}
+	want := fmt.Sprintf(`version = "~> %s"`, v[1])
+	for _, dir := range moduleDirs(t, ".") {
+		m, err := loadModule(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all strings.Builder
+		for _, src := range m.sources {
+			all.Write(src)
+		}
+		src := all.String()
+		i := strings.Index(src, `source  = "hashicorp/kubernetes"`)
+		if i < 0 {
+			if dir == "." || strings.HasPrefix(dir, "modules") {
+				t.Errorf("%s: no required_providers entry for hashicorp/kubernetes", dir)
+			}
+			continue
+		}
+		if !strings.Contains(src[i:], want) {
+			t.Errorf("%s: kubernetes provider constraint must be %s (what validate.sh validates)", dir, want)
+		}
+	}
+}

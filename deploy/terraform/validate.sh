@@ -12,7 +12,8 @@
 #   2. per module (root, modules/region, modules/ledger, examples/single-cluster):
 #      terraform init -backend=false -plugin-dir=<mirror>, terraform validate
 #   3. terraform test (mock_provider) in the root module
-#   4. go test ./deploy/terraform/ (HCL reference check, covers examples/eks which needs the AWS
+#   4. the NATS config template, rendered by terraform, parsed by `nats-server -t` (when installed)
+#   5. go test ./deploy/terraform/ (HCL reference check, covers examples/eks which needs the AWS
 #      provider and therefore cannot be validated by terraform here)
 #
 # Environment: TERRAFORM (default /usr/local/bin/terraform), QUOTA_CACHE_DIR, GOPROXY as usual.
@@ -119,6 +120,43 @@ done
 step "terraform test (mock_provider): deploy/terraform"
 run "test ." "$TERRAFORM" -chdir="$work/terraform" test -no-color
 
+# check_nats_conf renders modules/region/nats.conf.tftpl, as the region module does, for region
+# eu of three, and has nats-server parse it.
+check_nats_conf() {
+	local dir=$work/natsconf
+	mkdir -p "$dir"
+	cat >"$dir/main.tf" <<EOF
+output "conf" {
+  value = templatefile("$work/terraform/modules/region/nats.conf.tftpl", {
+    name           = "eu"
+    store_dir      = "$dir/jetstream"
+    max_file_store = "8G"
+    routes         = [for i in range(3) : "nats://nats-eu-\${i}.nats-eu-headless.quota.svc.cluster.local:6222"]
+    advertise      = "gw.eu.example.com:7222"
+    gateways = [
+      { name = "ap", urls = ["nats://gw.ap.example.com:7222"] },
+      { name = "us", urls = ["nats://gw.us.example.com:7222"] },
+    ]
+  })
+}
+EOF
+	"$TERRAFORM" -chdir="$dir" init -backend=false -input=false -no-color >/dev/null &&
+		"$TERRAFORM" -chdir="$dir" apply -auto-approve -input=false -no-color >/dev/null &&
+		"$TERRAFORM" -chdir="$dir" output -raw conf >"$dir/nats.conf" &&
+		POD_NAME=nats-eu-0 nats-server -t -c "$dir/nats.conf" || {
+		echo "rendered config:" >&2
+		cat "$dir/nats.conf" >&2 2>/dev/null
+		return 1
+	}
+}
+
+step "nats.conf template: nats-server -t"
+if command -v nats-server >/dev/null; then
+	run "nats.conf" check_nats_conf
+else
+	echo "skipped: nats-server not in PATH (Debian package nats-server)"
+fi
+
 step "go test ./deploy/terraform/ (HCL references, incl. examples/eks)"
 run "hclcheck" bash -c "cd '$repo' && go test -count=1 ./deploy/terraform/"
 
@@ -127,4 +165,4 @@ if ((${#failures[@]})); then
 	printf 'tf-validate: FAILED steps: %s\n' "${failures[*]}" >&2
 	exit 1
 fi
-echo "tf-validate: ok (fmt, init, validate, test, hclcheck)"
+echo "tf-validate: ok (fmt, init, validate, test, nats.conf, hclcheck)"
