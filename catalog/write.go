@@ -87,6 +87,23 @@ func (c *Catalog) WaitVersion(ctx context.Context, v uint64) error {
 	}
 }
 
+// WaitSynced waits until the watch has read the bucket once, or ctx ends.
+func (c *Catalog) WaitSynced(ctx context.Context) error {
+	for {
+		c.mu.RLock()
+		synced, ch := c.synced, c.applied
+		c.mu.RUnlock()
+		if synced {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("catalog: not synced with the bucket: %w", ctx.Err())
+		}
+	}
+}
+
 // History returns the stored revisions of one entry, oldest first: each
 // says what was written, by whom and when, or that it was deleted. It
 // wraps ErrNotFound when the bucket has no such entry.

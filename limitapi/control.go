@@ -221,7 +221,10 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 	_, assigned := a.cfg.Catalog.Assignment(key)
 	ans := keyAnswer{Key: key, Plan: name, Rate: plan.Rate, Capacity: plan.Capacity, Remaining: int64(plan.Capacity), Assigned: assigned}
 	if ks, err := a.cfg.Limiter.Peek(key); err == nil {
-		ans.Tracked, ans.Remaining, ans.StaleMS, ans.Degraded = true, ks.Remaining, ks.Stale.Milliseconds(), ks.Degraded
+		ans.Tracked, ans.StaleMS, ans.Degraded = true, ks.Stale.Milliseconds(), ks.Degraded
+		// Until the key's next decision re-leases after a plan change, its
+		// state may still count against the old plan's larger capacity.
+		ans.Remaining = min(ks.Remaining, int64(plan.Capacity))
 	}
 	writeJSON(w, http.StatusOK, ans)
 }

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/limitmetrics"
+	"github.com/quotaplatform/quota/region"
+)
+
+// appOptions is the daemon's fx graph. The usage sink (ledger reporter), the
+// share source (gossip) and the process counter (membership) are optional
+// inputs of the limiter config: a module that provides a region.UsageSink,
+// region.ShareSource or region.ProcessCounter is picked up without other
+// changes, e.g. fx.Provide(fx.Annotate(newReporter, fx.As(new(region.UsageSink)))).
+func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
+	return fx.Options(
+		fx.Supply(o),
+		fx.Provide(
+			func() (*slog.Logger, error) { return newLogger(o, logOut) },
+			newRegistry,
+			newStore,
+			newNATSLink,
+			newCatalog,
+			newObserver,
+			newLimiterConfig,
+			newLimiter,
+			newAPI,
+			newHTTPServer,
+		),
+		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
+			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
+			l.UseLogLevel(slog.LevelDebug)
+			return l
+		}),
+		fx.StopTimeout(20*time.Second),
+		fx.Options(extra...),
+		fx.Invoke(func(*httpServer) {}),
+	)
+}
+
+func newLogger(o Options, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})).
+		With("region", o.Region, "process", o.ProcessID), nil
+}
+
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+func newObserver(reg *prometheus.Registry) (*limitmetrics.Observer, error) {
+	obs := limitmetrics.NewObserver()
+	if err := reg.Register(obs); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return obs, nil
+}
+
+// newCatalog loads the last known good catalogue from <data-dir> and
+// watches the bucket once NATS is connected.
+func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, log *slog.Logger) (*catalog.Catalog, error) {
+	cfg := catalog.DefaultConfig()
+	cfg.CachePath = filepath.Join(o.DataDir, "catalog.json")
+	cfg.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
+	cfg.Logger = log
+	cat, err := catalog.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	link.OnReconnect(cat.Resync)
+	lc.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			if err := cat.Start(link.JetStream()); err != nil {
+				return err
+			}
+			// Serve with a fresh catalogue when NATS answers quickly; never
+			// fail the start over it (the cached copy, or the built-in
+			// default, serves until the watch catches up).
+			wait := 3 * time.Second
+			if !link.Conn().IsConnected() {
+				wait = 100 * time.Millisecond
+			}
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			if err := cat.WaitSynced(wctx); err != nil {
+				log.Warn("starting without a fresh catalogue", "err", err, "loaded_from_cache", cat.Loaded())
+			}
+			return nil
+		},
+		OnStop:  func(context.Context) error { cat.Stop(); return nil },
+	})
+	return cat, nil
+}
+
+// limiterInputs are the limiter config's inputs; the optional ones are
+// provided by the ledger, gossip and membership modules when wired.
+type limiterInputs struct {
+	fx.In
+	Options   Options
+	Catalog   *catalog.Catalog
+	Observer  *limitmetrics.Observer
+	Usage     region.UsageSink      `optional:"true"`
+	Shares    region.ShareSource    `optional:"true"`
+	Processes region.ProcessCounter `optional:"true"`
+}
+
+func newLimiterConfig(in limiterInputs) region.Config {
+	cfg := region.DefaultConfig()
+	cfg.Region = in.Options.Region
+	cfg.StoreTimeout = in.Options.StoreTimeout
+	cfg.Window = in.Options.Window
+	cfg.ProcessEstimate = in.Options.Processes
+	cfg.Costs = in.Catalog
+	cfg.FlushInterval = time.Second
+	cfg.Observer = in.Observer
+	cfg.Usage = in.Usage
+	cfg.Shares = in.Shares
+	cfg.Processes = in.Processes
+	return cfg
+}
+
+// newLimiter builds the limiter, invalidates its leases on every catalogue
+// change, and runs its background loop between start and stop. Stop
+// cancels the loop and waits: it returns every lease and flushes usage.
+func newLimiter(lc fx.Lifecycle, store region.Store, cat *catalog.Catalog, cfg region.Config,
+	reg *prometheus.Registry, log *slog.Logger) (*region.Limiter, error) {
+	lim, err := region.New(store, cat, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cat.OnChange(lim.InvalidateAll)
+	if err := reg.Register(limitmetrics.NewCollector(lim, cat)); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	var (
+		cancel context.CancelFunc
+		done   = make(chan struct{})
+	)
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			ctx, c := context.WithCancel(context.Background())
+			cancel = c
+			go func() {
+				defer close(done)
+				if err := lim.Run(ctx); err != nil {
+					log.Error("limiter loop failed", "err", err)
+				}
+			}()
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			cancel()
+			select {
+			case <-done:
+				log.Info("limiter drained: leases returned, usage flushed")
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("limiter drain: %w", ctx.Err())
+			}
+		},
+	})
+	return lim, nil
+}
+
+func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, log *slog.Logger) (*limitapi.API, error) {
+	cfg := limitapi.DefaultConfig()
+	cfg.Limiter, cfg.Catalog, cfg.AdminToken, cfg.Logger = lim, cat, o.AdminToken, log
+	if o.AdminToken == "" {
+		log.Warn("no --admin-token: control-plane writes are disabled")
+	}
+	return limitapi.New(cfg)
+}

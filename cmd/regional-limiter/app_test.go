@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/testserver"
+)
+
+const adminToken = "test-token"
+
+// testOptions are the defaults with a free port, a temporary data dir and
+// the given services.
+func testOptions(t *testing.T, redisURL, natsURL, dataDir string) Options {
+	t.Helper()
+	o, err := parseOptions(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Listen = "127.0.0.1:0"
+	o.Redis, o.NATS, o.DataDir, o.AdminToken = redisURL, natsURL, dataDir, adminToken
+	o.LogLevel = "warn"
+	return o
+}
+
+type daemon struct {
+	app  *fx.App
+	srv  *httpServer
+	cat  *catalog.Catalog
+	base string
+}
+
+func startDaemon(t *testing.T, o Options) *daemon {
+	t.Helper()
+	d := &daemon{}
+	d.app = fx.New(appOptions(o, testLogWriter{t}), fx.Populate(&d.srv, &d.cat), fx.NopLogger)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := d.app.Start(ctx); err != nil {
+		t.Fatalf("start daemon: %v", err)
+	}
+	d.base = "http://" + d.srv.Addr()
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+func (d *daemon) stop(t *testing.T) {
+	if d.app == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := d.app.Stop(ctx); err != nil {
+		t.Errorf("stop daemon: %v", err)
+	}
+	d.app = nil
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (d *daemon) call(t *testing.T, method, path, body string, auth bool) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, d.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth {
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func (d *daemon) mustCall(t *testing.T, method, path, body string, auth bool, status int) reply {
+	t.Helper()
+	r := d.call(t, method, path, body, auth)
+	if r.status != status {
+		t.Fatalf("%s %s %s: status %d, want %d: %s", method, path, body, r.status, status, r.raw)
+	}
+	return r
+}
+
+func TestValidateApp(t *testing.T) {
+	o := testOptions(t, "", "", t.TempDir())
+	if err := fx.ValidateApp(appOptions(o, io.Discard)); err != nil {
+		t.Fatal(err)
+	}
+	o.Redis, o.NATS = "redis://127.0.0.1:1/0", "nats://127.0.0.1:1"
+	if err := fx.ValidateApp(appOptions(o, io.Discard)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The library packages must work without fx.
+func TestLibrariesDoNotImportFx(t *testing.T) {
+	for _, pkg := range []string{"region", "gossip", "partition", "ledger"} {
+		path := "github.com/quotaplatform/quota/" + pkg
+		out, err := exec.Command("go", "list", "-e", "-deps", "-f", "{{.ImportPath}}", path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", path, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, "go.uber.org/fx") || strings.HasPrefix(dep, "go.uber.org/dig") {
+				t.Errorf("%s imports %s", pkg, dep)
+			}
+		}
+	}
+}
+
+// Two daemons share one Redis and one NATS: a plan change on one reaches
+// the other within a second, and both spend the same regional bucket.
+func TestEndToEnd(t *testing.T) {
+	rs := testserver.StartRedis(t)
+	ns := testserver.StartNATS(t)
+	redisURL := "redis://" + rs.Addr + "/0"
+	a := startDaemon(t, testOptions(t, redisURL, ns.URL, t.TempDir()))
+	b := startDaemon(t, testOptions(t, redisURL, ns.URL, t.TempDir()))
+	for _, d := range []*daemon{a, b} {
+		testserver.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+			if !d.cat.Synced() {
+				return errors.New("catalogue not synced")
+			}
+			return nil
+		})
+	}
+
+	key := fmt.Sprintf("e2e_%d", time.Now().UnixNano())
+	t0 := time.Now()
+	a.mustCall(t, "PUT", "/v1/limits/e2e", `{"rate":0.5,"capacity":5}`, true, 204)
+	a.mustCall(t, "PUT", "/v1/keys/"+key, `{"plan":"e2e"}`, true, 204)
+	var seen time.Duration
+	testserver.WaitFor(t, 3*time.Second, 2*time.Millisecond, func() error {
+		r := b.call(t, "GET", "/v1/keys/"+key, "", false)
+		if r.status != 200 || r.body["plan"] != "e2e" {
+			return fmt.Errorf("b still answers %d %s", r.status, r.raw)
+		}
+		seen = time.Since(t0)
+		return nil
+	})
+	if seen >= time.Second {
+		t.Fatalf("plan change took %v to reach the second process", seen)
+	}
+	t.Logf("plan change reached the second process in %v", seen)
+
+	// Spend the bucket on b, then a sees it exhausted (one Redis bucket).
+	for i := range 5 {
+		r := b.mustCall(t, "POST", "/v1/allow", `{"key":"`+key+`","cost":1}`, false, 200)
+		if r.body["allowed"] != true {
+			t.Fatalf("check %d rejected: %s", i, r.raw)
+		}
+		if r.header.Get("X-RateLimit-Limit") != "5" || r.header.Get("RateLimit-Policy") != `"e2e";q=5;w=10` {
+			t.Fatalf("check %d headers: %v", i, r.header)
+		}
+	}
+	r := a.mustCall(t, "POST", "/v1/allow", `{"key":"`+key+`","cost":1}`, false, 200)
+	if r.body["allowed"] != false || r.body["retry_after_ms"].(float64) <= 0 {
+		t.Fatalf("sixth check on the other process: %s", r.raw)
+	}
+	for _, h := range []string{"Retry-After", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Stale", "RateLimit"} {
+		if r.header.Get(h) == "" {
+			t.Errorf("rejection lacks %s: %v", h, r.header)
+		}
+	}
+	// Batch, in order.
+	r = a.mustCall(t, "POST", "/v1/allow/batch", `{"checks":[{"key":"`+key+`"},{"key":""},{"key":"other_`+key+`","cost":2}]}`, false, 200)
+	res, _ := r.body["results"].([]any)
+	if len(res) != 3 || res[0].(map[string]any)["allowed"] != false || res[1].(map[string]any)["field"] != "checks[1].key" ||
+		res[2].(map[string]any)["allowed"] != true {
+		t.Fatalf("batch: %s", r.raw)
+	}
+	// Bad input over the wire.
+	a.mustCall(t, "POST", "/v1/allow", `{"key":"`+key+`","cost":6}`, false, 400)
+	a.mustCall(t, "PUT", "/v1/limits/e2e", `{"rate":1,"capacity":1}`, false, 401)
+
+	m := a.call(t, "GET", "/metrics", "", false)
+	for _, name := range []string{"quota_decisions_total", "quota_store_call_duration_seconds", "quota_config_version", "quota_tracked_keys", "quota_breaker_state"} {
+		if !strings.Contains(m.raw, name) {
+			t.Errorf("metrics lack %s", name)
+		}
+	}
+	a.mustCall(t, "GET", "/healthz", "", false, 200)
+	a.mustCall(t, "GET", "/readyz", "", false, 200)
+}
+
+// The catalogue survives a restart, a NATS outage, and a restart during
+// the outage (from the cache file in --data-dir).
+func TestRestartAndOutage(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	dir := t.TempDir()
+	o := testOptions(t, "", ns.URL, dir)
+	d := startDaemon(t, o)
+	d.mustCall(t, "PUT", "/v1/limits/gold", `{"rate":2,"capacity":3}`, true, 204)
+	d.mustCall(t, "PUT", "/v1/keys/acct_g", `{"plan":"gold"}`, true, 204)
+	d.stop(t)
+
+	d = startDaemon(t, o)
+	testserver.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if !d.cat.Synced() {
+			return errors.New("not synced")
+		}
+		return nil
+	})
+	if r := d.mustCall(t, "GET", "/v1/keys/acct_g", "", false, 200); r.body["plan"] != "gold" {
+		t.Fatalf("after restart: %s", r.raw)
+	}
+
+	ns.Stop()
+	if r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_g","cost":3}`, false, 200); r.body["limit"] != 3.0 {
+		t.Fatalf("during the outage: %s", r.raw)
+	}
+	d.mustCall(t, "PUT", "/v1/limits/gold", `{"rate":9,"capacity":9}`, true, 503)
+	d.stop(t)
+
+	d = startDaemon(t, o)
+	if r := d.mustCall(t, "GET", "/v1/limits/gold", "", false, 200); r.body["capacity"] != 3.0 {
+		t.Fatalf("restart during the outage: %s", r.raw)
+	}
+	d.mustCall(t, "GET", "/readyz", "", false, 200)
+	if r := d.mustCall(t, "GET", "/v1/keys/acct_g", "", false, 200); r.body["plan"] != "gold" {
+		t.Fatalf("restart during the outage: %s", r.raw)
+	}
+	if m := d.call(t, "GET", "/metrics", "", false); !strings.Contains(m.raw, "quota_config_synced 0") {
+		t.Errorf("metrics should show an unsynced catalogue")
+	}
+
+	ns.Restart(t)
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !d.cat.Synced() {
+			return errors.New("not synced after NATS came back")
+		}
+		return nil
+	})
+	d.mustCall(t, "PUT", "/v1/limits/gold", `{"rate":9,"capacity":9}`, true, 204)
+}
+
+// Defaults need no flags: the embedded store and NATS, and a built-in
+// default plan.
+func TestEmbeddedDefaults(t *testing.T) {
+	d := startDaemon(t, testOptions(t, "", "", t.TempDir()))
+	r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_1"}`, false, 200)
+	if r.body["limit"] != 200.0 || r.header.Get("RateLimit-Policy") != `"default";q=200;w=2` {
+		t.Fatalf("built-in default: %s %v", r.raw, r.header)
+	}
+	d.mustCall(t, "PUT", "/v1/costs/search", `{"cost":5}`, true, 204)
+	if r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_1","endpoint":"search"}`, false, 200); r.body["remaining"] != 194.0 {
+		t.Fatalf("endpoint weight: %s", r.raw)
+	}
+	if r := d.mustCall(t, "GET", "/v1/costs/search?history=1", "", false, 200); !bytes.Contains([]byte(r.raw), []byte(`"actor":"admin"`)) {
+		t.Fatalf("history: %s", r.raw)
+	}
+}
