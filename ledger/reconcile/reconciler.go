@@ -123,6 +123,9 @@ func (r *Reconciler) Ready() error {
 func (r *Reconciler) Run(ctx context.Context) error {
 	cons, err := r.bind(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before the consumer was bound
+		}
 		return err
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize))
