@@ -168,8 +168,19 @@ func TestNATSDownWhileReporting(t *testing.T) {
 
 // Several Limiter processes share one store; each has its own Reporter. The
 // ledger's spent per key equals the cost of the allowed decisions the
-// callers saw, exactly.
+// callers saw, exactly — also when NATS goes away in the middle of the run
+// (the reporters spool, then drain).
 func TestLedgerSpentEqualsAllowedDecisions(t *testing.T) {
+	for _, outage := range []bool{false, true} {
+		name := "steady"
+		if outage {
+			name = "NATS outage mid-run"
+		}
+		t.Run(name, func(t *testing.T) { testLedgerExact(t, outage) })
+	}
+}
+
+func testLedgerExact(t *testing.T, natsOutage bool) {
 	pool := migratedPool(t, testserver.NewDatabase(t))
 	srv := testserver.StartNATS(t)
 	ctx := context.Background()
@@ -183,12 +194,13 @@ func TestLedgerSpentEqualsAllowedDecisions(t *testing.T) {
 	type proc struct {
 		lim    *region.Limiter
 		rep    *ledger.Reporter
+		m      *ledger.Metrics
 		cancel context.CancelFunc
 		done   chan error
 	}
 	var procs []*proc
 	for i := range processes {
-		rep, _ := newReporter(t, connect(t, srv.URL), fmt.Sprintf("p%d", i), func(c *ledger.Config) {
+		rep, m := newReporter(t, connect(t, srv.URL), fmt.Sprintf("p%d", i), func(c *ledger.Config) {
 			c.Window = window
 			c.ReportInterval = 50 * time.Millisecond
 			c.FinalGrace = 100 * time.Millisecond
@@ -204,7 +216,7 @@ func TestLedgerSpentEqualsAllowedDecisions(t *testing.T) {
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		p := &proc{lim: lim, rep: rep, cancel: cancel, done: make(chan error, 1)}
+		p := &proc{lim: lim, rep: rep, m: m, cancel: cancel, done: make(chan error, 1)}
 		go func() { p.done <- lim.Run(rctx) }()
 		rep.Start()
 		procs = append(procs, p)
@@ -233,6 +245,26 @@ func TestLedgerSpentEqualsAllowedDecisions(t *testing.T) {
 					}
 				}
 			}()
+		}
+	}
+	if natsOutage {
+		srv.Stop()
+		for _, p := range procs {
+			testserver.WaitFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+				if val(p.m.SpoolReports) == 0 {
+					return errors.New("nothing spooled yet")
+				}
+				return nil
+			})
+		}
+		srv.Restart(t)
+		for _, p := range procs {
+			testserver.WaitFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+				if n := val(p.m.SpoolReports); n != 0 {
+					return fmt.Errorf("spool still holds %v reports", n)
+				}
+				return nil
+			})
 		}
 	}
 	wg.Wait()
