@@ -200,7 +200,8 @@ func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 }
 
 // Record adds usage deltas to this process's cumulative counters. It never
-// blocks on I/O.
+// blocks on I/O. It is safe for concurrent use. Usage recorded after Close
+// is never sent.
 func (r *Reporter) Record(batch []region.Usage) {
 	if len(batch) == 0 {
 		return

@@ -1,6 +1,3 @@
-// Package migrations holds the ledger's Postgres schema as numbered SQL files
-// (tern format: NNN_name.sql, "---- create above / drop below ----" between
-// the up and down parts) and applies them with jackc/tern.
 package migrations
 
 import (
