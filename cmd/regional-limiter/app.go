@@ -104,7 +104,7 @@ func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, log *slog.Logger) (*
 			}
 			return nil
 		},
-		OnStop:  func(context.Context) error { cat.Stop(); return nil },
+		OnStop: func(context.Context) error { cat.Stop(); return nil },
 	})
 	return cat, nil
 }

@@ -1,0 +1,279 @@
+// Command loadtest drives a regional-limiter's check API over loopback HTTP
+// with keep-alive connections and reports decisions per second and request
+// latency (p50, p99, max) for single checks (POST /v1/allow) and batches
+// (POST /v1/allow/batch).
+//
+// Each phase runs for -duration, closed-loop (as fast as -concurrency
+// workers go) unless -rate sets a target in decisions per second, in which
+// case requests are sent on a fixed schedule and latency counts from the
+// scheduled send time, so queueing is not hidden. -half adds, after each
+// full-speed phase, a phase at half the rate it reached.
+//
+//	go run ./cmd/loadtest -url http://127.0.0.1:8080 -duration 5s -half
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+type config struct {
+	url         string
+	duration    time.Duration
+	concurrency int
+	batch       int
+	keys        int
+	mode        string
+	rate        float64
+	half        bool
+	adminToken  string
+	planRate    float64
+	planCap     float64
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.url, "url", "http://127.0.0.1:8080", "daemon base URL")
+	flag.DurationVar(&c.duration, "duration", 5*time.Second, "length of each phase")
+	flag.IntVar(&c.concurrency, "concurrency", 32, "concurrent workers (one keep-alive connection each)")
+	flag.IntVar(&c.batch, "batch", 100, "checks per batch request")
+	flag.IntVar(&c.keys, "keys", 10000, "distinct keys, picked uniformly at random")
+	flag.StringVar(&c.mode, "mode", "both", "single, batch or both")
+	flag.Float64Var(&c.rate, "rate", 0, "target decisions per second (0: as fast as possible)")
+	flag.BoolVar(&c.half, "half", false, "after each full-speed phase, run one at half the rate reached")
+	flag.StringVar(&c.adminToken, "admin-token", "", "when set, first PUT the `default` plan to -plan-rate/-plan-capacity so that most checks are allowed")
+	flag.Float64Var(&c.planRate, "plan-rate", 1e6, "rate of the default plan set with -admin-token")
+	flag.Float64Var(&c.planCap, "plan-capacity", 1e6, "capacity of the default plan set with -admin-token")
+	flag.Parse()
+	if err := run(c, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config, out io.Writer) error {
+	if c.concurrency < 1 || c.batch < 1 || c.keys < 1 || c.duration <= 0 {
+		return errors.New("-concurrency, -batch, -keys and -duration must be positive")
+	}
+	client := &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns:        c.concurrency,
+			MaxIdleConnsPerHost: c.concurrency,
+			MaxConnsPerHost:     c.concurrency,
+			DisableCompression:  true,
+			IdleConnTimeout:     time.Minute,
+		},
+	}
+	if c.adminToken != "" {
+		body := fmt.Sprintf(`{"rate":%g,"capacity":%g}`, c.planRate, c.planCap)
+		req, _ := http.NewRequest("PUT", c.url+"/v1/limits/default", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+c.adminToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("set default plan: %w", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			return fmt.Errorf("set default plan: status %d", resp.StatusCode)
+		}
+	}
+	var modes []int // batch size per phase; 0 = single
+	switch c.mode {
+	case "single":
+		modes = []int{0}
+	case "batch":
+		modes = []int{c.batch}
+	case "both":
+		modes = []int{0, c.batch}
+	default:
+		return fmt.Errorf("-mode %q: want single, batch or both", c.mode)
+	}
+	fmt.Fprintf(out, "target %s, %d workers, %d keys, %v per phase\n", c.url, c.concurrency, c.keys, c.duration)
+	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "max", "allowed", "errors")
+	for _, b := range modes {
+		name := "single"
+		if b > 0 {
+			name = "batch(" + strconv.Itoa(b) + ")"
+		}
+		r := phase(client, c, b, c.rate)
+		r.print(out, name)
+		if c.half && c.rate == 0 {
+			h := phase(client, c, b, r.decisionsPerSec()/2)
+			h.print(out, name+" @50%")
+		}
+	}
+	return nil
+}
+
+type result struct {
+	elapsed   time.Duration
+	decisions int64
+	requests  int64
+	allowed   int64
+	errors    int64
+	lats      []time.Duration
+	firstErr  error
+}
+
+func (r *result) decisionsPerSec() float64 { return float64(r.decisions) / r.elapsed.Seconds() }
+
+func (r *result) print(out io.Writer, name string) {
+	slices.Sort(r.lats)
+	pct := func(p float64) time.Duration {
+		if len(r.lats) == 0 {
+			return 0
+		}
+		return r.lats[min(len(r.lats)-1, int(p*float64(len(r.lats))))]
+	}
+	var maxLat time.Duration
+	if len(r.lats) > 0 {
+		maxLat = r.lats[len(r.lats)-1]
+	}
+	allowed := 0.0
+	if r.decisions > 0 {
+		allowed = 100 * float64(r.allowed) / float64(r.decisions)
+	}
+	fmt.Fprintf(out, "%-14s %12.0f %12.0f %10s %10s %10s %8.1f%% %8d\n", name, r.decisionsPerSec(),
+		float64(r.requests)/r.elapsed.Seconds(), round(pct(0.50)), round(pct(0.99)), round(maxLat), allowed, r.errors)
+	if r.firstErr != nil {
+		fmt.Fprintf(out, "  first error: %v\n", r.firstErr)
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	if d > time.Millisecond {
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// phase runs the workers for c.duration. batch 0 sends single checks. rate
+// > 0 paces the sends (decisions per second, over all workers).
+func phase(client *http.Client, c config, batch int, rate float64) *result {
+	ctx, cancel := context.WithTimeout(context.Background(), c.duration)
+	defer cancel()
+	per := int64(1)
+	path := c.url + "/v1/allow"
+	if batch > 0 {
+		per, path = int64(batch), c.url+"/v1/allow/batch"
+	}
+	var interval time.Duration // between one worker's requests
+	if rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(per) * float64(c.concurrency) / rate)
+	}
+	results := make([]result, c.concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range c.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &results[w]
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			var body bytes.Buffer
+			next := start.Add(time.Duration(rng.Int64N(int64(max(interval, 1)))))
+			for ctx.Err() == nil {
+				sent := time.Now()
+				if interval > 0 {
+					if d := time.Until(next); d > 0 {
+						// Ahead of schedule: wait (pacing the load, not
+						// synchronisation) and time from the actual send,
+						// so the client's timer overshoot is not counted.
+						time.Sleep(d)
+						sent = time.Now()
+					} else {
+						// Behind schedule: the delay is queueing behind
+						// slow answers, so it counts (no coordinated
+						// omission).
+						sent = next
+					}
+					next = next.Add(interval)
+				}
+				if ctx.Err() != nil {
+					break
+				}
+				body.Reset()
+				writeBody(&body, rng, c.keys, batch)
+				allowed, err := send(client, path, body.Bytes())
+				lat := time.Since(sent)
+				r.requests++
+				if err != nil {
+					r.errors++
+					if r.firstErr == nil {
+						r.firstErr = err
+					}
+					continue
+				}
+				r.decisions += per
+				r.allowed += allowed
+				r.lats = append(r.lats, lat)
+			}
+		}()
+	}
+	wg.Wait()
+	total := &result{elapsed: time.Since(start)}
+	for i := range results {
+		r := &results[i]
+		total.decisions += r.decisions
+		total.requests += r.requests
+		total.allowed += r.allowed
+		total.errors += r.errors
+		total.lats = append(total.lats, r.lats...)
+		if total.firstErr == nil {
+			total.firstErr = r.firstErr
+		}
+	}
+	return total
+}
+
+func writeBody(b *bytes.Buffer, rng *rand.Rand, keys, batch int) {
+	one := func() {
+		b.WriteString(`{"key":"lt_`)
+		b.WriteString(strconv.Itoa(rng.IntN(keys)))
+		b.WriteString(`","cost":1}`)
+	}
+	if batch == 0 {
+		one()
+		return
+	}
+	b.WriteString(`{"checks":[`)
+	for i := range batch {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		one()
+	}
+	b.WriteString(`]}`)
+}
+
+var allowedTrue = []byte(`"allowed":true`)
+
+// send posts body and returns how many checks were allowed.
+func send(client *http.Client, url string, body []byte) (int64, error) {
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return int64(bytes.Count(b, allowedTrue)), nil
+}
