@@ -4,7 +4,7 @@
 //
 // Middleware takes the key from a function (the X-API-Key header by
 // default) and the cost from the endpoint's weight (the endpoint is the
-// matched ServeMux pattern, else the path, by default). A rejection answers
+// path of the matched ServeMux pattern, else the URL path, by default). A rejection answers
 // 429 with Retry-After; allowed and rejected responses both carry
 // X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset,
 // X-RateLimit-Stale and the IETF RateLimit-Policy and RateLimit fields

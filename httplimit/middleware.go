@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/quotaplatform/quota/region"
 )
@@ -33,8 +34,7 @@ type Config struct {
 	// X-API-Key header.
 	Key func(*http.Request) string
 	// Endpoint returns the name whose weight is the request's cost.
-	// Default: the matched ServeMux pattern (Request.Pattern), else the
-	// URL path.
+	// Default: RoutePath.
 	Endpoint func(*http.Request) string
 	// Logger receives unexpected errors. Default slog.Default().
 	Logger *slog.Logger
@@ -53,12 +53,7 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 		cfg.Key = func(r *http.Request) string { return r.Header.Get(KeyHeader) }
 	}
 	if cfg.Endpoint == nil {
-		cfg.Endpoint = func(r *http.Request) string {
-			if r.Pattern != "" {
-				return r.Pattern
-			}
-			return r.URL.Path
-		}
+		cfg.Endpoint = RoutePath
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -97,4 +92,19 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 			WriteError(w, status, field, err.Error())
 		})
 	}, nil
+}
+
+// RoutePath is the default endpoint name: the path of the ServeMux pattern
+// that matched the request, without its method ("GET /items/{id}" gives
+// "/items/{id}"), else the request's URL path. Wrap handlers with the
+// middleware after registering them on a ServeMux so that the pattern is
+// known.
+func RoutePath(r *http.Request) string {
+	if r.Pattern == "" {
+		return r.URL.Path
+	}
+	if i := strings.IndexByte(r.Pattern, ' '); i >= 0 {
+		return strings.TrimLeft(r.Pattern[i+1:], " \t")
+	}
+	return r.Pattern
 }

@@ -12,7 +12,7 @@ import (
 func TestMiddleware(t *testing.T) {
 	plans := region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 4}}
 	cfg := region.DefaultConfig()
-	cfg.Costs = region.StaticCosts{"GET /search": 2}
+	cfg.Costs = region.StaticCosts{"/search": 2}
 	lim, err := region.New(region.NewMemoryStore(nil), plans, cfg)
 	if err != nil {
 		t.Fatal(err)
