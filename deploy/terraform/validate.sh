@@ -25,7 +25,7 @@ repo=$(cd "$here/../.." && pwd)
 TERRAFORM=${TERRAFORM:-/usr/local/bin/terraform}
 PROVIDER_MODULE=github.com/hashicorp/terraform-provider-kubernetes
 PROVIDER_VERSION=1.13.4
-cache_dir=${QUOTA_CACHE_DIR:-$HOME/.cache/quota}
+cache_dir=${QUOTA_CACHE_DIR:-${HOME:?set HOME or QUOTA_CACHE_DIR}/.cache/quota}
 mirror=$cache_dir/terraform-plugins
 
 failures=()
@@ -59,28 +59,34 @@ plugin=$plugin_dir/terraform-provider-kubernetes_v$PROVIDER_VERSION
 # longer served by the module proxy; only its go.mod is needed (no package of it is built),
 # and github.com/fvbommel/util is the same repository at the same commit.
 build_provider() {
-	local work src
-	work=$(mktemp -d)
-	# shellcheck disable=SC2064
-	trap "chmod -R u+w '$work' 2>/dev/null; rm -rf '$work'" RETURN
-	src=$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "$PROVIDER_MODULE@v$PROVIDER_VERSION" |
+	local tmp rc=0
+	tmp=$(mktemp -d)
+	build_provider_in "$tmp" || rc=$?
+	chmod -R u+w "$tmp" 2>/dev/null
+	rm -rf "$tmp"
+	return "$rc"
+}
+
+build_provider_in() {
+	local tmp=$1 src
+	src=$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "$PROVIDER_MODULE@v$PROVIDER_VERSION" |
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	[[ -n $src && -d $src ]] || {
 		echo "could not download $PROVIDER_MODULE@v$PROVIDER_VERSION" >&2
 		return 1
 	}
-	cp -R "$src" "$work/src"
-	chmod -R u+w "$work/src"
-	rm -rf "$work/src/vendor" # the module zip holds only vendor/modules.txt
+	cp -R "$src" "$tmp/src"
+	chmod -R u+w "$tmp/src"
+	rm -rf "$tmp/src/vendor" # the module zip holds only vendor/modules.txt
 	(
-		cd "$work/src"
-		go mod edit -replace vbom.ml/util=github.com/fvbommel/util@v0.0.0-20160121211510-db5cfe13f5cc
-		GOFLAGS='-mod=mod -buildvcs=false' GONOSUMDB=github.com/fvbommel/util CGO_ENABLED=0 \
-			go build -trimpath -o "$work/provider" .
+		cd "$tmp/src" &&
+			go mod edit -replace vbom.ml/util=github.com/fvbommel/util@v0.0.0-20160121211510-db5cfe13f5cc &&
+			GOFLAGS='-mod=mod -buildvcs=false' GONOSUMDB=github.com/fvbommel/util CGO_ENABLED=0 \
+				go build -trimpath -o "$tmp/provider" .
 	) || return 1
 	mkdir -p "$plugin_dir"
-	mv "$work/provider" "$plugin.tmp"
-	mv "$plugin.tmp" "$plugin"
+	mv "$tmp/provider" "$plugin.tmp.$$"
+	mv "$plugin.tmp.$$" "$plugin"
 }
 
 step "kubernetes provider v$PROVIDER_VERSION"
