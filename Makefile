@@ -22,8 +22,17 @@ test: ## vet and run every test against real Redis, NATS and Postgres
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 .PHONY: bench
-bench: ## run the Go benchmarks (hot path, store calls, state size, slow path)
+bench: ## run the Go benchmarks: hot path, store calls, state size, slow path, ledger ingestion
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./region/...
+	$(GO) test -run '^$$' -bench Ingest -benchtime 200000x ./ledger/reconcile/
+
+.PHONY: migrate
+migrate: ## apply the ledger migrations to QUOTA_POSTGRES
+	$(GO) run ./cmd/reconciler migrate
+
+.PHONY: tf-validate
+tf-validate: ## validate the Terraform deploy offline (fmt, validate, terraform test with mocks)
+	bash deploy/terraform/validate.sh
 
 .PHONY: lint
 lint: ## gofmt and go vet
