@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/fx"
@@ -24,6 +25,11 @@ import (
 // inputs of the limiter config: a module that provides a region.UsageSink,
 // region.ShareSource or region.ProcessCounter is picked up without other
 // changes, e.g. fx.Provide(fx.Annotate(newReporter, fx.As(new(region.UsageSink)))).
+// The graph provides *nats.Conn and jetstream.JetStream (connected, or
+// reconnecting in the background) for such constructors, Options for their
+// flags, *slog.Logger and *prometheus.Registry; a gossip module may also
+// provide an http.Handler named "debug_shares" for /debug/shares. Pass the
+// modules as extra.
 func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 	return fx.Options(
 		fx.Supply(o),
@@ -32,6 +38,8 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 			newRegistry,
 			newStore,
 			newNATSLink,
+			provideNATSConn,
+			provideJetStream,
 			newCatalog,
 			newObserver,
 			newLimiterConfig,
@@ -75,7 +83,7 @@ func newObserver(reg *prometheus.Registry) (*limitmetrics.Observer, error) {
 
 // newCatalog loads the last known good catalogue from <data-dir> and
 // watches the bucket once NATS is connected.
-func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, log *slog.Logger) (*catalog.Catalog, error) {
+func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, js jetstream.JetStream, log *slog.Logger) (*catalog.Catalog, error) {
 	cfg := catalog.DefaultConfig()
 	cfg.CachePath = filepath.Join(o.DataDir, "catalog.json")
 	cfg.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
@@ -87,14 +95,14 @@ func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, log *slog.Logger) (*
 	link.OnReconnect(cat.Resync)
 	lc.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error {
-			if err := cat.Start(link.JetStream()); err != nil {
+			if err := cat.Start(js); err != nil {
 				return err
 			}
 			// Serve with a fresh catalogue when NATS answers quickly; never
 			// fail the start over it (the cached copy, or the built-in
 			// default, serves until the watch catches up).
 			wait := 3 * time.Second
-			if !link.Conn().IsConnected() {
+			if !link.nc.IsConnected() {
 				wait = 100 * time.Millisecond
 			}
 			wctx, cancel := context.WithTimeout(ctx, wait)

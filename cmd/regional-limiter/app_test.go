@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/region"
 )
 
 const adminToken = "test-token"
@@ -42,10 +44,10 @@ type daemon struct {
 	base string
 }
 
-func startDaemon(t *testing.T, o Options) *daemon {
+func startDaemon(t *testing.T, o Options, extra ...fx.Option) *daemon {
 	t.Helper()
 	d := &daemon{}
-	d.app = fx.New(appOptions(o, testLogWriter{t}), fx.Populate(&d.srv, &d.cat), fx.NopLogger)
+	d.app = fx.New(appOptions(o, testLogWriter{t}, extra...), fx.Populate(&d.srv, &d.cat), fx.NopLogger)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := d.app.Start(ctx); err != nil {
@@ -278,5 +280,36 @@ func TestEmbeddedDefaults(t *testing.T) {
 	}
 	if r := d.mustCall(t, "GET", "/v1/costs/search?history=1", "", false, 200); !bytes.Contains([]byte(r.raw), []byte(`"actor":"admin"`)) {
 		t.Fatalf("history: %s", r.raw)
+	}
+}
+
+// recordingSink is a region.UsageSink that keeps what it is given.
+type recordingSink struct {
+	mu    sync.Mutex
+	spent map[string]int64
+}
+
+func (s *recordingSink) Record(batch []region.Usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range batch {
+		s.spent[u.Key] += u.Spent
+	}
+}
+
+// An optional usage sink is wired into the limiter, and a graceful stop
+// hands it every decision's usage.
+func TestShutdownFlushesUsage(t *testing.T) {
+	sink := &recordingSink{spent: map[string]int64{}}
+	d := startDaemon(t, testOptions(t, "", "", t.TempDir()),
+		fx.Supply(fx.Annotate(sink, fx.As(new(region.UsageSink)))))
+	for range 7 {
+		d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_flush","cost":2}`, false, 200)
+	}
+	d.stop(t)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if got := sink.spent["acct_flush"]; got != 14 {
+		t.Fatalf("usage handed over at stop: spent %d, want 14", got)
 	}
 }

@@ -31,6 +31,10 @@ type natsLink struct {
 	js jetstream.JetStream
 }
 
+// newNATSLink starts the embedded server when --nats is empty and connects.
+// Connecting never blocks on an unreachable server (the connection keeps
+// retrying in the background), so the connection is ready to hand to other
+// constructors (the ledger reporter, the gossip node) at once.
 func newNATSLink(lc fx.Lifecycle, o Options, log *slog.Logger) (*natsLink, error) {
 	l := &natsLink{o: o, log: log.With("component", "nats")}
 	if o.NATS == "" {
@@ -42,9 +46,16 @@ func newNATSLink(lc fx.Lifecycle, o Options, log *slog.Logger) (*natsLink, error
 		}
 		l.embedded = srv
 	}
-	lc.Append(fx.Hook{OnStart: l.start, OnStop: l.stop})
+	if err := l.connect(); err != nil {
+		return nil, err
+	}
+	lc.Append(fx.Hook{OnStop: l.stop})
 	return l, nil
 }
+
+func provideNATSConn(l *natsLink) *nats.Conn { return l.nc }
+
+func provideJetStream(l *natsLink) jetstream.JetStream { return l.js }
 
 // OnReconnect registers f to run after every reconnection.
 func (l *natsLink) OnReconnect(f func()) {
@@ -53,13 +64,7 @@ func (l *natsLink) OnReconnect(f func()) {
 	l.mu.Unlock()
 }
 
-// JetStream is valid after start.
-func (l *natsLink) JetStream() jetstream.JetStream { return l.js }
-
-// Conn is valid after start.
-func (l *natsLink) Conn() *nats.Conn { return l.nc }
-
-func (l *natsLink) start(context.Context) error {
+func (l *natsLink) connect() error {
 	opts := []nats.Option{
 		nats.Name("regional-limiter " + l.o.Region + " " + l.o.ProcessID),
 		nats.RetryOnFailedConnect(true),
