@@ -5,9 +5,10 @@
 //
 // Each phase runs for -duration, closed-loop (as fast as -concurrency
 // workers go) unless -rate sets a target in decisions per second, in which
-// case requests are sent on a fixed schedule and latency counts from the
-// scheduled send time, so queueing is not hidden. -half adds, after each
-// full-speed phase, a phase at half the rate it reached.
+// case each worker sends on a fixed schedule (open loop) and the achieved
+// rate is reported next to the latency. -half adds, after each full-speed
+// phase, a paced phase at half the rate it reached. Latency is per request,
+// from send to the end of the answer.
 //
 //	go run ./cmd/loadtest -url http://127.0.0.1:8080 -duration 5s -half
 package main
@@ -41,6 +42,7 @@ type config struct {
 	adminToken  string
 	planRate    float64
 	planCap     float64
+	wait        time.Duration
 }
 
 func main() {
@@ -56,6 +58,7 @@ func main() {
 	flag.StringVar(&c.adminToken, "admin-token", "", "when set, first PUT the `default` plan to -plan-rate/-plan-capacity so that most checks are allowed")
 	flag.Float64Var(&c.planRate, "plan-rate", 1e6, "rate of the default plan set with -admin-token")
 	flag.Float64Var(&c.planCap, "plan-capacity", 1e6, "capacity of the default plan set with -admin-token")
+	flag.DurationVar(&c.wait, "wait", 10*time.Second, "wait this long for the daemon's /readyz before starting")
 	flag.Parse()
 	if err := run(c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -76,6 +79,9 @@ func run(c config, out io.Writer) error {
 			DisableCompression:  true,
 			IdleConnTimeout:     time.Minute,
 		},
+	}
+	if err := waitReady(client, c.url, c.wait); err != nil {
+		return err
 	}
 	if c.adminToken != "" {
 		body := fmt.Sprintf(`{"rate":%g,"capacity":%g}`, c.planRate, c.planCap)
@@ -188,19 +194,18 @@ func phase(client *http.Client, c config, batch int, rate float64) *result {
 			for ctx.Err() == nil {
 				sent := time.Now()
 				if interval > 0 {
+					// Paced: wait for this worker's next slot (pacing the
+					// load, not synchronisation). Latency counts from the
+					// actual send; a worker that falls behind its schedule
+					// shows up as an achieved rate below the target.
 					if d := time.Until(next); d > 0 {
-						// Ahead of schedule: wait (pacing the load, not
-						// synchronisation) and time from the actual send,
-						// so the client's timer overshoot is not counted.
 						time.Sleep(d)
-						sent = time.Now()
-					} else {
-						// Behind schedule: the delay is queueing behind
-						// slow answers, so it counts (no coordinated
-						// omission).
-						sent = next
 					}
 					next = next.Add(interval)
+					if late := time.Since(next); late > time.Second {
+						next = time.Now() // do not burst to catch up after a stall
+					}
+					sent = time.Now()
 				}
 				if ctx.Err() != nil {
 					break
@@ -276,4 +281,24 @@ func send(client *http.Client, url string, body []byte) (int64, error) {
 		return 0, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(b))
 	}
 	return int64(bytes.Count(b, allowedTrue)), nil
+}
+
+// waitReady polls url/readyz until it answers 200 or timeout passes.
+func waitReady(client *http.Client, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := client.Get(url + "/readyz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("daemon at %s not ready within %v: %w", url, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a process we do not own, with a deadline
+	}
 }
