@@ -65,6 +65,10 @@ func (c *Catalog) bind(ctx context.Context, js jetstream.JetStream) (jetstream.K
 	return kv, nil
 }
 
+// cacheDelay is how long a change waits before the cache file is written,
+// so that a burst of changes costs one write.
+const cacheDelay = 200 * time.Millisecond
+
 // watch reads the whole bucket into a fresh state, swaps it in, and then
 // applies changes as they are pushed, until the watch fails or ctx ends.
 func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
@@ -79,6 +83,18 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 	}
 	defer w.Stop()
 
+	// The cache file is written cacheDelay after a change, and on the way
+	// out if a write is pending.
+	save := time.NewTimer(time.Hour)
+	save.Stop()
+	pending := false
+	defer func() {
+		save.Stop()
+		if pending {
+			c.saveCache()
+		}
+	}()
+
 	fresh := newState()
 	var freshVersion uint64
 	initial := true
@@ -89,6 +105,9 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 			return ctx.Err()
 		case <-c.resync:
 			return errResync
+		case <-save.C:
+			pending = false
+			c.saveCache()
 		case kve, ok := <-w.Updates():
 			if !ok {
 				return fmt.Errorf("catalog: watch of bucket %q closed", c.cfg.Bucket)
@@ -98,7 +117,7 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 				initial = false
 				c.swap(fresh, freshVersion)
 				fresh = nil
-				dirty = false
+				dirty = true
 			case initial:
 				freshVersion = max(freshVersion, kve.Revision())
 				c.applyTo(fresh, kve)
@@ -107,9 +126,13 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 				dirty = true
 			}
 			if dirty && len(w.Updates()) == 0 {
-				// A burst of changes is in: persist and notify once.
+				// A burst of changes is in: notify once, save soon.
 				dirty = false
-				c.changed()
+				c.notify()
+				if !pending {
+					pending = true
+					save.Reset(cacheDelay)
+				}
 			}
 		}
 	}
@@ -154,19 +177,23 @@ func (c *Catalog) swap(st *state, version uint64) {
 	n := len(st.plans) + len(st.keys) + len(st.costs)
 	c.mu.Unlock()
 	c.log.Info("catalogue read from bucket", "bucket", c.cfg.Bucket, "version", version, "entries", n)
-	c.changed()
 }
 
-// changed persists the live state and tells the OnChange subscribers.
-func (c *Catalog) changed() {
-	if c.cfg.CachePath != "" {
-		c.mu.RLock()
-		cf := &cacheFile{Version: c.version, SavedAt: time.Now().UTC(), Entries: c.st.entries()}
-		c.mu.RUnlock()
-		if err := saveCache(c.cfg.CachePath, cf); err != nil {
-			c.log.Error("cannot save last known good catalogue", "err", err)
-		}
+// saveCache writes the live state to the cache file, if there is one.
+func (c *Catalog) saveCache() {
+	if c.cfg.CachePath == "" {
+		return
 	}
+	c.mu.RLock()
+	cf := &cacheFile{Version: c.version, SavedAt: time.Now().UTC(), Entries: c.st.entries()}
+	c.mu.RUnlock()
+	if err := saveCache(c.cfg.CachePath, cf); err != nil {
+		c.log.Error("cannot save last known good catalogue", "err", err)
+	}
+}
+
+// notify tells the OnChange subscribers.
+func (c *Catalog) notify() {
 	c.subsMu.Lock()
 	subs := append([]func(){}, c.subs...)
 	c.subsMu.Unlock()
