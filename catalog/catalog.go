@@ -117,8 +117,9 @@ func (c *Catalog) Stop() {
 	<-c.done
 }
 
-// Resync makes the watch re-read the whole bucket, e.g. after the NATS
-// connection came back. It does not block.
+// Resync makes the watch re-read the whole bucket. The watch already does
+// so within 100ms of the connection reconnecting; call Resync to force it.
+// It does not block.
 func (c *Catalog) Resync() {
 	select {
 	case c.resync <- struct{}{}:

@@ -194,7 +194,6 @@ func TestReconnect(t *testing.T) {
 			return err
 		})
 	}
-	b.Resync()
 	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if _, ok := b.PlanEntry("p2"); !ok {
 			return errors.New("p2 not on b")

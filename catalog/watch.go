@@ -69,6 +69,10 @@ func (c *Catalog) bind(ctx context.Context, js jetstream.JetStream) (jetstream.K
 // so that a burst of changes costs one write.
 const cacheDelay = 200 * time.Millisecond
 
+// reconnectCheck is how often the watch looks at the connection's
+// reconnect counter (a local read, no I/O).
+const reconnectCheck = 100 * time.Millisecond
+
 // watch reads the whole bucket into a fresh state, swaps it in, and then
 // applies changes as they are pushed, until the watch fails or ctx ends.
 func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
@@ -95,6 +99,14 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 		}
 	}()
 
+	// After a reconnection the watch's consumer may be gone with the old
+	// server; its heartbeats notice only after seconds. The connection's
+	// reconnect counter, checked locally, notices at once.
+	nc := js.Conn()
+	reconnects := nc.Stats().Reconnects
+	check := time.NewTicker(reconnectCheck)
+	defer check.Stop()
+
 	fresh := newState()
 	var freshVersion uint64
 	initial := true
@@ -105,6 +117,10 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 			return ctx.Err()
 		case <-c.resync:
 			return errResync
+		case <-check.C:
+			if nc.Stats().Reconnects != reconnects {
+				return errResync
+			}
 		case <-save.C:
 			pending = false
 			c.saveCache()
