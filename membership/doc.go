@@ -1,0 +1,15 @@
+// Package membership tracks the live limiter processes of one region with
+// hashicorp/memberlist (SWIM gossip over UDP and TCP). A Membership's
+// Processes count implements region.ProcessCounter, which divides lease
+// caps and degraded floors among the region's processes.
+//
+// Every process of a region starts a Membership bound to its own address
+// (flag --memberlist-bind) and joins any live member (flag
+// --memberlist-join). Processes are counted while alive: a clean Stop
+// leaves at once; a killed process is counted until memberlist declares it
+// dead (a few seconds with the local profile).
+//
+// Concurrency: all methods are safe for concurrent use. OnChange is called
+// from memberlist's goroutines, with memberlist's node lock held: it must
+// not block (Processes may be called from it).
+package membership
