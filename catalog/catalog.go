@@ -35,6 +35,7 @@ type Catalog struct {
 	subsMu sync.Mutex
 	subs   []func() // guarded by subsMu
 
+	js     jetstream.JetStream                // set by Start
 	kv     atomic.Pointer[jetstream.KeyValue] // the bucket, once bound
 	resync chan struct{}                      // size 1: one pending resync request is enough
 
@@ -103,7 +104,7 @@ func (c *Catalog) Start(js jetstream.JetStream) error {
 		return fmt.Errorf("catalog: Start called twice")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel, c.done = cancel, make(chan struct{})
+	c.js, c.cancel, c.done = js, cancel, make(chan struct{})
 	go c.run(ctx, js)
 	return nil
 }

@@ -47,9 +47,9 @@ func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
 	if err := e.validate(); err != nil {
 		return 0, err
 	}
-	kvp := c.kv.Load()
-	if kvp == nil {
-		return 0, fmt.Errorf("%w: not connected to the bucket %q yet", ErrUnavailable, c.cfg.Bucket)
+	kvp, err := c.bucket()
+	if err != nil {
+		return 0, err
 	}
 	value, err := json.Marshal(e)
 	if err != nil {
@@ -68,6 +68,19 @@ func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
 		c.log.Warn("catalogue write not yet applied locally", "revision", rev, "err", err)
 	}
 	return rev, nil
+}
+
+// bucket returns the bound bucket, failing fast while NATS is unreachable
+// rather than waiting out a timeout.
+func (c *Catalog) bucket() (*jetstream.KeyValue, error) {
+	kvp := c.kv.Load()
+	if kvp == nil {
+		return nil, fmt.Errorf("%w: not connected to the bucket %q yet", ErrUnavailable, c.cfg.Bucket)
+	}
+	if nc := c.js.Conn(); nc != nil && !nc.IsConnected() {
+		return nil, fmt.Errorf("%w: not connected to NATS (%s)", ErrUnavailable, nc.Status())
+	}
+	return kvp, nil
 }
 
 // WaitVersion waits until the catalogue version is at least v or ctx ends.
@@ -108,9 +121,9 @@ func (c *Catalog) WaitSynced(ctx context.Context) error {
 // says what was written, by whom and when, or that it was deleted. It
 // wraps ErrNotFound when the bucket has no such entry.
 func (c *Catalog) History(ctx context.Context, kind Kind, name string) ([]Entry, error) {
-	kvp := c.kv.Load()
-	if kvp == nil {
-		return nil, fmt.Errorf("%w: not connected to the bucket %q yet", ErrUnavailable, c.cfg.Bucket)
+	kvp, err := c.bucket()
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
