@@ -1,7 +1,10 @@
 package multiregion
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 )
 
@@ -30,11 +33,27 @@ type sharesDoc struct {
 	Keys    map[string]map[string]float64 `json:"keys"`
 }
 
+// errGossipOff: the daemon answers /debug/shares with 501, gossip is not
+// wired into its build, and every key's share is 1 in every region.
+var errGossipOff = errors.New("gossip is not wired into the daemon (/debug/shares answers 501): every region holds share 1")
+
 // sharesOf fetches node n's view of every region's share of key.
 func (c *Cluster) sharesOf(n *Node, key string) (map[string]float64, error) {
 	var d sharesDoc
-	if err := getJSONWith(c.client, n.URL()+"/debug/shares?key="+url.QueryEscape(key), &d); err != nil {
+	resp, err := c.client.Get(n.URL() + "/debug/shares?key=" + url.QueryEscape(key))
+	if err != nil {
 		return nil, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotImplemented:
+		return nil, errGossipOff
+	default:
+		return nil, fmt.Errorf("%s: GET /debug/shares: %s", n.Name(), resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		return nil, fmt.Errorf("%s: /debug/shares: %w", n.Name(), err)
 	}
 	if m, ok := d.Keys[key]; ok && len(m) > 0 {
 		return m, nil
@@ -45,9 +64,13 @@ func (c *Cluster) sharesOf(n *Node, key string) (map[string]float64, error) {
 	return nil, fmt.Errorf("%s: /debug/shares has neither key %s nor defaults", n.Name(), key)
 }
 
-// NodeShare is node n's own region's share of key, as n sees it.
+// NodeShare is node n's own region's share of key, as n sees it (1 when
+// gossip is not wired).
 func (c *Cluster) NodeShare(n *Node, key string) (float64, error) {
 	m, err := c.sharesOf(n, key)
+	if errors.Is(err, errGossipOff) {
+		return 1, nil
+	}
 	if err != nil {
 		return 0, err
 	}

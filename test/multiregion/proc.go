@@ -132,3 +132,9 @@ func (p *proc) tail(n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// execOutput runs a short command and returns its combined output.
+func execOutput(name string, args ...string) (string, error) {
+	b, err := exec.Command(name, args...).CombinedOutput()
+	return string(b), err
+}

@@ -41,6 +41,7 @@ type Record struct {
 	mu        sync.Mutex
 	cells     map[CellKey]*Cell           // guarded by mu
 	byProcess map[string]map[string]int64 // process → key → allowed cost; guarded by mu
+	degByProc map[string]map[string]int64 // process → key → degraded cost; guarded by mu
 	latencies []time.Duration             // per HTTP call; guarded by mu
 	perCheck  []time.Duration             // per call divided by its checks; guarded by mu
 	failures  []Failure                   // guarded by mu
@@ -64,6 +65,7 @@ func newRecord(regions []string) *Record {
 		regions:   append([]string(nil), regions...),
 		cells:     make(map[CellKey]*Cell),
 		byProcess: make(map[string]map[string]int64),
+		degByProc: make(map[string]map[string]int64),
 		marks:     make(map[string]time.Duration),
 		samples:   make(map[string][]ShareSample),
 	}
@@ -86,6 +88,7 @@ func (r *Record) decision(ch check, region, process string, allowed, degraded bo
 	c.Allowed += ch.cost
 	if degraded {
 		c.Degraded += ch.cost
+		addTo(r.degByProc, process, ch.key, ch.cost)
 	}
 	m := r.byProcess[process]
 	if m == nil {
@@ -196,12 +199,32 @@ func (r *Record) Keys() []string {
 	return out
 }
 
+func addTo(m map[string]map[string]int64, process, key string, v int64) {
+	pm := m[process]
+	if pm == nil {
+		pm = make(map[string]int64)
+		m[process] = pm
+	}
+	pm[key] += v
+}
+
 // AllowedByProcess returns process → key → allowed cost.
 func (r *Record) AllowedByProcess() map[string]map[string]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]map[string]int64, len(r.byProcess))
-	for p, m := range r.byProcess {
+	return copyNested(r.byProcess)
+}
+
+// DegradedByProcess returns process → key → cost allowed in degraded mode.
+func (r *Record) DegradedByProcess() map[string]map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return copyNested(r.degByProc)
+}
+
+func copyNested(in map[string]map[string]int64) map[string]map[string]int64 {
+	out := make(map[string]map[string]int64, len(in))
+	for p, m := range in {
 		cp := make(map[string]int64, len(m))
 		for k, v := range m {
 			cp[k] = v

@@ -63,6 +63,11 @@ type Traffic struct {
 	Workers int
 	// Seed makes endpoint choice reproducible. Default 1.
 	Seed uint64
+	// WatchShares are keys whose region shares are sampled (from each
+	// region's first serving node) every ShareEvery during the run.
+	WatchShares []string
+	// ShareEvery is the share sampling interval. Default 500ms.
+	ShareEvery time.Duration
 }
 
 // ZipfKeys returns n keys named prefix-0… whose demand follows Zipf's law
@@ -126,6 +131,9 @@ func NewGenerator(c *Cluster, tr Traffic) (*Generator, error) {
 	if tr.Seed == 0 {
 		tr.Seed = 1
 	}
+	if tr.ShareEvery <= 0 {
+		tr.ShareEvery = 500 * time.Millisecond
+	}
 	if tr.Duration <= 0 {
 		return nil, fmt.Errorf("multiregion: traffic Duration: must be positive")
 	}
@@ -179,6 +187,13 @@ func (g *Generator) Start() {
 			}(w)
 		}
 	}
+	if len(g.tr.WatchShares) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.sampleShares(ctx)
+		}()
+	}
 	go func() {
 		defer close(g.done)
 		g.pace(ctx, jobs)
@@ -224,6 +239,37 @@ func (g *Generator) At(d time.Duration) {
 // Mark records a named instant of the run (a fault's start or end) for the
 // report.
 func (g *Generator) Mark(name string) { g.rec.mark(name, g.Elapsed()) }
+
+// sampleShares records each watched key's shares until ctx ends.
+func (g *Generator) sampleShares(ctx context.Context) {
+	tick := time.NewTicker(g.tr.ShareEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			at := g.Elapsed()
+			for _, key := range g.tr.WatchShares {
+				sh := map[string]float64{}
+				for _, r := range g.c.order {
+					for _, n := range g.c.regions[r].Nodes() {
+						if !n.serving() {
+							continue
+						}
+						if v, err := g.c.NodeShare(n, key); err == nil {
+							sh[r] = v
+						}
+						break
+					}
+				}
+				if len(sh) > 0 {
+					g.rec.sample(key, at, sh)
+				}
+			}
+		}
+	}
+}
 
 // pace accrues demand every tick and hands out batches.
 func (g *Generator) pace(ctx context.Context, jobs map[string]chan batchJob) {
