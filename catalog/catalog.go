@@ -33,7 +33,8 @@ type Catalog struct {
 	applied   chan struct{} // guarded by mu; closed and replaced after every apply
 
 	subsMu sync.Mutex
-	subs   []func() // guarded by subsMu
+	subs   []func()      // guarded by subsMu
+	invs   []Invalidator // guarded by subsMu
 
 	js     jetstream.JetStream                // set by Start
 	kv     atomic.Pointer[jetstream.KeyValue] // the bucket, once bound
@@ -83,12 +84,30 @@ func New(cfg Config) (*Catalog, error) {
 	return c, nil
 }
 
-// OnChange registers f to be called after every applied change (and after
-// the first read of the bucket), from the watch goroutine. The daemon
-// registers Limiter.InvalidateAll. Register before Start.
+// OnChange registers f to be called after every applied burst of changes
+// (and after every full read of the bucket), from the watch goroutine.
+// Register before Start.
 func (c *Catalog) OnChange(f func()) {
 	c.subsMu.Lock()
 	c.subs = append(c.subs, f)
+	c.subsMu.Unlock()
+}
+
+// Invalidator is told which keys' cached plans a change made stale.
+// *region.Limiter is one.
+type Invalidator interface {
+	Invalidate(key string)
+	InvalidateAll()
+}
+
+// Invalidate registers inv to be told, after every applied burst of
+// changes, what went stale: InvalidateAll when a plan changed or the bucket
+// was re-read, Invalidate(key) for each key whose assignment changed, and
+// nothing for endpoint weights. The daemon registers its Limiter. Register
+// before Start.
+func (c *Catalog) Invalidate(inv Invalidator) {
+	c.subsMu.Lock()
+	c.invs = append(c.invs, inv)
 	c.subsMu.Unlock()
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,4 +202,63 @@ func TestReconnect(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// invRecorder records what a catalogue says went stale.
+type invRecorder struct {
+	mu   sync.Mutex
+	all  int
+	keys []string
+}
+
+func (r *invRecorder) Invalidate(key string) { r.mu.Lock(); r.keys = append(r.keys, key); r.mu.Unlock() }
+func (r *invRecorder) InvalidateAll()        { r.mu.Lock(); r.all++; r.mu.Unlock() }
+func (r *invRecorder) get() (int, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.all, append([]string(nil), r.keys...)
+}
+
+// An assignment invalidates its key, a plan every key, a weight none.
+func TestInvalidate(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	cfg := catalog.DefaultConfig()
+	c, err := catalog.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &invRecorder{}
+	c.Invalidate(rec)
+	if err := c.Start(connect(t, ns.URL)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	waitSynced(t, c)
+	ctx := context.Background()
+	wait := func(wantAll int, wantKeys ...string) {
+		t.Helper()
+		testserver.WaitFor(t, 2*time.Second, time.Millisecond, func() error {
+			all, keys := rec.get()
+			if all != wantAll || !slices.Equal(keys, wantKeys) {
+				return fmt.Errorf("all %d keys %v, want %d %v", all, keys, wantAll, wantKeys)
+			}
+			return nil
+		})
+	}
+	wait(1) // the first read of the bucket
+	if _, err := c.PutPlan(ctx, "admin", "pro", region.Plan{Rate: 1, Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wait(2)
+	if _, err := c.Assign(ctx, "admin", "k1", "pro"); err != nil {
+		t.Fatal(err)
+	}
+	wait(2, "k1")
+	if _, err := c.PutCost(ctx, "admin", "search", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Assign(ctx, "admin", "k2", "pro"); err != nil {
+		t.Fatal(err)
+	}
+	wait(2, "k1", "k2")
 }

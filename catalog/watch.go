@@ -111,6 +111,7 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 	var freshVersion uint64
 	initial := true
 	dirty := false
+	var cs changeSet
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,18 +134,19 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 				initial = false
 				c.swap(fresh, freshVersion)
 				fresh = nil
-				dirty = true
+				dirty, cs.all = true, true
 			case initial:
 				freshVersion = max(freshVersion, kve.Revision())
 				c.applyTo(fresh, kve)
 			default:
-				c.apply(kve)
+				cs.add(c.apply(kve))
 				dirty = true
 			}
 			if dirty && len(w.Updates()) == 0 {
 				// A burst of changes is in: notify once, save soon.
 				dirty = false
-				c.notify()
+				c.notify(cs)
+				cs = changeSet{}
 				if !pending {
 					pending = true
 					save.Reset(cacheDelay)
@@ -172,14 +174,16 @@ func (c *Catalog) applyTo(st *state, kve jetstream.KeyValueEntry) {
 }
 
 // apply applies one pushed change to the live state.
-func (c *Catalog) apply(kve jetstream.KeyValueEntry) {
+func (c *Catalog) apply(kve jetstream.KeyValueEntry) (Kind, string) {
+	kind, name, _ := parseKVKey(kve.Key())
 	c.mu.Lock()
 	c.applyTo(c.st, kve)
 	c.version = max(c.version, kve.Revision())
 	close(c.applied)
 	c.applied = make(chan struct{})
 	c.mu.Unlock()
-	c.log.Info("catalogue change applied", "key", kve.Key(), "op", kve.Operation().String(), "revision", kve.Revision())
+	c.log.Info("catalogue change applied", "kind", kind, "name", name, "op", kve.Operation().String(), "revision", kve.Revision())
+	return kind, name
 }
 
 // swap replaces the live state with a full read of the bucket.
@@ -208,11 +212,48 @@ func (c *Catalog) saveCache() {
 	}
 }
 
-// notify tells the OnChange subscribers.
-func (c *Catalog) notify() {
+// maxChangedKeys bounds the keys a changeSet lists one by one; beyond it
+// every key is invalidated.
+const maxChangedKeys = 1024
+
+// changeSet is what a burst of changes made stale: every key (a plan
+// changed, or the bucket was re-read) or some keys (their assignments
+// changed). Endpoint weights make nothing stale: a cost is looked up per
+// decision.
+type changeSet struct {
+	all  bool
+	keys []string
+}
+
+func (cs *changeSet) add(kind Kind, name string) {
+	switch kind {
+	case KindPlan:
+		cs.all = true
+	case KindKey:
+		if !cs.all && len(cs.keys) < maxChangedKeys {
+			cs.keys = append(cs.keys, name)
+		} else {
+			cs.all = true
+		}
+	}
+}
+
+// notify tells the Invalidators what went stale and calls the OnChange
+// subscribers.
+func (c *Catalog) notify(cs changeSet) {
 	c.subsMu.Lock()
+	invs := append([]Invalidator{}, c.invs...)
 	subs := append([]func(){}, c.subs...)
 	c.subsMu.Unlock()
+	for _, inv := range invs {
+		if cs.all {
+			inv.InvalidateAll()
+			continue
+		}
+		for _, k := range cs.keys {
+			inv.Invalidate(k)
+		}
+	}
 	for _, f := range subs {
 		f()
 	}

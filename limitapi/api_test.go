@@ -358,3 +358,37 @@ func urlEscape(s string) string {
 	}
 	return b.String()
 }
+
+// A large batch is decided on several goroutines, but the checks of one key
+// keep their order.
+func TestBatchOrderPerKey(t *testing.T) {
+	h, _ := newAPI(t, true) // default plan: capacity 3
+	var sb strings.Builder
+	sb.WriteString(`{"checks":[`)
+	for i := range 200 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"key":"k%d"}`, i%20)
+	}
+	sb.WriteString(`]}`)
+	w := do(h, "POST", "/v1/allow/batch", sb.String())
+	var ans struct {
+		Results []struct {
+			Allowed   bool  `json:"allowed"`
+			Remaining int64 `json:"remaining"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil || len(ans.Results) != 200 {
+		t.Fatalf("%v: %d results", err, len(ans.Results))
+	}
+	for i, r := range ans.Results {
+		nth := i / 20 // how many earlier checks of this key
+		if want := nth < 3; r.Allowed != want {
+			t.Fatalf("check %d (key k%d, #%d of it): allowed %v, want %v", i, i%20, nth, r.Allowed, want)
+		}
+		if nth < 3 && r.Remaining != int64(2-nth) {
+			t.Fatalf("check %d: remaining %d, want %d", i, r.Remaining, 2-nth)
+		}
+	}
+}

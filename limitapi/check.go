@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/httplimit"
@@ -97,21 +98,74 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 			msg: "checks holds " + strconv.Itoa(len(br.Checks)) + " checks, at most " + strconv.Itoa(a.cfg.MaxBatch) + " allowed"}).write(w)
 		return
 	}
+	results := a.decideAll(r.Context(), br.Checks)
 	b := make([]byte, 0, 32+len(br.Checks)*150)
 	b = append(b, `{"results":[`...)
-	for i, c := range br.Checks {
+	for i, res := range results {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		d, e := a.decide(r.Context(), c, "checks["+strconv.Itoa(i)+"].")
-		if e != nil {
-			b = appendError(b, e)
+		if res.err != nil {
+			b = appendError(b, res.err)
 			continue
 		}
-		b = appendDecision(b, d)
+		b = appendDecision(b, res.d)
 	}
 	b = append(b, "]}\n"...)
 	writeRaw(w, http.StatusOK, b)
+}
+
+// checksPerWorker is how many checks of a batch one goroutine takes on;
+// maxBatchWorkers caps the goroutines of one batch.
+const (
+	checksPerWorker = 16
+	maxBatchWorkers = 8
+)
+
+type checkResult struct {
+	d   region.Decision
+	err *apiError
+}
+
+// decideAll decides a batch. Checks that miss their lease wait for a store
+// round trip, so a large batch is spread over a few goroutines to overlap
+// those waits. Checks of one key go to the same goroutine in batch order,
+// so they are decided in the order given.
+func (a *API) decideAll(ctx context.Context, checks []checkRequest) []checkResult {
+	out := make([]checkResult, len(checks))
+	workers := min(maxBatchWorkers, (len(checks)+checksPerWorker-1)/checksPerWorker)
+	if workers <= 1 {
+		for i, c := range checks {
+			out[i].d, out[i].err = a.decide(ctx, c, "checks["+strconv.Itoa(i)+"].")
+		}
+		return out
+	}
+	owner := make([]uint8, len(checks))
+	for i, c := range checks {
+		owner[i] = uint8(fnv32(c.Key) % uint32(workers))
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i, c := range checks {
+				if int(owner[i]) == w {
+					out[i].d, out[i].err = a.decide(ctx, c, "checks["+strconv.Itoa(i)+"].")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// fnv32 is FNV-1a, to spread keys over a batch's goroutines.
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
 }
 
 func appendError(b []byte, e *apiError) []byte {

@@ -153,7 +153,7 @@ func newLimiter(lc fx.Lifecycle, store region.Store, cat *catalog.Catalog, cfg r
 	if err != nil {
 		return nil, err
 	}
-	cat.OnChange(lim.InvalidateAll)
+	cat.Invalidate(lim)
 	if err := reg.Register(limitmetrics.NewCollector(lim, cat)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
