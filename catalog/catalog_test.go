@@ -211,8 +211,12 @@ type invRecorder struct {
 	keys []string
 }
 
-func (r *invRecorder) Invalidate(key string) { r.mu.Lock(); r.keys = append(r.keys, key); r.mu.Unlock() }
-func (r *invRecorder) InvalidateAll()        { r.mu.Lock(); r.all++; r.mu.Unlock() }
+func (r *invRecorder) Invalidate(key string) {
+	r.mu.Lock()
+	r.keys = append(r.keys, key)
+	r.mu.Unlock()
+}
+func (r *invRecorder) InvalidateAll() { r.mu.Lock(); r.all++; r.mu.Unlock() }
 func (r *invRecorder) get() (int, []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
