@@ -87,6 +87,14 @@ type Config struct {
 	OnChange    func(key string)
 	OnChangeAll func()
 
+	// Flush, when set, is called at the start of every tick, before the
+	// digest is built, so that the usage of the interval just ended is in it
+	// whatever the limiter's FlushInterval (pass region.Limiter.Flush).
+	// Without it, usage reaches the digest up to one FlushInterval late, and
+	// processes whose flushes fall on different sides of a tick publish a
+	// new key's demand a tick apart. Called from Run's goroutine.
+	Flush func()
+
 	// Clock is the time source; nil means the system clock.
 	Clock Clock
 	// Logger receives warnings (bad digests, publish errors); nil discards.

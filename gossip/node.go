@@ -115,6 +115,8 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		heard: make(map[string]time.Time),
 		gone:  make(map[string]bool),
 		own:   make(map[string]*keyState),
+		// Warming up: the first tick only listens.
+		frozen: true,
 	}
 	n.start = n.clock.Now()
 	n.table.Store(n.warmupTable())
@@ -305,6 +307,9 @@ func (n *Node) regionHasPeersLocked(r string) bool {
 func (n *Node) tick(now time.Time) {
 	e := n.epoch(now)
 	n.ticks++
+	if n.cfg.Flush != nil {
+		n.cfg.Flush()
+	}
 	n.compute(now, e)
 	d := n.digest(now, e)
 	n.store(d, now)
@@ -330,9 +335,11 @@ func (n *Node) digest(now time.Time, e uint64) *Digest {
 	secs := elapsed.Seconds()
 	h, hl := n.cfg.Hysteresis, n.cfg.HalfLife
 	var totD, totA float64
-	for key := range acc {
+	for key, p := range acc {
 		if n.own[key] == nil {
-			n.own[key] = &keyState{}
+			// A new key starts at its first sample, not at zero, so that its
+			// demand is right from the first digest in every process.
+			n.own[key] = &keyState{demand: float64(p.demand) / elapsed.Seconds(), admitted: float64(p.admitted) / elapsed.Seconds()}
 		}
 	}
 	keys := make([]KeyDemand, 0, len(n.own))

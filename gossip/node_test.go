@@ -257,7 +257,9 @@ func TestSkewConvergesFollowsAndFreezes(t *testing.T) {
 				t.Fatalf("%s's share moved during the partition: %v → %v", r, frozen[r], got)
 			}
 		}
-		if s := ownSum("k", all...); s > 1+1e-6 {
+		// The regions may have frozen one tick apart (a digest that crossed
+		// to some just as the link was cut): allow one tick's movement.
+		if s := ownSum("k", all...); s > 1+0.02 {
 			t.Fatalf("own shares sum to %v during the partition", s)
 		}
 		time.Sleep(testInterval / 2) // observing a steady state, not synchronising
@@ -269,7 +271,8 @@ func TestSkewConvergesFollowsAndFreezes(t *testing.T) {
 
 	// Healed: shares follow the new demand again.
 	c.Heal(t, "ap")
-	took = converge(t, "k", map[string]float64{"eu": 0.9 * 1000 / 1110, "us": 200.0 / 1110}, 0.03, 10*time.Second, all...)
+	// ap's 10 of 1110 is below its floor: it gets 0.05, eu and us split the rest.
+	took = converge(t, "k", map[string]float64{"eu": 0.95 * 900 / 1100, "us": 0.95 * 200 / 1100, "ap": 0.05}, 0.03, 10*time.Second, all...)
 	t.Logf("after healing, shares followed in %v", took)
 }
 

@@ -2,11 +2,10 @@ package testserver
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/url"
+	"regexp"
 	"sort"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,22 +14,27 @@ import (
 )
 
 // NATSCluster is one in-process NATS server per region, connected as a
-// super-cluster by gateways: each server is a one-node cluster named after
-// its region (with a route to itself, which JetStream's clustered mode
-// requires), and its GatewayOpts name every other region. Core subjects
+// super-cluster by gateways: each server is a one-server cluster named after
+// its region, and its GatewayOpts name every other region. Core subjects
 // (gossip) cross the gateways on interest as soon as WaitConnected returns.
 // JetStream is on, as one meta group across the super-cluster; a stream is
 // placed in the region (cluster) whose client created it. The meta leader
 // takes several seconds to be elected after start: retry JetStream calls
 // with WaitFor.
 //
-// Every gateway link runs through a small TCP proxy owned by the cluster, so
-// that a test can cut one region off (Cut) and heal it (Heal) while the
+// Every region's gateway listener sits behind a TCP proxy owned by the
+// cluster, which the server also advertises, so every gateway connection
+// into a region goes through it. The proxy reads the gateway name in the
+// connecting server's CONNECT, so that a test can cut one region off
+// (Cut: no gateway connection to or from it) and heal it (Heal) while the
 // region's own server keeps serving its local clients.
 type NATSCluster struct {
 	regions []string
 	servers map[string]*NATS
-	links   map[[2]string]*linkProxy // (from, to) → proxy in front of to's gateway port
+	proxies map[string]*gatewayProxy // by region: in front of its gateway port
+
+	mu  sync.Mutex
+	cut map[string]bool // regions cut off; guarded by mu
 }
 
 // StartNATSCluster starts one server per region (at least two), on random
@@ -43,50 +47,44 @@ func StartNATSCluster(t testing.TB, regions ...string) *NATSCluster {
 	c := &NATSCluster{
 		regions: append([]string(nil), regions...),
 		servers: make(map[string]*NATS, len(regions)),
-		links:   make(map[[2]string]*linkProxy),
+		proxies: make(map[string]*gatewayProxy, len(regions)),
+		cut:     map[string]bool{},
 	}
 	sort.Strings(c.regions)
-	gwPort := make(map[string]int, len(regions))
-	routePort := make(map[string]int, len(regions))
+	// Listeners get kernel-assigned ports and stay bound. The proxies learn
+	// their target (the server's real gateway address) once it has
+	// started; until then they refuse.
 	for _, r := range c.regions {
-		gwPort[r] = FreePort(t)
-		routePort[r] = FreePort(t)
+		c.proxies[r] = startGatewayProxy(t, r, c.isCut)
 	}
-	for _, from := range c.regions {
-		for _, to := range c.regions {
-			if from != to {
-				c.links[[2]string{from, to}] = startLinkProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(gwPort[to])))
-			}
-		}
-	}
-	// Each server advertises an address where nothing listens, so that the
-	// gateway URLs a server learns from INFO cannot bypass the link proxies;
-	// connections always go through the configured proxy URL.
-	dead := net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+	// JetStream's clustered mode insists on a configured route; it points
+	// at a black hole (a listener that closes every connection), so each
+	// region stays a one-server cluster.
+	hole := startGatewayProxy(t, "", func(string) bool { return true })
 	for _, r := range c.regions {
 		var remotes []*natsserver.RemoteGatewayOpts
 		for _, other := range c.regions {
-			if other == r {
-				continue
+			if other != r {
+				u := &url.URL{Scheme: "nats", Host: c.proxies[other].addr()}
+				remotes = append(remotes, &natsserver.RemoteGatewayOpts{Name: other, URLs: []*url.URL{u}})
 			}
-			u := &url.URL{Scheme: "nats", Host: c.links[[2]string{r, other}].addr()}
-			remotes = append(remotes, &natsserver.RemoteGatewayOpts{Name: other, URLs: []*url.URL{u}})
 		}
 		region := r
 		c.servers[r] = StartNATSWith(t, NATSOptions{Configure: func(o *natsserver.Options) {
 			o.ServerName = "nats-" + region
 			o.Cluster.Name = region
 			o.Cluster.Host = "127.0.0.1"
-			o.Cluster.Port = routePort[region]
-			o.Routes = []*url.URL{{Scheme: "nats", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(routePort[region]))}}
+			o.Cluster.Port = natsserver.RANDOM_PORT
+			o.Routes = []*url.URL{{Scheme: "nats", Host: hole.addr()}}
 			o.Gateway = natsserver.GatewayOpts{
 				Name:      region,
 				Host:      "127.0.0.1",
-				Port:      gwPort[region],
-				Advertise: dead,
+				Port:      natsserver.RANDOM_PORT,
+				Advertise: c.proxies[region].addr(),
 				Gateways:  remotes,
 			}
 		}})
+		c.proxies[r].setTarget(c.servers[r].Server.GatewayAddr().String())
 	}
 	c.WaitConnected(t, 20*time.Second)
 	return c
@@ -101,8 +99,14 @@ func (c *NATSCluster) Server(region string) *NATS { return c.servers[region] }
 // URL returns the client URL of the region's server.
 func (c *NATSCluster) URL(region string) string { return c.servers[region].URL }
 
-// WaitConnected waits until every pair of live regions whose link is not cut
-// has gateways connected in both directions.
+func (c *NATSCluster) isCut(region string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cut[region]
+}
+
+// WaitConnected waits until every pair of live regions, neither of them
+// cut, has gateways connected in both directions.
 func (c *NATSCluster) WaitConnected(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	WaitFor(t, timeout, 20*time.Millisecond, c.checkGateways)
@@ -111,7 +115,7 @@ func (c *NATSCluster) WaitConnected(t testing.TB, timeout time.Duration) {
 func (c *NATSCluster) checkGateways() error {
 	for _, r := range c.regions {
 		s := c.servers[r].Server
-		if s == nil {
+		if s == nil || c.isCut(r) {
 			continue
 		}
 		gz, err := s.Gatewayz(nil)
@@ -119,7 +123,7 @@ func (c *NATSCluster) checkGateways() error {
 			return err
 		}
 		for _, other := range c.regions {
-			if other == r || c.servers[other].Server == nil || c.links[[2]string{r, other}].isCut() || c.links[[2]string{other, r}].isCut() {
+			if other == r || c.servers[other].Server == nil || c.isCut(other) {
 				continue
 			}
 			if out, ok := gz.OutboundGateways[other]; !ok || out.Connection == nil {
@@ -133,18 +137,19 @@ func (c *NATSCluster) checkGateways() error {
 	return nil
 }
 
-// Cut severs every gateway link to and from region: open connections are
-// closed and new ones refused. The region's server keeps serving its own
-// clients, so the region's processes still hear each other, but no message
-// crosses to or from other regions until Heal.
+// Cut severs every gateway connection to and from region, and refuses new
+// ones until Heal. The region's server keeps serving its own clients, so the
+// region's processes still hear each other, but no message crosses to or
+// from other regions. Cut returns once no server has a gateway connection
+// to or from region.
 func (c *NATSCluster) Cut(t testing.TB, region string) {
 	t.Helper()
-	for k, p := range c.links {
-		if k[0] == region || k[1] == region {
-			p.cut()
-		}
+	c.mu.Lock()
+	c.cut[region] = true
+	c.mu.Unlock()
+	for _, p := range c.proxies {
+		p.closeMatching(region)
 	}
-	// Wait until the other servers have noticed.
 	WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		for _, r := range c.regions {
 			s := c.servers[r].Server
@@ -160,49 +165,66 @@ func (c *NATSCluster) Cut(t testing.TB, region string) {
 					return fmt.Errorf("gateway %s→%s still connected", r, name)
 				}
 			}
+			for name, in := range gz.InboundGateways {
+				if (r == region || name == region) && len(in) > 0 {
+					return fmt.Errorf("gateway %s←%s still connected", r, name)
+				}
+			}
 		}
 		return nil
 	})
 }
 
-// Heal lets region's gateway links connect again and waits until they have.
+// Heal lets region's gateways connect again and waits until they have.
 func (c *NATSCluster) Heal(t testing.TB, region string) {
 	t.Helper()
-	for k, p := range c.links {
-		if k[0] == region || k[1] == region {
-			p.heal()
-		}
-	}
+	c.mu.Lock()
+	delete(c.cut, region)
+	c.mu.Unlock()
 	c.WaitConnected(t, 20*time.Second)
 }
 
-// linkProxy forwards TCP connections to target until cut.
-type linkProxy struct {
+// gatewayProxy forwards gateway connections into one region's server. It
+// learns each connection's origin region from the gateway CONNECT, and
+// drops connections whose origin or destination is cut.
+type gatewayProxy struct {
+	region string
+	isCut  func(region string) bool
 	ln     net.Listener
-	target string
 
 	mu     sync.Mutex
-	cutOff bool                  // guarded by mu
-	conns  map[net.Conn]struct{} // open client and target sides; guarded by mu
+	target string                  // real gateway address; "" refuses; guarded by mu
+	conns  map[*proxyConn]struct{} // guarded by mu
 	wg     sync.WaitGroup
 }
 
-func startLinkProxy(t testing.TB, target string) *linkProxy {
+type proxyConn struct {
+	in, out net.Conn
+	origin  string // gateway name from CONNECT; "" until seen; guarded by gatewayProxy.mu
+}
+
+func startGatewayProxy(t testing.TB, region string, isCut func(string) bool) *gatewayProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("testserver: gateway proxy: %v", err)
 	}
-	p := &linkProxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
+	p := &gatewayProxy{region: region, isCut: isCut, ln: ln, conns: make(map[*proxyConn]struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
 	return p
 }
 
-func (p *linkProxy) addr() string { return p.ln.Addr().String() }
+func (p *gatewayProxy) addr() string { return p.ln.Addr().String() }
 
-func (p *linkProxy) accept() {
+func (p *gatewayProxy) setTarget(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = addr
+}
+
+func (p *gatewayProxy) accept() {
 	defer p.wg.Done()
 	for {
 		in, err := p.ln.Accept()
@@ -210,66 +232,91 @@ func (p *linkProxy) accept() {
 			return
 		}
 		p.mu.Lock()
-		refused := p.cutOff
+		target := p.target
 		p.mu.Unlock()
-		if refused {
+		if target == "" || p.isCut(p.region) {
 			in.Close()
 			continue
 		}
-		out, err := net.DialTimeout("tcp", p.target, time.Second)
+		out, err := net.DialTimeout("tcp", target, time.Second)
 		if err != nil {
 			in.Close()
 			continue
 		}
+		pc := &proxyConn{in: in, out: out}
 		p.mu.Lock()
-		if p.cutOff {
-			p.mu.Unlock()
-			in.Close()
-			out.Close()
-			continue
-		}
-		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+		p.conns[pc] = struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(in, out)
-		go p.pipe(out, in)
+		go p.pipe(pc, out, in, true)
+		go p.pipe(pc, in, out, false)
 	}
 }
 
-func (p *linkProxy) pipe(dst, src net.Conn) {
+var gatewayField = regexp.MustCompile(`"gateway":"([^"]+)"`)
+
+// pipe copies src to dst. On the connecting side (sniff), it looks for the
+// gateway name in the first bytes and drops the connection if that region
+// is cut.
+func (p *gatewayProxy) pipe(pc *proxyConn, dst, src net.Conn, sniff bool) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
+	defer p.drop(pc)
+	buf := make([]byte, 32<<10)
+	var seen []byte
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if sniff && len(seen) < 8<<10 {
+				seen = append(seen, buf[:n]...)
+				if m := gatewayField.FindSubmatch(seen); m != nil {
+					origin := string(m[1])
+					p.mu.Lock()
+					pc.origin = origin
+					p.mu.Unlock()
+					sniff = false
+					if p.isCut(origin) || p.isCut(p.region) {
+						return
+					}
+				}
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *gatewayProxy) drop(pc *proxyConn) {
+	pc.in.Close()
+	pc.out.Close()
 	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
+	delete(p.conns, pc)
 	p.mu.Unlock()
 }
 
-func (p *linkProxy) cut() {
+// closeMatching closes the connections into this proxy's region if region
+// is that region, or those coming from region.
+func (p *gatewayProxy) closeMatching(region string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cutOff = true
-	for c := range p.conns {
-		c.Close()
+	for pc := range p.conns {
+		if p.region == region || pc.origin == region {
+			pc.in.Close()
+			pc.out.Close()
+		}
 	}
 }
 
-func (p *linkProxy) heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cutOff = false
-}
-
-func (p *linkProxy) isCut() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cutOff
-}
-
-func (p *linkProxy) close() {
+func (p *gatewayProxy) close() {
 	p.ln.Close()
-	p.cut()
+	p.mu.Lock()
+	for pc := range p.conns {
+		pc.in.Close()
+		pc.out.Close()
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 }
