@@ -58,6 +58,9 @@ type Figures struct {
 	FirstFailures       []Failure
 	P50, P99            time.Duration // per HTTP call, client side
 	P99PerCheck         time.Duration
+	FastP50, FastP99    time.Duration // the fast-path probe, client side
+	FastN               int
+	ServerP99           time.Duration // from the daemon's histogram, when it has one
 	StoreCalls          float64
 	StoreCallsPerDec    float64
 	Ledger              LedgerCheck

@@ -150,3 +150,24 @@ func TestZipfAndHotKey(t *testing.T) {
 		t.Fatalf("HotKey rate %v, want %v", hot.Rate, want)
 	}
 }
+
+func TestHistogramQuantile(t *testing.T) {
+	m := Metrics{
+		`quota_decision_duration_seconds_bucket{le="0.0001"}`: 90,
+		`quota_decision_duration_seconds_bucket{le="0.001"}`:  99,
+		`quota_decision_duration_seconds_bucket{le="0.01"}`:   100,
+		`quota_decision_duration_seconds_bucket{le="+Inf"}`:   100,
+		`quota_decision_duration_seconds_count`:               100,
+	}
+	b := m.Buckets("quota_decision_duration_seconds")
+	for _, tc := range []struct {
+		q, want float64
+	}{{0.5, 0.0001}, {0.9, 0.0001}, {0.99, 0.001}, {0.999, 0.01}} {
+		if got, n := histogramQuantile(tc.q, b); got != tc.want || n != 100 {
+			t.Errorf("quantile %v = %v (n %v), want %v", tc.q, got, n, tc.want)
+		}
+	}
+	if m.Sum("quota_decision_duration_seconds_count") != 100 || !m.Has("quota_decision_duration_seconds_count") {
+		t.Fatal("Sum/Has")
+	}
+}

@@ -3,7 +3,9 @@ package multiregion
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -89,4 +91,54 @@ func (m Metrics) first(names ...string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Buckets returns the cumulative histogram buckets of metric name (the
+// _bucket series, all other labels summed): upper bound → count.
+func (m Metrics) Buckets(name string) map[float64]float64 {
+	out := map[float64]float64{}
+	for series, v := range m {
+		base, rest, ok := strings.Cut(series, "{")
+		if !ok || base != name+"_bucket" {
+			continue
+		}
+		i := strings.Index(rest, `le="`)
+		if i < 0 {
+			continue
+		}
+		le := rest[i+4:]
+		le = le[:strings.IndexByte(le, '"')]
+		ub, err := strconv.ParseFloat(le, 64)
+		if le == "+Inf" {
+			ub, err = math.Inf(1), nil
+		}
+		if err != nil {
+			continue
+		}
+		out[ub] += v
+	}
+	return out
+}
+
+// histogramQuantile is the q-quantile (0..1) of cumulative buckets, as the
+// upper bound of the first bucket holding it (a conservative estimate).
+func histogramQuantile(q float64, buckets map[float64]float64) (float64, float64) {
+	bounds := make([]float64, 0, len(buckets))
+	for ub := range buckets {
+		bounds = append(bounds, ub)
+	}
+	sort.Float64s(bounds)
+	if len(bounds) == 0 {
+		return 0, 0
+	}
+	total := buckets[bounds[len(bounds)-1]]
+	if total <= 0 {
+		return 0, 0
+	}
+	for _, ub := range bounds {
+		if buckets[ub] >= q*total {
+			return ub, total
+		}
+	}
+	return math.Inf(1), total
 }

@@ -44,6 +44,7 @@ type Record struct {
 	degByProc map[string]map[string]int64 // process → key → degraded cost; guarded by mu
 	latencies []time.Duration             // per HTTP call; guarded by mu
 	perCheck  []time.Duration             // per call divided by its checks; guarded by mu
+	probe     []time.Duration             // fast-path probe calls; guarded by mu
 	failures  []Failure                   // guarded by mu
 	failed    int                         // checks lost to failures (unexpected); guarded by mu
 	expected  int                         // checks lost with a process being killed; guarded by mu
@@ -105,6 +106,22 @@ func (r *Record) latency(d time.Duration, checks int) {
 		r.latencies = append(r.latencies, d)
 		r.perCheck = append(r.perCheck, d/time.Duration(max(checks, 1)))
 	}
+}
+
+func (r *Record) probeLatency(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.probe) < maxLatencies {
+		r.probe = append(r.probe, d)
+	}
+}
+
+// ProbeLatency returns the p-quantile of the fast-path probe's calls and
+// their number.
+func (r *Record) ProbeLatency(p float64) (time.Duration, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return percentile(r.probe, p), len(r.probe)
 }
 
 func (r *Record) fail(region, process string, checks int, err error, expected bool) {

@@ -68,6 +68,13 @@ type Traffic struct {
 	WatchShares []string
 	// ShareEvery is the share sampling interval. Default 500ms.
 	ShareEvery time.Duration
+	// Probe, when set, is a key on a plan far above its demand: one client
+	// per region sends it single checks back to back, every ProbeEvery,
+	// round-robin over the region's nodes. Its decisions always come from
+	// the local lease (the fast path), so their latency is the fast path's
+	// as a client sees it. They are kept apart from the other decisions.
+	Probe      string
+	ProbeEvery time.Duration
 }
 
 // ZipfKeys returns n keys named prefix-0… whose demand follows Zipf's law
@@ -134,6 +141,9 @@ func NewGenerator(c *Cluster, tr Traffic) (*Generator, error) {
 	if tr.ShareEvery <= 0 {
 		tr.ShareEvery = 500 * time.Millisecond
 	}
+	if tr.ProbeEvery <= 0 {
+		tr.ProbeEvery = 10 * time.Millisecond
+	}
 	if tr.Duration <= 0 {
 		return nil, fmt.Errorf("multiregion: traffic Duration: must be positive")
 	}
@@ -185,6 +195,15 @@ func (g *Generator) Start() {
 				defer wg.Done()
 				g.worker(r, w, ch)
 			}(w)
+		}
+	}
+	if g.tr.Probe != "" {
+		for _, r := range g.c.order {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				g.probe(ctx, r)
+			}()
 		}
 	}
 	if len(g.tr.WatchShares) > 0 {
@@ -239,6 +258,41 @@ func (g *Generator) At(d time.Duration) {
 // Mark records a named instant of the run (a fault's start or end) for the
 // report.
 func (g *Generator) Mark(name string) { g.rec.mark(name, g.Elapsed()) }
+
+// probe sends the probe key's checks from one client in region until ctx
+// ends.
+func (g *Generator) probe(ctx context.Context, region string) {
+	tick := time.NewTicker(g.tr.ProbeEvery)
+	defer tick.Stop()
+	body := []byte(`{"key":"` + g.tr.Probe + `","cost":1}`)
+	i := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		nodes := g.c.regions[region].Nodes()
+		n := nodes[i%len(nodes)]
+		i++
+		if !n.serving() {
+			continue
+		}
+		t0 := time.Now()
+		resp, err := g.client.Post(n.URL()+"/v1/allow", "application/json", bytes.NewReader(body))
+		if err != nil {
+			g.rec.fail(region, n.ID(), 1, fmt.Errorf("probe: %w", err), !n.serving())
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			g.rec.fail(region, n.ID(), 1, fmt.Errorf("probe: %s", resp.Status), false)
+			continue
+		}
+		g.rec.probeLatency(time.Since(t0))
+	}
+}
 
 // sampleShares records each watched key's shares until ctx ends.
 func (g *Generator) sampleShares(ctx context.Context) {
