@@ -130,7 +130,7 @@ type svgSeries struct {
 // svgPlot renders lines over x = 0..n-1 seconds, with optional shaded
 // bands (faults).
 func svgPlot(title, yLabel string, series []svgSeries, bands [][2]float64) []byte {
-	const W, H, L, R, T, B = 640.0, 260.0, 56.0, 110.0, 28.0, 34.0
+	const W, H, L, R, T, B = 700.0, 260.0, 56.0, 140.0, 28.0, 34.0
 	n, ymax := 0, 0.0
 	for _, s := range series {
 		n = max(n, len(s.Points))

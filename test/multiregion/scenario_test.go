@@ -286,6 +286,19 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	f.check("store calls per decision", f.StoreCalls > 0 || f.Decisions == 0,
 		fmt.Sprintf("%.3f (%.0f calls / %.0f decisions, probe included, per /metrics)", f.StoreCallsPerDec, f.StoreCalls, serverDecisions), "reported (no target)")
 
+	// The regions' own shares of the watched key should sum to 1.
+	if samples := rec.Samples(s.watch); len(samples) > 0 {
+		worst := 0.0
+		for _, sm := range samples {
+			sum := 0.0
+			for _, v := range sm.Shares {
+				sum += v
+			}
+			worst = math.Max(worst, sum)
+		}
+		s.note("largest Σ over regions of each region's own share of %s (sampled every 500 ms, from each region's node): %.3f", s.watch, worst)
+	}
+
 	// Ledger exactness.
 	f.Ledger = c.CompareLedger(rec, s.prefix, s.crashed, 15*time.Second)
 	l := f.Ledger
@@ -354,12 +367,35 @@ func (s *scenarioRun) plots(rec *Record) []Plot {
 	}
 	lines = append(lines, svgSeries{Name: "all regions", Color: "#000", Points: total},
 		svgSeries{Name: "limit (rate)", Color: "#d62728", Dashed: true, Points: limit})
+	samples := rec.Samples(s.watch)
+	shareAt := func(r string) []float64 {
+		// The last sample of each second, carried forward.
+		pts := make([]float64, n)
+		for _, sm := range samples {
+			if sec := int(sm.At / time.Second); sec < n {
+				pts[sec] = sm.Shares[r]
+			}
+		}
+		for j := 1; j < n; j++ {
+			if pts[j] == 0 {
+				pts[j] = pts[j-1]
+			}
+		}
+		return pts
+	}
 	for i, r := range s.c.Regions() {
 		pts := make([]float64, n)
 		for j, c := range series[r] {
 			pts[j] = float64(c.Allowed)
 		}
 		lines = append(lines, svgSeries{Name: r, Color: colors[i%len(colors)], Points: pts})
+		if len(samples) > 1 {
+			lim := shareAt(r)
+			for j := range lim {
+				lim[j] *= planAt(phases, j).Rate
+			}
+			lines = append(lines, svgSeries{Name: r + " share × rate", Color: colors[i%len(colors)], Dashed: true, Points: lim})
+		}
 	}
 	var bands [][2]float64
 	for _, ft := range s.faults {
@@ -370,23 +406,10 @@ func (s *scenarioRun) plots(rec *Record) []Plot {
 		File:  s.name + "-admitted.svg",
 		SVG:   svgPlot(fmt.Sprintf("%s: admitted cost/s, key %s", s.name, s.watch), "cost/s", lines, bands),
 	}}
-	samples := rec.Samples(s.watch)
 	if len(samples) > 1 {
 		var sl []svgSeries
 		for i, r := range s.c.Regions() {
-			// Resample to whole seconds (last sample of each second).
-			pts := make([]float64, n)
-			for _, sm := range samples {
-				if sec := int(sm.At / time.Second); sec < n {
-					pts[sec] = sm.Shares[r]
-				}
-			}
-			for j := 1; j < n; j++ {
-				if pts[j] == 0 {
-					pts[j] = pts[j-1]
-				}
-			}
-			sl = append(sl, svgSeries{Name: r, Color: colors[i%len(colors)], Points: pts})
+			sl = append(sl, svgSeries{Name: r, Color: colors[i%len(colors)], Points: shareAt(r)})
 		}
 		out = append(out, Plot{
 			Title: fmt.Sprintf("%s: region shares of %s", s.name, s.watch),
