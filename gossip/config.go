@@ -53,6 +53,12 @@ type Config struct {
 	// HalfLife is the half-life of the per-key demand EWMA. Default
 	// 3 × Interval.
 	HalfLife time.Duration
+	// TrustRamp is how long a new key takes to be trusted: its shares move
+	// from the historical weights to its demand split linearly over this
+	// time (of the oldest process publishing it), because a new key's first
+	// samples are noise. Default (when zero) 2 × HalfLife; one Interval
+	// trusts demand at once.
+	TrustRamp time.Duration
 	// Hysteresis is the relative change of a key's smoothed demand needed
 	// before the new value is published. Default 0.1 (10 %).
 	Hysteresis float64
@@ -154,6 +160,7 @@ func (c *Config) validate() error {
 	check(finite(c.Floor) && c.Floor > 0 && c.Floor <= 0.5, "Floor", "must be in (0, 0.5], got %v", c.Floor)
 	check(finite(c.Prior) && c.Prior >= 0, "Prior", "must be ≥ 0, got %v", c.Prior)
 	check(c.HalfLife >= 0, "HalfLife", "must not be negative, got %v", c.HalfLife)
+	check(c.TrustRamp >= 0, "TrustRamp", "must not be negative, got %v", c.TrustRamp)
 	check(finite(c.Hysteresis) && c.Hysteresis >= 0 && c.Hysteresis < 1, "Hysteresis", "must be in [0, 1), got %v", c.Hysteresis)
 	check(c.WeightHalfLife > 0, "WeightHalfLife", "must be positive, got %v", c.WeightHalfLife)
 	check(finite(c.WeightPrior) && c.WeightPrior > 0, "WeightPrior", "must be positive, got %v", c.WeightPrior)

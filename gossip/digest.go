@@ -13,7 +13,7 @@ import (
 //	magic "QG" | version (1 byte) | flags (1 byte, bit 0: goodbye)
 //	region (len, bytes) | process (len, bytes) | epoch
 //	demand | admitted | learned                 (process totals, cost units/s)
-//	key count | key count × (key (len, bytes) | demand | admitted)
+//	key count | key count × (key (len, bytes) | demand | admitted | age)
 //
 // A decoder rejects unknown versions, unknown flags, names and keys that are
 // empty, too long or not printable ASCII, negative or non-finite rates,
@@ -59,7 +59,13 @@ type Digest struct {
 type KeyDemand struct {
 	Key              string
 	Demand, Admitted float64
+	// Age is how many epochs the process has been publishing the key,
+	// capped at MaxKeyAge.
+	Age uint64
 }
+
+// MaxKeyAge caps KeyDemand.Age.
+const MaxKeyAge = 1 << 16
 
 // encode appends d to b, with as many of d.Keys (in order) as fit in max
 // bytes, and returns the buffer and the number of keys written.
@@ -91,13 +97,15 @@ func (d *Digest) encode(b []byte, max int) ([]byte, int, error) {
 		if checkKey(k.Key) != nil {
 			continue
 		}
-		need := uvarintLen(uint64(len(k.Key))) + len(k.Key) + 8
+		age := min(k.Age, MaxKeyAge)
+		need := uvarintLen(uint64(len(k.Key))) + len(k.Key) + 8 + uvarintLen(age)
 		if len(body)+need > room {
 			break
 		}
 		body = appendString(body, k.Key)
 		body = appendRate(body, k.Demand)
 		body = appendRate(body, k.Admitted)
+		body = binary.AppendUvarint(body, age)
 		n++
 	}
 	b = binary.AppendUvarint(b, uint64(n))
@@ -130,7 +138,7 @@ func DecodeDigest(b []byte) (Digest, error) {
 	d.Admitted = r.rate("admitted")
 	d.Learned = r.rate("learned")
 	n := r.uvarint("key count")
-	if r.err == nil && n > uint64(len(r.b))/10 { // a key entry is at least 10 bytes
+	if r.err == nil && n > uint64(len(r.b))/11 { // a key entry is at least 11 bytes
 		r.fail("key count %d does not fit in %d bytes", n, len(r.b))
 	}
 	if r.err == nil && n > 0 {
@@ -140,6 +148,10 @@ func DecodeDigest(b []byte) (Digest, error) {
 			k := KeyDemand{Key: r.str("key", MaxKeyLen)}
 			k.Demand = r.rate("key demand")
 			k.Admitted = r.rate("key admitted")
+			k.Age = r.uvarint("key age")
+			if r.err == nil && k.Age > MaxKeyAge {
+				r.fail("key age %d above %d", k.Age, MaxKeyAge)
+			}
 			if _, dup := seen[k.Key]; dup && r.err == nil {
 				r.fail("key %q repeated", k.Key)
 			}

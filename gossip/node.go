@@ -71,6 +71,7 @@ type Node struct {
 type pending struct{ demand, admitted int64 }
 
 type keyState struct {
+	born                   uint64  // epoch of the key's first digest here
 	demand, admitted       float64 // EWMAs, cost units per second
 	pubDemand, pubAdmitted float64 // published (held) values
 }
@@ -93,6 +94,9 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 	}
 	if cfg.HalfLife == 0 {
 		cfg.HalfLife = 3 * cfg.Interval
+	}
+	if cfg.TrustRamp == 0 {
+		cfg.TrustRamp = 2 * cfg.HalfLife
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
@@ -339,7 +343,7 @@ func (n *Node) digest(now time.Time, e uint64) *Digest {
 		if n.own[key] == nil {
 			// A new key starts at its first sample, not at zero, so that its
 			// demand is right from the first digest in every process.
-			n.own[key] = &keyState{demand: float64(p.demand) / elapsed.Seconds(), admitted: float64(p.admitted) / elapsed.Seconds()}
+			n.own[key] = &keyState{born: e, demand: float64(p.demand) / elapsed.Seconds(), admitted: float64(p.admitted) / elapsed.Seconds()}
 		}
 	}
 	keys := make([]KeyDemand, 0, len(n.own))
@@ -359,7 +363,7 @@ func (n *Node) digest(now time.Time, e uint64) *Digest {
 			continue
 		}
 		if s.pubDemand > 0 || s.pubAdmitted > 0 {
-			keys = append(keys, KeyDemand{Key: key, Demand: s.pubDemand, Admitted: s.pubAdmitted})
+			keys = append(keys, KeyDemand{Key: key, Demand: s.pubDemand, Admitted: s.pubAdmitted, Age: e - s.born})
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool {

@@ -59,6 +59,7 @@ type inputs struct {
 	regions []string
 	weights []float64               // historical, normalised
 	keys    map[string][][2]float64 // key → (demand, admitted) per region
+	age     map[string]uint64       // key → oldest age in any digest, epochs
 }
 
 // inputs builds the computation's inputs for the regions in set from the
@@ -79,6 +80,7 @@ func (n *Node) inputs(set map[string]bool, digests []*Digest) inputs {
 		configured[i] = n.cfg.Weights[r]
 	}
 	keys := make(map[string][][2]float64)
+	age := make(map[string]uint64)
 	for _, d := range digests {
 		i, ok := idx[d.Region]
 		if !ok {
@@ -93,17 +95,30 @@ func (n *Node) inputs(set map[string]bool, digests []*Digest) inputs {
 			}
 			v[i][0] += k.Demand
 			v[i][1] += k.Admitted
+			age[k.Key] = max(age[k.Key], k.Age)
 		}
 	}
 	return inputs{
 		regions: regions,
 		weights: partition.Weights(configured, learned, n.cfg.WeightPrior),
 		keys:    keys,
+		age:     age,
 	}
 }
 
-// shares returns micro-shares for one key's demand (nil: the default).
-func (n *Node) shares(in inputs, demand [][2]float64) []int64 {
+// trust is how far a key of the given age (epochs) is trusted to show its
+// demand split: it ramps from 0 to 1 over TrustRamp.
+func (n *Node) trust(age uint64) float64 {
+	ramp := float64(n.cfg.TrustRamp) / float64(n.cfg.Interval)
+	if ramp <= 0 {
+		return 1
+	}
+	return min(1, float64(age+1)/ramp)
+}
+
+// shares returns micro-shares for one key's demand (nil: the default) of
+// the given age.
+func (n *Node) shares(in inputs, demand [][2]float64, age uint64) []int64 {
 	floor := n.cfg.floorFor(len(in.regions))
 	rs := make([]partition.Region, len(in.regions))
 	for i, r := range in.regions {
@@ -112,7 +127,7 @@ func (n *Node) shares(in inputs, demand [][2]float64) []int64 {
 			rs[i].Demand, rs[i].Admitted = demand[i][0], demand[i][1]
 		}
 	}
-	out, err := partition.Shares(rs, partition.Params{Prior: n.cfg.Prior})
+	out, err := partition.Shares(rs, partition.Params{Prior: n.cfg.Prior, Trust: n.trust(age), UseTrust: true})
 	micro := make([]int64, len(rs))
 	if err != nil {
 		// Inputs are validated on decode; this cannot happen. Fall back to
@@ -186,9 +201,9 @@ func (n *Node) compute(now time.Time, e uint64) {
 	in := n.inputs(set, digests)
 	t := &table{regions: in.regions, keys: make(map[string][]int64, len(in.keys)), at: now}
 	t.own = indexOf(t.regions, n.cfg.Region)
-	t.def = n.shares(in, nil)
+	t.def = n.shares(in, nil, 0)
 	for key, demand := range in.keys {
-		t.keys[key] = n.shares(in, demand)
+		t.keys[key] = n.shares(in, demand, in.age[key])
 	}
 	old := n.table.Swap(t)
 	n.notify(old, t)

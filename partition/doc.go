@@ -11,10 +11,14 @@
 // second, spent + rejected), a smoothed admitted cost a_r, a historical weight
 // w_r and a floor f_r. Shares computes
 //
-//	e_r = max(d_r, a_r) + Prior · w_r / Σw      (effective demand)
+//	e_r = T · max(d_r, a_r) + (1 − T) · D · w_r/Σw + Prior · w_r/Σw
+//	                                             (effective demand; D = Σ max(d, a))
 //	s_r = max(f_r, λ · e_r)                      (water-filling)
 //
-// with λ chosen so that Σ s_r = 1. The Prior term is a pseudo-demand spread by
+// with λ chosen so that Σ s_r = 1. Trust T in [0, 1] says how far the
+// key's demand split is believed over the historical one: callers ramp it
+// up with the key's age, because a new key's first samples are noise. The
+// Prior term is a pseudo-demand spread by
 // the historical weights: a key with no recent data gets exactly the
 // historical weights (floored), and a key with heavy traffic follows its
 // demand. Floors keep quiet regions from being starved: a region that saw no

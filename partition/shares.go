@@ -45,6 +45,15 @@ type Params struct {
 	// than Prior it follows demand. Must be ≥ 0; 0 means a key with no
 	// demand anywhere still gets the historical weights.
 	Prior float64
+	// Trust in [0, 1] is how far the key's demand split is trusted over the
+	// historical weights: the effective demand is Trust × demand +
+	// (1 − Trust) × total demand × weight. 1 follows demand alone; 0 keeps
+	// the historical split whatever the demand. A new key's first samples
+	// are noisy, so callers ramp Trust up with the key's age. The zero value
+	// is treated as 1 unless UseTrust is set.
+	Trust float64
+	// UseTrust makes a zero Trust mean "historical weights only".
+	UseTrust bool
 }
 
 // Share is one region's share of a key's limit.
@@ -87,13 +96,22 @@ func Shares(regions []Region, p Params) ([]Share, error) {
 	}
 
 	weights := normalise(rs)
+	trust := 1.0
+	if p.UseTrust || p.Trust != 0 {
+		trust = p.Trust
+	}
+	var total float64
+	for _, r := range rs {
+		total += math.Max(r.Demand, r.Admitted)
+	}
 	eff := make([]float64, len(rs))
 	var effSum float64
 	for i, r := range rs {
-		eff[i] = math.Max(r.Demand, r.Admitted) + p.Prior*weights[i]
+		d := math.Max(r.Demand, r.Admitted)
+		eff[i] = trust*d + (1-trust)*total*weights[i] + p.Prior*weights[i]
 		effSum += eff[i]
 	}
-	if effSum == 0 || math.IsInf(effSum, 0) {
+	if effSum == 0 || math.IsInf(effSum, 0) || math.IsNaN(effSum) {
 		copy(eff, weights)
 	}
 	frac := waterFill(eff, floors)
@@ -107,6 +125,9 @@ func Shares(regions []Region, p Params) ([]Share, error) {
 
 func check(regions []Region, p Params) error {
 	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }
+	if bad(p.Trust) || p.Trust > 1 {
+		return fmt.Errorf("%w: Trust must be in [0, 1], got %v", ErrInvalidInput, p.Trust)
+	}
 	if bad(p.Prior) {
 		return fmt.Errorf("%w: Prior must be a finite number ≥ 0, got %v", ErrInvalidInput, p.Prior)
 	}

@@ -82,6 +82,10 @@ func TestSharesTable(t *testing.T) {
 			map[string]int64{"a": 333334, "b": 333333, "c": 333333}, 0},
 		{"floors sum to one", []Region{{Name: "a", Demand: 100, Floor: 0.5}, {Name: "b", Floor: 0.5}}, Params{},
 			map[string]int64{"a": 500000, "b": 500000}, 0},
+		{"no trust keeps the historical split", three(700, 200, 100), Params{UseTrust: true},
+			map[string]int64{"eu": 500000, "us": 300000, "ap": 200000}, 0},
+		{"half trust blends the splits", three(700, 200, 100), Params{Trust: 0.5, UseTrust: true},
+			map[string]int64{"eu": 600000, "us": 250000, "ap": 150000}, 0},
 		{"zero weights are equal weights", []Region{{Name: "a"}, {Name: "b"}}, Params{Prior: 1},
 			map[string]int64{"a": 500000, "b": 500000}, 0},
 	}
@@ -116,6 +120,7 @@ func TestSharesErrors(t *testing.T) {
 		{"infinite weight", []Region{{Name: "a", Weight: math.Inf(1)}}, Params{}, ErrInvalidInput},
 		{"floor above one", []Region{{Name: "a", Floor: 1.5}}, Params{}, ErrInvalidInput},
 		{"negative prior", []Region{{Name: "a"}}, Params{Prior: -1}, ErrInvalidInput},
+		{"trust above one", []Region{{Name: "a"}}, Params{Trust: 1.5}, ErrInvalidInput},
 		{"floors too large", []Region{{Name: "a", Floor: 0.6}, {Name: "b", Floor: 0.6}}, Params{}, ErrFloorsTooLarge},
 	}
 	for _, tt := range tests {
@@ -157,7 +162,10 @@ func TestSharesMonotoneInDemand(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for trial := 0; trial < 300; trial++ {
 		in := randomRegions(rng)
-		p := Params{Prior: rng.Float64() * 5}
+		p := Params{Prior: rng.Float64() * 5, Trust: 1, UseTrust: true}
+		if trial%2 == 1 {
+			p.Trust = rng.Float64()
+		}
 		i := rng.IntN(len(in))
 		before, err := Shares(in, p)
 		if err != nil {
@@ -174,9 +182,11 @@ func TestSharesMonotoneInDemand(t *testing.T) {
 		if a < b-1 {
 			t.Fatalf("raising %s's demand %v→%v lowered its share %d→%d", in[i].Name, in[i].Demand, more[i].Demand, b, a)
 		}
-		// Every other region's share may only shrink (or stay).
+		// With full trust, every other region's share may only shrink (or
+		// stay). With less, more demand anywhere also raises the historical
+		// part of everybody's effective demand, so others may grow a little.
 		for name, x := range byName(after) {
-			if name != in[i].Name && x > byName(before)[name]+1 {
+			if p.Trust == 1 && name != in[i].Name && x > byName(before)[name]+1 {
 				t.Fatalf("raising %s's demand raised %s's share %d→%d", in[i].Name, name, byName(before)[name], x)
 			}
 		}
@@ -205,12 +215,13 @@ func FuzzShares(f *testing.F) {
 	f.Add(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 	f.Add(1e300, 1e-300, 0.0, 1.0, 0.0, 0.0, 0.33, 0.0)
 	f.Fuzz(func(t *testing.T, d1, d2, d3, w1, w2, w3, floor, prior float64) {
+		trust := math.Mod(math.Abs(prior), 1)
 		in := []Region{
 			{Name: "c", Demand: d1, Weight: w1, Floor: floor},
 			{Name: "a", Demand: d2, Weight: w2, Floor: floor},
 			{Name: "b", Demand: d3, Weight: w3, Floor: floor},
 		}
-		out, err := Shares(in, Params{Prior: prior})
+		out, err := Shares(in, Params{Prior: prior, Trust: trust, UseTrust: true})
 		if err != nil {
 			if !errors.Is(err, ErrInvalidInput) && !errors.Is(err, ErrFloorsTooLarge) {
 				t.Fatalf("unexpected error kind: %v", err)
