@@ -313,3 +313,20 @@ func TestShutdownFlushesUsage(t *testing.T) {
 		t.Fatalf("usage handed over at stop: spent %d, want 14", got)
 	}
 }
+
+// --redis-cluster takes seed URLs and leases from a Redis Cluster.
+func TestRedisCluster(t *testing.T) {
+	rs := testserver.StartRedisWith(t, testserver.RedisOptions{Cluster: true})
+	o := testOptions(t, "redis://"+rs.Addr, "", t.TempDir())
+	o.RedisCluster = true
+	d := startDaemon(t, o)
+	for i := range 3 {
+		r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_cluster","cost":1}`, false, 200)
+		if r.body["allowed"] != true || r.body["degraded"] != false {
+			t.Fatalf("check %d: %s", i, r.raw)
+		}
+	}
+	if m := d.call(t, "GET", "/metrics", "", false); !strings.Contains(m.raw, `quota_store_calls_total{result="error"} 0`) {
+		t.Errorf("store errors against the cluster")
+	}
+}
