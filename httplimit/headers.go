@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/quotaplatform/quota/region"
@@ -32,34 +31,59 @@ const (
 )
 
 // WriteHeaders sets the rate-limit response fields of d on h. Retry-After
-// is set only when d is a rejection, and is at least one second.
+// is set only when d is a rejection, and is at least one second. It makes
+// two allocations: every value is a substring of one string.
 func WriteHeaders(h http.Header, p Policy, d region.Decision) {
 	reset := ceilSeconds(d.Reset)
-	h[HeaderLimit] = []string{strconv.FormatInt(d.Limit, 10)}
-	h[HeaderRemaining] = []string{strconv.FormatInt(d.Remaining, 10)}
-	h[HeaderReset] = []string{strconv.FormatInt(reset, 10)}
-	h[HeaderStale] = []string{strconv.FormatFloat(d.Stale.Seconds(), 'f', 3, 64)}
-	if !d.Allowed {
-		h[HeaderRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)}
-	}
-	name := sfString(p.Name)
-	var b strings.Builder
-	b.Grow(len(name) + 32)
-	b.WriteString(name)
-	b.WriteString(";q=")
-	b.WriteString(strconv.FormatInt(d.Limit, 10))
+	var buf [192]byte
+	var ends [7]int
+	b := buf[:0]
+	b = strconv.AppendInt(b, d.Limit, 10)
+	ends[0] = len(b)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[2] = len(b)
+	b = strconv.AppendFloat(b, d.Stale.Seconds(), 'f', 3, 64)
+	ends[3] = len(b)
+	// RateLimit-Policy: "name";q=limit;w=seconds to fill
+	b = appendSFString(b, p.Name)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, d.Limit, 10)
 	if p.Plan.Rate > 0 && p.Plan.Capacity > 0 {
-		b.WriteString(";w=")
-		b.WriteString(strconv.FormatInt(max(int64(math.Ceil(p.Plan.Capacity/p.Plan.Rate)), 1), 10))
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, max(int64(math.Ceil(p.Plan.Capacity/p.Plan.Rate)), 1), 10)
 	}
-	h[HeaderPolicy] = []string{b.String()}
-	b.Reset()
-	b.WriteString(name)
-	b.WriteString(";r=")
-	b.WriteString(strconv.FormatInt(max(d.Remaining, 0), 10))
-	b.WriteString(";t=")
-	b.WriteString(strconv.FormatInt(reset, 10))
-	h[HeaderRateLimit] = []string{b.String()}
+	ends[4] = len(b)
+	// RateLimit: "name";r=remaining;t=reset
+	b = appendSFString(b, p.Name)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[5] = len(b)
+	n := 6
+	if !d.Allowed {
+		b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
+		ends[6] = len(b)
+		n = 7
+	}
+	all := string(b)
+	vals := make([]string, n)
+	from := 0
+	for i := range n {
+		vals[i] = all[from:ends[i]]
+		from = ends[i]
+	}
+	h[HeaderLimit] = vals[0:1:1]
+	h[HeaderRemaining] = vals[1:2:2]
+	h[HeaderReset] = vals[2:3:3]
+	h[HeaderStale] = vals[3:4:4]
+	h[HeaderPolicy] = vals[4:5:5]
+	h[HeaderRateLimit] = vals[5:6:6]
+	if n == 7 {
+		h[HeaderRetryAfter] = vals[6:7:7]
+	}
 }
 
 // ceilSeconds rounds d up to whole seconds.
@@ -70,25 +94,22 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// sfString quotes s as a structured-field string (RFC 8941): printable
-// ASCII, with '"' and '\' escaped; other bytes are dropped.
-func sfString(s string) string {
+// appendSFString appends s as a structured-field string (RFC 8941):
+// printable ASCII, with '"' and '\' escaped, other bytes dropped; "" is
+// written as "default".
+func appendSFString(b []byte, s string) []byte {
 	if s == "" {
 		s = "default"
 	}
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c >= 0x20 && c <= 0x7e:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }

@@ -77,3 +77,13 @@ func TestWriteHeaders(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkWriteHeaders(b *testing.B) {
+	h := http.Header{}
+	p := httplimit.Policy{Name: "pro", Plan: region.Plan{Rate: 100, Capacity: 200}}
+	d := region.Decision{Remaining: 17, Limit: 200, RetryAfter: 1e9, Reset: 2e9, Stale: 3e6}
+	b.ReportAllocs()
+	for b.Loop() {
+		httplimit.WriteHeaders(h, p, d)
+	}
+}

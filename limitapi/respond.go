@@ -48,9 +48,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeRaw(w, status, append(b, '\n'))
 }
 
+// contentTypeJSON is shared by every answer; its capacity of one makes an
+// Add by a later handler copy it rather than write into it.
+var contentTypeJSON = []string{"application/json"}
+
 func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
+	h["Content-Type"] = contentTypeJSON
 	w.WriteHeader(status)
 	w.Write(b)
 }
