@@ -20,11 +20,14 @@ import (
 	"github.com/quotaplatform/quota/region"
 )
 
-// appOptions is the daemon's fx graph. The usage sink (ledger reporter), the
-// share source (gossip) and the process counter (membership) are optional
-// inputs of the limiter config: a module that provides a region.UsageSink,
-// region.ShareSource or region.ProcessCounter is picked up without other
-// changes, e.g. fx.Provide(fx.Annotate(newReporter, fx.As(new(region.UsageSink)))).
+// appOptions is the daemon's fx graph. Usage sinks (the ledger reporter, the
+// gossip node), the share source (gossip) and the process counter
+// (membership) are optional inputs of the limiter config: a module that
+// provides them is picked up without other changes, e.g.
+//
+//	fx.Provide(fx.Annotate(newReporter, fx.As(new(region.UsageSink)), fx.ResultTags(`group:"usage"`)))
+//	fx.Provide(fx.Annotate(newGossip, fx.As(new(region.ShareSource))))
+//	fx.Provide(fx.Annotate(newMembers, fx.As(new(region.ProcessCounter))))
 // The graph provides *nats.Conn and jetstream.JetStream (connected, or
 // reconnecting in the background) for such constructors, Options for their
 // flags, *slog.Logger and *prometheus.Registry; a gossip module may also
@@ -124,7 +127,9 @@ type limiterInputs struct {
 	Options   Options
 	Catalog   *catalog.Catalog
 	Observer  *limitmetrics.Observer
-	Usage     region.UsageSink      `optional:"true"`
+	// Usage sinks (the ledger reporter; the gossip node, which learns demand
+	// from usage) join the group "usage"; each gets every batch.
+	Usage     []region.UsageSink    `group:"usage"`
 	Shares    region.ShareSource    `optional:"true"`
 	Processes region.ProcessCounter `optional:"true"`
 }
@@ -138,7 +143,13 @@ func newLimiterConfig(in limiterInputs) region.Config {
 	cfg.Costs = in.Catalog
 	cfg.FlushInterval = time.Second
 	cfg.Observer = in.Observer
-	cfg.Usage = in.Usage
+	switch len(in.Usage) {
+	case 0:
+	case 1:
+		cfg.Usage = in.Usage[0]
+	default:
+		cfg.Usage = usageFanout(in.Usage)
+	}
 	cfg.Shares = in.Shares
 	cfg.Processes = in.Processes
 	return cfg
@@ -185,6 +196,16 @@ func newLimiter(lc fx.Lifecycle, store region.Store, cat *catalog.Catalog, cfg r
 		},
 	})
 	return lim, nil
+}
+
+// usageFanout hands every usage batch to several sinks, in order. Sinks
+// must not modify the batch: they share it.
+type usageFanout []region.UsageSink
+
+func (f usageFanout) Record(batch []region.Usage) {
+	for _, s := range f {
+		s.Record(batch)
+	}
 }
 
 func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, log *slog.Logger) (*limitapi.API, error) {

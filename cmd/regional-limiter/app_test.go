@@ -300,17 +300,23 @@ func (s *recordingSink) Record(batch []region.Usage) {
 // An optional usage sink is wired into the limiter, and a graceful stop
 // hands it every decision's usage.
 func TestShutdownFlushesUsage(t *testing.T) {
-	sink := &recordingSink{spent: map[string]int64{}}
+	sinks := []*recordingSink{{spent: map[string]int64{}}, {spent: map[string]int64{}}}
 	d := startDaemon(t, testOptions(t, "", "", t.TempDir()),
-		fx.Supply(fx.Annotate(sink, fx.As(new(region.UsageSink)))))
+		fx.Supply(
+			fx.Annotate(sinks[0], fx.As(new(region.UsageSink)), fx.ResultTags(`group:"usage"`)),
+			fx.Annotate(sinks[1], fx.As(new(region.UsageSink)), fx.ResultTags(`group:"usage"`)),
+		))
 	for range 7 {
 		d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_flush","cost":2}`, false, 200)
 	}
 	d.stop(t)
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if got := sink.spent["acct_flush"]; got != 14 {
-		t.Fatalf("usage handed over at stop: spent %d, want 14", got)
+	for i, s := range sinks {
+		s.mu.Lock()
+		got := s.spent["acct_flush"]
+		s.mu.Unlock()
+		if got != 14 {
+			t.Fatalf("sink %d: usage handed over at stop: spent %d, want 14", i, got)
+		}
 	}
 }
 
