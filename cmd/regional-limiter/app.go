@@ -28,6 +28,7 @@ import (
 //	fx.Provide(fx.Annotate(newReporter, fx.As(new(region.UsageSink)), fx.ResultTags(`group:"usage"`)))
 //	fx.Provide(fx.Annotate(newGossip, fx.As(new(region.ShareSource))))
 //	fx.Provide(fx.Annotate(newMembers, fx.As(new(region.ProcessCounter))))
+//
 // The graph provides *nats.Conn and jetstream.JetStream (connected, or
 // reconnecting in the background) for such constructors, Options for their
 // flags, *slog.Logger and *prometheus.Registry; a gossip module may also
@@ -124,9 +125,9 @@ func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, js jetstream.JetStre
 // provided by the ledger, gossip and membership modules when wired.
 type limiterInputs struct {
 	fx.In
-	Options   Options
-	Catalog   *catalog.Catalog
-	Observer  *limitmetrics.Observer
+	Options  Options
+	Catalog  *catalog.Catalog
+	Observer *limitmetrics.Observer
 	// Usage sinks (the ledger reporter; the gossip node, which learns demand
 	// from usage) join the group "usage"; each gets every batch.
 	Usage     []region.UsageSink    `group:"usage"`
