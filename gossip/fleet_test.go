@@ -40,6 +40,13 @@ type proc struct {
 func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func(*region.Config)) *fleet {
 	t.Helper()
 	weights := map[string]float64{"eu": 0.7, "us": 0.2, "ap": 0.1}
+	if v := os.Getenv("QUOTA_MEASURE_WEIGHTS"); v != "" { // e.g. "eu=1,us=1,ap=1": history that is wrong
+		w, err := ParseWeights(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		weights = w
+	}
 	f := &fleet{nats: testserver.StartNATSCluster(t, "ap", "eu", "us"), procs: map[string][]*proc{}}
 	for _, r := range f.nats.Regions() {
 		rdsrv := testserver.StartRedis(t)
