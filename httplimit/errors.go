@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -17,11 +18,14 @@ type ErrorBody struct {
 
 // WriteError answers status with an ErrorBody.
 func WriteError(w http.ResponseWriter, status int, field, msg string) {
-	b, _ := json.Marshal(ErrorBody{Error: msg, Field: field})
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // messages quote "<admin token>" and keys as they are
+	_ = enc.Encode(ErrorBody{Error: msg, Field: field})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b.Bytes())
 }
 
 // Classify maps a limiter error to an HTTP status and the request field it

@@ -1,6 +1,7 @@
 package limitapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -179,9 +180,11 @@ func appendError(b []byte, e *apiError) []byte {
 }
 
 func appendJSONString(b []byte, s string) []byte {
-	q, err := json.Marshal(s)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
 		return append(b, `""`...)
 	}
-	return append(b, q...)
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }

@@ -1,6 +1,7 @@
 package limitapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -41,11 +42,14 @@ func ceilMillis(d time.Duration) int64 {
 
 // writeJSON answers status with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"cannot encode the answer"}`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		writeRaw(w, http.StatusInternalServerError, []byte(`{"error":"cannot encode the answer"}`+"\n"))
+		return
 	}
-	writeRaw(w, status, append(b, '\n'))
+	writeRaw(w, status, buf.Bytes())
 }
 
 // contentTypeJSON is shared by every answer; its capacity of one makes an
