@@ -76,7 +76,7 @@ func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func
 			}
 			gcfg := DefaultConfig()
 			gcfg.Region, gcfg.Process = r, fmt.Sprintf("p%d", i)
-			gcfg.Interval, gcfg.HalfLife = testInterval, time.Second
+			gcfg.Interval, gcfg.HalfLife = testInterval, envDuration(t, "QUOTA_MEASURE_HALFLIFE", time.Second)
 			gcfg.Weights = weights
 			var lim atomic.Pointer[region.Limiter]
 			gcfg.OnChange = func(key string) {
@@ -100,7 +100,7 @@ func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func
 			lcfg.Shares, lcfg.Usage, lcfg.Processes = node, node, m
 			lcfg.FlushInterval = testInterval // usage reaches gossip every tick
 			lcfg.SweepInterval = testInterval
-			lcfg.StoreTimeout = 50 * time.Millisecond // a loaded 2-core test machine
+			lcfg.StoreTimeout = envDuration(t, "QUOTA_MEASURE_STORE_TIMEOUT", 50*time.Millisecond) // a loaded 2-core test machine
 			if mod != nil {
 				mod(&lcfg)
 			}
@@ -144,6 +144,19 @@ func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func
 		return nil
 	})
 	return f
+}
+
+// envDuration reads a duration from the environment, for measurement runs.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration", name, v)
+	}
+	return d
 }
 
 // load drives Allow(key, 1) calls at a bursty rate: over each 600 ms

@@ -1,0 +1,77 @@
+package gossip_test
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/membership"
+	"github.com/quotaplatform/quota/region"
+)
+
+// How the daemon wires a region's limiter to gossip and membership. Flags:
+// --region, --process-id, --gossip-interval, --region-weights,
+// --share-floor, --memberlist-bind, --memberlist-join.
+func Example_wiring() {
+	nc, err := nats.Connect("nats://127.0.0.1:4222") // --nats: this region's servers
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+
+	weights, err := gossip.ParseWeights("eu=0.5,us=0.3,ap=0.2") // --region-weights
+	if err != nil {
+		log.Fatal(err)
+	}
+	host, port, err := membership.SplitHostPort("127.0.0.1:7946") // --memberlist-bind
+	if err != nil {
+		log.Fatal(err)
+	}
+	mcfg := membership.DefaultConfig()
+	mcfg.NodeName, mcfg.BindAddr, mcfg.BindPort = "eu-host-1234", host, port
+	mcfg.Join = []string{"10.0.0.2:7946"} // --memberlist-join
+	members, err := membership.New(mcfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	var lim *region.Limiter // set below; the callbacks run only after Start
+	gcfg := gossip.DefaultConfig()
+	gcfg.Region, gcfg.Process = "eu", "host-1234"
+	gcfg.Interval = time.Second // --gossip-interval
+	gcfg.Weights = weights
+	gcfg.Floor = 0.05 // --share-floor
+	gcfg.Registerer = prometheus.NewRegistry()
+	gcfg.OnChange = func(key string) { lim.Invalidate(key) }
+	gcfg.OnChangeAll = func() { lim.InvalidateAll() }
+	gcfg.Flush = func() { lim.Flush() }
+	node, err := gossip.New(nc, gcfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	lcfg := region.DefaultConfig()
+	lcfg.Region = "eu"
+	lcfg.Shares = node       // region.ShareSource
+	lcfg.Usage = node        // region.UsageSink (tee it with the ledger's sink)
+	lcfg.Processes = members // region.ProcessCounter
+	lim, err = region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 100, Capacity: 100}}, lcfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	if err := members.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer members.Stop()
+	if err := node.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer node.Stop(context.Background())
+	// ... go lim.Run(ctx); serve /v1/allow; /debug/shares → node.Snapshot();
+	// GET /v1/keys/{key} → node.Shares(key).
+}
