@@ -19,6 +19,8 @@
 //	quota_clock_offset_seconds                           gauge, store clock minus local clock
 //	quota_config_version                                 gauge, catalogue bucket revision
 //	quota_config_synced                                  gauge, 1 once the catalogue was read from NATS
+//	quota_http_requests_total{route,code}                counter (HTTP, see NewHTTP)
+//	quota_http_request_duration_seconds{route}           histogram (HTTP)
 //
 // Observer methods are cheap and safe for concurrent use; the Collector
 // takes the limiter's shard locks once per scrape.

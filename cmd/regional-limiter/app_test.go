@@ -206,7 +206,8 @@ func TestEndToEnd(t *testing.T) {
 	a.mustCall(t, "PUT", "/v1/limits/e2e", `{"rate":1,"capacity":1}`, false, 401)
 
 	m := a.call(t, "GET", "/metrics", "", false)
-	for _, name := range []string{"quota_decisions_total", "quota_store_call_duration_seconds", "quota_config_version", "quota_tracked_keys", "quota_breaker_state"} {
+	for _, name := range []string{"quota_decisions_total", "quota_store_call_duration_seconds", "quota_config_version",
+		"quota_tracked_keys", "quota_breaker_state", `quota_http_requests_total{code="200",route="POST /v1/allow"}`} {
 		if !strings.Contains(m.raw, name) {
 			t.Errorf("metrics lack %s", name)
 		}

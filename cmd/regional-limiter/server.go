@@ -16,6 +16,8 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/limitmetrics"
+	"github.com/quotaplatform/quota/region"
 )
 
 // httpServer serves the API, metrics and health on --listen.
@@ -34,6 +36,7 @@ type serverInputs struct {
 	API       *limitapi.API
 	Catalog   *catalog.Catalog
 	Registry  *prometheus.Registry
+	Limiter   *region.Limiter
 	Log       *slog.Logger
 	// DebugShares serves /debug/shares when the gossip module provides it.
 	DebugShares http.Handler `name:"debug_shares" optional:"true"`
@@ -48,10 +51,15 @@ func newHTTPServer(in serverInputs) *httpServer {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ready := in.Catalog.Loaded()
+		// A store outage does not make the process unready: it decides
+		// in degraded mode, which the body reports.
+		breaker := in.Limiter.Stats().Breaker
 		body := map[string]any{
 			"catalogue_loaded": ready,
 			"catalogue_synced": in.Catalog.Synced(),
 			"config_version":   in.Catalog.Version(),
+			"breaker":          breaker.String(),
+			"degraded":         breaker != region.BreakerClosed,
 		}
 		status := http.StatusOK
 		if !ready {
@@ -67,9 +75,11 @@ func newHTTPServer(in serverInputs) *httpServer {
 			writeStatus(w, http.StatusNotImplemented, map[string]any{"error": "gossip is not wired into this build: every key's share is 1"})
 		})
 	}
+	httpMetrics := limitmetrics.NewHTTP()
+	in.Registry.MustRegister(httpMetrics)
 	s := &httpServer{srv: &http.Server{
 		Addr:              in.Options.Listen,
-		Handler:           mux,
+		Handler:           httpMetrics.Wrap(mux),
 		ReadHeaderTimeout: 2 * time.Second,
 		ReadTimeout:       5 * time.Second,
 		WriteTimeout:      10 * time.Second,
