@@ -40,7 +40,6 @@ type Node struct {
 	nc    *nats.Conn
 	clock Clock
 	log   *slog.Logger
-	start time.Time
 
 	table atomic.Pointer[table] // current shares; swapped whole
 
@@ -122,7 +121,6 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		// Warming up: the first tick only listens.
 		frozen: true,
 	}
-	n.start = n.clock.Now()
 	n.table.Store(n.warmupTable())
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(collector{n}); err != nil {

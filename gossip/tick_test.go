@@ -1,0 +1,174 @@
+package gossip
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/partition"
+	"github.com/quotaplatform/quota/region"
+)
+
+// fakeClock is set by the test; its timers never fire, because these tests
+// call tick directly instead of running Run.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func (c *fakeClock) After(time.Duration) <-chan time.Time { return nil }
+
+// lockstep drives nodes tick by tick on a fake clock, delivering digests by
+// hand so that a test decides exactly who hears whom.
+type lockstep struct {
+	t     *testing.T
+	clock *fakeClock
+	nodes []*Node
+	now   time.Time
+}
+
+func newLockstep(t *testing.T, names ...[2]string) *lockstep {
+	srv := testserver.StartNATS(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ls := &lockstep{t: t, clock: &fakeClock{}, now: time.Unix(1_700_000_000, 0)}
+	ls.clock.set(ls.now)
+	for _, rp := range names {
+		cfg := DefaultConfig()
+		cfg.Region, cfg.Process, cfg.Clock = rp[0], rp[1], ls.clock
+		cfg.TrustRamp = cfg.Interval // trust demand at once
+		n, err := New(nc, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls.nodes = append(ls.nodes, n)
+	}
+	return ls
+}
+
+// step records rate cost units per second of demand for key at each node
+// (by index), advances the clock one interval, ticks every node, and
+// delivers each node's new digest to the nodes hears allows.
+func (ls *lockstep) step(key string, rates []float64, hears func(from, to int) bool) {
+	iv := DefaultConfig().Interval
+	for i, n := range ls.nodes {
+		if rates[i] > 0 {
+			n.Record([]region.Usage{{Key: key, Spent: int64(rates[i] * iv.Seconds())}})
+		}
+	}
+	ls.now = ls.now.Add(iv)
+	ls.clock.set(ls.now)
+	for _, n := range ls.nodes {
+		n.tick(ls.now)
+	}
+	for i, from := range ls.nodes {
+		from.mu.Lock()
+		d := from.peers[peerID{from.cfg.Region, from.cfg.Process}].cur
+		from.mu.Unlock()
+		for j, to := range ls.nodes {
+			if i != j && (hears == nil || hears(i, j)) {
+				to.store(d, ls.now)
+			}
+		}
+	}
+}
+
+func micro(n *Node, key string) int64 { return n.table.Load().micro(key) }
+
+func TestLockstepDeterminismFreezeAndGoodbye(t *testing.T) {
+	ls := newLockstep(t, [2]string{"eu", "p1"}, [2]string{"eu", "p2"}, [2]string{"us", "p1"})
+	eu1, eu2, us1 := ls.nodes[0], ls.nodes[1], ls.nodes[2]
+	for i := 0; i < 20; i++ {
+		ls.step("k", []float64{350, 350, 300}, nil)
+	}
+	// Identical inputs, identical shares: each region's own shares sum to
+	// exactly one, and the processes of a region agree.
+	if micro(eu1, "k") != micro(eu2, "k") || micro(eu1, "k")+micro(us1, "k") != partition.Micro {
+		t.Fatalf("views differ: eu1 %d eu2 %d us1 %d", micro(eu1, "k"), micro(eu2, "k"), micro(us1, "k"))
+	}
+	if got := eu1.Share("k"); got < 0.69 || got > 0.71 {
+		t.Fatalf("eu share %v, want ≈0.7", got)
+	}
+
+	// us is cut off: nobody hears across. Everybody freezes at the same
+	// tick; shares do not move although demand does.
+	// The first tick after the cut still has everyone's digest of the
+	// epoch before it; from the next, they are missing.
+	cut := func(from, to int) bool { return (from == 2) == (to == 2) }
+	ls.step("k", []float64{50, 50, 900}, cut)
+	before := []int64{micro(eu1, "k"), micro(eu2, "k"), micro(us1, "k")}
+	for i := 0; i < 10; i++ {
+		ls.step("k", []float64{50, 50, 900}, cut)
+		for j, n := range ls.nodes {
+			if !n.Snapshot().Frozen {
+				t.Fatalf("step %d: %s/%s not frozen", i, n.cfg.Region, n.cfg.Process)
+			}
+			if got := micro(n, "k"); got != before[j] {
+				t.Fatalf("step %d: %s/%s share moved %d → %d", i, n.cfg.Region, n.cfg.Process, before[j], got)
+			}
+		}
+	}
+
+	// Healed: shares follow demand again, identically everywhere.
+	for i := 0; i < 20; i++ {
+		ls.step("k", []float64{50, 50, 900}, nil)
+	}
+	if micro(eu1, "k")+micro(us1, "k") != partition.Micro || us1.Share("k") < 0.85 {
+		t.Fatalf("after healing: eu %d us %d", micro(eu1, "k"), micro(us1, "k"))
+	}
+
+	// eu/p2 goes silent without goodbye: its region is still heard (p1),
+	// so after StaleAfter intervals it is dropped and computation resumes.
+	silent := func(from, to int) bool { return from != 1 }
+	for i := 0; i < DefaultConfig().StaleAfter+2; i++ {
+		ls.step("k", []float64{50, 0, 900}, silent)
+	}
+	if s := eu1.Snapshot(); s.Frozen {
+		t.Fatalf("eu1 still frozen after eu/p2 went silent: %+v", s.Regions)
+	}
+
+	// us says goodbye: eu takes the whole limit at once.
+	bye := &Digest{Region: "us", Process: "p1", Goodbye: true}
+	eu1.store(bye, ls.now)
+	ls.step("k", []float64{50, 0, 0}, silent)
+	if got := eu1.Share("k"); got != 1 {
+		t.Fatalf("after us left, eu's share is %v, want 1", got)
+	}
+}
+
+func TestLockstepNewProcessHoldsFloor(t *testing.T) {
+	ls := newLockstep(t, [2]string{"eu", "p1"}, [2]string{"us", "p1"})
+	for _, n := range ls.nodes {
+		n.cfg.Weights = map[string]float64{"eu": 1, "us": 1}
+		n.table.Store(n.warmupTable())
+	}
+	if got := ls.nodes[0].Share("k"); got != 0.05 {
+		t.Fatalf("warm-up share %v, want the floor", got)
+	}
+	ls.step("k", []float64{100, 100}, nil) // first tick only listens
+	if !ls.nodes[0].Snapshot().Frozen {
+		t.Fatal("not warming up on the first tick")
+	}
+	ls.step("k", []float64{100, 100}, nil)
+	if got := ls.nodes[0].Share("k"); got != 0.5 {
+		t.Fatalf("share %v, want 0.5", got)
+	}
+}
