@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,12 @@ const token = "s3cret"
 
 func newAPI(t testing.TB, withDefault bool) (http.Handler, *memCatalog) {
 	t.Helper()
+	return newAPIWith(t, withDefault, nil)
+}
+
+// newAPIWith is newAPI with the limiter wrapped by wrap (when not nil).
+func newAPIWith(t testing.TB, withDefault bool, wrap func(limitapi.Limiter) limitapi.Limiter) (http.Handler, *memCatalog) {
+	t.Helper()
 	cat := newMemCatalog()
 	if withDefault {
 		cat.plans["default"] = region.Plan{Rate: 1, Capacity: 3}
@@ -114,6 +121,9 @@ func newAPI(t testing.TB, withDefault bool) (http.Handler, *memCatalog) {
 	}
 	acfg := limitapi.DefaultConfig()
 	acfg.Limiter, acfg.Catalog, acfg.AdminToken = lim, cat, token
+	if wrap != nil {
+		acfg.Limiter = wrap(lim)
+	}
 	api, err := limitapi.New(acfg)
 	if err != nil {
 		t.Fatal(err)
@@ -359,10 +369,41 @@ func urlEscape(s string) string {
 	return b.String()
 }
 
-// A large batch is decided on several goroutines, but the checks of one key
-// keep their order.
+// slowLimiter stands for a limiter whose store answers in 50µs, and
+// records how many decisions ran at once.
+type slowLimiter struct {
+	limitapi.Limiter
+	inFlight, maxInFlight atomic.Int32
+}
+
+func (s *slowLimiter) Allow(ctx context.Context, key string, cost int64) (region.Decision, error) {
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for {
+		m := s.maxInFlight.Load()
+		if n <= m || s.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(50 * time.Microsecond) // the store's latency, not synchronisation
+	return s.Limiter.Allow(ctx, key, cost)
+}
+
+// A slow batch is spread over several goroutines, but the checks of one
+// key keep their order; a fast one is not spread.
 func TestBatchOrderPerKey(t *testing.T) {
-	h, _ := newAPI(t, true) // default plan: capacity 3
+	for _, slow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) { testBatchOrder(t, slow) })
+	}
+}
+
+func testBatchOrder(t *testing.T, slow bool) {
+	var sl *slowLimiter
+	var wrap func(limitapi.Limiter) limitapi.Limiter
+	if slow {
+		wrap = func(l limitapi.Limiter) limitapi.Limiter { sl = &slowLimiter{Limiter: l}; return sl }
+	}
+	h, _ := newAPIWith(t, true, wrap) // default plan: capacity 3
 	var sb strings.Builder
 	sb.WriteString(`{"checks":[`)
 	for i := range 200 {
@@ -390,5 +431,8 @@ func TestBatchOrderPerKey(t *testing.T) {
 		if nth < 3 && r.Remaining != int64(2-nth) {
 			t.Fatalf("check %d: remaining %d, want %d", i, r.Remaining, 2-nth)
 		}
+	}
+	if slow && sl.maxInFlight.Load() < 2 {
+		t.Fatalf("a slow batch was not spread: at most %d decisions at once", sl.maxInFlight.Load())
 	}
 }
