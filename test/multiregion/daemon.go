@@ -17,10 +17,11 @@ var (
 	storeCallMetrics = []string{"quota_store_calls_total"}
 	// decisionMetrics: decisions made (allowed and rejected).
 	decisionMetrics = []string{"quota_decisions_total"}
-	// decisionLatencyMetrics: a histogram of the server-side decision time
-	// of one check, in seconds (its _bucket series are read). The daemon
-	// exports none yet; the harness then measures on the client.
-	decisionLatencyMetrics = []string{"quota_decision_duration_seconds"}
+	// decisionLatency: the histogram of the server-side time to serve one
+	// check (POST /v1/allow, fast and slow path), in seconds; its _bucket
+	// series with the label are read.
+	decisionLatency      = "quota_http_request_duration_seconds"
+	decisionLatencyLabel = `route="POST /v1/allow"`
 )
 
 // sharesDoc is the part of /debug/shares (the gossip node's snapshot) the

@@ -161,10 +161,11 @@ func TestHistogramQuantile(t *testing.T) {
 	}
 	b := m.Buckets("quota_decision_duration_seconds")
 	for _, tc := range []struct {
-		q, want float64
-	}{{0.5, 0.0001}, {0.9, 0.0001}, {0.99, 0.001}, {0.999, 0.01}} {
-		if got, n := histogramQuantile(tc.q, b); got != tc.want || n != 100 {
-			t.Errorf("quantile %v = %v (n %v), want %v", tc.q, got, n, tc.want)
+		q, bound, est float64
+	}{{0.45, 0.0001, 0.00005}, {0.9, 0.0001, 0.0001}, {0.99, 0.001, 0.001}, {0.995, 0.01, 0.0055}} {
+		bound, est, n := histogramQuantile(tc.q, b)
+		if bound != tc.bound || math.Abs(est-tc.est) > 1e-12 || n != 100 {
+			t.Errorf("quantile %v = bound %v est %v (n %v), want %v, %v", tc.q, bound, est, n, tc.bound, tc.est)
 		}
 	}
 	if m.Sum("quota_decision_duration_seconds_count") != 100 || !m.Has("quota_decision_duration_seconds_count") {

@@ -94,12 +94,20 @@ func (m Metrics) first(names ...string) (float64, bool) {
 }
 
 // Buckets returns the cumulative histogram buckets of metric name (the
-// _bucket series, all other labels summed): upper bound → count.
-func (m Metrics) Buckets(name string) map[float64]float64 {
+// _bucket series whose labels contain every `label="value"` fragment given,
+// other labels summed): upper bound → count.
+func (m Metrics) Buckets(name string, labels ...string) map[float64]float64 {
 	out := map[float64]float64{}
 	for series, v := range m {
 		base, rest, ok := strings.Cut(series, "{")
 		if !ok || base != name+"_bucket" {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(rest, l)
+		}
+		if !match {
 			continue
 		}
 		i := strings.Index(rest, `le="`)
@@ -120,25 +128,37 @@ func (m Metrics) Buckets(name string) map[float64]float64 {
 	return out
 }
 
-// histogramQuantile is the q-quantile (0..1) of cumulative buckets, as the
-// upper bound of the first bucket holding it (a conservative estimate).
-func histogramQuantile(q float64, buckets map[float64]float64) (float64, float64) {
+// histogramQuantile is the q-quantile (0..1) of cumulative buckets: the
+// upper bound of the first bucket holding it (a bound) and, as Prometheus'
+// histogram_quantile does, a linear interpolation within that bucket (an
+// estimate). It also returns the number of observations.
+func histogramQuantile(q float64, buckets map[float64]float64) (bound, estimate, total float64) {
 	bounds := make([]float64, 0, len(buckets))
 	for ub := range buckets {
 		bounds = append(bounds, ub)
 	}
 	sort.Float64s(bounds)
 	if len(bounds) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
-	total := buckets[bounds[len(bounds)-1]]
+	total = buckets[bounds[len(bounds)-1]]
 	if total <= 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
+	lb, prev := 0.0, 0.0
 	for _, ub := range bounds {
-		if buckets[ub] >= q*total {
-			return ub, total
+		if c := buckets[ub]; c >= q*total {
+			if math.IsInf(ub, 1) {
+				return ub, lb, total
+			}
+			frac := 1.0
+			if c > prev {
+				frac = (q*total - prev) / (c - prev)
+			}
+			return ub, lb + (ub-lb)*frac, total
+		} else {
+			lb, prev = ub, c
 		}
 	}
-	return math.Inf(1), total
+	return math.Inf(1), lb, total
 }
