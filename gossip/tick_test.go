@@ -172,3 +172,29 @@ func TestLockstepNewProcessHoldsFloor(t *testing.T) {
 		t.Fatalf("share %v, want 0.5", got)
 	}
 }
+
+func TestLockstepCrashedRegionFreezesUntilForgotten(t *testing.T) {
+	ls := newLockstep(t, [2]string{"eu", "p1"}, [2]string{"us", "p1"})
+	eu := ls.nodes[0]
+	for i := 0; i < 10; i++ {
+		ls.step("k", []float64{500, 500}, nil)
+	}
+	// us crashes (no goodbye): eu cannot tell it from a partition and keeps
+	// its shares, however long it lasts.
+	deaf := func(from, to int) bool { return false }
+	for i := 0; i < 20; i++ {
+		ls.step("k", []float64{900, 0}, deaf)
+	}
+	if s := eu.Snapshot(); !s.Frozen || eu.Share("k") > 0.51 {
+		t.Fatalf("eu after us crashed: frozen=%v share=%v", s.Frozen, eu.Share("k"))
+	}
+	if age, ok := eu.Age("us"); !ok || age < 20*DefaultConfig().Interval {
+		t.Fatalf("age of us: %v %v", age, ok)
+	}
+	// The operator says us is gone: eu takes the limit.
+	eu.Forget("us")
+	ls.step("k", []float64{900, 0}, deaf)
+	if s := eu.Snapshot(); s.Frozen || eu.Share("k") != 1 {
+		t.Fatalf("eu after Forget(us): frozen=%v share=%v", s.Frozen, eu.Share("k"))
+	}
+}
