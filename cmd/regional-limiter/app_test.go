@@ -124,17 +124,32 @@ func TestValidateApp(t *testing.T) {
 	}
 }
 
-// The library packages must work without fx.
-func TestLibrariesDoNotImportFx(t *testing.T) {
-	for _, pkg := range []string{"region", "gossip", "partition", "ledger"} {
-		path := "github.com/quotaplatform/quota/" + pkg
-		out, err := exec.Command("go", "list", "-e", "-deps", "-f", "{{.ImportPath}}", path).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list %s: %v\n%s", path, err, out)
-		}
-		for _, dep := range strings.Fields(string(out)) {
-			if strings.HasPrefix(dep, "go.uber.org/fx") || strings.HasPrefix(dep, "go.uber.org/dig") {
-				t.Errorf("%s imports %s", pkg, dep)
+// deps lists the packages pkg imports, directly or not.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	path := "github.com/quotaplatform/quota/" + pkg
+	out, err := exec.Command("go", "list", "-e", "-deps", "-f", "{{.ImportPath}}", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", path, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// The library packages must work without fx, and partition is pure
+// arithmetic: no network client.
+func TestLibraryImports(t *testing.T) {
+	banned := map[string][]string{
+		"region":    {"go.uber.org/fx", "go.uber.org/dig"},
+		"gossip":    {"go.uber.org/fx", "go.uber.org/dig"},
+		"ledger":    {"go.uber.org/fx", "go.uber.org/dig"},
+		"partition": {"go.uber.org/fx", "go.uber.org/dig", "net", "github.com/nats-io/", "github.com/redis/", "github.com/jackc/", "github.com/hashicorp/memberlist"},
+	}
+	for pkg, prefixes := range banned {
+		for _, dep := range deps(t, pkg) {
+			for _, p := range prefixes {
+				if dep == p || strings.HasPrefix(dep, strings.TrimSuffix(p, "/")+"/") {
+					t.Errorf("%s imports %s", pkg, dep)
+				}
 			}
 		}
 	}
