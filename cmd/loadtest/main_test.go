@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/region"
+)
+
+// staticCatalog answers every key with one plan; writes are not needed.
+type staticCatalog struct{ limitapi.Catalog }
+
+func (staticCatalog) Resolve(string) (string, region.Plan, error) {
+	return "default", region.Plan{Rate: 1e6, Capacity: 1e6}, nil
+}
+
+func TestRunSmoke(t *testing.T) {
+	plans := region.StaticPlans{Default: region.Plan{Rate: 1e6, Capacity: 1e6}}
+	lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := limitapi.DefaultConfig()
+	cfg.Limiter, cfg.Catalog = lim, staticCatalog{}
+	api, err := limitapi.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	var out bytes.Buffer
+	c := config{url: srv.URL, duration: 150 * time.Millisecond, concurrency: 2, batch: 10, keys: 50, mode: "both", half: true, wait: time.Second}
+	if err := run(c, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, phase := range []string{"single ", "single @50%", "batch(10) ", "batch(10) @50%"} {
+		if !strings.Contains(out.String(), phase) {
+			t.Errorf("report lacks %q:\n%s", phase, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "first error") {
+		t.Errorf("errors:\n%s", out.String())
+	}
+}
