@@ -31,7 +31,8 @@ import (
 //
 // The graph provides *nats.Conn and jetstream.JetStream (connected, or
 // reconnecting in the background) for such constructors, Options for their
-// flags, *slog.Logger and *prometheus.Registry; a gossip module may also
+// flags, region.Clock (skewed by --clock-skew), *slog.Logger and
+// *prometheus.Registry; a gossip module may also
 // provide an http.Handler named "debug_shares" for /debug/shares. Pass the
 // modules as extra.
 func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
@@ -40,6 +41,7 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 		fx.Provide(
 			func() (*slog.Logger, error) { return newLogger(o, logOut) },
 			newRegistry,
+			newClock,
 			newStore,
 			newNATSLink,
 			provideNATSConn,
@@ -69,6 +71,21 @@ func newLogger(o Options, w io.Writer) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})).
 		With("region", o.Region, "process", o.ProcessID), nil
+}
+
+// skewedClock is the system clock offset by --clock-skew. Add keeps the
+// monotonic reading, so durations are unaffected; only wall time moves.
+type skewedClock time.Duration
+
+func (c skewedClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
+
+// newClock is the process's clock (region.Clock), for the limiter and any
+// module that stamps wall time (the ledger reporter).
+func newClock(o Options, log *slog.Logger) region.Clock {
+	if o.ClockSkew != 0 {
+		log.Warn("wall clock skewed for testing", "clock_skew", o.ClockSkew)
+	}
+	return skewedClock(o.ClockSkew)
 }
 
 func newRegistry() *prometheus.Registry {
@@ -128,6 +145,7 @@ type limiterInputs struct {
 	Options  Options
 	Catalog  *catalog.Catalog
 	Observer *limitmetrics.Observer
+	Clock    region.Clock
 	// Usage sinks (the ledger reporter; the gossip node, which learns demand
 	// from usage) join the group "usage"; each gets every batch.
 	Usage     []region.UsageSink    `group:"usage"`
@@ -144,6 +162,7 @@ func newLimiterConfig(in limiterInputs) region.Config {
 	cfg.Costs = in.Catalog
 	cfg.FlushInterval = time.Second
 	cfg.Observer = in.Observer
+	cfg.Clock = in.Clock
 	switch len(in.Usage) {
 	case 0:
 	case 1:

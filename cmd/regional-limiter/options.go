@@ -46,6 +46,10 @@ type Options struct {
 
 	LogLevel string
 
+	// ClockSkew offsets this process's wall clock, for tests of clock skew
+	// (the multi-region harness). Default 0.
+	ClockSkew time.Duration
+
 	// DefaultRate and DefaultCapacity are the built-in default plan, used for
 	// keys with no assignment while the catalogue has no "default" plan.
 	// Both 0 disable it.
@@ -91,6 +95,7 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.Float64Var(&o.DefaultRate, "default-rate", 100, "built-in default plan rate (cost units per second) for keys with no plan while the catalogue has no \"default\" plan; 0 disables")
 	fs.Float64Var(&o.DefaultCapacity, "default-capacity", 200, "built-in default plan capacity (burst, cost units); 0 disables")
 	fs.StringVar(&o.Config, "config", "", "optional file of `flag = value` lines")
+	fs.DurationVar(&o.ClockSkew, "clock-skew", 0, "testing: offset this process's wall clock by this much")
 	return fs
 }
 
