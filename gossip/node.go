@@ -206,7 +206,10 @@ func (n *Node) Run(ctx context.Context) error { return n.run(ctx, nil) }
 func (n *Node) run(ctx context.Context, ready chan<- error) error {
 	inbox := make(chan *nats.Msg, inboxSize)
 	sub, err := n.nc.ChanSubscribe(n.cfg.Subject+".>", inbox)
-	if err == nil {
+	if err == nil && n.nc.IsConnected() {
+		// While NATS is unreachable the subscription waits in the client
+		// and is sent on reconnection: a process that starts during an
+		// outage gossips once NATS is back.
 		err = n.nc.Flush()
 	}
 	if ready != nil {

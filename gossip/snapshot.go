@@ -101,6 +101,15 @@ func (n *Node) Shares(key string) map[string]float64 {
 	return out
 }
 
+// SharesAge is the time since the shares were last computed.
+func (n *Node) SharesAge() time.Duration {
+	t := n.table.Load()
+	if t.at.IsZero() {
+		return 0
+	}
+	return n.clock.Now().Sub(t.at)
+}
+
 // Age returns the time since region's last digest, and false if it was
 // never heard.
 func (n *Node) Age(region string) (time.Duration, bool) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/region"
@@ -29,6 +30,15 @@ type Catalog interface {
 	History(ctx context.Context, kind catalog.Kind, name string) ([]catalog.Entry, error)
 }
 
+// ShareView is what GET /v1/keys/{key} shows of the regions' shares (the
+// gossip node).
+type ShareView interface {
+	// Shares returns every region's share of key's global limit.
+	Shares(key string) map[string]float64
+	// SharesAge is the time since the shares were last computed.
+	SharesAge() time.Duration
+}
+
 // Config configures the API. Limiter and Catalog are required.
 type Config struct {
 	Limiter Limiter
@@ -48,6 +58,10 @@ type Config struct {
 	MaxBatchBytes int64
 	// MaxBatch caps the checks in one batch. Default 1000.
 	MaxBatch int
+
+	// Shares, when set, adds the regions' shares of a key and their age to
+	// GET /v1/keys/{key}. Default nil.
+	Shares ShareView
 
 	// Logger receives unexpected errors. Default slog.Default().
 	Logger *slog.Logger

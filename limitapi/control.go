@@ -200,6 +200,10 @@ type keyAnswer struct {
 	// is the plan's capacity (the key spent nothing here lately).
 	Tracked  bool `json:"tracked"`
 	Degraded bool `json:"degraded"`
+	// Shares is each region's share of the key's global limit, and
+	// SharesAgeMS the age of that computation (gossip); absent without it.
+	Shares      map[string]float64 `json:"shares,omitempty"`
+	SharesAgeMS *int64             `json:"shares_age_ms,omitempty"`
 }
 
 // getKey serves GET /v1/keys/{key}.
@@ -225,6 +229,11 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 		// Until the key's next decision re-leases after a plan change, its
 		// state may still count against the old plan's larger capacity.
 		ans.Remaining = min(ks.Remaining, int64(plan.Capacity))
+	}
+	if a.cfg.Shares != nil {
+		ans.Shares = a.cfg.Shares.Shares(key)
+		age := a.cfg.Shares.SharesAge().Milliseconds()
+		ans.SharesAgeMS = &age
 	}
 	writeJSON(w, http.StatusOK, ans)
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/region"
@@ -59,6 +60,7 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 			return l
 		}),
 		fx.StopTimeout(20*time.Second),
+		regionModules(o),
 		fx.Options(extra...),
 		fx.Invoke(func(*httpServer) {}),
 	)
@@ -228,9 +230,10 @@ func (f usageFanout) Record(batch []region.Usage) {
 	}
 }
 
-func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, log *slog.Logger) (*limitapi.API, error) {
+func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip.Node, log *slog.Logger) (*limitapi.API, error) {
 	cfg := limitapi.DefaultConfig()
 	cfg.Limiter, cfg.Catalog, cfg.AdminToken, cfg.Logger = lim, cat, o.AdminToken, log
+	cfg.Shares = shares
 	if o.AdminToken == "" {
 		log.Warn("no --admin-token: control-plane writes are disabled")
 	}

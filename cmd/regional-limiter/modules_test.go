@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/ledger"
+)
+
+// TestRegionModulesWired: the daemon reports usage to the ledger stream
+// (final reports on a graceful stop, spent equal to what clients were
+// allowed), serves the gossip shares on /debug/shares and GET /v1/keys,
+// and counts its memberlist peers.
+func TestRegionModulesWired(t *testing.T) {
+	srv := testserver.StartNATS(t)
+	o := testOptions(t, "", srv.URL, t.TempDir())
+	o.GossipInterval = 100 * time.Millisecond
+	o.MemberlistBind = "127.0.0.1:0"
+	o.ProcessID = "proc-a"
+	d := startDaemon(t, o)
+
+	var allowed float64
+	for i := 0; i < 30; i++ {
+		r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_ledger","cost":2}`, false, 200)
+		if r.body["allowed"] == true {
+			allowed += 2
+		}
+	}
+	if allowed == 0 {
+		t.Fatal("nothing allowed: the test proves nothing")
+	}
+	testserver.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		r := d.mustCall(t, "GET", "/debug/shares", "", false, 200)
+		if _, ok := r.body["regions"]; !ok {
+			return errNotYet("no regions in /debug/shares: " + r.raw)
+		}
+		return nil
+	})
+	k := d.mustCall(t, "GET", "/v1/keys/acct_ledger", "", false, 200)
+	shares, _ := k.body["shares"].(map[string]any)
+	if shares["local"] != 1.0 {
+		t.Fatalf("GET /v1/keys shares = %v, want local: 1 for a lone region", k.body["shares"])
+	}
+	d.stop(t) // graceful: the limiter drains into the reporter, which sends finals
+
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, ledger.DefaultStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spent int64
+	final := false
+	for {
+		msgs, err := cons.Fetch(100, jetstream.FetchMaxWait(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range msgs.Messages() {
+			n++
+			var rep ledger.Report
+			if err := json.Unmarshal(m.Data(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Key == "acct_ledger" {
+				spent = max(spent, rep.Spent) // reports are cumulative
+				final = final || rep.Final
+			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if float64(spent) != allowed || !final {
+		t.Fatalf("ledger stream: spent %d final %v, want %v final", spent, final, allowed)
+	}
+}
+
+type errNotYet string
+
+func (e errNotYet) Error() string { return string(e) }
