@@ -26,6 +26,23 @@ bench: ## run the Go benchmarks: hot path, store calls, state size, slow path, l
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./region/...
 	$(GO) test -run '^$$' -bench Ingest -benchtime 200000x ./ledger/reconcile/
 
+LOADTEST_ADDR ?= 127.0.0.1:18080
+LOADTEST_ARGS ?= -duration 5s -half
+.PHONY: loadtest
+loadtest: ## start a daemon in a temp dir and load it over loopback (LIMITER_ARGS="--redis redis://…")
+	$(GO) build -o bin/regional-limiter ./cmd/regional-limiter
+	$(GO) build -o bin/loadtest ./cmd/loadtest
+	dir=$$(mktemp -d); \
+	QUOTA_ADMIN_TOKEN=loadtest bin/regional-limiter --listen $(LOADTEST_ADDR) --data-dir $$dir --log-level warn $(LIMITER_ARGS) & pid=$$!; \
+	trap 'kill $$pid; wait $$pid || true; rm -rf $$dir' EXIT; \
+	bin/loadtest -url http://$(LOADTEST_ADDR) -admin-token loadtest $(LOADTEST_ARGS)
+
+.PHONY: fuzz
+fuzz: ## fuzz the wire formats and HTTP input for 20 s each
+	$(GO) test -run '^$$' -fuzz FuzzDecodeDigest -fuzztime 20s ./gossip/
+	$(GO) test -run '^$$' -fuzz FuzzShares -fuzztime 20s ./partition/
+	$(GO) test -run '^$$' -fuzz FuzzHTTP -fuzztime 20s ./limitapi/
+
 .PHONY: migrate
 migrate: ## apply the ledger migrations to QUOTA_POSTGRES
 	$(GO) run ./cmd/reconciler migrate
