@@ -35,7 +35,7 @@ loadtest: ## start a daemon in a temp dir and load it over loopback (LIMITER_ARG
 	dir=$$(mktemp -d); \
 	QUOTA_ADMIN_TOKEN=loadtest bin/regional-limiter --listen $(LOADTEST_ADDR) --data-dir $$dir --log-level warn $(LIMITER_ARGS) & pid=$$!; \
 	trap 'kill $$pid; wait $$pid || true; rm -rf $$dir' EXIT; \
-	bin/loadtest -url http://$(LOADTEST_ADDR) -admin-token loadtest $(LOADTEST_ARGS)
+	bin/loadtest -url http://$(LOADTEST_ADDR) -admin-token loadtest -server-pid $$pid $(LOADTEST_ARGS)
 
 .PHONY: fuzz
 fuzz: ## fuzz the wire formats and HTTP input for 20 s each

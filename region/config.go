@@ -42,8 +42,10 @@ type Config struct {
 
 	// LeaseTTL is how long a lease may be spent. Unspent permits of an expired
 	// lease go back to the store (on the key's next store call or the next
-	// sweep), so an idle process hoards nothing for longer than this.
-	// Default 2s.
+	// sweep), so an idle process hoards nothing for longer than this plus
+	// SweepInterval. What one process may hoard is bounded by the lease cap
+	// anyway (AccuracyBudget); the TTL trades store calls for keys with a
+	// few decisions per second against how long permits sit idle. Default 5s.
 	LeaseTTL time.Duration
 
 	// AccuracyBudget is the fraction of AccuracyHorizon's worth of a key's
@@ -129,7 +131,7 @@ func DefaultConfig() Config {
 	return Config{
 		Region:           "local",
 		StoreTimeout:     5 * time.Millisecond,
-		LeaseTTL:         2 * time.Second,
+		LeaseTTL:         5 * time.Second,
 		AccuracyBudget:   0.01,
 		AccuracyHorizon:  time.Minute,
 		ProcessEstimate:  1,

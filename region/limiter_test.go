@@ -146,7 +146,7 @@ func TestLeaseSteps(t *testing.T) {
 			steps: []step{
 				{cost: 1, allowed: true, remaining: 99, calls: 1},
 				{cost: 1, allowed: true, remaining: 98, calls: 2}, // holds 1 more
-				{advance: 3 * time.Second, cost: 1, allowed: true, remaining: 99, calls: 3},
+				{advance: 6 * time.Second, cost: 1, allowed: true, remaining: 99, calls: 3},
 			},
 		},
 	}

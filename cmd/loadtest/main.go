@@ -44,6 +44,7 @@ type config struct {
 	planRate    float64
 	planCap     float64
 	wait        time.Duration
+	serverPID   int
 }
 
 func main() {
@@ -60,6 +61,7 @@ func main() {
 	flag.Float64Var(&c.planRate, "plan-rate", 1e6, "rate of the default plan set with -admin-token")
 	flag.Float64Var(&c.planCap, "plan-capacity", 1e6, "capacity of the default plan set with -admin-token")
 	flag.DurationVar(&c.wait, "wait", 10*time.Second, "wait this long for the daemon's /readyz before starting")
+	flag.IntVar(&c.serverPID, "server-pid", 0, "when set, report the daemon's CPU time per decision, read from /proc/<pid>/stat")
 	flag.Parse()
 	// The generator shares the CPUs with the daemon it measures: collect
 	// garbage less often so that it takes less of them.
@@ -114,24 +116,43 @@ func run(c config, out io.Writer) error {
 		return fmt.Errorf("-mode %q: want single, batch or both", c.mode)
 	}
 	fmt.Fprintf(out, "target %s, %d workers, %d keys, %v per phase\n", c.url, c.concurrency, c.keys, c.duration)
-	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "max", "allowed", "errors")
+	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s %12s %14s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "max", "allowed", "errors", "server-cpu", "store-calls")
 	for _, b := range modes {
 		name := "single"
 		if b > 0 {
 			name = "batch(" + strconv.Itoa(b) + ")"
 		}
-		r := phase(client, c, b, c.rate)
+		r := measured(client, c, b, c.rate)
 		r.print(out, name)
 		if c.half && c.rate == 0 {
-			h := phase(client, c, b, r.decisionsPerSec()/2)
+			h := measured(client, c, b, r.decisionsPerSec()/2)
 			h.print(out, name+" @50%")
 		}
 	}
 	return nil
 }
 
+// measured runs a phase and reads the daemon's CPU time and store-call
+// counter around it.
+func measured(client *http.Client, c config, batch int, rate float64) *result {
+	cpu0, cpuErr := processCPU(c.serverPID)
+	calls0, callsErr := scrapeCounter(client, c.url, "quota_store_calls_total")
+	r := phase(client, c, batch, rate)
+	if cpu1, err := processCPU(c.serverPID); c.serverPID != 0 && cpuErr == nil && err == nil {
+		r.serverCPU = cpu1 - cpu0
+	}
+	if calls1, err := scrapeCounter(client, c.url, "quota_store_calls_total"); callsErr == nil && err == nil {
+		r.storeCalls = calls1 - calls0
+		r.haveCalls = true
+	}
+	return r
+}
+
 type result struct {
-	elapsed   time.Duration
+	serverCPU  time.Duration // the daemon's user+system CPU during the phase
+	storeCalls float64       // growth of quota_store_calls_total during the phase
+	haveCalls  bool
+	elapsed    time.Duration
 	decisions int64
 	requests  int64
 	allowed   int64
@@ -158,8 +179,15 @@ func (r *result) print(out io.Writer, name string) {
 	if r.decisions > 0 {
 		allowed = 100 * float64(r.allowed) / float64(r.decisions)
 	}
-	fmt.Fprintf(out, "%-14s %12.0f %12.0f %10s %10s %10s %8.1f%% %8d\n", name, r.decisionsPerSec(),
-		float64(r.requests)/r.elapsed.Seconds(), round(pct(0.50)), round(pct(0.99)), round(maxLat), allowed, r.errors)
+	cpu, calls := "-", "-"
+	if r.serverCPU > 0 && r.decisions > 0 {
+		cpu = fmt.Sprintf("%.1fµs/dec", float64(r.serverCPU.Microseconds())/float64(r.decisions))
+	}
+	if r.haveCalls && r.decisions > 0 {
+		calls = fmt.Sprintf("%.4f/dec", r.storeCalls/float64(r.decisions))
+	}
+	fmt.Fprintf(out, "%-14s %12.0f %12.0f %10s %10s %10s %8.1f%% %8d %12s %14s\n", name, r.decisionsPerSec(),
+		float64(r.requests)/r.elapsed.Seconds(), round(pct(0.50)), round(pct(0.99)), round(maxLat), allowed, r.errors, cpu, calls)
 	if r.firstErr != nil {
 		fmt.Fprintf(out, "  first error: %v\n", r.firstErr)
 	}
