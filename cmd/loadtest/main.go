@@ -153,12 +153,12 @@ type result struct {
 	storeCalls float64       // growth of quota_store_calls_total during the phase
 	haveCalls  bool
 	elapsed    time.Duration
-	decisions int64
-	requests  int64
-	allowed   int64
-	errors    int64
-	lats      []time.Duration
-	firstErr  error
+	decisions  int64
+	requests   int64
+	allowed    int64
+	errors     int64
+	lats       []time.Duration
+	firstErr   error
 }
 
 func (r *result) decisionsPerSec() float64 { return float64(r.decisions) / r.elapsed.Seconds() }
