@@ -1,12 +1,12 @@
 package gossip
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/quotaplatform/quota/internal/testclock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/partition"
 	"github.com/quotaplatform/quota/region"
@@ -14,30 +14,15 @@ import (
 
 // fakeClock is set by the test; its timers never fire, because these tests
 // call tick directly instead of running Run.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type fakeClock struct{ *testclock.Manual }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-func (c *fakeClock) After(time.Duration) <-chan time.Time { return nil }
+func (fakeClock) After(time.Duration) <-chan time.Time { return nil }
 
 // lockstep drives nodes tick by tick on a fake clock, delivering digests by
 // hand so that a test decides exactly who hears whom.
 type lockstep struct {
 	t     *testing.T
-	clock *fakeClock
+	clock fakeClock
 	nodes []*Node
 	now   time.Time
 }
@@ -49,8 +34,8 @@ func newLockstep(t *testing.T, names ...[2]string) *lockstep {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	ls := &lockstep{t: t, clock: &fakeClock{}, now: time.Unix(1_700_000_000, 0)}
-	ls.clock.set(ls.now)
+	ls := &lockstep{t: t, clock: fakeClock{testclock.New(time.Time{})}, now: time.Unix(1_700_000_000, 0)}
+	ls.clock.Set(ls.now)
 	for _, rp := range names {
 		cfg := DefaultConfig()
 		cfg.Region, cfg.Process, cfg.Clock = rp[0], rp[1], ls.clock
@@ -75,7 +60,7 @@ func (ls *lockstep) step(key string, rates []float64, hears func(from, to int) b
 		}
 	}
 	ls.now = ls.now.Add(iv)
-	ls.clock.set(ls.now)
+	ls.clock.Set(ls.now)
 	for _, n := range ls.nodes {
 		n.tick(ls.now)
 	}

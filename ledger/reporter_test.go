@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,27 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quotaplatform/quota/internal/testclock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/region"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
 
 func connect(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
@@ -122,7 +105,7 @@ var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
 func TestReporterCumulativeAndFinal(t *testing.T) {
 	js := connect(t, testserver.StartNATS(t).URL)
-	clock := &fakeClock{now: t0.Add(time.Second)}
+	clock := testclock.New(t0.Add(time.Second))
 	r, _ := newReporter(t, js, clock, nil)
 	ctx := context.Background()
 	w := t0 // window start of both keys
@@ -184,7 +167,7 @@ func TestReporterCumulativeAndFinal(t *testing.T) {
 
 func TestReporterLateDeltaAfterRetentionGetsOwnRow(t *testing.T) {
 	js := connect(t, testserver.StartNATS(t).URL)
-	clock := &fakeClock{now: t0}
+	clock := testclock.New(t0)
 	r, m := newReporter(t, js, clock, func(c *ledger.Config) { c.Retention = 10 * time.Second })
 	ctx := context.Background()
 	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 4}})
@@ -216,7 +199,7 @@ func TestReporterLateDeltaAfterRetentionGetsOwnRow(t *testing.T) {
 func TestReporterSpoolsWhileNATSDown(t *testing.T) {
 	srv := testserver.StartNATS(t)
 	js := connect(t, srv.URL)
-	clock := &fakeClock{now: t0}
+	clock := testclock.New(t0)
 	r, m := newReporter(t, js, clock, nil)
 	ctx := context.Background()
 
@@ -269,7 +252,7 @@ func TestReporterSpoolsWhileNATSDown(t *testing.T) {
 func TestReporterSpoolFullKeepsUsageInMemory(t *testing.T) {
 	srv := testserver.StartNATS(t)
 	js := connect(t, srv.URL)
-	clock := &fakeClock{now: t0}
+	clock := testclock.New(t0)
 	r, m := newReporter(t, js, clock, func(c *ledger.Config) { c.SpoolMaxBytes = 4096 })
 	ctx := context.Background()
 	srv.Stop()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/internal/testclock"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -63,7 +64,7 @@ func (u *usageLog) totals() map[string]region.Usage {
 }
 
 type fixture struct {
-	clock *manualClock
+	clock *testclock.Manual
 	store *countingStore
 	lim   *region.Limiter
 	usage *usageLog

@@ -12,28 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quotaplatform/quota/internal/testclock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/region"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
 
 func newReporter(t testing.TB, js jetstream.JetStream, process string, mod func(*ledger.Config)) (*ledger.Reporter, *ledger.Metrics) {
 	t.Helper()
@@ -59,7 +43,7 @@ func TestKilledProcessLeavesWindowIncomplete(t *testing.T) {
 	js := connect(t, testserver.StartNATS(t).URL)
 	ctx := context.Background()
 	start := time.Now().Add(-time.Hour).Truncate(time.Minute).UTC()
-	clock := &fakeClock{now: start.Add(10 * time.Second)}
+	clock := testclock.New(start.Add(10 * time.Second))
 
 	killed, _ := newReporter(t, js, "p-killed", func(c *ledger.Config) { c.Clock = clock })
 	ok, _ := newReporter(t, js, "p-ok", func(c *ledger.Config) { c.Clock = clock })
