@@ -121,11 +121,13 @@ func (c *Cluster) RestartProcess(n *Node, skew time.Duration) {
 			c.t.Logf("multiregion: %s: %v", n.Name(), err)
 		}
 	}
-	var ml []string
+	var join []string
 	for _, m := range c.Region(n.Region).Nodes() {
-		ml = append(ml, m.memberlist)
+		if m != n && m.serving() {
+			join = append(join, m.memberlist)
+		}
 	}
-	if err := n.launch(skew, ml); err != nil {
+	if err := n.launch(skew, join); err != nil {
 		c.t.Fatal(err)
 	}
 	testserver.WaitFor(c.t, 60*time.Second, 50*time.Millisecond, n.ready)

@@ -148,27 +148,40 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	}
 	t.Cleanup(func() { _ = c.reconProc.stop(15 * time.Second) })
 
-	// Limiter processes.
-	for _, r := range c.order {
-		reg := c.regions[r]
-		ml := make([]string, spec.Processes)
-		for i := range ml {
-			ml[i] = hostPort(testserver.FreePort(t))
-		}
-		for i := 0; i < spec.Processes; i++ {
+	// Limiter processes, in rounds: the i-th process of every region starts
+	// once the ones before it are ready, and joins their memberlist (as a
+	// rolling deployment does; the daemon refuses to start when none of
+	// its join addresses answers).
+	for i := 0; i < spec.Processes; i++ {
+		var round []*Node
+		for _, r := range c.order {
+			reg := c.regions[r]
 			n := &Node{
 				Region:     r,
 				Index:      i,
 				c:          c,
 				listen:     hostPort(testserver.FreePort(t)),
-				memberlist: ml[i],
+				memberlist: hostPort(testserver.FreePort(t)),
 				dataDir:    filepath.Join(c.dir, fmt.Sprintf("data-%s-%d", r, i)),
 			}
+			var join []string
+			for _, m := range reg.nodes {
+				join = append(join, m.memberlist)
+			}
 			reg.nodes = append(reg.nodes, n)
-			if err := n.launch(0, ml); err != nil {
+			if err := n.launch(0, join); err != nil {
 				t.Fatal(err)
 			}
+			round = append(round, n)
 		}
+		testserver.WaitFor(t, remaining(), 50*time.Millisecond, func() error {
+			for _, n := range round {
+				if err := n.ready(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	// Stop the limiters before the servers they use (cleanups run last in,
 	// first out), so that their final reports reach the ledger.
@@ -306,22 +319,17 @@ func (n *Node) serving() bool {
 	return !n.crashed && !n.down
 }
 
-// launch starts the node's process with the given clock skew. Each run has
-// its own process id (the ledger keys reports by process, and a restarted
-// process starts its counters from zero).
-func (n *Node) launch(skew time.Duration, memberlist []string) error {
+// launch starts the node's process with the given clock skew, joining the
+// memberlist addresses in join. Each run has its own process id (the ledger
+// keys reports by process, and a restarted process starts its counters
+// from zero).
+func (n *Node) launch(skew time.Duration, join []string) error {
 	s := n.c.spec
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	id := fmt.Sprintf("%s-%d", n.Region, n.Index)
 	if n.restarts > 0 {
 		id = fmt.Sprintf("%s-%d.r%d", n.Region, n.Index, n.restarts)
-	}
-	var join []string
-	for _, a := range memberlist {
-		if a != n.memberlist {
-			join = append(join, a)
-		}
 	}
 	reg := n.c.regions[n.Region]
 	args := []string{

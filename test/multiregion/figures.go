@@ -64,6 +64,7 @@ type Figures struct {
 	StoreCalls          float64
 	StoreCallsPerDec    float64
 	Ledger              LedgerCheck
+	Setup               string // the cluster and workload, one line
 	Notes               []string
 	Checks              []Check
 	Plots               []Plot

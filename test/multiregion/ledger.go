@@ -96,14 +96,15 @@ func (c *Cluster) ShortenFinalGrace(ctx context.Context, d time.Duration) error 
 }
 
 // IncompleteProcesses returns the processes (suffix stripped) with a row in
-// usage_incomplete_windows, with their count.
-func (c *Cluster) IncompleteProcesses(ctx context.Context) (map[string]int, error) {
+// usage_incomplete_windows for a key starting with prefix, with their count.
+func (c *Cluster) IncompleteProcesses(ctx context.Context, prefix string) (map[string]int, error) {
 	conn, err := pgx.Connect(ctx, c.pgURL)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT process_id, count(*)::int FROM usage_incomplete_windows GROUP BY process_id`)
+	rows, err := conn.Query(ctx, `SELECT process_id, count(*)::int FROM usage_incomplete_windows
+		WHERE starts_with(key, $1) GROUP BY process_id`, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}

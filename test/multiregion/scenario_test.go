@@ -95,6 +95,9 @@ func TestScenarios(t *testing.T) {
 	mode := requireMode(t)
 	spec := DefaultSpec()
 	spec.PrivatePostgres = true
+	if mode == ModeFull {
+		spec.Window = time.Minute // the daemon's default accounting window
+	}
 	c := Start(t, spec)
 	for _, e := range endpoints {
 		c.SetCost(e.Name, e.Cost)
@@ -235,6 +238,11 @@ func (a counters) delta(b counters) (storeCalls, decisions float64) {
 func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	c := s.c
 	f := &Figures{Scenario: s.name, Mode: s.mode, Duration: rec.end.Sub(rec.start)}
+	sp := c.Spec()
+	f.Setup = fmt.Sprintf("%d regions × %d processes, --window %v, --report-interval %v, --gossip-interval %v, --store-timeout %v, --share-floor %g; "+
+		"%d Zipf keys (s = %g, busiest %v cost/s) on plan default (%v/s, capacity %v), endpoints read/write/search costing 1/2/5 (70/20/10 %%); "+
+		"runs of %v, faults of %v.", len(sp.Regions), sp.Processes, sp.Window, sp.ReportInterval, sp.GossipInterval, sp.StoreTimeout, sp.ShareFloor,
+		zipfKeys, zipfS, zipfTop, defaultRate, defaultCapacity, s.D, s.F)
 	tot := rec.Totals()
 	f.Decisions, f.AllowedCost, f.DegradedCost = tot.Decisions, tot.Allowed, tot.Degraded
 	f.DemandCost = tot.Allowed + tot.Rejected
@@ -267,19 +275,18 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	if f.LostInCrash > 0 {
 		s.note("%d checks were in flight to the process the scenario killed or restarted; a client retries them elsewhere, they are not counted as failures.", f.LostInCrash)
 	}
-	lat := fmt.Sprintf("%.2f ms (p50 %.2f ms; %d probe calls, client side, one check per HTTP call over loopback keep-alive)",
+	lat := fmt.Sprintf("%.2f ms (p50 %.2f ms; %d calls of the fast-path probe key, client side: one check per HTTP call over loopback keep-alive, so HTTP and scheduling included)",
 		float64(f.FastP99)/1e6, float64(f.FastP50)/1e6, f.FastN)
-	switch {
-	case s.skipLatency:
+	if s.skipLatency {
 		s.note("fast-path decision p99 %s not asserted: the run restarts processes.", lat)
-	case after.latName != "":
+	} else {
+		f.check("decision p99, fast path", f.FastP99 < 2*time.Millisecond && f.FastN > 0, lat, "< 2 ms")
+	}
+	if after.latName != "" {
 		bound, est, n := histogramQuantile(0.99, before.latencyDelta(after))
 		f.ServerP99 = time.Duration(est * float64(time.Second))
-		f.check("decision p99, server side (every /v1/allow, fast and slow path)", f.ServerP99 < 2*time.Millisecond && n > 0,
-			fmt.Sprintf("%.3f ms (interpolated; bucket bound %.3g ms; %s; %.0f calls)", est*1e3, bound*1e3, after.latName, n), "< 2 ms")
-		s.note("fast-path probe, client side: %s", lat)
-	default:
-		f.check("decision p99, fast path (client side: the daemon exports no decision histogram)", f.FastP99 < 2*time.Millisecond && f.FastN > 0, lat, "< 2 ms")
+		s.note("server side, every POST /v1/allow (fast path, slow path with its store call, degraded): p99 %.3f ms (interpolated in the ≤ %.3g ms bucket of %s, %.0f calls)",
+			est*1e3, bound*1e3, after.latName, n)
 	}
 	s.note("all calls (fast and slow path, %d decisions): p50 %.2f ms, p99 %.2f ms, client side.", f.Decisions, float64(f.P50)/1e6, float64(f.P99)/1e6)
 	f.check("store calls per decision", f.StoreCalls > 0 || f.Decisions == 0,

@@ -106,7 +106,7 @@ var scenarios = []scenario{
 			deadline := time.Now().Add(s.c.Spec().Window + 20*time.Second)
 			for {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				inc, err := s.c.IncompleteProcesses(ctx)
+				inc, err := s.c.IncompleteProcesses(ctx, s.prefix)
 				cancel()
 				got = inc
 				ok := err == nil
@@ -125,7 +125,7 @@ var scenarios = []scenario{
 				n += got[id]
 			}
 			f.check("crashed process's windows flagged incomplete", n > 0,
-				fmt.Sprintf("%d incomplete windows of %s(ledger grace shortened to 3 s)", n, ids), "> 0")
+				fmt.Sprintf("%d of its (key, window) rows in usage_incomplete_windows: %s(ledger grace shortened to 3 s)", n, ids), "> 0")
 		},
 		after: func(s *scenarioRun) { s.c.RestartProcess(s.c.Node("eu", 0), 0) },
 	},
