@@ -299,12 +299,13 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	}
 
 	// Size the lease (seed R2): double it when the last one ran out before
-	// its TTL, halve it when one expired with permits left.
+	// its TTL, halve it when one expired mostly unspent, keep it when one
+	// expired mostly spent (the key's rate fits the lease).
 	switch {
 	case invalidated:
 	case e.syncAt != 0 && now < e.leaseExp:
 		e.nextLease = uint32(min(int64(e.nextLease)*2, math.MaxUint32))
-	case e.permits > 0:
+	case e.permits > int64(e.nextLease)/2:
 		e.nextLease = max(e.nextLease/2, 1)
 	}
 	leaseCap := l.leaseCap(plan.Rate*share, procs)

@@ -77,8 +77,10 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 				continue
 			}
 			batch = append(batch, pendingReturn{k, e.permits, float64(e.rate), float64(e.capacity)})
+			if e.permits > int64(e.nextLease)/2 {
+				e.nextLease = max(e.nextLease/2, 1)
+			}
 			e.permits = 0
-			e.nextLease = max(e.nextLease/2, 1)
 		}
 		sh.mu.Unlock()
 		for j, r := range batch {
