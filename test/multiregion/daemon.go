@@ -28,6 +28,8 @@ var (
 // harness reads: per key, per region, the share of the key's global limit;
 // Default for keys without digests.
 type sharesDoc struct {
+	// Shares answers /debug/shares?key=K: region → share of K.
+	Shares  map[string]float64            `json:"shares"`
 	Region  string                        `json:"region"`
 	Frozen  bool                          `json:"frozen"`
 	Default map[string]float64            `json:"default"`
@@ -55,6 +57,9 @@ func (c *Cluster) sharesOf(n *Node, key string) (map[string]float64, error) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
 		return nil, fmt.Errorf("%s: /debug/shares: %w", n.Name(), err)
+	}
+	if len(d.Shares) > 0 {
+		return d.Shares, nil
 	}
 	if m, ok := d.Keys[key]; ok && len(m) > 0 {
 		return m, nil

@@ -47,6 +47,8 @@ type Figures struct {
 	AccuracyRatio       float64 // Admitted / Limit
 	WindowLen           int     // seconds of the sliding window
 	WindowRatio         float64 // worst admitted/limit over sliding windows (all keys)
+	WindowKey           string  // the key and start second of that window
+	WindowStart         int
 	Bound               float64 // the run's documented bound for AccuracyKey (1.01 × limit in normal operation)
 	FaultAdmitted       float64 // admitted during the fault (AccuracyKey, all regions)
 	FaultBound          float64 // the documented degraded bound for it
@@ -126,7 +128,9 @@ func (f *Figures) accuracy(rec *Record, plans map[string][]PlanPhase) {
 			for s := a; s < a+L; s++ {
 				sum += float64(series[s].Allowed)
 			}
-			f.WindowRatio = math.Max(f.WindowRatio, sum/limitOver(phases, a, a+L-1, f.Duration.Seconds()))
+			if r := sum / limitOver(phases, a, a+L-1, f.Duration.Seconds()); r > f.WindowRatio {
+				f.WindowRatio, f.WindowKey, f.WindowStart = r, key, a
+			}
 		}
 	}
 }

@@ -265,7 +265,7 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 		f.check("admitted / limit, worst key, whole run", f.AccuracyRatio <= 1.01,
 			fmt.Sprintf("%.4f (%s: %.0f of %.0f)", f.AccuracyRatio, f.AccuracyKey, f.Admitted, f.Limit), "≤ 1.01")
 		f.check(fmt.Sprintf("admitted / limit, worst %d s window", f.WindowLen), f.WindowRatio <= 1.01,
-			fmt.Sprintf("%.4f", f.WindowRatio), "≤ 1.01")
+			fmt.Sprintf("%.4f (%s, from second %d)", f.WindowRatio, f.WindowKey, f.WindowStart), "≤ 1.01")
 	} else {
 		s.faultChecks(rec, f)
 	}
@@ -292,6 +292,9 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	f.check("store calls per decision", f.StoreCalls > 0 || f.Decisions == 0,
 		fmt.Sprintf("%.3f (%.0f calls / %.0f decisions, probe included, per /metrics)", f.StoreCallsPerDec, f.StoreCalls, serverDecisions), "reported (no target)")
 
+	if len(s.faults) == 0 && f.DegradedCost > 0 {
+		s.note("%d cost was allowed in degraded mode although no fault was injected: store calls that took longer than --store-timeout %v on this loaded machine (they feed the breaker).", f.DegradedCost, c.Spec().StoreTimeout)
+	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		s.note("machine load average at the end of the run (1, 5, 15 min): %s on %d CPUs", strings.Join(strings.Fields(string(b))[:3], ", "), runtime.NumCPU())
 	}
