@@ -80,6 +80,16 @@ func (b *breaker) failure(now int64) {
 	}
 }
 
+// abandon gives up a probe that made no store call: the breaker opens
+// again with its old opening time, so the next caller may probe at once.
+func (b *breaker) abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == BreakerHalfOpen {
+		b.setLocked(BreakerOpen)
+	}
+}
+
 func (b *breaker) current() BreakerState {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -314,6 +314,10 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	ret := e.permits
 	e.permits = 0
 	e.busy = true
+	var debt int64
+	if b := sh.buckets[key]; b != nil {
+		debt = b.debt
+	}
 	sh.mu.Unlock()
 
 	req := LeaseRequest{
@@ -324,6 +328,7 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 		Min:      cost,
 		Return:   ret,
 		Spread:   int64(procs),
+		Debt:     debt,
 	}
 	rep, lat, err := l.callStore(ctx, req)
 
@@ -349,15 +354,21 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
 	if e.inDegraded {
-		delete(sh.buckets, key)
-		e.inDegraded = false
+		// Charged with this call; what the bucket allowed since then is
+		// still owed.
+		if b := sh.buckets[key]; b != nil && b.debt > debt {
+			b.debt -= debt
+		} else {
+			delete(sh.buckets, key)
+			e.inDegraded = false
+		}
 	}
 	e.permits = rep.Granted
 	e.leaseExp = now + int64(l.cfg.LeaseTTL)
 	e.remaining = int64(rep.Tokens) + rep.Granted
 	e.syncAt = now
 	e.leased += int32(rep.Granted - ret)
-	e.observeGrants(rep.Granted-ret, rep.GrantedTotal, float32(l.cfg.LocalShareAlpha))
+	e.observeGrants(rep.Granted-ret+debt, rep.GrantedTotal, float32(l.cfg.LocalShareAlpha))
 	sh.outstanding += rep.Granted - ret
 	if e.permits >= cost {
 		return l.spendLocked(sh, key, e, now, cost), nil
@@ -425,6 +436,7 @@ func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int6
 	}
 	if b.tokens >= float64(cost) {
 		b.tokens -= float64(cost)
+		b.debt += cost
 		e.spent += uint32(cost)
 		e.degraded += uint32(cost)
 		sh.allowed++

@@ -80,6 +80,10 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 		b.tokens = math.Min(req.Capacity, b.tokens+float64(req.Return))
 		b.granted -= req.Return
 	}
+	if req.Debt > 0 {
+		b.tokens = math.Max(-req.Capacity, b.tokens-float64(req.Debt))
+		b.granted += req.Debt
+	}
 	var granted int64
 	if req.Want > 0 && b.tokens >= float64(req.Min) {
 		granted = max(req.Min, int64(math.Floor(b.tokens/float64(req.Spread))))

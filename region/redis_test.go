@@ -3,6 +3,7 @@ package region_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,15 +198,26 @@ func TestStoreOutageDegradesAndRecovers(t *testing.T) {
 	if s := a.Stats(); s.Breaker != region.BreakerClosed {
 		t.Fatalf("breaker %v after recovery", s.Breaker)
 	}
-	// Degraded decisions are flagged in usage too.
-	a.Flush()
-	b.Flush()
-	var deg int64
+	// Degraded decisions are flagged in usage too, and once Redis is back
+	// what they allowed is charged to the regional bucket: after both
+	// processes return their leases, the bucket's grant counter covers
+	// every unit admitted, degraded ones included.
+	a.Drain(ctx)
+	b.Drain(ctx)
+	var deg, spent int64
 	for _, u := range append(ua.us, ub.us...) {
 		deg += u.Degraded
+		spent += u.Spent
 	}
 	if deg == 0 {
 		t.Fatal("usage carries no degraded cost")
+	}
+	g, err := srv.Do("HGET", prefix+"{k}", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charged, _ := strconv.ParseInt(g, 10, 64); charged < spent {
+		t.Fatalf("the bucket was charged %d, but %d was admitted (%d degraded): degraded cost not paid back", charged, spent, deg)
 	}
 }
 

@@ -52,7 +52,7 @@ func (s *RedisStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, e
 	res, err := leaseScript.Run(ctx, s.rdb, []string{s.BucketKey(req.Key)},
 		strconv.FormatFloat(req.Rate, 'g', -1, 64),
 		strconv.FormatFloat(req.Capacity, 'g', -1, 64),
-		req.Want, req.Min, req.Return, req.Spread).Result()
+		req.Want, req.Min, req.Return, req.Spread, req.Debt).Result()
 	if err != nil {
 		return LeaseReply{}, fmt.Errorf("%w: redis lease %q: %w", ErrStoreUnavailable, req.Key, err)
 	}
@@ -84,8 +84,8 @@ func (r LeaseRequest) validate() error {
 		return fmt.Errorf("%w: lease request key is empty", ErrInvalidKey)
 	case !(r.Rate > 0) || !(r.Capacity > 0):
 		return fmt.Errorf("%w: lease request rate %v and capacity %v must be positive", ErrInvalidPlan, r.Rate, r.Capacity)
-	case r.Want < 0 || r.Min < 0 || r.Return < 0:
-		return fmt.Errorf("%w: lease request want %d, min %d and return %d must not be negative", ErrInvalidCost, r.Want, r.Min, r.Return)
+	case r.Want < 0 || r.Min < 0 || r.Return < 0 || r.Debt < 0:
+		return fmt.Errorf("%w: lease request want %d, min %d, return %d and debt %d must not be negative", ErrInvalidCost, r.Want, r.Min, r.Return, r.Debt)
 	case r.Spread < 1:
 		return fmt.Errorf("%w: lease request spread %d must be at least 1", ErrInvalidCost, r.Spread)
 	}

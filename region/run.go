@@ -47,8 +47,8 @@ func (l *Limiter) Run(ctx context.Context) error {
 }
 
 // Sweep gives back the unspent permits of expired leases and of evicted keys,
-// and returns how many permits went back. It skips the store while the
-// breaker is not closed.
+// charges what degraded buckets allowed, and returns how many permits went
+// back. While the breaker is open it calls the store only as the probe.
 func (l *Limiter) Sweep(ctx context.Context) int64 {
 	return l.giveBack(ctx, false)
 }
@@ -60,10 +60,24 @@ func (l *Limiter) Drain(ctx context.Context) {
 	l.Flush()
 }
 
+// giveBack returns expired leases (all leases when all is set) and charges
+// the debts of degraded buckets. While the breaker is open it waits for the
+// cooldown and then its first call is the probe, so that an idle process
+// recovers too; Drain tries regardless, because it is the last chance.
 func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
+	probing := false
 	if l.breaker.current() != BreakerClosed {
-		return 0
+		probing = l.breaker.allow(l.now())
+		if !probing && !all {
+			return 0
+		}
 	}
+	called := false
+	defer func() {
+		if probing && !called {
+			l.breaker.abandon()
+		}
+	}()
 	var back int64
 	var batch []pendingReturn
 	for i := range l.shards {
@@ -73,10 +87,25 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 		batch = append(batch[:0], sh.returns...)
 		sh.returns = sh.returns[:0]
 		for k, e := range sh.keys {
-			if e.busy || e.permits <= 0 || (!all && now < e.leaseExp) {
+			if e.busy {
 				continue
 			}
-			batch = append(batch, pendingReturn{k, e.permits, float64(e.rate), float64(e.capacity)})
+			var debt int64
+			if b := sh.buckets[k]; b != nil && b.debt > 0 {
+				// The store is back (the breaker is closed): charge what the
+				// key was allowed while it was not.
+				debt = b.debt
+				delete(sh.buckets, k)
+				e.inDegraded = false
+			}
+			if debt == 0 && (e.permits <= 0 || (!all && now < e.leaseExp)) {
+				continue
+			}
+			if !all && now < e.leaseExp {
+				batch = append(batch, pendingReturn{k, 0, debt, float64(e.rate), float64(e.capacity)})
+				continue
+			}
+			batch = append(batch, pendingReturn{k, e.permits, debt, float64(e.rate), float64(e.capacity)})
 			if e.permits > int64(e.nextLease)/2 {
 				e.nextLease = max(e.nextLease/2, 1)
 			}
@@ -88,12 +117,14 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 				l.requeue(sh, batch[j:])
 				return back
 			}
-			_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Spread: 1})
+			called = true
+			_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1})
 			if err != nil {
 				l.breaker.failure(l.now())
 				l.requeue(sh, batch[j:])
 				return back
 			}
+			l.breaker.success()
 			back += r.permits
 			l.accountReturn(sh, r)
 		}

@@ -42,11 +42,16 @@ type shard struct {
 type degradedBucket struct {
 	tokens float64
 	at     int64 // limiter ns of the last refill
+	// debt is the cost allowed from this bucket, charged to the store on the
+	// key's next successful store call (or sweep) so that the regional
+	// bucket pays it back.
+	debt int64
 }
 
 type pendingReturn struct {
 	key            string
 	permits        int64
+	debt           int64
 	rate, capacity float64
 }
 
@@ -91,8 +96,12 @@ func (s *shard) evictLocked(w time.Duration) {
 	if e.hasUsage() {
 		s.pending = append(s.pending, e.takeUsage(victim, w))
 	}
-	if e.permits > 0 {
-		s.returns = append(s.returns, pendingReturn{victim, e.permits, float64(e.rate), float64(e.capacity)})
+	var debt int64
+	if b := s.buckets[victim]; b != nil {
+		debt = b.debt
+	}
+	if e.permits > 0 || debt > 0 {
+		s.returns = append(s.returns, pendingReturn{victim, e.permits, debt, float64(e.rate), float64(e.capacity)})
 	}
 	delete(s.keys, victim)
 	delete(s.buckets, victim)

@@ -14,7 +14,10 @@ type Store interface {
 	// req.Want permits if at least req.Min tokens are available. Near
 	// exhaustion the grant is cut to tokens/req.Spread (but never below
 	// req.Min), so that the processes sharing the bucket split what is left.
-	// Every write sets the bucket's expiry to twice its time to fill.
+	// req.Debt is charged before the grant, even below zero (down to
+	// −capacity), so that cost allowed in degraded mode is paid back by the
+	// bucket's refill. Every write sets the bucket's expiry to twice its time
+	// to fill.
 	Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error)
 }
 
@@ -29,6 +32,7 @@ type LeaseRequest struct {
 	Min      int64   // grant nothing unless at least this many are available
 	Return   int64   // unused permits given back, ≥ 0
 	Spread   int64   // near exhaustion, grant at most tokens/Spread, ≥ 1
+	Debt     int64   // cost allowed in degraded mode, charged now, ≥ 0
 }
 
 // LeaseReply is the store's answer.
@@ -39,7 +43,7 @@ type LeaseReply struct {
 	Tokens float64
 	// StoreTime is the store's clock when it served the call.
 	StoreTime time.Time
-	// GrantedTotal counts net permits (grants less returns) the bucket has
+	// GrantedTotal counts net permits (grants less returns, plus debts) the bucket has
 	// handed out since it was created. Differences between two replies give
 	// the whole region's consumption in between, from which the Limiter
 	// learns this process's share of the key's traffic (seed R1). It restarts

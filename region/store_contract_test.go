@@ -110,6 +110,12 @@ func TestStoreContract(t *testing.T) {
 			{req: region.LeaseRequest{Want: 8, Min: 1, Spread: 4}, granted: 2, tokens: 6},
 			{req: region.LeaseRequest{Want: 8, Min: 5, Spread: 4}, granted: 5, tokens: 1},
 		}},
+		{"debt is charged below zero, down to minus capacity", []step{
+			{req: region.LeaseRequest{Debt: 4}, granted: 0, tokens: 6},
+			{req: region.LeaseRequest{Want: 2, Min: 1, Debt: 5}, granted: 1, tokens: 0},
+			{req: region.LeaseRequest{Debt: 30}, granted: 0, tokens: -10},
+			{req: region.LeaseRequest{Want: 1, Min: 1}, granted: 0, tokens: -10},
+		}},
 		{"refill at rate on the store's clock", []step{
 			{req: region.LeaseRequest{Want: 10, Min: 1}, granted: 10, tokens: 0},
 			{wait: 300 * time.Millisecond, req: region.LeaseRequest{Want: 10, Min: 1}, granted: 3, tokens: 0},
@@ -140,8 +146,8 @@ func TestStoreContract(t *testing.T) {
 						if rep.Tokens < sp.tokens-1e-9 || rep.Tokens > sp.tokens+0.5 {
 							t.Fatalf("step %d: tokens %v, want %v", j, rep.Tokens, sp.tokens)
 						}
-						if got := rep.GrantedTotal - lastG; got != rep.Granted-req.Return {
-							t.Fatalf("step %d: GrantedTotal moved by %d, want %d", j, got, rep.Granted-req.Return)
+						if got := rep.GrantedTotal - lastG; got != rep.Granted-req.Return+req.Debt {
+							t.Fatalf("step %d: GrantedTotal moved by %d, want %d", j, got, rep.Granted-req.Return+req.Debt)
 						}
 						lastG = rep.GrantedTotal
 						if since := time.Since(rep.StoreTime); math.Abs(since.Seconds()) > 5 {
@@ -158,6 +164,7 @@ func TestStoreContract(t *testing.T) {
 					{Key: "k", Rate: 1, Capacity: -1, Spread: 1},
 					{Key: "k", Rate: 1, Capacity: 1, Want: -1, Spread: 1},
 					{Key: "k", Rate: 1, Capacity: 1, Spread: 0},
+					{Key: "k", Rate: 1, Capacity: 1, Spread: 1, Debt: -1},
 				} {
 					if _, err := s.Lease(context.Background(), req); err == nil {
 						t.Errorf("Lease(%+v) succeeded, want an error", req)

@@ -12,9 +12,13 @@
 -- ARGV[5]  return: unused permits given back (integer, >= 0)
 -- ARGV[6]  spread: near exhaustion, grant at most tokens / spread (the
 --          region's process count, integer >= 1)
+-- ARGV[7]  debt: cost a process allowed in degraded mode while it could
+--          not reach the store (integer >= 0), charged now even below
+--          zero, down to -capacity: the bucket pays it back by refilling
 --
 -- Hash fields: t = tokens (float), ts = last refill (microseconds, Redis
--- TIME), g = net permits granted since creation (grants less returns).
+-- TIME), g = net permits granted since creation (grants less returns,
+-- plus debts).
 --
 -- Reply: { granted (integer), tokens left (string: a float), store time
 -- (integer microseconds since the epoch, from Redis TIME), g (integer) }.
@@ -29,8 +33,10 @@ local want = tonumber(ARGV[3])
 local min = tonumber(ARGV[4])
 local given = tonumber(ARGV[5])
 local spread = tonumber(ARGV[6])
+local debt = tonumber(ARGV[7])
 if not rate or rate <= 0 or not capacity or capacity <= 0 or not want or want < 0
-   or not min or min < 0 or not given or given < 0 or not spread or spread < 1 then
+   or not min or min < 0 or not given or given < 0 or not spread or spread < 1
+   or not debt or debt < 0 then
   return redis.error_reply("ERR quota lease: bad arguments")
 end
 
@@ -56,6 +62,10 @@ end
 if given > 0 then
   tokens = math.min(capacity, tokens + given)
   g = g - given
+end
+if debt > 0 then
+  tokens = math.max(-capacity, tokens - debt)
+  g = g + debt
 end
 
 local granted = 0
