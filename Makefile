@@ -45,6 +45,14 @@ fuzz: ## fuzz the wire formats and HTTP input for 20 s each
 	$(GO) test -run '^$$' -fuzz FuzzDecodeReport -fuzztime 20s ./ledger/
 	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 20s ./ledger/billing/
 
+.PHONY: multiregion
+multiregion: ## full multi-region harness (90 s runs, 30 s faults); writes docs/multiregion.md and docs/img/
+	QUOTA_MULTIREGION=full QUOTA_MULTIREGION_REPORT=docs/multiregion.md $(GO) test -count=1 -timeout 60m -v ./test/multiregion/
+
+.PHONY: multiregion-short
+multiregion-short: ## the harness's CI form (under 5 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
+	QUOTA_MULTIREGION=short $(GO) test -count=1 -timeout 15m ./test/multiregion/
+
 .PHONY: migrate
 migrate: ## apply the ledger migrations to QUOTA_POSTGRES
 	$(GO) run ./cmd/reconciler migrate
