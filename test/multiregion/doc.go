@@ -9,9 +9,12 @@
 // A Cluster is a value: Start(t, spec) builds the binaries (once per test
 // binary), starts every process on free ports, and stops them all when the
 // test ends. Several clusters may run in one test binary. Every link a fault
-// needs to touch runs through a fault-injecting TCP proxy (toxiproxy as a
-// library): limiter → Redis, limiter → NATS, and the NATS gateway links,
-// which carry the cross-region latency (80 ms round trip by default).
+// needs to touch runs through a fault-injecting TCP proxy: toxiproxy (as a
+// library) for limiter → Redis and limiter → NATS, and, in front of each
+// region's NATS gateway port, a proxy of this package that carries the
+// cross-region latency (80 ms round trip by default) and cuts a region off
+// by the origin it reads from each gateway CONNECT (servers also dial the
+// gateway URLs they learn, so cutting configured links alone would leak).
 //
 // Domain actions (KillRedis, SlowRedis, PartitionNATS, StopPostgres,
 // CrashProcess, SkewClock, SetPlan, WaitConverged) act on the processes and

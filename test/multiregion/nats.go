@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,8 +26,10 @@ import (
 type natsMesh struct {
 	regions []string
 	servers map[string]*natsServer
-	links   map[[2]string]*testserver.Proxy // (from, to) → proxy in front of to's gateway port
-	oneWay  time.Duration
+	proxies map[string]*gatewayProxy // by region: in front of its gateway port
+
+	mu  sync.Mutex
+	cut map[string]bool // regions cut off; guarded by mu
 }
 
 type natsServer struct {
@@ -42,29 +45,15 @@ func startNATSMesh(t testing.TB, regions []string, rtt time.Duration, dir string
 	m := &natsMesh{
 		regions: append([]string(nil), regions...),
 		servers: make(map[string]*natsServer, len(regions)),
-		links:   make(map[[2]string]*testserver.Proxy),
-		oneWay:  rtt / 2,
+		proxies: make(map[string]*gatewayProxy, len(regions)),
+		cut:     map[string]bool{},
 	}
 	sort.Strings(m.regions)
-	gw := map[string]int{}
 	for _, r := range m.regions {
-		gw[r] = testserver.FreePort(t)
+		p := startGatewayProxy(t, r, rtt/2, m.isCut)
+		p.setTarget(hostPort(testserver.FreePort(t)))
+		m.proxies[r] = p
 	}
-	for _, from := range m.regions {
-		for _, to := range m.regions {
-			if from == to {
-				continue
-			}
-			p := testserver.StartProxy(t, hostPort(gw[to]))
-			if err := p.Latency(m.oneWay); err != nil {
-				t.Fatalf("multiregion: gateway latency: %v", err)
-			}
-			m.links[[2]string{from, to}] = p
-		}
-	}
-	// Each server advertises a gateway address where nothing listens, so
-	// that the URLs servers learn from each other cannot bypass the proxies.
-	dead := hostPort(testserver.FreePort(t))
 	for _, r := range m.regions {
 		s := &natsServer{region: r, client: hostPort(testserver.FreePort(t)), monitor: hostPort(testserver.FreePort(t))}
 		route := hostPort(testserver.FreePort(t))
@@ -72,9 +61,14 @@ func startNATSMesh(t testing.TB, regions []string, rtt time.Duration, dir string
 		var gws []string
 		for _, other := range m.regions {
 			if other != r {
-				gws = append(gws, fmt.Sprintf("    {name: %q, urls: [%q]}", other, "nats://"+m.links[[2]string{r, other}].Addr()))
+				gws = append(gws, fmt.Sprintf("    {name: %q, urls: [%q]}", other, "nats://"+m.proxies[other].addr()))
 			}
 		}
+		m.proxies[r].mu.Lock()
+		gwListen := m.proxies[r].target
+		m.proxies[r].mu.Unlock()
+		// The server advertises its proxy, so that the gateway URLs servers
+		// learn from each other lead through it too.
 		conf := fmt.Sprintf(`server_name: "nats-%[1]s"
 listen: %[2]q
 http: %[3]q
@@ -96,7 +90,7 @@ gateway {
 %[9]s
   ]
 }
-`, r, s.client, s.monitor, store, route, "nats://"+route, hostPort(gw[r]), dead, strings.Join(gws, ",\n"))
+`, r, s.client, s.monitor, store, route, "nats://"+route, gwListen, m.proxies[r].addr(), strings.Join(gws, ",\n"))
 		cf := filepath.Join(dir, "nats-"+r+".conf")
 		if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 			t.Fatalf("multiregion: nats config: %v", err)
@@ -109,6 +103,12 @@ gateway {
 		m.servers[r] = s
 	}
 	return m
+}
+
+func (m *natsMesh) isCut(region string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cut[region]
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
@@ -173,28 +173,22 @@ func (m *natsMesh) jetStreamReady(cut map[string]bool) error {
 	return nil
 }
 
-// cut closes every gateway link to and from region.
-func (m *natsMesh) cut(region string) {
-	for k, p := range m.links {
-		if k[0] == region || k[1] == region {
-			p.Down()
-		}
+// cut closes every gateway connection to and from region and refuses new
+// ones until heal.
+func (m *natsMesh) cutRegion(region string) {
+	m.mu.Lock()
+	m.cut[region] = true
+	m.mu.Unlock()
+	for _, p := range m.proxies {
+		p.closeMatching(region)
 	}
 }
 
-// heal reopens region's gateway links, with their latency.
-func (m *natsMesh) heal(region string) error {
-	for k, p := range m.links {
-		if k[0] == region || k[1] == region {
-			if err := p.Restore(); err != nil {
-				return err
-			}
-			if err := p.Latency(m.oneWay); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+// heal lets region's gateway connections through again.
+func (m *natsMesh) heal(region string) {
+	m.mu.Lock()
+	delete(m.cut, region)
+	m.mu.Unlock()
 }
 
 var monitorClient = &http.Client{Timeout: 2 * time.Second}

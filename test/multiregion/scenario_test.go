@@ -312,7 +312,7 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	}
 
 	// Ledger exactness.
-	f.Ledger = c.CompareLedger(rec, s.prefix, s.crashed, 15*time.Second)
+	f.Ledger = c.CompareLedger(rec, s.prefix, s.crashed, 30*time.Second)
 	l := f.Ledger
 	switch {
 	case !l.Wired:
