@@ -72,8 +72,11 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 		sh.buckets[req.Key] = b
 	}
 	b.tokens = math.Min(b.tokens, req.Capacity)
+	wasted := 0.0 // refill beyond capacity since the last touch
 	if dt := now.Sub(b.ts); dt > 0 {
-		b.tokens = math.Min(req.Capacity, b.tokens+dt.Seconds()*req.Rate)
+		raw := b.tokens + dt.Seconds()*req.Rate
+		wasted = math.Max(0, raw-req.Capacity)
+		b.tokens = math.Min(req.Capacity, raw)
 		b.ts = now
 	}
 	if req.Return > 0 {
@@ -81,7 +84,7 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 		b.granted -= req.Return
 	}
 	if req.Debt > 0 {
-		b.tokens = math.Max(-req.Capacity, b.tokens-float64(req.Debt))
+		b.tokens = math.Max(-req.Capacity, b.tokens-math.Max(0, float64(req.Debt)-wasted))
 		b.granted += req.Debt
 	}
 	var granted int64

@@ -14,9 +14,11 @@ type Store interface {
 	// req.Want permits if at least req.Min tokens are available. Near
 	// exhaustion the grant is cut to tokens/req.Spread (but never below
 	// req.Min), so that the processes sharing the bucket split what is left.
-	// req.Debt is charged before the grant, even below zero (down to
-	// −capacity), so that cost allowed in degraded mode is paid back by the
-	// bucket's refill. Every write sets the bucket's expiry to twice its time
+	// req.Debt, cost allowed in degraded mode, is charged before the grant:
+	// first against the refill the capacity cap threw away since the bucket
+	// was last touched (what the bucket could have paid for had it been
+	// reachable), the rest even below zero (down to −capacity), so that
+	// over-admission is paid back by the bucket's refill. Every write sets the bucket's expiry to twice its time
 	// to fill.
 	Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error)
 }

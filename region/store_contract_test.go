@@ -116,6 +116,10 @@ func TestStoreContract(t *testing.T) {
 			{req: region.LeaseRequest{Debt: 30}, granted: 0, tokens: -10},
 			{req: region.LeaseRequest{Want: 1, Min: 1}, granted: 0, tokens: -10},
 		}},
+		{"refill the cap threw away pays for debt first", []step{
+			{req: region.LeaseRequest{Want: 1, Min: 1}, granted: 1, tokens: 9},
+			{wait: 400 * time.Millisecond, req: region.LeaseRequest{Debt: 5}, granted: 0, tokens: 8}, // 4 refilled, 3 over the cap
+		}},
 		{"refill at rate on the store's clock", []step{
 			{req: region.LeaseRequest{Want: 10, Min: 1}, granted: 10, tokens: 0},
 			{wait: 300 * time.Millisecond, req: region.LeaseRequest{Want: 10, Min: 1}, granted: 3, tokens: 0},

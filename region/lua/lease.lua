@@ -13,8 +13,11 @@
 -- ARGV[6]  spread: near exhaustion, grant at most tokens / spread (the
 --          region's process count, integer >= 1)
 -- ARGV[7]  debt: cost a process allowed in degraded mode while it could
---          not reach the store (integer >= 0), charged now even below
---          zero, down to -capacity: the bucket pays it back by refilling
+--          not reach the store (integer >= 0). The refill that the
+--          capacity cap threw away since the bucket was last touched pays
+--          for it first (during a regional outage nobody touched it, so
+--          traffic within the limit owes nothing); the rest is charged now,
+--          below zero if need be, down to -capacity
 --
 -- Hash fields: t = tokens (float), ts = last refill (microseconds, Redis
 -- TIME), g = net permits granted since creation (grants less returns,
@@ -54,8 +57,13 @@ end
 if tokens > capacity then
   tokens = capacity -- the capacity shrank (plan or share change)
 end
+local wasted = 0 -- refill beyond capacity since the last touch
 if now > ts then
-  tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
+  local raw = tokens + (now - ts) * rate / 1000000
+  if raw > capacity then
+    wasted = raw - capacity
+  end
+  tokens = math.min(capacity, raw)
   ts = now
 end
 
@@ -64,7 +72,7 @@ if given > 0 then
   g = g - given
 end
 if debt > 0 then
-  tokens = math.max(-capacity, tokens - debt)
+  tokens = math.max(-capacity, tokens - math.max(0, debt - wasted))
   g = g + debt
 end
 
