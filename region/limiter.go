@@ -292,10 +292,29 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 		sh.mu.Unlock()
 		return d, nil
 	}
+	probe := l.breaker.current() != BreakerClosed
 	if !l.breaker.allow(now) {
 		d := l.degradedLocked(sh, key, e, now, cost, share, procs, plan)
 		sh.mu.Unlock()
 		return d, nil
+	}
+	if probe {
+		// The breaker let this miss probe the store: first with a call that
+		// writes nothing, so that probing a store that is still slow neither
+		// loses a lease nor resets the bucket's refill clock.
+		e.busy = true
+		sh.mu.Unlock()
+		_, lat, err := l.callStore(ctx, LeaseRequest{Key: key, Rate: plan.Rate * share, Capacity: plan.Capacity * share, Spread: 1})
+		sh.mu.Lock()
+		e.busy = false
+		now = l.now()
+		if err != nil || lat > l.cfg.StoreTimeout {
+			l.breaker.failure(now)
+			d := l.degradedLocked(sh, key, e, now, cost, share, procs, plan)
+			sh.mu.Unlock()
+			return d, nil
+		}
+		l.breaker.success()
 	}
 
 	// Size the lease (seed R2): double it when the last one ran out before

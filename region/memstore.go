@@ -66,10 +66,12 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 			}
 		}
 	}
-	b := sh.buckets[req.Key]
-	if b == nil || !now.Before(b.expires) {
-		b = &memBucket{tokens: req.Capacity, ts: now}
-		sh.buckets[req.Key] = b
+	// Work on a copy: a probe (want, return and debt all 0) writes nothing.
+	old := sh.buckets[req.Key]
+	fresh := old == nil || !now.Before(old.expires)
+	b := memBucket{tokens: req.Capacity, ts: now}
+	if !fresh {
+		b = *old
 	}
 	b.tokens = math.Min(b.tokens, req.Capacity)
 	wasted := 0.0 // refill beyond capacity since the last touch
@@ -79,12 +81,17 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 		b.tokens = math.Min(req.Capacity, raw)
 		b.ts = now
 	}
+	if req.Want == 0 && req.Return == 0 && req.Debt == 0 {
+		return LeaseReply{Tokens: b.tokens, StoreTime: now, GrantedTotal: b.granted}, nil
+	}
 	if req.Return > 0 {
 		b.tokens = math.Min(req.Capacity, b.tokens+float64(req.Return))
 		b.granted -= req.Return
 	}
 	if req.Debt > 0 {
-		b.tokens = math.Max(-req.Capacity, b.tokens-math.Max(0, float64(req.Debt)-wasted))
+		if !fresh {
+			b.tokens = math.Max(-req.Capacity, b.tokens-math.Max(0, float64(req.Debt)-wasted))
+		}
 		b.granted += req.Debt
 	}
 	var granted int64
@@ -96,6 +103,7 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 	}
 	ttl := time.Duration(math.Ceil(2000*req.Capacity/req.Rate)) * time.Millisecond
 	b.expires = now.Add(max(ttl, time.Second))
+	sh.buckets[req.Key] = &b
 	return LeaseReply{Granted: granted, Tokens: b.tokens, StoreTime: now, GrantedTotal: b.granted}, nil
 }
 

@@ -18,7 +18,10 @@ type Store interface {
 	// first against the refill the capacity cap threw away since the bucket
 	// was last touched (what the bucket could have paid for had it been
 	// reachable), the rest even below zero (down to −capacity), so that
-	// over-admission is paid back by the bucket's refill. Every write sets the bucket's expiry to twice its time
+	// over-admission is paid back by the bucket's refill. A fresh bucket
+	// (expired, or a store that lost its state) charges no debt. A request
+	// with Want, Return and Debt all 0 is a probe: it reports the bucket and
+	// writes nothing. Every write sets the bucket's expiry to twice its time
 	// to fill.
 	Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error)
 }

@@ -111,6 +111,7 @@ func TestStoreContract(t *testing.T) {
 			{req: region.LeaseRequest{Want: 8, Min: 5, Spread: 4}, granted: 5, tokens: 1},
 		}},
 		{"debt is charged below zero, down to minus capacity", []step{
+			{req: region.LeaseRequest{Debt: 4}, granted: 0, tokens: 10}, // a fresh bucket charges nothing
 			{req: region.LeaseRequest{Debt: 4}, granted: 0, tokens: 6},
 			{req: region.LeaseRequest{Want: 2, Min: 1, Debt: 5}, granted: 1, tokens: 0},
 			{req: region.LeaseRequest{Debt: 30}, granted: 0, tokens: -10},
@@ -173,6 +174,24 @@ func TestStoreContract(t *testing.T) {
 					if _, err := s.Lease(context.Background(), req); err == nil {
 						t.Errorf("Lease(%+v) succeeded, want an error", req)
 					}
+				}
+			})
+			t.Run("a probe writes nothing", func(t *testing.T) {
+				s, advance := newStore(t)
+				probe := region.LeaseRequest{Key: "probe", Rate: 10, Capacity: 10, Spread: 1}
+				if rep := lease(t, s, probe); rep.Tokens != 10 || rep.GrantedTotal != 0 {
+					t.Fatalf("probe of a new bucket: %+v", rep)
+				}
+				lease(t, s, region.LeaseRequest{Key: "probe", Rate: 10, Capacity: 10, Want: 2, Min: 1, Spread: 1})
+				advance(400 * time.Millisecond) // 8 + 4: 2 over the cap
+				lease(t, s, probe)              // must not move the refill clock
+				advance(200 * time.Millisecond) // 8 + 6: 4 over the cap
+				// The debt of 5 is paid by the 4 wasted since the last write,
+				// leaving 1 to charge: 9. Had the probe written, only 2 would
+				// have been wasted since, and 7 would be left.
+				rep := lease(t, s, region.LeaseRequest{Key: "probe", Rate: 10, Capacity: 10, Debt: 5, Spread: 1})
+				if rep.Tokens < 9-1e-9 || rep.Tokens > 9.5 {
+					t.Fatalf("tokens %v, want 9: the probe wrote", rep.Tokens)
 				}
 			})
 			t.Run("a capacity shrink clamps the bucket", func(t *testing.T) {

@@ -17,7 +17,8 @@
 --          capacity cap threw away since the bucket was last touched pays
 --          for it first (during a regional outage nobody touched it, so
 --          traffic within the limit owes nothing); the rest is charged now,
---          below zero if need be, down to -capacity
+--          below zero if need be, down to -capacity. A fresh bucket (expired,
+--          or a store that lost its state) charges nothing.
 --
 -- Hash fields: t = tokens (float), ts = last refill (microseconds, Redis
 -- TIME), g = net permits granted since creation (grants less returns,
@@ -27,7 +28,8 @@
 -- (integer microseconds since the epoch, from Redis TIME), g (integer) }.
 --
 -- Time source: Redis' own clock (TIME), never the caller's, so caller
--- clock skew cannot change admission. Every call writes the hash and sets
+-- clock skew cannot change admission. Every call but a probe (want,
+-- return and debt all 0, which only reads) writes the hash and sets
 -- PEXPIRE to twice the time to fill the bucket: no key without a TTL.
 
 local rate = tonumber(ARGV[1])
@@ -50,9 +52,11 @@ local h = redis.call('HMGET', KEYS[1], 't', 'ts', 'g')
 local tokens = tonumber(h[1])
 local ts = tonumber(h[2])
 local g = tonumber(h[3]) or 0
+local fresh = false
 if tokens == nil or ts == nil then
   tokens = capacity
   ts = now
+  fresh = true -- the bucket expired or the store lost its state
 end
 if tokens > capacity then
   tokens = capacity -- the capacity shrank (plan or share change)
@@ -67,12 +71,20 @@ if now > ts then
   ts = now
 end
 
+if want == 0 and given == 0 and debt == 0 then
+  -- A probe: report the bucket, write nothing, so that probing a slow
+  -- store does not reset the refill clock (see debt above).
+  return { 0, string.format('%.6f', tokens), now, g }
+end
+
 if given > 0 then
   tokens = math.min(capacity, tokens + given)
   g = g - given
 end
 if debt > 0 then
-  tokens = math.max(-capacity, tokens - math.max(0, debt - wasted))
+  if not fresh then -- a fresh bucket holds no history to pay back against
+    tokens = math.max(-capacity, tokens - math.max(0, debt - wasted))
+  end
   g = g + debt
 end
 
