@@ -81,6 +81,12 @@ type Membership struct {
 	// memberlist's events. Counted here rather than with NumMembers because
 	// memberlist calls the events with its node lock held. Guarded by mu.
 	alive map[string]struct{}
+
+	// retry is the background join of a Start whose join failed: closed
+	// stop ends it, done says it has ended. Both nil when not running;
+	// guarded by startMu.
+	retryStop chan struct{}
+	retryDone chan struct{}
 }
 
 // New validates cfg. It starts nothing: call Start.
@@ -105,7 +111,9 @@ func New(cfg Config) (*Membership, error) {
 	return &Membership{cfg: cfg, alive: map[string]struct{}{}}, nil
 }
 
-// Start creates the memberlist and joins Config.Join (if any).
+// Start creates the memberlist and joins Config.Join (if any). When nobody
+// in Join answers, it runs alone and retries the join every second in the
+// background until it succeeds or Stop.
 func (m *Membership) Start() error {
 	m.startMu.Lock()
 	defer m.startMu.Unlock()
@@ -137,15 +145,39 @@ func (m *Membership) Start() error {
 	m.mu.Unlock()
 	if len(m.cfg.Join) > 0 {
 		if _, err := list.Join(m.cfg.Join); err != nil {
-			m.mu.Lock()
-			m.list = nil
-			m.alive = map[string]struct{}{}
-			m.mu.Unlock()
-			_ = list.Shutdown()
-			return fmt.Errorf("membership: join %v: %w", m.cfg.Join, err)
+			// The first process of a region, or a whole region restarting,
+			// finds nobody to join: run alone and keep trying, so that the
+			// processes find each other as they come up.
+			if m.cfg.Logger != nil {
+				m.cfg.Logger.Warn("membership: join failed; running alone and retrying", "join", m.cfg.Join, "err", err)
+			}
+			m.retryStop, m.retryDone = make(chan struct{}), make(chan struct{})
+			go m.retryJoin(list, m.retryStop, m.retryDone)
 		}
 	}
 	return nil
+}
+
+// joinRetry is how often a failed join is tried again.
+const joinRetry = time.Second
+
+func (m *Membership) retryJoin(list *memberlist.Memberlist, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(joinRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if _, err := list.Join(m.cfg.Join); err == nil {
+				if m.cfg.Logger != nil {
+					m.cfg.Logger.Info("membership: joined", "join", m.cfg.Join)
+				}
+				return
+			}
+		}
+	}
 }
 
 // Stop leaves the cluster (so others stop counting this process at once)
@@ -153,6 +185,11 @@ func (m *Membership) Start() error {
 func (m *Membership) Stop() error {
 	m.startMu.Lock()
 	defer m.startMu.Unlock()
+	if m.retryStop != nil {
+		close(m.retryStop)
+		<-m.retryDone
+		m.retryStop, m.retryDone = nil, nil
+	}
 	m.mu.Lock()
 	list := m.list
 	m.list = nil

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,4 +117,31 @@ func TestConfigValidation(t *testing.T) {
 	if h, p, err := SplitHostPort("10.0.0.1:7946"); err != nil || h != "10.0.0.1" || p != 7946 {
 		t.Fatalf("SplitHostPort: %v %v %v", h, p, err)
 	}
+}
+
+// TestJoinRetriesUntilAPeerAppears: the first process of a region finds
+// nobody to join, runs alone, and joins once a peer is up.
+func TestJoinRetriesUntilAPeerAppears(t *testing.T) {
+	port := testserver.FreePort(t)
+	peer := "127.0.0.1:" + strconv.Itoa(port)
+	a := start(t, "a", []string{peer}, nil)
+	if n := a.Processes(); n != 1 {
+		t.Fatalf("alone: %d processes", n)
+	}
+	cfg := DefaultConfig()
+	cfg.NodeName, cfg.BindAddr, cfg.BindPort = "b", "127.0.0.1", port
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop() })
+	testserver.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if n := a.Processes(); n != 2 {
+			return fmt.Errorf("a counts %d processes", n)
+		}
+		return nil
+	})
 }

@@ -132,16 +132,27 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconcile: consume: %w", err)
 	}
-	defer it.Stop()
+	defer func() { it.Stop() }()
 	r.ready.Store(true)
 
 	msgs := make([]jetstream.Msg, 0, r.cfg.BatchSize)
 	reps := make([]ledger.Report, 0, r.cfg.BatchSize)
+	lastMsg := time.Now()
 	for ctx.Err() == nil {
 		msgs = r.gather(ctx, it, msgs[:0])
 		if len(msgs) == 0 {
+			if time.Since(lastMsg) >= idleCheck {
+				lastMsg = time.Now()
+				if fresh := r.checkIdle(ctx, cons); fresh {
+					it.Stop()
+					if it, err = cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize)); err != nil {
+						return fmt.Errorf("reconcile: consume: %w", err)
+					}
+				}
+			}
 			continue
 		}
+		lastMsg = time.Now()
 		reps = reps[:0]
 		keep := msgs[:0]
 		for _, m := range msgs {
@@ -174,6 +185,29 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r.m.Reports.Add(float64(len(reps)))
 	}
 	return nil
+}
+
+// idleCheck is how long the consumer may deliver nothing before the
+// reconciler asks the server whether reports are waiting.
+const idleCheck = 5 * time.Second
+
+// checkIdle reads the consumer's state while nothing arrives: it keeps the
+// lag metric true when idle, and reports whether the pull iterator must be
+// restarted because reports wait on the server that no pull is fetching
+// (a pull request lost on the way, e.g. across a gateway).
+func (r *Reconciler) checkIdle(ctx context.Context, cons jetstream.Consumer) bool {
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := cons.Info(ictx)
+	if err != nil {
+		return false
+	}
+	r.m.Lag.Set(float64(info.NumPending))
+	if info.NumPending > 0 && info.NumAckPending == 0 && info.NumWaiting == 0 {
+		r.log.Warn("reconcile: reports are waiting but none is delivered; restarting the pull", "pending", info.NumPending)
+		return true
+	}
+	return false
 }
 
 func (r *Reconciler) bind(ctx context.Context) (jetstream.Consumer, error) {
