@@ -2,9 +2,7 @@ package testserver
 
 import (
 	"fmt"
-	"net"
 	"net/url"
-	"regexp"
 	"sort"
 	"sync"
 	"testing"
@@ -31,7 +29,7 @@ import (
 type NATSCluster struct {
 	regions []string
 	servers map[string]*NATS
-	proxies map[string]*gatewayProxy // by region: in front of its gateway port
+	proxies map[string]*GatewayProxy // by region: in front of its gateway port
 
 	mu  sync.Mutex
 	cut map[string]bool // regions cut off; guarded by mu
@@ -47,7 +45,7 @@ func StartNATSCluster(t testing.TB, regions ...string) *NATSCluster {
 	c := &NATSCluster{
 		regions: append([]string(nil), regions...),
 		servers: make(map[string]*NATS, len(regions)),
-		proxies: make(map[string]*gatewayProxy, len(regions)),
+		proxies: make(map[string]*GatewayProxy, len(regions)),
 		cut:     map[string]bool{},
 	}
 	sort.Strings(c.regions)
@@ -55,17 +53,17 @@ func StartNATSCluster(t testing.TB, regions ...string) *NATSCluster {
 	// their target (the server's real gateway address) once it has
 	// started; until then they refuse.
 	for _, r := range c.regions {
-		c.proxies[r] = startGatewayProxy(t, r, c.isCut)
+		c.proxies[r] = StartGatewayProxy(t, r, 0, c.isCut)
 	}
 	// JetStream's clustered mode insists on a configured route; it points
 	// at a black hole (a listener that closes every connection), so each
 	// region stays a one-server cluster.
-	hole := startGatewayProxy(t, "", func(string) bool { return true })
+	hole := StartGatewayProxy(t, "", 0, func(string) bool { return true })
 	for _, r := range c.regions {
 		var remotes []*natsserver.RemoteGatewayOpts
 		for _, other := range c.regions {
 			if other != r {
-				u := &url.URL{Scheme: "nats", Host: c.proxies[other].addr()}
+				u := &url.URL{Scheme: "nats", Host: c.proxies[other].Addr()}
 				remotes = append(remotes, &natsserver.RemoteGatewayOpts{Name: other, URLs: []*url.URL{u}})
 			}
 		}
@@ -75,16 +73,16 @@ func StartNATSCluster(t testing.TB, regions ...string) *NATSCluster {
 			o.Cluster.Name = region
 			o.Cluster.Host = "127.0.0.1"
 			o.Cluster.Port = natsserver.RANDOM_PORT
-			o.Routes = []*url.URL{{Scheme: "nats", Host: hole.addr()}}
+			o.Routes = []*url.URL{{Scheme: "nats", Host: hole.Addr()}}
 			o.Gateway = natsserver.GatewayOpts{
 				Name:      region,
 				Host:      "127.0.0.1",
 				Port:      natsserver.RANDOM_PORT,
-				Advertise: c.proxies[region].addr(),
+				Advertise: c.proxies[region].Addr(),
 				Gateways:  remotes,
 			}
 		}})
-		c.proxies[r].setTarget(c.servers[r].Server.GatewayAddr().String())
+		c.proxies[r].SetTarget(c.servers[r].Server.GatewayAddr().String())
 	}
 	c.WaitConnected(t, 20*time.Second)
 	return c
@@ -148,7 +146,7 @@ func (c *NATSCluster) Cut(t testing.TB, region string) {
 	c.cut[region] = true
 	c.mu.Unlock()
 	for _, p := range c.proxies {
-		p.closeMatching(region)
+		p.CloseMatching(region)
 	}
 	WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		for _, r := range c.regions {
@@ -182,141 +180,4 @@ func (c *NATSCluster) Heal(t testing.TB, region string) {
 	delete(c.cut, region)
 	c.mu.Unlock()
 	c.WaitConnected(t, 20*time.Second)
-}
-
-// gatewayProxy forwards gateway connections into one region's server. It
-// learns each connection's origin region from the gateway CONNECT, and
-// drops connections whose origin or destination is cut.
-type gatewayProxy struct {
-	region string
-	isCut  func(region string) bool
-	ln     net.Listener
-
-	mu     sync.Mutex
-	target string                  // real gateway address; "" refuses; guarded by mu
-	conns  map[*proxyConn]struct{} // guarded by mu
-	wg     sync.WaitGroup
-}
-
-type proxyConn struct {
-	in, out net.Conn
-	origin  string // gateway name from CONNECT; "" until seen; guarded by gatewayProxy.mu
-}
-
-func startGatewayProxy(t testing.TB, region string, isCut func(string) bool) *gatewayProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testserver: gateway proxy: %v", err)
-	}
-	p := &gatewayProxy{region: region, isCut: isCut, ln: ln, conns: make(map[*proxyConn]struct{})}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *gatewayProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *gatewayProxy) setTarget(addr string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.target = addr
-}
-
-func (p *gatewayProxy) accept() {
-	defer p.wg.Done()
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		target := p.target
-		p.mu.Unlock()
-		if target == "" || p.isCut(p.region) {
-			in.Close()
-			continue
-		}
-		out, err := net.DialTimeout("tcp", target, time.Second)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		pc := &proxyConn{in: in, out: out}
-		p.mu.Lock()
-		p.conns[pc] = struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(pc, out, in, true)
-		go p.pipe(pc, in, out, false)
-	}
-}
-
-var gatewayField = regexp.MustCompile(`"gateway":"([^"]+)"`)
-
-// pipe copies src to dst. On the connecting side (sniff), it looks for the
-// gateway name in the first bytes and drops the connection if that region
-// is cut.
-func (p *gatewayProxy) pipe(pc *proxyConn, dst, src net.Conn, sniff bool) {
-	defer p.wg.Done()
-	defer p.drop(pc)
-	buf := make([]byte, 32<<10)
-	var seen []byte
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if sniff && len(seen) < 8<<10 {
-				seen = append(seen, buf[:n]...)
-				if m := gatewayField.FindSubmatch(seen); m != nil {
-					origin := string(m[1])
-					p.mu.Lock()
-					pc.origin = origin
-					p.mu.Unlock()
-					sniff = false
-					if p.isCut(origin) || p.isCut(p.region) {
-						return
-					}
-				}
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *gatewayProxy) drop(pc *proxyConn) {
-	pc.in.Close()
-	pc.out.Close()
-	p.mu.Lock()
-	delete(p.conns, pc)
-	p.mu.Unlock()
-}
-
-// closeMatching closes the connections into this proxy's region if region
-// is that region, or those coming from region.
-func (p *gatewayProxy) closeMatching(region string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for pc := range p.conns {
-		if p.region == region || pc.origin == region {
-			pc.in.Close()
-			pc.out.Close()
-		}
-	}
-}
-
-func (p *gatewayProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for pc := range p.conns {
-		pc.in.Close()
-		pc.out.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }

@@ -26,7 +26,7 @@ import (
 type natsMesh struct {
 	regions []string
 	servers map[string]*natsServer
-	proxies map[string]*gatewayProxy // by region: in front of its gateway port
+	proxies map[string]*testserver.GatewayProxy // by region: in front of its gateway port
 
 	mu  sync.Mutex
 	cut map[string]bool // regions cut off; guarded by mu
@@ -45,13 +45,13 @@ func startNATSMesh(t testing.TB, regions []string, rtt time.Duration, dir string
 	m := &natsMesh{
 		regions: append([]string(nil), regions...),
 		servers: make(map[string]*natsServer, len(regions)),
-		proxies: make(map[string]*gatewayProxy, len(regions)),
+		proxies: make(map[string]*testserver.GatewayProxy, len(regions)),
 		cut:     map[string]bool{},
 	}
 	sort.Strings(m.regions)
 	for _, r := range m.regions {
-		p := startGatewayProxy(t, r, rtt/2, m.isCut)
-		p.setTarget(hostPort(testserver.FreePort(t)))
+		p := testserver.StartGatewayProxy(t, r, rtt/2, m.isCut)
+		p.SetTarget(hostPort(testserver.FreePort(t)))
 		m.proxies[r] = p
 	}
 	for _, r := range m.regions {
@@ -61,12 +61,10 @@ func startNATSMesh(t testing.TB, regions []string, rtt time.Duration, dir string
 		var gws []string
 		for _, other := range m.regions {
 			if other != r {
-				gws = append(gws, fmt.Sprintf("    {name: %q, urls: [%q]}", other, "nats://"+m.proxies[other].addr()))
+				gws = append(gws, fmt.Sprintf("    {name: %q, urls: [%q]}", other, "nats://"+m.proxies[other].Addr()))
 			}
 		}
-		m.proxies[r].mu.Lock()
-		gwListen := m.proxies[r].target
-		m.proxies[r].mu.Unlock()
+		gwListen := m.proxies[r].Target()
 		// The server advertises its proxy, so that the gateway URLs servers
 		// learn from each other lead through it too.
 		conf := fmt.Sprintf(`server_name: "nats-%[1]s"
@@ -90,7 +88,7 @@ gateway {
 %[9]s
   ]
 }
-`, r, s.client, s.monitor, store, route, "nats://"+route, gwListen, m.proxies[r].addr(), strings.Join(gws, ",\n"))
+`, r, s.client, s.monitor, store, route, "nats://"+route, gwListen, m.proxies[r].Addr(), strings.Join(gws, ",\n"))
 		cf := filepath.Join(dir, "nats-"+r+".conf")
 		if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 			t.Fatalf("multiregion: nats config: %v", err)
@@ -180,7 +178,7 @@ func (m *natsMesh) cutRegion(region string) {
 	m.cut[region] = true
 	m.mu.Unlock()
 	for _, p := range m.proxies {
-		p.closeMatching(region)
+		p.CloseMatching(region)
 	}
 }
 
