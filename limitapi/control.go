@@ -200,6 +200,9 @@ type keyAnswer struct {
 	// is the plan's capacity (the key spent nothing here lately).
 	Tracked  bool `json:"tracked"`
 	Degraded bool `json:"degraded"`
+	// LocalShare is this process's share of the key's traffic in its region,
+	// which sizes its degraded bucket; absent when not tracked.
+	LocalShare *float64 `json:"local_share,omitempty"`
 	// Shares is each region's share of the key's global limit, and
 	// SharesAgeMS the age of that computation (gossip); absent without it.
 	Shares      map[string]float64 `json:"shares,omitempty"`
@@ -226,6 +229,7 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 	ans := keyAnswer{Key: key, Plan: name, Rate: plan.Rate, Capacity: plan.Capacity, Remaining: int64(plan.Capacity), Assigned: assigned}
 	if ks, err := a.cfg.Limiter.Peek(key); err == nil {
 		ans.Tracked, ans.StaleMS, ans.Degraded = true, ks.Stale.Milliseconds(), ks.Degraded
+		ans.LocalShare = &ks.LocalShare
 		// Until the key's next decision re-leases after a plan change, its
 		// state may still count against the old plan's larger capacity.
 		ans.Remaining = min(ks.Remaining, int64(plan.Capacity))

@@ -90,6 +90,16 @@ func (b *breaker) abandon() {
 	}
 }
 
+// healthy reports whether the last store call succeeded: the breaker is
+// closed and no failure has been counted since. Only then does a call carry
+// degraded debt, because a call that times out may still run on the store,
+// and its debt, kept for the next call, would be charged twice.
+func (b *breaker) healthy() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state == BreakerClosed && b.failures == 0
+}
+
 func (b *breaker) current() BreakerState {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -3,6 +3,7 @@ package region
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -92,14 +93,26 @@ type Config struct {
 
 	// MinLocalShare is the floor of this process's share of a key's regional
 	// traffic in degraded mode: the local bucket is limit × region share ×
-	// max(EWMA local share, floor). The floor is the larger of MinLocalShare
+	// max(local share, floor). The floor is the larger of MinLocalShare
 	// and FloorFraction / processes. Defaults 0.02 and 0.25.
 	MinLocalShare float64
 	// FloorFraction: see MinLocalShare.
 	FloorFraction float64
-	// LocalShareAlpha is the EWMA weight of one local-share sample.
-	// Default 0.2.
-	LocalShareAlpha float64
+	// DebtGrace is how long a bucket forgives degraded debt after the first
+	// payment of an outage left refill over, or after the bucket was
+	// created afresh (Store.Lease): long enough for every process of the
+	// region to come back and pay. Default 5s.
+	DebtGrace time.Duration
+	// LocalShareHalfLife is the half-life of the demand sums (this
+	// process's and the region's) the local share is learned from.
+	// Default 30s.
+	LocalShareHalfLife time.Duration
+	// LocalSharePrior is a pseudo-demand, in cost units, added to the
+	// region's sum and split evenly over its processes: a key with little
+	// traffic gets about an even split instead of an estimate from a handful
+	// of requests, which could size its degraded bucket below one request's
+	// cost. Default 20.
+	LocalSharePrior float64
 
 	// BreakerThreshold is the number of consecutive store failures that open
 	// the circuit breaker. Default 3.
@@ -129,22 +142,24 @@ type Observer interface {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		Region:           "local",
-		StoreTimeout:     5 * time.Millisecond,
-		LeaseTTL:         5 * time.Second,
-		AccuracyBudget:   0.01,
-		AccuracyHorizon:  time.Minute,
-		ProcessEstimate:  1,
-		DefaultCost:      1,
-		MaxKeys:          100_000,
-		Window:           time.Minute,
-		FlushInterval:    5 * time.Second,
-		SweepInterval:    time.Second,
-		MinLocalShare:    0.02,
-		FloorFraction:    0.25,
-		LocalShareAlpha:  0.2,
-		BreakerThreshold: 3,
-		BreakerCooldown:  250 * time.Millisecond,
+		Region:             "local",
+		StoreTimeout:       5 * time.Millisecond,
+		LeaseTTL:           5 * time.Second,
+		AccuracyBudget:     0.01,
+		AccuracyHorizon:    time.Minute,
+		ProcessEstimate:    1,
+		DefaultCost:        1,
+		MaxKeys:            100_000,
+		Window:             time.Minute,
+		FlushInterval:      5 * time.Second,
+		SweepInterval:      time.Second,
+		MinLocalShare:      0.02,
+		FloorFraction:      0.25,
+		DebtGrace:          5 * time.Second,
+		LocalShareHalfLife: 30 * time.Second,
+		LocalSharePrior:    20,
+		BreakerThreshold:   3,
+		BreakerCooldown:    250 * time.Millisecond,
 	}
 }
 
@@ -168,7 +183,9 @@ func (c *Config) validate() error {
 	check(c.SweepInterval > 0, "SweepInterval", "must be positive, got %v", c.SweepInterval)
 	check(c.MinLocalShare > 0 && c.MinLocalShare <= 1, "MinLocalShare", "must be in (0, 1], got %v", c.MinLocalShare)
 	check(c.FloorFraction >= 0 && c.FloorFraction <= 1, "FloorFraction", "must be in [0, 1], got %v", c.FloorFraction)
-	check(c.LocalShareAlpha > 0 && c.LocalShareAlpha <= 1, "LocalShareAlpha", "must be in (0, 1], got %v", c.LocalShareAlpha)
+	check(c.DebtGrace >= 0, "DebtGrace", "must not be negative, got %v", c.DebtGrace)
+	check(c.LocalShareHalfLife > 0, "LocalShareHalfLife", "must be positive, got %v", c.LocalShareHalfLife)
+	check(c.LocalSharePrior >= 0 && !math.IsInf(c.LocalSharePrior, 0), "LocalSharePrior", "must be a finite number ≥ 0, got %v", c.LocalSharePrior)
 	check(c.BreakerThreshold >= 1, "BreakerThreshold", "must be at least 1, got %d", c.BreakerThreshold)
 	check(c.BreakerCooldown > 0, "BreakerCooldown", "must be positive, got %v", c.BreakerCooldown)
 	return errors.Join(errs...)

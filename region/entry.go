@@ -14,26 +14,27 @@ import (
 type entry struct {
 	permits   int64 // unspent permits of the current lease
 	remaining int64 // regional tokens at the last sync (our lease included), less our spend since
-	leaseExp  int64 // limiter ns after which the lease may not be spent
-	syncAt    int64 // limiter ns of the last successful store call; 0 = never
+	syncAt    int64 // limiter ns of the last successful store call; 0 = never; the lease expires LeaseTTL later
 	windowEnd int64 // store-clock unix ns at which the current accounting window ends
 	limit     int64 // the plan's capacity (global), for Decision.Limit and the cost check
 
 	rate       float32 // regional refill, cost units per second
 	capacity   float32 // regional capacity
-	shareMine  float32 // EWMA of this process's net grants
-	shareAll   float32 // EWMA of the region's net grants over the same calls
-	lastGrants uint32  // low bits of the store's GrantedTotal at the last sync
+	shareMine  float32 // this process's demand, reported at its store calls, decayed
+	shareAll   float32 // the region's demand over the same intervals, decayed
+	lastDemand uint32  // low bits of the store's DemandTotal at the last sync
+	demand     uint32  // cost asked for since the last store call that reported it (saturating)
 	epoch      uint32  // Limiter.epoch when the plan fields were resolved
 	nextLease  uint32  // AIMD lease size for the next store call
 
 	spent, rejected, degraded uint32 // usage deltas of the current window
 	leased                    int32
 
+	leaseLive  bool // the lease may be spent until syncAt + LeaseTTL (false: ended early)
 	inDegraded bool // the key has a degraded bucket in its shard (store unavailable)
 	referenced bool // set on use, cleared by the eviction scan (second chance)
 	busy       bool // a store call for this key is in flight: do not evict
-	haveGrants bool // lastGrants is valid
+	haveDemand bool // lastDemand is valid
 }
 
 // usage moves the entry's deltas into a Usage and zeroes them.
@@ -61,27 +62,42 @@ func (e *entry) fits(n int64) bool {
 		int64(e.leased)+n < most && int64(e.leased)-n > -most
 }
 
-// localShare is this process's share of the key's regional traffic, learned
-// while the store was healthy, or 1/processes before anything was learned.
-func (e *entry) localShare(processes int) float64 {
-	if e.shareAll <= 0 {
-		return 1 / float64(processes)
+// localShare is this process's share of the key's regional traffic (seed
+// R1: the degraded limit is traffic-weighted), learned from demand while the
+// store was healthy, or 1/processes before anything was learned. Demand, not
+// grants: when a key is exhausted the store's spread rule evens out grants,
+// which would pull every estimate toward an equal split. prior is
+// Config.LocalSharePrior.
+func (e *entry) localShare(processes int, prior float64) float64 {
+	n := float64(processes)
+	all := float64(e.shareAll) + prior
+	if all <= 0 {
+		return 1 / n
 	}
-	return math.Min(1, float64(e.shareMine/e.shareAll))
+	return math.Min(1, (float64(e.shareMine)+prior/n)/all)
 }
 
-// observeGrants learns the local share from one store reply: mine is this
-// process's net grant in the call, total the store's running count.
-func (e *entry) observeGrants(mine, total int64, alpha float32) {
+// addDemand counts cost asked for, saturating: the count only weighs this
+// process against the others.
+func (e *entry) addDemand(cost int64) {
+	e.demand = uint32(min(int64(e.demand)+cost, math.MaxUint32))
+}
+
+// observeDemand learns the local share from one store reply: mine is the
+// demand this process reported in the call, total the store's running count
+// after it. The region's demand since this process's previous call is the
+// difference of the two counts. Both sums decay by keep (the part of the
+// half-life's weight left since the previous call) first.
+func (e *entry) observeDemand(mine, total int64, keep float64) {
 	t := uint32(total)
-	if e.haveGrants {
-		all := int64(int32(t - e.lastGrants))
+	if e.haveDemand {
+		all := int64(int32(t - e.lastDemand)) // negative when the bucket restarted
 		if all > 0 && mine >= 0 && mine <= all {
-			e.shareMine += alpha * (float32(mine) - e.shareMine)
-			e.shareAll += alpha * (float32(all) - e.shareAll)
+			e.shareMine = float32(float64(e.shareMine)*keep + float64(mine))
+			e.shareAll = float32(float64(e.shareAll)*keep + float64(all))
 		}
 	}
-	e.lastGrants, e.haveGrants = t, true
+	e.lastDemand, e.haveDemand = t, true
 }
 
 // regionalAt estimates the regional tokens at limiter time now from the last

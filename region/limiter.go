@@ -127,7 +127,7 @@ func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (Decision, 
 			return Decision{}, costError(cost, e.limit)
 		}
 		l.rollLocked(sh, key, e, now)
-		if e.permits >= cost && now < e.leaseExp {
+		if e.permits >= cost && l.leaseLive(e, now) {
 			d := l.spendLocked(sh, key, e, now, cost)
 			sh.mu.Unlock()
 			return d, nil
@@ -178,6 +178,7 @@ func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64) 
 	e.permits -= cost
 	e.remaining -= cost
 	e.spent += uint32(cost)
+	e.addDemand(cost)
 	e.referenced = true
 	sh.outstanding -= cost
 	sh.allowed++
@@ -189,6 +190,7 @@ func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64)
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
 	e.rejected += uint32(cost)
+	e.addDemand(cost)
 	e.referenced = true
 	sh.rejected++
 	return e.decision(false, now, cost)
@@ -274,7 +276,7 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	if invalidated {
 		// The plan or share changed: the lease was sized for other
 		// parameters, so it ends now and its permits go back below.
-		e.leaseExp = 0
+		e.leaseLive = false
 	}
 	e.epoch, e.limit = epoch, limit
 	e.rate, e.capacity = float32(plan.Rate*share), float32(plan.Capacity*share)
@@ -282,12 +284,12 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	l.rollLocked(sh, key, e, now)
 
 	// Another miss may have refilled the lease while this one waited.
-	if e.permits >= cost && now < e.leaseExp {
+	if e.permits >= cost && l.leaseLive(e, now) {
 		d := l.spendLocked(sh, key, e, now, cost)
 		sh.mu.Unlock()
 		return d, nil
 	}
-	if l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseExp != 0 && e.regionalAt(now) < e.refillTarget(cost) {
+	if l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(cost) {
 		d := l.rejectLocked(sh, key, e, now, cost)
 		sh.mu.Unlock()
 		return d, nil
@@ -322,7 +324,7 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	// expired mostly spent (the key's rate fits the lease).
 	switch {
 	case invalidated:
-	case e.syncAt != 0 && now < e.leaseExp:
+	case e.syncAt != 0 && l.leaseLive(e, now):
 		e.nextLease = uint32(min(int64(e.nextLease)*2, math.MaxUint32))
 	case e.permits > int64(e.nextLease)/2:
 		e.nextLease = max(e.nextLease/2, 1)
@@ -334,9 +336,10 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	e.permits = 0
 	e.busy = true
 	var debt int64
-	if b := sh.buckets[key]; b != nil {
+	if b := sh.buckets[key]; b != nil && l.breaker.healthy() {
 		debt = b.debt
 	}
+	demand := int64(e.demand)
 	sh.mu.Unlock()
 
 	req := LeaseRequest{
@@ -348,6 +351,8 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 		Return:   ret,
 		Spread:   int64(procs),
 		Debt:     debt,
+		Demand:   demand,
+		Grace:    l.cfg.DebtGrace,
 	}
 	rep, lat, err := l.callStore(ctx, req)
 
@@ -382,12 +387,17 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 			e.inDegraded = false
 		}
 	}
+	keep := 1.0
+	if e.syncAt != 0 {
+		keep = math.Exp2(-float64(now-e.syncAt) / float64(l.cfg.LocalShareHalfLife))
+	}
 	e.permits = rep.Granted
-	e.leaseExp = now + int64(l.cfg.LeaseTTL)
+	e.leaseLive = true
 	e.remaining = int64(rep.Tokens) + rep.Granted
 	e.syncAt = now
 	e.leased += int32(rep.Granted - ret)
-	e.observeGrants(rep.Granted-ret+debt, rep.GrantedTotal, float32(l.cfg.LocalShareAlpha))
+	e.demand -= uint32(demand) // what was counted meanwhile waits for the next call
+	e.observeDemand(demand, rep.DemandTotal, keep)
 	sh.outstanding += rep.Granted - ret
 	if e.permits >= cost {
 		return l.spendLocked(sh, key, e, now, cost), nil
@@ -419,13 +429,20 @@ func (l *Limiter) callStore(ctx context.Context, req LeaseRequest) (LeaseReply, 
 	return rep, lat, nil
 }
 
-// degradedLocked decides from the key's local degraded bucket (seed R1):
-// limit × region share × max(local share, floor), flagged.
+// degradedLocked decides from the key's local degraded bucket (seed R1),
+// flagged. It starts from this process's local share of what the region had
+// left, refills at rate × region share × max(local share, floor), and may
+// hold up to the region's capacity (capacity × region share): over an
+// outage of T a process admits at most max(local share, floor) × region
+// share × (capacity + rate·T), as if the capacity were split too, but a key
+// whose region part of the capacity is smaller than one request (a low
+// share split over several processes) is not rejected for the whole outage
+// because its bucket cannot hold one request. A key the process never synced
+// starts from the region's capacity.
 func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int64, share float64, procs int, plan Plan) Decision {
 	floor := math.Max(l.cfg.MinLocalShare, l.cfg.FloorFraction/float64(procs))
-	local := math.Max(e.localShare(procs), floor)
-	frac := math.Min(1, local) * share
-	rate, capacity := plan.Rate*frac, plan.Capacity*frac
+	local := math.Max(e.localShare(procs, l.cfg.LocalSharePrior), floor)
+	rate, capacity := plan.Rate*share*math.Min(1, local), plan.Capacity*share
 	b := sh.buckets[key]
 	if b == nil {
 		// Entering degraded mode: start from this process's part of what the
@@ -453,6 +470,7 @@ func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int6
 	if e.syncAt != 0 {
 		d.Stale = time.Duration(now - e.syncAt)
 	}
+	e.addDemand(cost)
 	if b.tokens >= float64(cost) {
 		b.tokens -= float64(cost)
 		b.debt += cost
@@ -489,3 +507,9 @@ func (l *Limiter) Invalidate(key string) {
 func (l *Limiter) InvalidateAll() { l.epoch.Add(1) }
 
 func mapHash(l *Limiter, key string) uint64 { return maphash.String(l.seed, key) }
+
+// leaseLive reports whether e's lease may still be spent at now: it was not
+// ended early and LeaseTTL has not passed since it was granted.
+func (l *Limiter) leaseLive(e *entry, now int64) bool {
+	return e.leaseLive && now < e.syncAt+int64(l.cfg.LeaseTTL)
+}

@@ -26,8 +26,12 @@ type memShard struct {
 type memBucket struct {
 	tokens  float64
 	ts      time.Time
-	granted int64
+	demand  int64
 	expires time.Time
+	// credit is refill left over from paying a debt, for the region's other
+	// processes' debts until creditEnd (see lease.lua).
+	credit    float64
+	creditEnd time.Time
 }
 
 // memSweepEvery is how many calls pass between sweeps of one shard.
@@ -66,12 +70,15 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 			}
 		}
 	}
-	// Work on a copy: a probe (want, return and debt all 0) writes nothing.
+	// Work on a copy: a probe (want, return, debt and demand all 0) writes
+	// nothing.
 	old := sh.buckets[req.Key]
 	fresh := old == nil || !now.Before(old.expires)
 	b := memBucket{tokens: req.Capacity, ts: now}
 	if !fresh {
 		b = *old
+	} else if req.Grace > 0 {
+		b.credit, b.creditEnd = math.Inf(1), now.Add(req.Grace)
 	}
 	b.tokens = math.Min(b.tokens, req.Capacity)
 	wasted := 0.0 // refill beyond capacity since the last touch
@@ -81,30 +88,41 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 		b.tokens = math.Min(req.Capacity, raw)
 		b.ts = now
 	}
-	if req.Want == 0 && req.Return == 0 && req.Debt == 0 {
-		return LeaseReply{Tokens: b.tokens, StoreTime: now, GrantedTotal: b.granted}, nil
+	if req.Want == 0 && req.Return == 0 && req.Debt == 0 && req.Demand == 0 {
+		return LeaseReply{Tokens: b.tokens, StoreTime: now, DemandTotal: b.demand}, nil
 	}
+	b.demand += req.Demand
 	if req.Return > 0 {
 		b.tokens = math.Min(req.Capacity, b.tokens+float64(req.Return))
-		b.granted -= req.Return
 	}
-	if req.Debt > 0 {
-		if !fresh {
-			b.tokens = math.Max(-req.Capacity, b.tokens-math.Max(0, float64(req.Debt)-wasted))
+	if !now.Before(b.creditEnd) {
+		b.credit = 0
+	}
+	switch {
+	case req.Debt > 0 && !fresh:
+		avail := wasted + b.credit
+		b.tokens = math.Max(-req.Capacity, b.tokens-math.Max(0, float64(req.Debt)-avail))
+		if avail > float64(req.Debt) {
+			if b.credit <= 0 {
+				b.creditEnd = now.Add(req.Grace)
+			}
+			b.credit = avail - float64(req.Debt)
+		} else {
+			b.credit = 0
 		}
-		b.granted += req.Debt
+	case b.credit > 0:
+		b.credit += wasted
 	}
 	var granted int64
 	if req.Want > 0 && b.tokens >= float64(req.Min) {
 		granted = max(req.Min, int64(math.Floor(b.tokens/float64(req.Spread))))
 		granted = min(req.Want, granted, int64(math.Floor(b.tokens)))
 		b.tokens -= float64(granted)
-		b.granted += granted
 	}
 	ttl := time.Duration(math.Ceil(2000*req.Capacity/req.Rate)) * time.Millisecond
 	b.expires = now.Add(max(ttl, time.Second))
 	sh.buckets[req.Key] = &b
-	return LeaseReply{Granted: granted, Tokens: b.tokens, StoreTime: now, GrantedTotal: b.granted}, nil
+	return LeaseReply{Granted: granted, Tokens: b.tokens, StoreTime: now, DemandTotal: b.demand}, nil
 }
 
 // Len returns the number of live buckets, for tests.

@@ -52,7 +52,7 @@ func (s *RedisStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, e
 	res, err := leaseScript.Run(ctx, s.rdb, []string{s.BucketKey(req.Key)},
 		strconv.FormatFloat(req.Rate, 'g', -1, 64),
 		strconv.FormatFloat(req.Capacity, 'g', -1, 64),
-		req.Want, req.Min, req.Return, req.Spread, req.Debt).Result()
+		req.Want, req.Min, req.Return, req.Spread, req.Debt, req.Demand, req.Grace.Microseconds()).Result()
 	if err != nil {
 		return LeaseReply{}, fmt.Errorf("%w: redis lease %q: %w", ErrStoreUnavailable, req.Key, err)
 	}
@@ -67,7 +67,7 @@ func decodeLeaseReply(res any) (LeaseReply, error) {
 	granted, ok1 := parts[0].(int64)
 	tokStr, ok2 := parts[1].(string)
 	micros, ok3 := parts[2].(int64)
-	g, ok4 := parts[3].(int64)
+	demand, ok4 := parts[3].(int64)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return LeaseReply{}, fmt.Errorf("%w: lease reply has types %T %T %T %T", ErrStoreUnavailable, parts[0], parts[1], parts[2], parts[3])
 	}
@@ -75,7 +75,7 @@ func decodeLeaseReply(res any) (LeaseReply, error) {
 	if err != nil {
 		return LeaseReply{}, fmt.Errorf("%w: lease reply tokens %q: %w", ErrStoreUnavailable, tokStr, err)
 	}
-	return LeaseReply{Granted: granted, Tokens: tokens, StoreTime: time.UnixMicro(micros), GrantedTotal: g}, nil
+	return LeaseReply{Granted: granted, Tokens: tokens, StoreTime: time.UnixMicro(micros), DemandTotal: demand}, nil
 }
 
 func (r LeaseRequest) validate() error {
@@ -84,8 +84,11 @@ func (r LeaseRequest) validate() error {
 		return fmt.Errorf("%w: lease request key is empty", ErrInvalidKey)
 	case !(r.Rate > 0) || !(r.Capacity > 0):
 		return fmt.Errorf("%w: lease request rate %v and capacity %v must be positive", ErrInvalidPlan, r.Rate, r.Capacity)
-	case r.Want < 0 || r.Min < 0 || r.Return < 0 || r.Debt < 0:
-		return fmt.Errorf("%w: lease request want %d, min %d, return %d and debt %d must not be negative", ErrInvalidCost, r.Want, r.Min, r.Return, r.Debt)
+	case r.Want < 0 || r.Min < 0 || r.Return < 0 || r.Debt < 0 || r.Demand < 0:
+		return fmt.Errorf("%w: lease request want %d, min %d, return %d, debt %d and demand %d must not be negative",
+			ErrInvalidCost, r.Want, r.Min, r.Return, r.Debt, r.Demand)
+	case r.Grace < 0:
+		return fmt.Errorf("region: lease request grace %v must not be negative", r.Grace)
 	case r.Spread < 1:
 		return fmt.Errorf("%w: lease request spread %d must be at least 1", ErrInvalidCost, r.Spread)
 	}

@@ -62,8 +62,8 @@ func (l *Limiter) Drain(ctx context.Context) {
 
 // giveBack returns expired leases (all leases when all is set) and charges
 // the debts of degraded buckets. While the breaker is open it waits for the
-// cooldown and then its first call is the probe, so that an idle process
-// recovers too; Drain tries regardless, because it is the last chance.
+// cooldown and then its first call is a probe that writes nothing, so that
+// an idle process recovers too; Drain tries regardless, because it is the last chance.
 func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 	probing := false
 	if l.breaker.current() != BreakerClosed {
@@ -78,6 +78,9 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 			l.breaker.abandon()
 		}
 	}()
+	// Debts go only with a probe or after a call that succeeded (see
+	// breaker.healthy).
+	chargeDebts := probing || all || l.breaker.healthy()
 	var back int64
 	var batch []pendingReturn
 	for i := range l.shards {
@@ -91,17 +94,18 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 				continue
 			}
 			var debt int64
-			if b := sh.buckets[k]; b != nil && b.debt > 0 {
+			if b := sh.buckets[k]; b != nil && b.debt > 0 && chargeDebts {
 				// The store is back (the breaker is closed): charge what the
 				// key was allowed while it was not.
 				debt = b.debt
 				delete(sh.buckets, k)
 				e.inDegraded = false
 			}
-			if debt == 0 && (e.permits <= 0 || (!all && now < e.leaseExp)) {
+			live := l.leaseLive(e, now)
+			if debt == 0 && (e.permits <= 0 || (!all && live)) {
 				continue
 			}
-			if !all && now < e.leaseExp {
+			if !all && live {
 				batch = append(batch, pendingReturn{k, 0, debt, float64(e.rate), float64(e.capacity)})
 				continue
 			}
@@ -118,7 +122,20 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 				return back
 			}
 			called = true
-			_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1})
+			if probing {
+				// Probe with a call that writes nothing first: a return or a
+				// debt sent to a store that is still slow may run there after
+				// the call timed out, and would then be sent again.
+				probing = false
+				_, lat, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Spread: 1})
+				if err != nil || lat > l.cfg.StoreTimeout {
+					l.breaker.failure(l.now())
+					l.requeue(sh, batch[j:])
+					return back
+				}
+				l.breaker.success()
+			}
+			_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
 			if err != nil {
 				l.breaker.failure(l.now())
 				l.requeue(sh, batch[j:])
@@ -237,7 +254,7 @@ func (l *Limiter) Peek(key string) (KeyState, error) {
 	ks := KeyState{
 		Remaining:  max(e.remaining, 0),
 		Lease:      e.permits,
-		LocalShare: e.localShare(l.processes()),
+		LocalShare: e.localShare(l.processes(), l.cfg.LocalSharePrior),
 		Degraded:   e.inDegraded,
 	}
 	if e.syncAt != 0 {

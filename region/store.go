@@ -18,9 +18,13 @@ type Store interface {
 	// first against the refill the capacity cap threw away since the bucket
 	// was last touched (what the bucket could have paid for had it been
 	// reachable), the rest even below zero (down to −capacity), so that
-	// over-admission is paid back by the bucket's refill. A fresh bucket
-	// (expired, or a store that lost its state) charges no debt. A request
-	// with Want, Return and Debt all 0 is a probe: it reports the bucket and
+	// over-admission is paid back by the bucket's refill. Refill left over
+	// from paying a debt pays the debts that arrive within req.Grace after
+	// it (the region's other processes recover a moment later, with debts
+	// from the same outage). A fresh bucket (expired, or a store that lost
+	// its state) charges no debt within req.Grace of its creation. req.Demand
+	// is added to the bucket's running demand count. A request with Want,
+	// Return, Debt and Demand all 0 is a probe: it reports the bucket and
 	// writes nothing. Every write sets the bucket's expiry to twice its time
 	// to fill.
 	Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error)
@@ -38,6 +42,12 @@ type LeaseRequest struct {
 	Return   int64   // unused permits given back, ≥ 0
 	Spread   int64   // near exhaustion, grant at most tokens/Spread, ≥ 1
 	Debt     int64   // cost allowed in degraded mode, charged now, ≥ 0
+	// Demand is the cost this process was asked for (allowed or rejected,
+	// degraded included) since its previous call that reported demand, ≥ 0.
+	// It only counts: it is how the Limiter learns its local share.
+	Demand int64
+	// Grace is how long debt credit lasts (see Store.Lease), ≥ 0.
+	Grace time.Duration
 }
 
 // LeaseReply is the store's answer.
@@ -48,10 +58,10 @@ type LeaseReply struct {
 	Tokens float64
 	// StoreTime is the store's clock when it served the call.
 	StoreTime time.Time
-	// GrantedTotal counts net permits (grants less returns, plus debts) the bucket has
-	// handed out since it was created. Differences between two replies give
-	// the whole region's consumption in between, from which the Limiter
-	// learns this process's share of the key's traffic (seed R1). It restarts
-	// when the bucket expires.
-	GrantedTotal int64
+	// DemandTotal is the sum of every request's Demand since the bucket was
+	// created, after this one's. The difference between two replies is the
+	// whole region's demand in between, from which the Limiter learns this
+	// process's share of the key's traffic (seed R1). It restarts when the
+	// bucket expires.
+	DemandTotal int64
 }

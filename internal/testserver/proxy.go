@@ -50,12 +50,23 @@ func (p *Proxy) Addr() string { return p.p.Listen }
 
 // Latency delays every byte in both directions by d (0 removes it).
 func (p *Proxy) Latency(d time.Duration) error {
+	return p.latency(d, "downstream", "upstream")
+}
+
+// ReplyLatency delays only what the server sends back by d (0 removes
+// it): requests reach the server and run at once, but their callers hear
+// of it late, as with a call that times out after the server executed it.
+func (p *Proxy) ReplyLatency(d time.Duration) error {
+	return p.latency(d, "downstream")
+}
+
+func (p *Proxy) latency(d time.Duration, streams ...string) error {
 	p.removeToxic("latency_down")
 	p.removeToxic("latency_up")
 	if d <= 0 {
 		return nil
 	}
-	for _, stream := range []string{"downstream", "upstream"} {
+	for _, stream := range streams {
 		js := fmt.Sprintf(`{"name":"latency_%s","type":"latency","stream":"%s","attributes":{"latency":%d}}`,
 			stream[:strings.Index(stream, "stream")], stream, d.Milliseconds())
 		if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {

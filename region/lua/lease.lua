@@ -17,19 +17,29 @@
 --          capacity cap threw away since the bucket was last touched pays
 --          for it first (during a regional outage nobody touched it, so
 --          traffic within the limit owes nothing); the rest is charged now,
---          below zero if need be, down to -capacity. A fresh bucket (expired,
---          or a store that lost its state) charges nothing.
+--          below zero if need be, down to -capacity. What that refill leaves
+--          over is kept as credit for the grace (ARGV[9]), and the refill the
+--          cap throws away meanwhile is added to it: the region's other
+--          processes come back a moment later with their own debts from the
+--          same outage, and the first payer's touch must not make them pay
+--          for refill it has already counted. A fresh bucket (expired, or a
+--          store that lost its state) holds no history to pay back against:
+--          it charges no debt during its first grace.
+-- ARGV[8]  demand: cost the process was asked for since it last reported
+--          (integer >= 0), added to d; processes learn their share of the
+--          region's traffic from d.
+-- ARGV[9]  grace: how long debt credit lasts, microseconds (integer >= 0)
 --
 -- Hash fields: t = tokens (float), ts = last refill (microseconds, Redis
--- TIME), g = net permits granted since creation (grants less returns,
--- plus debts).
+-- TIME), d = demand reported since creation, c = debt credit left and
+-- ce = when it ends (microseconds; both only while there is credit).
 --
 -- Reply: { granted (integer), tokens left (string: a float), store time
--- (integer microseconds since the epoch, from Redis TIME), g (integer) }.
+-- (integer microseconds since the epoch, from Redis TIME), d (integer) }.
 --
 -- Time source: Redis' own clock (TIME), never the caller's, so caller
 -- clock skew cannot change admission. Every call but a probe (want,
--- return and debt all 0, which only reads) writes the hash and sets
+-- return, debt and demand all 0, which only reads) writes the hash and sets
 -- PEXPIRE to twice the time to fill the bucket: no key without a TTL.
 
 local rate = tonumber(ARGV[1])
@@ -39,24 +49,36 @@ local min = tonumber(ARGV[4])
 local given = tonumber(ARGV[5])
 local spread = tonumber(ARGV[6])
 local debt = tonumber(ARGV[7])
+local demand = tonumber(ARGV[8])
+local grace = tonumber(ARGV[9])
 if not rate or rate <= 0 or not capacity or capacity <= 0 or not want or want < 0
    or not min or min < 0 or not given or given < 0 or not spread or spread < 1
-   or not debt or debt < 0 then
+   or not debt or debt < 0 or not demand or demand < 0 or not grace or grace < 0 then
   return redis.error_reply("ERR quota lease: bad arguments")
 end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local h = redis.call('HMGET', KEYS[1], 't', 'ts', 'g')
+local h = redis.call('HMGET', KEYS[1], 't', 'ts', 'd', 'c', 'ce')
 local tokens = tonumber(h[1])
 local ts = tonumber(h[2])
-local g = tonumber(h[3]) or 0
+local d = tonumber(h[3]) or 0
+local credit = tonumber(h[4]) or 0
+local creditEnd = tonumber(h[5]) or 0
+local hadCredit = h[4] ~= false
+if now >= creditEnd then
+  credit = 0
+end
 local fresh = false
 if tokens == nil or ts == nil then
   tokens = capacity
   ts = now
   fresh = true -- the bucket expired or the store lost its state
+  if grace > 0 then
+    credit = 9007199254740992 -- 2^53: every debt of the grace is paid
+    creditEnd = now + grace
+  end
 end
 if tokens > capacity then
   tokens = capacity -- the capacity shrank (plan or share change)
@@ -71,21 +93,29 @@ if now > ts then
   ts = now
 end
 
-if want == 0 and given == 0 and debt == 0 then
+if want == 0 and given == 0 and debt == 0 and demand == 0 then
   -- A probe: report the bucket, write nothing, so that probing a slow
   -- store does not reset the refill clock (see debt above).
-  return { 0, string.format('%.6f', tokens), now, g }
+  return { 0, string.format('%.6f', tokens), now, d }
 end
 
+d = d + demand
 if given > 0 then
   tokens = math.min(capacity, tokens + given)
-  g = g - given
 end
-if debt > 0 then
-  if not fresh then -- a fresh bucket holds no history to pay back against
-    tokens = math.max(-capacity, tokens - math.max(0, debt - wasted))
+if debt > 0 and not fresh then
+  local avail = wasted + credit
+  tokens = math.max(-capacity, tokens - math.max(0, debt - avail))
+  if avail > debt then
+    if credit <= 0 then
+      creditEnd = now + grace
+    end
+    credit = avail - debt
+  else
+    credit = 0
   end
-  g = g + debt
+elseif credit > 0 then
+  credit = credit + wasted
 end
 
 local granted = 0
@@ -93,9 +123,13 @@ if want > 0 and tokens >= min then
   granted = math.max(min, math.floor(tokens / spread))
   granted = math.min(want, granted, math.floor(tokens))
   tokens = tokens - granted
-  g = g + granted
 end
 
-redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'ts', ts, 'g', g)
+redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'ts', ts, 'd', d)
+if credit > 0 then
+  redis.call('HSET', KEYS[1], 'c', string.format('%.6f', credit), 'ce', creditEnd)
+elseif hadCredit then
+  redis.call('HDEL', KEYS[1], 'c', 'ce')
+end
 redis.call('PEXPIRE', KEYS[1], math.max(1000, math.ceil(2000 * capacity / rate)))
-return { granted, string.format('%.6f', tokens), now, g }
+return { granted, string.format('%.6f', tokens), now, d }

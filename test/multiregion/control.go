@@ -84,6 +84,9 @@ type KeyView struct {
 	Capacity  float64 `json:"capacity"`
 	Remaining int64   `json:"remaining"`
 	Degraded  bool    `json:"degraded"`
+	// LocalShare is the node's share of its region's traffic of the key.
+	LocalShare float64            `json:"local_share"`
+	Shares     map[string]float64 `json:"shares"`
 }
 
 // KeyView asks node n how it sees key.

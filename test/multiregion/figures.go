@@ -38,23 +38,28 @@ type Figures struct {
 	Mode     Mode
 	Duration time.Duration
 
-	Decisions           int64
-	DemandCost          int64
-	AllowedCost         int64
-	DegradedCost        int64
-	AccuracyKey         string  // the key with the worst admitted/limit
-	Admitted, Limit     float64 // of AccuracyKey over the run
-	AccuracyRatio       float64 // Admitted / Limit
-	WindowLen           int     // seconds of the sliding window
-	WindowRatio         float64 // worst admitted/limit over sliding windows (all keys)
-	WindowKey           string  // the key and start second of that window
-	WindowStart         int
-	Bound               float64 // the run's documented bound for AccuracyKey (1.01 × limit in normal operation)
-	FaultAdmitted       float64 // admitted during the fault (AccuracyKey, all regions)
-	FaultBound          float64 // the documented degraded bound for it
-	UnderKeys           int
-	UnderDemand         int64
-	UnderRejected       int64
+	Decisions       int64
+	DemandCost      int64
+	AllowedCost     int64
+	DegradedCost    int64
+	AccuracyKey     string  // the key with the worst admitted/limit
+	Admitted, Limit float64 // of AccuracyKey over the run
+	AccuracyRatio   float64 // Admitted / Limit
+	WindowLen       int     // seconds of the sliding window
+	WindowRatio     float64 // worst admitted/limit over sliding windows (all keys)
+	WindowKey       string  // the key and start second of that window
+	WindowStart     int
+	Bound           float64 // the run's documented bound for AccuracyKey (1.01 × limit in normal operation)
+	FaultAdmitted   float64 // admitted during the fault (AccuracyKey, all regions)
+	FaultBound      float64 // the documented degraded bound for it
+	UnderKeys       int
+	UnderDemand     int64
+	UnderRejected   int64
+	// UnderRejectedBy splits UnderRejected by region and, with the suffix
+	// " degraded", by the rejections the degraded bucket made.
+	UnderRejectedBy map[string]int64
+	// UnderRejectedSec is UnderRejected per second of the run.
+	UnderRejectedSec    []int64
 	WrongRejectPct      float64
 	Failed, LostInCrash int
 	FirstFailures       []Failure
@@ -169,6 +174,24 @@ func (f *Figures) wrongRejections(rec *Record, plans map[string][]PlanPhase) {
 		f.UnderKeys++
 		f.UnderDemand += dem
 		f.UnderRejected += rej
+		for region, cells := range rec.Series(key) {
+			if region == "" {
+				for sec, c := range cells {
+					for len(f.UnderRejectedSec) <= sec {
+						f.UnderRejectedSec = append(f.UnderRejectedSec, 0)
+					}
+					f.UnderRejectedSec[sec] += c.Rejected
+				}
+				continue
+			}
+			for _, c := range cells {
+				if f.UnderRejectedBy == nil {
+					f.UnderRejectedBy = make(map[string]int64)
+				}
+				f.UnderRejectedBy[region] += c.Rejected
+				f.UnderRejectedBy[region+" degraded"] += c.DegradedRejected
+			}
+		}
 	}
 	if f.UnderDemand > 0 {
 		f.WrongRejectPct = 100 * float64(f.UnderRejected) / float64(f.UnderDemand)

@@ -7,10 +7,11 @@ import (
 )
 
 // Cell is what the clients saw for one key, in one second of the run, in
-// one region: cost allowed, rejected, allowed in degraded mode, and the
-// number of decisions.
+// one region: cost allowed, rejected, allowed and rejected in degraded
+// mode, and the number of decisions.
 type Cell struct {
 	Allowed, Rejected, Degraded int64
+	DegradedRejected            int64
 	Decisions                   int64
 }
 
@@ -84,6 +85,9 @@ func (r *Record) decision(ch check, region, process string, allowed, degraded bo
 	c.Decisions++
 	if !allowed {
 		c.Rejected += ch.cost
+		if degraded {
+			c.DegradedRejected += ch.cost
+		}
 		return
 	}
 	c.Allowed += ch.cost
@@ -194,6 +198,7 @@ func (r *Record) Series(key string) map[string][]Cell {
 			s.Allowed += c.Allowed
 			s.Rejected += c.Rejected
 			s.Degraded += c.Degraded
+			s.DegradedRejected += c.DegradedRejected
 			s.Decisions += c.Decisions
 		}
 	}

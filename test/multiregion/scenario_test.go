@@ -285,6 +285,23 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	}
 	f.check("wrongly rejected (keys under their limit)", f.WrongRejectPct <= 1,
 		fmt.Sprintf("%.3f %% (%d of %d, %d keys)", f.WrongRejectPct, f.UnderRejected, f.UnderDemand, f.UnderKeys), "≤ 1 %")
+	if f.UnderRejected > 0 {
+		var parts []string
+		for _, r := range c.Spec().Regions {
+			parts = append(parts, fmt.Sprintf("%s %d (%d degraded)", r, f.UnderRejectedBy[r], f.UnderRejectedBy[r+" degraded"]))
+		}
+		var inFault int64
+		for sec, r := range f.UnderRejectedSec {
+			at := time.Duration(sec) * time.Second
+			for _, fl := range s.faults {
+				if at >= fl.From-time.Second && at < fl.To+time.Second {
+					inFault += r
+					break
+				}
+			}
+		}
+		s.note("wrongly rejected cost by region: %s; %d of it within a second of a fault.", strings.Join(parts, ", "), inFault)
+	}
 	f.check("failed API calls", f.Failed == 0, fmt.Sprintf("%d checks", f.Failed), "0")
 	if f.LostInCrash > 0 {
 		s.note("%d checks were in flight to the process the scenario killed or restarted; a client retries them elsewhere, they are not counted as failures.", f.LostInCrash)
