@@ -67,6 +67,7 @@ func (a *API) limiterError(err error, prefix string) *apiError {
 
 // allow serves POST /v1/allow.
 func (a *API) allow(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
 	var c checkRequest
 	if e := decodeBody(w, r, a.cfg.MaxBodyBytes, &c); e != nil {
 		e.write(w)
@@ -81,6 +82,9 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	p.Name, p.Plan, _ = a.cfg.Catalog.Resolve(c.Key)
 	httplimit.WriteHeaders(w.Header(), p, d)
 	writeRaw(w, http.StatusOK, append(appendDecision(make([]byte, 0, 160), d), '\n'))
+	if a.cfg.Checks != nil {
+		a.cfg.Checks.ObserveCheck(d.Path, time.Since(t0))
+	}
 }
 
 // allowBatch serves POST /v1/allow/batch: every check in order, each

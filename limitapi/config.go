@@ -39,10 +39,19 @@ type ShareView interface {
 	SharesAge() time.Duration
 }
 
+// CheckObserver times single checks by the path of their decision.
+type CheckObserver interface {
+	ObserveCheck(path region.Path, d time.Duration)
+}
+
 // Config configures the API. Limiter and Catalog are required.
 type Config struct {
 	Limiter Limiter
 	Catalog Catalog
+	// Checks, when set, is told how long each single check took to serve
+	// (handler start to response written) and on which path it was
+	// decided. Default nil.
+	Checks CheckObserver
 
 	// AdminToken is the bearer token control-plane writes must carry. Empty
 	// refuses every write (403). Default "".

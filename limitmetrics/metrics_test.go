@@ -97,3 +97,21 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("ok store calls = %v", got)
 	}
 }
+
+func TestChecks(t *testing.T) {
+	c := limitmetrics.NewChecks()
+	for _, p := range []region.Path{region.PathFast, region.PathFast, region.PathSlow, region.PathDegraded, region.Path(99)} {
+		c.ObserveCheck(p, 30*time.Microsecond)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]float64{"fast": 2, "slow": 1, "degraded": 1} {
+		if got := value(t, fams, "quota_check_duration_seconds", map[string]string{"path": path}); got != want {
+			t.Errorf("checks on the %s path = %v, want %v", path, got, want)
+		}
+	}
+}

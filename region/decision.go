@@ -26,4 +26,32 @@ type Decision struct {
 	// from the local degraded bucket (seed R1). Such decisions are also
 	// counted as degraded in usage.
 	Degraded bool
+	// Path is how the decision was made: for latency by path.
+	Path Path
+}
+
+// Path is how a decision was made.
+type Path uint8
+
+const (
+	// PathFast: from the local lease, or rejected from the local estimate
+	// of the region's bucket, without waiting for anything.
+	PathFast Path = iota
+	// PathSlow: on the slow path, after a store call or after waiting for
+	// another decision's store call for the same key.
+	PathSlow
+	// PathDegraded: from the local degraded bucket (Degraded is set).
+	PathDegraded
+)
+
+func (p Path) String() string {
+	switch p {
+	case PathFast:
+		return "fast"
+	case PathSlow:
+		return "slow"
+	case PathDegraded:
+		return "degraded"
+	}
+	return "unknown"
 }

@@ -141,7 +141,11 @@ func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (Decision, 
 		}
 	}
 	sh.mu.Unlock()
-	return l.allowSlow(ctx, key, h, cost)
+	d, err := l.allowSlow(ctx, key, h, cost)
+	if d.Path == PathFast {
+		d.Path = PathSlow // every way through allowSlow but the degraded one
+	}
+	return d, err
 }
 
 // AllowEndpoint is Allow with the cost of endpoint from Config.Costs.
@@ -466,7 +470,7 @@ func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int6
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
 	e.referenced = true
-	d := Decision{Limit: e.limit, Degraded: true}
+	d := Decision{Limit: e.limit, Degraded: true, Path: PathDegraded}
 	if e.syncAt != 0 {
 		d.Stale = time.Duration(now - e.syncAt)
 	}

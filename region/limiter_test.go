@@ -154,9 +154,15 @@ func TestLeaseSteps(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.plan, nil)
+			calls := 0
 			for i, s := range tc.steps {
 				f.clock.Advance(s.advance)
 				d := f.allow(t, "k", s.cost)
+				// A step that made a store call took the slow path.
+				if want := map[bool]region.Path{false: region.PathFast, true: region.PathSlow}[s.calls > calls]; d.Path != want {
+					t.Fatalf("step %d: path %v, want %v", i, d.Path, want)
+				}
+				calls = s.calls
 				if d.Allowed != s.allowed || d.Remaining != s.remaining {
 					t.Fatalf("step %d: allowed %v remaining %d, want %v %d", i, d.Allowed, d.Remaining, s.allowed, s.remaining)
 				}

@@ -140,6 +140,9 @@ func TestStoreOutageDegradesAndRecovers(t *testing.T) {
 			if d.Degraded {
 				degraded++
 			}
+			if d.Degraded != (d.Path == region.PathDegraded) {
+				t.Fatalf("decision degraded %v on path %v", d.Degraded, d.Path)
+			}
 		}
 		return
 	}

@@ -230,10 +230,15 @@ func (f usageFanout) Record(batch []region.Usage) {
 	}
 }
 
-func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip.Node, log *slog.Logger) (*limitapi.API, error) {
+func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip.Node, reg *prometheus.Registry, log *slog.Logger) (*limitapi.API, error) {
 	cfg := limitapi.DefaultConfig()
 	cfg.Limiter, cfg.Catalog, cfg.AdminToken, cfg.Logger = lim, cat, o.AdminToken, log
 	cfg.Shares = shares
+	checks := limitmetrics.NewChecks()
+	if err := reg.Register(checks); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	cfg.Checks = checks
 	if o.AdminToken == "" {
 		log.Warn("no --admin-token: control-plane writes are disabled")
 	}

@@ -227,6 +227,18 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("metrics lack %s", name)
 		}
 	}
+	// Checks on the default plan come from growing leases: b decides on
+	// both paths, and both are timed.
+	for range 10 {
+		b.mustCall(t, "POST", "/v1/allow", `{"key":"fast_`+key+`"}`, false, 200)
+	}
+	bm := b.call(t, "GET", "/metrics", "", false)
+	for _, path := range []string{"fast", "slow"} {
+		series := `quota_check_duration_seconds_count{path="` + path + `"}`
+		if !strings.Contains(bm.raw, series) || strings.Contains(bm.raw, series+" 0\n") {
+			t.Errorf("metrics lack checks on the %s path: %s", path, series)
+		}
+	}
 	a.mustCall(t, "GET", "/healthz", "", false, 200)
 	a.mustCall(t, "GET", "/readyz", "", false, 200)
 }

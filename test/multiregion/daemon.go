@@ -22,6 +22,10 @@ var (
 	// series with the label are read.
 	decisionLatency      = "quota_http_request_duration_seconds"
 	decisionLatencyLabel = `route="POST /v1/allow"`
+	// checkLatency: the server-side time to serve one check by decision
+	// path; the fast path's p99 is the asserted decision latency.
+	checkLatency     = "quota_check_duration_seconds"
+	checkLatencyFast = `path="fast"`
 )
 
 // sharesDoc is the part of /debug/shares (the gossip node's snapshot) the

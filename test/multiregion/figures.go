@@ -67,7 +67,9 @@ type Figures struct {
 	P99PerCheck         time.Duration
 	FastP50, FastP99    time.Duration // the fast-path probe, client side
 	FastN               int
-	ServerP99           time.Duration // from the daemon's histogram, when it has one
+	ServerP99           time.Duration // every check, from the daemon's HTTP histogram
+	ServerFastP99       time.Duration // fast-path checks, from the daemon's check histogram
+	ServerFastN         float64       // fast-path checks observed
 	StoreCalls          float64
 	StoreCallsPerDec    float64
 	Ledger              LedgerCheck

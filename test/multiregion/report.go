@@ -100,9 +100,9 @@ are read from Postgres. See ` + "`test/multiregion/README.md`" + ` for how each 
 {{with (index .Figures 0).Setup}}
 Setup: {{.}}
 {{end}}
-| scenario | run | decisions | worst key admitted / limit | sliding window | fault admitted / bound | wrongly rejected | failed calls | p99 fast path (client) / all checks (server) | store calls / decision | ledger (spent == clients) | result |
+| scenario | run | decisions | worst key admitted / limit | sliding window | fault admitted / bound | wrongly rejected | failed calls | p99 fast path: server / client | store calls / decision | ledger (spent == clients) | result |
 |---|---|---|---|---|---|---|---|---|---|---|---|
-{{range .Figures}}| {{.Scenario}} | {{secs .Duration}} | {{.Decisions}} | {{f3 .AccuracyRatio}} ({{.AccuracyKey}}) | {{f3 .WindowRatio}} ({{.WindowLen}} s) | {{if gt .FaultBound 0.0}}{{f0 .FaultAdmitted}} / {{f0 .FaultBound}}{{else}}—{{end}} | {{printf "%.2f" .WrongRejectPct}} % of {{.UnderDemand}} ({{.UnderKeys}} keys) | {{.Failed}}{{if .LostInCrash}} (+{{.LostInCrash}} in flight to the killed process){{end}} | {{ms .FastP99}} / {{ms .ServerP99}} ms | {{f3 .StoreCallsPerDec}} | {{ledger .Ledger}} | {{$ok := true}}{{range .Checks}}{{if not .OK}}{{$ok = false}}{{end}}{{end}}{{okmark $ok}} |
+{{range .Figures}}| {{.Scenario}} | {{secs .Duration}} | {{.Decisions}} | {{f3 .AccuracyRatio}} ({{.AccuracyKey}}) | {{f3 .WindowRatio}} ({{.WindowLen}} s) | {{if gt .FaultBound 0.0}}{{f0 .FaultAdmitted}} / {{f0 .FaultBound}}{{else}}—{{end}} | {{printf "%.2f" .WrongRejectPct}} % of {{.UnderDemand}} ({{.UnderKeys}} keys) | {{.Failed}}{{if .LostInCrash}} (+{{.LostInCrash}} in flight to the killed process){{end}} | {{ms .ServerFastP99}} / {{ms .FastP99}} ms | {{f3 .StoreCallsPerDec}} | {{ledger .Ledger}} | {{$ok := true}}{{range .Checks}}{{if not .OK}}{{$ok = false}}{{end}}{{end}}{{okmark $ok}} |
 {{end}}
 Targets: admitted ≤ 1.01 × limit (rate·T + capacity) in normal operation; during a fault, admitted ≤ the documented
 degraded bound (other regions at 1.01 × their share, the faulty region at Σ max(local share, floor) × share × limit,

@@ -64,14 +64,13 @@ func (s *scenarioRun) zipf() []KeyLoad {
 }
 
 // gatedOnlyInFullForm names the targets that the short form reports but
-// does not fail on: the client-side p99 of an HTTP round trip, which on the
-// 2-core CI machine running ~15 of the harness's processes is set by
-// scheduling, and the wrongly-rejected share, which in a 14 s run is
-// dominated by its 5 s fault. Every invariant (accuracy and fault bounds,
-// no failed calls, ledger exactness, degraded and incomplete windows
-// flagged) fails the short form too; the full form fails on everything.
+// does not fail on: the wrongly-rejected share, which in a 14 s run is
+// dominated by its 5 s fault. Every other figure (accuracy and fault
+// bounds, no failed calls, the server-side fast-path p99, ledger exactness,
+// degraded and incomplete windows flagged) fails the short form too; the
+// full form fails on everything.
 func gatedOnlyInFullForm(m Mode, check string) bool {
-	return m != ModeFull && (strings.HasPrefix(check, "decision p99") || strings.HasPrefix(check, "wrongly rejected"))
+	return m != ModeFull && strings.HasPrefix(check, "wrongly rejected")
 }
 
 // durations: the short form keeps the whole suite under five minutes.
@@ -203,10 +202,11 @@ type counters struct {
 	perNode map[string][2]float64          // process id → store calls, decisions
 	latency map[string]map[float64]float64 // process id → decision latency buckets
 	latName string                         // the histogram found, if any
+	fast    map[string]map[float64]float64 // process id → fast-path check latency buckets
 }
 
 func (c *Cluster) scrapeCounters() counters {
-	out := counters{perNode: map[string][2]float64{}, latency: map[string]map[float64]float64{}}
+	out := counters{perNode: map[string][2]float64{}, latency: map[string]map[float64]float64{}, fast: map[string]map[float64]float64{}}
 	for _, n := range c.Nodes() {
 		if !n.serving() {
 			continue
@@ -221,6 +221,7 @@ func (c *Cluster) scrapeCounters() counters {
 		if b := m.Buckets(decisionLatency, decisionLatencyLabel); len(b) > 0 {
 			out.latency[n.ID()], out.latName = b, decisionLatency+"{"+decisionLatencyLabel+"}"
 		}
+		out.fast[n.ID()] = m.Buckets(checkLatency, checkLatencyFast)
 	}
 	return out
 }
@@ -228,10 +229,21 @@ func (c *Cluster) scrapeCounters() counters {
 // latencyDelta is the decision latency histogram's growth between two
 // scrapes, summed over processes.
 func (a counters) latencyDelta(b counters) map[float64]float64 {
+	return bucketDelta(a.latency, b.latency)
+}
+
+// bucketDelta is the growth of per-process histogram buckets between two
+// scrapes, summed over processes (a process restarted in between counts
+// from zero).
+func bucketDelta(before, after map[string]map[float64]float64) map[float64]float64 {
 	out := map[float64]float64{}
-	for id, bk := range b.latency {
+	for id, bk := range after {
 		for ub, v := range bk {
-			out[ub] += v - a.latency[id][ub]
+			prev := before[id][ub]
+			if prev > v {
+				prev = 0
+			}
+			out[ub] += v - prev
 		}
 	}
 	return out
@@ -306,12 +318,18 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	if f.LostInCrash > 0 {
 		s.note("%d checks were in flight to the process the scenario killed or restarted; a client retries them elsewhere, they are not counted as failures.", f.LostInCrash)
 	}
-	lat := fmt.Sprintf("%.2f ms (p50 %.2f ms; %d calls of the fast-path probe key, client side: one check per HTTP call over loopback keep-alive, so HTTP and scheduling included)",
-		float64(f.FastP99)/1e6, float64(f.FastP50)/1e6, f.FastN)
+	// The asserted figure is the server's: from the check handler's start
+	// to its response, for checks decided from a lease. The client's view of
+	// the probe key adds its own HTTP round trip and the scheduling of ~15
+	// processes on this machine's cores; it is reported beside it.
+	bound, est, n := histogramQuantile(0.99, bucketDelta(before.fast, after.fast))
+	f.ServerFastP99, f.ServerFastN = time.Duration(est*float64(time.Second)), n
+	lat := fmt.Sprintf("%.3f ms server side (interpolated in the ≤ %.3g ms bucket of %s{%s}, %.0f checks); client side %.2f ms (p50 %.2f ms, %d calls of the fast-path probe key, one check per HTTP call over loopback keep-alive)",
+		est*1e3, bound*1e3, checkLatency, checkLatencyFast, n, float64(f.FastP99)/1e6, float64(f.FastP50)/1e6, f.FastN)
 	if s.skipLatency {
 		s.note("fast-path decision p99 %s not asserted: the run restarts processes.", lat)
 	} else {
-		f.check("decision p99, fast path", f.FastP99 < 2*time.Millisecond && f.FastN > 0, lat, "< 2 ms")
+		f.check("decision p99, fast path", n > 0 && f.ServerFastP99 < 2*time.Millisecond, lat, "< 2 ms")
 	}
 	if after.latName != "" {
 		bound, est, n := histogramQuantile(0.99, before.latencyDelta(after))
