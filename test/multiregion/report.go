@@ -107,7 +107,7 @@ Setup: {{.}}
 Targets: admitted ≤ 1.01 × limit (rate·T + capacity) in normal operation; during a fault, admitted ≤ the documented
 degraded bound (other regions at 1.01 × their share, the faulty region at Σ max(local share, floor) × share × limit,
 plus its share of capacity when its store lost its state); wrongly rejected ≤ 1 % of the demand of keys whose demand
-stays under their limit; no failed API calls; p99 < 2 ms per decision; ledger spent == allowed cost seen by clients,
+stays under their limit; no failed API calls; p99 < 2 ms per fast-path decision, server side; ledger spent == allowed cost seen by clients,
 per process and key.
 {{range .Figures}}
 ## {{.Scenario}}
