@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -265,4 +266,76 @@ func TestInvalidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(2, "k1", "k2")
+}
+
+// Deletions travel like writes, keep who deleted in history, refuse a plan
+// still assigned, and survive a restart from the cache file.
+func TestDelete(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	dir := t.TempDir()
+	a := start(t, ns.URL, filepath.Join(dir, "a.json"), region.Plan{Rate: 1, Capacity: 1})
+	b := start(t, ns.URL, filepath.Join(dir, "b.json"), region.Plan{Rate: 1, Capacity: 1})
+	waitSynced(t, a)
+	waitSynced(t, b)
+	ctx := context.Background()
+	for _, err := range []error{
+		func() error {
+			_, err := a.PutPlan(ctx, "alice", "gold", region.Plan{Rate: 5, Capacity: 50})
+			return err
+		}(),
+		func() error { _, err := a.Assign(ctx, "alice", "acct_1", "gold"); return err }(),
+		func() error { _, err := a.PutCost(ctx, "alice", "search", 5); return err }(),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name string
+		kind catalog.Kind
+		key  string
+		want error
+		says string
+	}{
+		{"a plan still assigned", catalog.KindPlan, "gold", catalog.ErrInUse, `plan "gold" is assigned to 1 keys (acct_1)`},
+		{"an assignment", catalog.KindKey, "acct_1", nil, ""},
+		{"the same again", catalog.KindKey, "acct_1", catalog.ErrNotFound, `key "acct_1" does not exist`},
+		{"the plan, now unused", catalog.KindPlan, "gold", nil, ""},
+		{"the built-in default", catalog.KindPlan, catalog.DefaultPlanName, catalog.ErrNotFound, "does not exist"},
+		{"an endpoint weight", catalog.KindCost, "search", nil, ""},
+		{"a bad name", catalog.KindCost, "a b", catalog.ErrInvalidName, "endpoint"},
+	}
+	var last uint64
+	for _, s := range steps {
+		rev, err := a.Delete(ctx, "bob", s.kind, s.key)
+		if !errors.Is(err, s.want) || (err != nil && !strings.Contains(err.Error(), s.says)) {
+			t.Fatalf("%s: Delete(%s %q) = %v, want %v saying %q", s.name, s.kind, s.key, err, s.want, s.says)
+		}
+		last = max(last, rev)
+	}
+	if err := b.WaitVersion(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Assignment("acct_1"); ok {
+		t.Error("the other process still has the assignment")
+	}
+	if _, ok := b.PlanEntry("gold"); ok {
+		t.Error("the other process still has the plan")
+	}
+	if _, ok := b.Cost("search"); ok {
+		t.Error("the other process still has the weight")
+	}
+	if name, p, err := b.Resolve("acct_1"); err != nil || name != catalog.DefaultPlanName || p.Rate != 1 {
+		t.Errorf("acct_1 resolves to %q %+v %v, want the default", name, p, err)
+	}
+	h, err := b.History(ctx, catalog.KindPlan, "gold")
+	if err != nil || len(h) != 2 || h[0].Actor != "alice" || !h[1].Deleted || h[1].Actor != "bob" {
+		t.Fatalf("history of gold: %+v %v, want alice's write then bob's deletion", h, err)
+	}
+	// A restart from the cache file alone does not bring them back.
+	b.Stop()
+	c := start(t, "", filepath.Join(dir, "b.json"), region.Plan{})
+	if _, ok := c.PlanEntry("gold"); ok || c.Version() < last {
+		t.Fatalf("after a restart from the cache: gold present %v, version %d (want ≥ %d)", ok, c.Version(), last)
+	}
 }

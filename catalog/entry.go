@@ -36,7 +36,10 @@ type Entry struct {
 
 	// Revision is the bucket revision of this value (not stored in it).
 	Revision uint64 `json:"revision,omitempty"`
-	// Deleted marks a deletion in History (not stored in a value).
+	// Deleted marks a deletion. Delete stores it as a tombstone value,
+	// with Actor and At, so that History says who deleted the entry; a
+	// bucket delete marker (from a tool outside the API) shows up in
+	// History as an entry with Deleted and no Actor.
 	Deleted bool `json:"deleted,omitempty"`
 }
 
@@ -96,6 +99,9 @@ func (e Entry) validate() error {
 	}
 	if err := CheckName(field, e.Name); err != nil {
 		return err
+	}
+	if e.Deleted {
+		return nil // a tombstone says nothing else
 	}
 	switch e.Kind {
 	case KindPlan:

@@ -17,4 +17,6 @@ var (
 	ErrUnavailable = errors.New("catalogue unavailable")
 	// ErrNotFound: no entry of that name.
 	ErrNotFound = errors.New("not found")
+	// ErrInUse: a plan cannot be deleted while keys are assigned to it.
+	ErrInUse = errors.New("in use")
 )

@@ -170,6 +170,10 @@ func (c *Catalog) applyTo(st *state, kve jetstream.KeyValueEntry) {
 		c.log.Warn("skipping bad catalogue entry", "key", kve.Key(), "revision", kve.Revision(), "err", err)
 		return
 	}
+	if e.Deleted {
+		st.remove(e.Kind, e.Name, e.Revision)
+		return
+	}
 	st.put(e)
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +37,50 @@ func (c *Catalog) PutCost(ctx context.Context, actor, endpoint string, cost int6
 	return c.put(ctx, Entry{Kind: KindCost, Name: endpoint, Cost: cost, Actor: actor})
 }
 
+// Delete removes plan, key assignment or endpoint weight name (kind says
+// which), recording actor as the deleter, and returns the new catalogue
+// version. The deletion is stored as a tombstone, so History says who
+// deleted what and when. It wraps ErrNotFound when there is no such entry
+// (the built-in default plan cannot be deleted), and ErrInUse for a plan
+// that keys are still assigned to: reassign them first.
+//
+// What follows: a key whose assignment is deleted uses the "default" plan;
+// an endpoint whose weight is deleted costs the daemon's default cost, or
+// is refused when there is none; when the "default" plan is deleted,
+// unassigned keys use the built-in default, or are refused when there is
+// none.
+func (c *Catalog) Delete(ctx context.Context, actor string, kind Kind, name string) (uint64, error) {
+	field := map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint"}[kind]
+	if field == "" {
+		return 0, fmt.Errorf("%w: kind %q", ErrInvalidValue, kind)
+	}
+	if err := CheckName(field, name); err != nil {
+		return 0, err
+	}
+	c.mu.RLock()
+	_, ok := c.st.table(kind)[name]
+	var users []string
+	n := 0
+	if ok && kind == KindPlan {
+		for key, a := range c.st.keys {
+			if a.Plan == name {
+				if n++; len(users) < 3 {
+					users = append(users, key)
+				}
+			}
+		}
+	}
+	c.mu.RUnlock()
+	if !ok {
+		return 0, fmt.Errorf("%w: %s %q does not exist", ErrNotFound, field, name)
+	}
+	if n > 0 {
+		slices.Sort(users)
+		return 0, fmt.Errorf("%w: plan %q is assigned to %d keys (%s): reassign them first", ErrInUse, name, n, strings.Join(users, ", "))
+	}
+	return c.put(ctx, Entry{Kind: kind, Name: name, Actor: actor, Deleted: true})
+}
+
 // put writes e and waits until this process's watch has applied it, so
 // that a read after the write sees it. It fails with ErrUnavailable while
 // the bucket cannot be reached.
@@ -61,7 +107,7 @@ func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: put %s %q: %w", ErrUnavailable, e.Kind, e.Name, err)
 	}
-	c.log.Info("catalogue write", "kind", e.Kind, "name", e.Name, "actor", e.Actor, "revision", rev)
+	c.log.Info("catalogue write", "kind", e.Kind, "name", e.Name, "actor", e.Actor, "deleted", e.Deleted, "revision", rev)
 	if err := c.WaitVersion(ctx, rev); err != nil {
 		// Written, but not yet seen by this process's watch: the write
 		// stands, and the watch will apply it.

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"log/slog"
 	"net/http"
+
+	"github.com/quotaplatform/quota/catalog"
 )
 
 // API serves the check API and the control plane. Create it with New.
@@ -35,6 +37,9 @@ func New(cfg Config) (*API, error) {
 	a.mux.HandleFunc("GET /v1/keys/{key}", a.getKey)
 	a.mux.HandleFunc("PUT /v1/costs/{endpoint}", a.putCost)
 	a.mux.HandleFunc("GET /v1/costs/{endpoint}", a.getCost)
+	a.mux.HandleFunc("DELETE /v1/limits/{plan}", a.deleteEntry(catalog.KindPlan, "plan"))
+	a.mux.HandleFunc("DELETE /v1/keys/{key}", a.deleteEntry(catalog.KindKey, "key"))
+	a.mux.HandleFunc("DELETE /v1/costs/{endpoint}", a.deleteEntry(catalog.KindCost, "endpoint"))
 	return a, nil
 }
 

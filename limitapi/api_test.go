@@ -93,6 +93,27 @@ func (m *memCatalog) PutCost(_ context.Context, _, ep string, c int64) (uint64, 
 	m.rev++
 	return m.rev, nil
 }
+func (m *memCatalog) Delete(_ context.Context, _ string, kind catalog.Kind, name string) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ok bool
+	switch kind {
+	case catalog.KindPlan:
+		_, ok = m.plans[name]
+		delete(m.plans, name)
+	case catalog.KindKey:
+		_, ok = m.keys[name]
+		delete(m.keys, name)
+	case catalog.KindCost:
+		_, ok = m.costs[name]
+		delete(m.costs, name)
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: %s %q does not exist", catalog.ErrNotFound, kind, name)
+	}
+	m.rev++
+	return m.rev, nil
+}
 func (m *memCatalog) History(context.Context, catalog.Kind, string) ([]catalog.Entry, error) {
 	return nil, catalog.ErrNotFound
 }
@@ -308,6 +329,39 @@ func TestControlPlane(t *testing.T) {
 	if w := do(h, "GET", "/v1/costs/other", ""); !strings.Contains(w.Body.String(), `"cost":1,"default":true`) {
 		t.Fatalf("GET default cost: %s", w.Body)
 	}
+
+	// Deletions (the catalogue's own rules, such as refusing a plan still
+	// assigned, are tested against NATS in package catalog).
+	deletes := []struct {
+		name, path string
+		header     []string
+		code       int
+		says       string
+	}{
+		{"without the token", "/v1/keys/acct%2F1", nil, 401, "Authorization"},
+		{"a key's assignment", "/v1/keys/acct%2F1", auth, 204, ""},
+		{"the same again", "/v1/keys/acct%2F1", auth, 404, `key \"acct/1\" does not exist`},
+		{"a plan", "/v1/limits/gold", auth, 204, ""},
+		{"an endpoint's weight", "/v1/costs/search", auth, 204, ""},
+		{"a bad name", "/v1/costs/a%20b", auth, 400, `"field":"endpoint"`},
+	}
+	for _, d := range deletes {
+		w := do(h, "DELETE", d.path, "", d.header...)
+		if w.Code != d.code || !strings.Contains(w.Body.String(), d.says) {
+			t.Fatalf("DELETE %s (%s): %d %s, want %d saying %s", d.path, d.name, w.Code, w.Body, d.code, d.says)
+		}
+	}
+	// What follows: the key has no plan again (no default here), the plan is
+	// gone, the endpoint costs the default.
+	if w := do(h, "POST", "/v1/allow", `{"key":"acct/1"}`); w.Code != 404 {
+		t.Fatalf("allow after the assignment was deleted: %d %s", w.Code, w.Body)
+	}
+	if w := do(h, "GET", "/v1/limits/gold", ""); w.Code != 404 {
+		t.Fatalf("GET deleted plan: %d %s", w.Code, w.Body)
+	}
+	if w := do(h, "GET", "/v1/costs/search", ""); !strings.Contains(w.Body.String(), `"cost":1,"default":true`) {
+		t.Fatalf("GET deleted cost: %s", w.Body)
+	}
 }
 
 // FuzzHTTP sends arbitrary bodies to every route: nothing may panic, and
@@ -315,7 +369,7 @@ func TestControlPlane(t *testing.T) {
 func FuzzHTTP(f *testing.F) {
 	for _, s := range []string{`{"key":"a","cost":1}`, `{"key":"a","endpoint":"search"}`, `{"checks":[{"key":"a"}]}`,
 		`{"rate":1,"capacity":2}`, `{"plan":"pro"}`, `{"cost":3}`, `{"key":"\u0000"}`, `{"cost":1e400}`, `[`, `null`} {
-		for route := range 6 {
+		for route := range 9 {
 			f.Add(uint8(route), s, "acct_1")
 		}
 	}
@@ -323,6 +377,7 @@ func FuzzHTTP(f *testing.F) {
 	routes := []struct{ method, path string }{
 		{"POST", "/v1/allow"}, {"POST", "/v1/allow/batch"}, {"PUT", "/v1/limits/"},
 		{"PUT", "/v1/keys/"}, {"PUT", "/v1/costs/"}, {"GET", "/v1/keys/"},
+		{"DELETE", "/v1/keys/"}, {"DELETE", "/v1/limits/"}, {"DELETE", "/v1/costs/"},
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body, name string) {
 		rt := routes[int(route)%len(routes)]

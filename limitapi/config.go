@@ -27,6 +27,7 @@ type Catalog interface {
 	PutPlan(ctx context.Context, actor, name string, p region.Plan) (uint64, error)
 	Assign(ctx context.Context, actor, key, plan string) (uint64, error)
 	PutCost(ctx context.Context, actor, endpoint string, cost int64) (uint64, error)
+	Delete(ctx context.Context, actor string, kind catalog.Kind, name string) (uint64, error)
 	History(ctx context.Context, kind catalog.Kind, name string) ([]catalog.Entry, error)
 }
 

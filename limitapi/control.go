@@ -51,6 +51,10 @@ func (a *API) writeError(w http.ResponseWriter, err error, field string) {
 		(&apiError{status: http.StatusBadRequest, field: "plan", msg: err.Error()}).write(w)
 	case errors.Is(err, catalog.ErrInvalidName), errors.Is(err, catalog.ErrInvalidValue):
 		badRequest(field, "%v", err).write(w)
+	case errors.Is(err, catalog.ErrNotFound):
+		(&apiError{status: http.StatusNotFound, field: field, msg: err.Error()}).write(w)
+	case errors.Is(err, catalog.ErrInUse):
+		(&apiError{status: http.StatusConflict, field: field, msg: err.Error()}).write(w)
 	default:
 		a.log.Error("catalogue write failed", "err", err)
 		(&apiError{status: http.StatusInternalServerError, msg: "the catalogue write failed"}).write(w)
@@ -308,6 +312,28 @@ func (a *API) getCost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, costAnswer{Endpoint: ep, Cost: cost, Default: true})
+}
+
+// deleteEntry serves DELETE /v1/limits/{plan}, /v1/keys/{key} (the key's
+// assignment: it goes back to the default plan) and /v1/costs/{endpoint}
+// (the endpoint goes back to the default cost). A plan that keys are
+// assigned to is not deleted (409).
+func (a *API) deleteEntry(kind catalog.Kind, wildcard string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !a.authorize(w, r) {
+			return
+		}
+		name, e := pathName(r, wildcard)
+		if e != nil {
+			e.write(w)
+			return
+		}
+		if _, err := a.cfg.Catalog.Delete(r.Context(), a.cfg.AdminActor, kind, name); err != nil {
+			a.writeError(w, err, wildcard)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 func quote(s string) string { return `"` + s + `"` }

@@ -7,9 +7,11 @@
 // httplimit.WriteHeaders); POST /v1/allow/batch takes {"checks":[…]} and
 // answers {"results":[…]} in the same order, each a decision or an error.
 //
-// Control plane: PUT/GET /v1/limits/{plan}, PUT/GET /v1/keys/{key},
-// PUT/GET /v1/costs/{endpoint}; a GET with ?history=1 lists who changed the
-// entry and when. Writes need "Authorization: Bearer <admin token>".
+// Control plane: PUT/GET/DELETE /v1/limits/{plan}, PUT/GET/DELETE
+// /v1/keys/{key}, PUT/GET/DELETE /v1/costs/{endpoint}; a GET with
+// ?history=1 lists who changed the entry and when, deletions included.
+// Writes and deletions need "Authorization: Bearer <admin token>"; a plan
+// that keys are assigned to is not deleted (409).
 //
 // Bad input (malformed JSON, a field of the wrong type, an unknown field, an
 // empty, oversized or non-printable key, a cost ≤ 0 or above the plan's

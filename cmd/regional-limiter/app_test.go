@@ -218,6 +218,17 @@ func TestEndToEnd(t *testing.T) {
 	}
 	// Bad input over the wire.
 	a.mustCall(t, "POST", "/v1/allow", `{"key":"`+key+`","cost":6}`, false, 400)
+	// Deletion: not a plan still assigned; an assignment, after which the
+	// other process sends the key to the default plan.
+	a.mustCall(t, "DELETE", "/v1/limits/e2e", "", true, 409)
+	a.mustCall(t, "DELETE", "/v1/keys/"+key, "", true, 204)
+	testserver.WaitFor(t, 3*time.Second, 2*time.Millisecond, func() error {
+		if r := b.call(t, "GET", "/v1/keys/"+key, "", false); r.body["plan"] != "default" {
+			return fmt.Errorf("b still answers %s", r.raw)
+		}
+		return nil
+	})
+	a.mustCall(t, "DELETE", "/v1/limits/e2e", "", true, 204)
 	a.mustCall(t, "PUT", "/v1/limits/e2e", `{"rate":1,"capacity":1}`, false, 401)
 
 	m := a.call(t, "GET", "/metrics", "", false)
