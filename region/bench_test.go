@@ -239,17 +239,22 @@ func BenchmarkSlowPathRedis(b *testing.B) {
 	lim := benchLimiter(b, region.NewRedisStore(c, fmt.Sprintf("bench%d:", time.Now().UnixNano())), region.Plan{Rate: 100, Capacity: 100})
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
+	degraded := 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		d, err := lim.Allow(ctx, "cold-"+strconv.Itoa(i), 1)
 		lat = append(lat, time.Since(t0))
-		if err != nil || d.Degraded {
-			b.Fatalf("decision %d: %+v %v", i, d, err)
+		if err != nil {
+			b.Fatalf("decision %d: %v", i, err)
+		}
+		if d.Degraded {
+			degraded++ // a store call over the 5 ms timeout: reported, it is part of the tail
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(degraded), "degraded")
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")

@@ -116,24 +116,22 @@ func (e *entry) refillTarget(cost int64) float64 {
 	return math.Min(math.Max(float64(cost), float64(e.nextLease/2)), float64(e.capacity))
 }
 
-func (e *entry) decision(allowed bool, now, cost int64) Decision {
+// decision writes the decision from e's state into d, which must be zero.
+func (e *entry) decision(d *Decision, allowed bool, now, cost int64) {
 	rem := e.remaining
 	if rem < 0 {
 		rem = 0
 	}
-	d := Decision{
-		Allowed:   allowed,
-		Remaining: rem,
-		Limit:     e.limit,
-		Reset:     refillTime(float64(e.capacity)-float64(rem), float64(e.rate)),
-	}
+	d.Allowed = allowed
+	d.Remaining = rem
+	d.Limit = e.limit
+	d.Reset = refillTime(float64(e.capacity)-float64(rem), float64(e.rate))
 	if e.syncAt != 0 {
 		d.Stale = time.Duration(now - e.syncAt)
 	}
 	if !allowed {
 		d.RetryAfter = retryAfter(e.refillTarget(cost)-e.regionalAt(now), float64(e.rate))
 	}
-	return d
 }
 
 // retryAfter is (cost − tokens) / rate, never less than a millisecond: a

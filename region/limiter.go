@@ -110,7 +110,7 @@ func (l *Limiter) shardOf(h uint64) *shard { return &l.shards[h%shardCount] }
 // call (bounded by Config.StoreTimeout) or, when the store is unavailable,
 // decides from a local degraded bucket. A rejection is a Decision with
 // Allowed false; an error means the input was bad or the key has no plan.
-func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (Decision, error) {
+func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (d Decision, err error) {
 	if err := checkKey(key); err != nil {
 		return Decision{}, err
 	}
@@ -128,20 +128,22 @@ func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (Decision, 
 		}
 		l.rollLocked(sh, key, e, now)
 		if e.permits >= cost && l.leaseLive(e, now) {
-			d := l.spendLocked(sh, key, e, now, cost)
+			// The decision is written in place: copying it up through the
+			// calls was a third of the fast path's time.
+			l.spendLocked(sh, key, e, now, cost, &d)
 			sh.mu.Unlock()
 			return d, nil
 		}
 		if e.syncAt != 0 && !e.inDegraded && e.regionalAt(now) < e.refillTarget(cost) {
 			// Even with every token refilled since the last sync the region
 			// cannot afford a useful lease, so a store call would be wasted.
-			d := l.rejectLocked(sh, key, e, now, cost)
+			l.rejectLocked(sh, key, e, now, cost, &d)
 			sh.mu.Unlock()
 			return d, nil
 		}
 	}
 	sh.mu.Unlock()
-	d, err := l.allowSlow(ctx, key, h, cost)
+	d, err = l.allowSlow(ctx, key, h, cost)
 	if d.Path == PathFast {
 		d.Path = PathSlow // every way through allowSlow but the degraded one
 	}
@@ -175,7 +177,7 @@ func costError(cost, limit int64) error {
 	return fmt.Errorf("%w: cost %d is above the plan's capacity %d", ErrCostExceedsCapacity, cost, limit)
 }
 
-func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64) Decision {
+func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
 	if !e.fits(cost) {
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
@@ -186,10 +188,10 @@ func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64) 
 	e.referenced = true
 	sh.outstanding -= cost
 	sh.allowed++
-	return e.decision(true, now, cost)
+	e.decision(d, true, now, cost)
 }
 
-func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64) Decision {
+func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
 	if !e.fits(cost) {
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
@@ -197,7 +199,7 @@ func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64)
 	e.addDemand(cost)
 	e.referenced = true
 	sh.rejected++
-	return e.decision(false, now, cost)
+	e.decision(d, false, now, cost)
 }
 
 // rollLocked starts a new accounting window when the key's current one has
@@ -289,12 +291,14 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 
 	// Another miss may have refilled the lease while this one waited.
 	if e.permits >= cost && l.leaseLive(e, now) {
-		d := l.spendLocked(sh, key, e, now, cost)
+		var d Decision
+		l.spendLocked(sh, key, e, now, cost, &d)
 		sh.mu.Unlock()
 		return d, nil
 	}
 	if l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(cost) {
-		d := l.rejectLocked(sh, key, e, now, cost)
+		var d Decision
+		l.rejectLocked(sh, key, e, now, cost, &d)
 		sh.mu.Unlock()
 		return d, nil
 	}
@@ -403,10 +407,13 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	e.demand -= uint32(demand) // what was counted meanwhile waits for the next call
 	e.observeDemand(demand, rep.DemandTotal, keep)
 	sh.outstanding += rep.Granted - ret
+	var d Decision
 	if e.permits >= cost {
-		return l.spendLocked(sh, key, e, now, cost), nil
+		l.spendLocked(sh, key, e, now, cost, &d)
+	} else {
+		l.rejectLocked(sh, key, e, now, cost, &d)
 	}
-	return l.rejectLocked(sh, key, e, now, cost), nil
+	return d, nil
 }
 
 // callStore makes one store call under the hard timeout and learns the
