@@ -86,7 +86,7 @@ type Config struct {
 	Subject string
 
 	// OnChange, when set, is called with a key whose share for this region
-	// moved by ChangeThreshold or more (pass region.Limiter.Invalidate).
+	// moved by ChangeThreshold or more (pass region.Limiter.Reshare).
 	// OnChangeAll, when set, is called when the default share of keys
 	// without digests moved (pass region.Limiter.InvalidateAll). Both are
 	// called from Run's goroutine and must not block.

@@ -6,7 +6,7 @@
 //
 // A Node is one limiter process's gossip agent. The daemon tees the
 // limiter's usage stream into it (Node implements region.UsageSink), hands
-// it to the limiter as the ShareSource, and passes Limiter.Invalidate as
+// it to the limiter as the ShareSource, and passes Limiter.Reshare as
 // Config.OnChange. Every Config.Interval, on interval boundaries of the
 // clock (so that all processes tick together), the Node
 //

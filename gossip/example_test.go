@@ -46,7 +46,7 @@ func Example_wiring() {
 	gcfg.Weights = weights
 	gcfg.Floor = 0.05 // --share-floor
 	gcfg.Registerer = prometheus.NewRegistry()
-	gcfg.OnChange = func(key string) { lim.Invalidate(key) }
+	gcfg.OnChange = func(key string) { lim.Reshare(key) }
 	gcfg.OnChangeAll = func() { lim.InvalidateAll() }
 	gcfg.Flush = func() { lim.Flush() }
 	node, err := gossip.New(nc, gcfg)

@@ -81,7 +81,7 @@ func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func
 			var lim atomic.Pointer[region.Limiter]
 			gcfg.OnChange = func(key string) {
 				if l := lim.Load(); l != nil {
-					l.Invalidate(key)
+					l.Reshare(key)
 				}
 			}
 			gcfg.Flush = func() {

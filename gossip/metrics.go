@@ -15,6 +15,8 @@ var (
 		"Size of the last digest published.", nil, nil)
 	descBad = prometheus.NewDesc("quota_gossip_bad_digests_total",
 		"Digests rejected by the decoder.", nil, nil)
+	descChanges = prometheus.NewDesc("quota_gossip_share_changes_total",
+		"Share changes reported to the limiter (OnChange): keys whose share for this region moved by the change threshold or more.", nil, nil)
 )
 
 // collector reads the Node's state at scrape time.
@@ -26,6 +28,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKeys
 	ch <- descBytes
 	ch <- descBad
+	ch <- descChanges
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -43,4 +46,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(len(s.Keys)))
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(s.DigestBytes))
 	ch <- prometheus.MustNewConstMetric(descBad, prometheus.CounterValue, float64(s.BadDigests))
+	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(s.ShareChanges))
 }

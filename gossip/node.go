@@ -43,6 +43,8 @@ type Node struct {
 
 	table atomic.Pointer[table] // current shares; swapped whole
 
+	shareChanges atomic.Uint64 // OnChange calls (keys whose share moved enough)
+
 	accMu sync.Mutex
 	acc   map[string]*pending // usage since the last tick; guarded by accMu
 

@@ -231,6 +231,11 @@ func TestSkewConvergesFollowsAndFreezes(t *testing.T) {
 	if changed["eu/k"] == 0 {
 		t.Errorf("OnChange was not called for eu/k")
 	}
+	// The snapshot counts every call (only key k has demand); a tick may
+	// have counted one more and be waiting for mu to call OnChange.
+	if got, calls := nodes["eu"].Snapshot().ShareChanges, uint64(changed["eu/k"]); got != calls && got != calls+1 {
+		t.Errorf("ShareChanges = %d, OnChange was called %d times", got, calls)
+	}
 	mu.Unlock()
 
 	// Demand moves from eu to ap: shares follow.

@@ -26,6 +26,9 @@ type Snapshot struct {
 	DigestBytes int `json:"digest_bytes"`
 	// BadDigests counts digests rejected by the decoder.
 	BadDigests uint64 `json:"bad_digests"`
+	// ShareChanges counts OnChange calls: keys whose share for this region
+	// moved by ChangeThreshold or more.
+	ShareChanges uint64 `json:"share_changes"`
 }
 
 // RegionStatus is one region as this Node sees it.
@@ -64,6 +67,7 @@ func (n *Node) Snapshot() Snapshot {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s.Frozen, s.DigestBytes, s.BadDigests = n.frozen, n.lastBytes, n.bad
+	s.ShareChanges = n.shareChanges.Load()
 	names := map[string]bool{n.cfg.Region: true}
 	for _, r := range t.regions {
 		names[r] = true

@@ -228,11 +228,13 @@ func (n *Node) notify(old, cur *table) {
 	}
 	for key := range cur.keys {
 		if moved(old.micro(key), cur.micro(key)) {
+			n.shareChanges.Add(1)
 			n.cfg.OnChange(key)
 		}
 	}
 	for key := range old.keys {
 		if _, ok := cur.keys[key]; !ok && moved(old.micro(key), cur.micro(key)) {
+			n.shareChanges.Add(1)
 			n.cfg.OnChange(key)
 		}
 	}

@@ -514,6 +514,26 @@ func (l *Limiter) Invalidate(key string) {
 	sh.mu.Unlock()
 }
 
+// Reshare tells the limiter that key's region share changed. The lease ends
+// at once, as with Invalidate, only when the key is constrained: the
+// region's bucket held less than half its capacity at the last sync (or
+// the key is deciding from a degraded bucket). A key far below its limit
+// keeps its lease and takes the new share at its next store call, when the
+// lease runs out or within LeaseTTL: the shares of keys with little demand
+// move with every gossip interval, and ending their leases each time cost a
+// store call per key per interval for no accuracy (their buckets are full).
+// Until that call the region's bucket refills at the old share, so a burst
+// from such a key in those seconds may use the old share's capacity.
+func (l *Limiter) Reshare(key string) {
+	h := maphash.String(l.seed, key)
+	sh := l.shardOf(h)
+	sh.mu.Lock()
+	if e := sh.keys[key]; e != nil && (e.inDegraded || 2*e.remaining < int64(e.capacity)) {
+		e.epoch-- // no longer equal to the current epoch
+	}
+	sh.mu.Unlock()
+}
+
 // InvalidateAll ends every lease, for a catalogue change.
 func (l *Limiter) InvalidateAll() { l.epoch.Add(1) }
 

@@ -427,6 +427,42 @@ func TestInvalidateReleases(t *testing.T) {
 	}
 }
 
+// TestReshare: a share change ends the lease of a key that is using its
+// region's bucket, and not of a key far below its limit.
+func TestReshare(t *testing.T) {
+	cases := []struct {
+		name      string
+		spend     int64 // spent before the share changes, of a capacity of 100
+		wantCalls int   // store calls the next decision makes
+	}{
+		{"a key far below its limit keeps its lease", 10, 0},
+		{"a key using its bucket takes the new share now", 70, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			share := &settableShare{v: 1}
+			f := newFixture(t, region.Plan{Rate: 1, Capacity: 100}, func(c *region.Config) {
+				c.Shares = share
+				c.AccuracyBudget = 0.5 // leases of up to 30: the last one outlives the spending
+			})
+			for range tc.spend {
+				f.allow(t, "k", 1)
+			}
+			ks, _ := f.lim.Peek("k")
+			if ks.Lease == 0 {
+				t.Fatalf("no lease left after spending %d: %+v", tc.spend, ks)
+			}
+			share.set(0.5)
+			f.lim.Reshare("k")
+			before := f.store.Calls()
+			f.allow(t, "k", 1)
+			if got := f.store.Calls() - before; got != tc.wantCalls {
+				t.Fatalf("the next decision made %d store calls, want %d", got, tc.wantCalls)
+			}
+		})
+	}
+}
+
 type settableShare struct {
 	mu sync.Mutex
 	v  float64

@@ -96,7 +96,7 @@ func newGossip(lc fx.Lifecycle, o Options, nc *nats.Conn, reg *prometheus.Regist
 	cfg.Logger = log
 	// The callbacks run on the node's goroutine, which starts after the
 	// limiter exists (linkGossip runs before any OnStart hook).
-	cfg.OnChange = func(key string) { link.lim.Invalidate(key) }
+	cfg.OnChange = func(key string) { link.lim.Reshare(key) }
 	cfg.OnChangeAll = func() { link.lim.InvalidateAll() }
 	cfg.Flush = func() { link.lim.Flush() }
 	node, err := gossip.New(nc, cfg)

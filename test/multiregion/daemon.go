@@ -26,6 +26,8 @@ var (
 	// path; the fast path's p99 is the asserted decision latency.
 	checkLatency     = "quota_check_duration_seconds"
 	checkLatencyFast = `path="fast"`
+	// shareChangeMetric: share changes the gossip node reported to its limiter.
+	shareChangeMetric = "quota_gossip_share_changes_total"
 )
 
 // sharesDoc is the part of /debug/shares (the gossip node's snapshot) the

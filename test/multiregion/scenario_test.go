@@ -199,14 +199,14 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 
 // counters are /metrics counters of the live nodes.
 type counters struct {
-	perNode map[string][2]float64          // process id → store calls, decisions
+	perNode map[string][3]float64          // process id → store calls, decisions, share changes
 	latency map[string]map[float64]float64 // process id → decision latency buckets
 	latName string                         // the histogram found, if any
 	fast    map[string]map[float64]float64 // process id → fast-path check latency buckets
 }
 
 func (c *Cluster) scrapeCounters() counters {
-	out := counters{perNode: map[string][2]float64{}, latency: map[string]map[float64]float64{}, fast: map[string]map[float64]float64{}}
+	out := counters{perNode: map[string][3]float64{}, latency: map[string]map[float64]float64{}, fast: map[string]map[float64]float64{}}
 	for _, n := range c.Nodes() {
 		if !n.serving() {
 			continue
@@ -217,7 +217,7 @@ func (c *Cluster) scrapeCounters() counters {
 		}
 		sc, _ := m.first(storeCallMetrics...)
 		dc, _ := m.first(decisionMetrics...)
-		out.perNode[n.ID()] = [2]float64{sc, dc}
+		out.perNode[n.ID()] = [3]float64{sc, dc, m.Sum(shareChangeMetric)}
 		if b := m.Buckets(decisionLatency, decisionLatencyLabel); len(b) > 0 {
 			out.latency[n.ID()], out.latName = b, decisionLatency+"{"+decisionLatencyLabel+"}"
 		}
@@ -251,11 +251,12 @@ func bucketDelta(before, after map[string]map[float64]float64) map[float64]float
 
 // delta is the counters' growth between two scrapes, per process run (a
 // process restarted in between counts from zero).
-func (a counters) delta(b counters) (storeCalls, decisions float64) {
+func (a counters) delta(b counters) (storeCalls, decisions, shareChanges float64) {
 	for id, v := range b.perNode {
 		p := a.perNode[id]
 		storeCalls += v[0] - p[0]
 		decisions += v[1] - p[1]
+		shareChanges += v[2] - p[2]
 	}
 	return
 }
@@ -280,7 +281,12 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	f.FastP50, _ = rec.ProbeLatency(0.50)
 	f.FastP99, f.FastN = rec.ProbeLatency(0.99)
 	var serverDecisions float64
-	f.StoreCalls, serverDecisions = before.delta(after)
+	var shareChanges float64
+	f.StoreCalls, serverDecisions, shareChanges = before.delta(after)
+	if shareChanges > 0 {
+		s.note("%.0f share changes were reported to the processes (%s); one ends the lease only of a key using at least half of its region's bucket (region.Limiter.Reshare), the others take the new share at their next store call.",
+			shareChanges, shareChangeMetric)
+	}
 	if serverDecisions > 0 {
 		f.StoreCallsPerDec = f.StoreCalls / serverDecisions
 	}
