@@ -43,6 +43,12 @@ type Entry struct {
 	Deleted bool `json:"deleted,omitempty"`
 }
 
+// field is the API field that names an entry of kind k, or "" for an
+// unknown kind.
+func (k Kind) field() string {
+	return map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint"}[k]
+}
+
 // RegionPlan returns a plan entry as a region.Plan.
 func (e Entry) RegionPlan() region.Plan { return region.Plan{Rate: e.Rate, Capacity: e.Capacity} }
 
@@ -93,7 +99,7 @@ func decodeEntry(k string, value []byte, rev uint64) (Entry, error) {
 
 // validate checks the fields of e's kind.
 func (e Entry) validate() error {
-	field := map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint"}[e.Kind]
+	field := e.Kind.field()
 	if field == "" {
 		return fmt.Errorf("%w: kind %q", ErrInvalidValue, e.Kind)
 	}

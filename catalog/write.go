@@ -50,7 +50,7 @@ func (c *Catalog) PutCost(ctx context.Context, actor, endpoint string, cost int6
 // unassigned keys use the built-in default, or are refused when there is
 // none.
 func (c *Catalog) Delete(ctx context.Context, actor string, kind Kind, name string) (uint64, error) {
-	field := map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint"}[kind]
+	field := kind.field()
 	if field == "" {
 		return 0, fmt.Errorf("%w: kind %q", ErrInvalidValue, kind)
 	}
