@@ -504,15 +504,7 @@ func (l *Limiter) degradedLocked(sh *shard, key string, e *entry, now, cost int6
 // Invalidate ends key's lease, so that its next decision re-reads its plan
 // and share and re-leases at the new size. Call it when the key's share or
 // plan changes.
-func (l *Limiter) Invalidate(key string) {
-	h := maphash.String(l.seed, key)
-	sh := l.shardOf(h)
-	sh.mu.Lock()
-	if e := sh.keys[key]; e != nil {
-		e.epoch-- // no longer equal to the current epoch
-	}
-	sh.mu.Unlock()
-}
+func (l *Limiter) Invalidate(key string) { l.endLease(key, false) }
 
 // Reshare tells the limiter that key's region share changed. The lease ends
 // at once, as with Invalidate, only when the key is constrained: the
@@ -524,11 +516,15 @@ func (l *Limiter) Invalidate(key string) {
 // store call per key per interval for no accuracy (their buckets are full).
 // Until that call the region's bucket refills at the old share, so a burst
 // from such a key in those seconds may use the old share's capacity.
-func (l *Limiter) Reshare(key string) {
+func (l *Limiter) Reshare(key string) { l.endLease(key, true) }
+
+// endLease makes key's next decision re-read its plan and share and
+// re-lease; onlyConstrained spares a key far below its limit (Reshare).
+func (l *Limiter) endLease(key string, onlyConstrained bool) {
 	h := maphash.String(l.seed, key)
 	sh := l.shardOf(h)
 	sh.mu.Lock()
-	if e := sh.keys[key]; e != nil && (e.inDegraded || 2*e.remaining < int64(e.capacity)) {
+	if e := sh.keys[key]; e != nil && (!onlyConstrained || e.inDegraded || 2*e.remaining < int64(e.capacity)) {
 		e.epoch-- // no longer equal to the current epoch
 	}
 	sh.mu.Unlock()

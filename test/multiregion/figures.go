@@ -55,9 +55,9 @@ type Figures struct {
 	UnderKeys       int
 	UnderDemand     int64
 	UnderRejected   int64
-	// UnderRejectedBy splits UnderRejected by region and, with the suffix
-	// " degraded", by the rejections the degraded bucket made.
-	UnderRejectedBy map[string]int64
+	// UnderRejectedBy splits UnderRejected by region, and
+	// UnderRejectedDegraded the part of it the degraded buckets rejected.
+	UnderRejectedBy, UnderRejectedDegraded map[string]int64
 	// UnderRejectedSec is UnderRejected per second of the run.
 	UnderRejectedSec    []int64
 	WrongRejectPct      float64
@@ -188,10 +188,10 @@ func (f *Figures) wrongRejections(rec *Record, plans map[string][]PlanPhase) {
 			}
 			for _, c := range cells {
 				if f.UnderRejectedBy == nil {
-					f.UnderRejectedBy = make(map[string]int64)
+					f.UnderRejectedBy, f.UnderRejectedDegraded = make(map[string]int64), make(map[string]int64)
 				}
 				f.UnderRejectedBy[region] += c.Rejected
-				f.UnderRejectedBy[region+" degraded"] += c.DegradedRejected
+				f.UnderRejectedDegraded[region] += c.DegradedRejected
 			}
 		}
 	}

@@ -306,7 +306,7 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	if f.UnderRejected > 0 {
 		var parts []string
 		for _, r := range c.Spec().Regions {
-			parts = append(parts, fmt.Sprintf("%s %d (%d degraded)", r, f.UnderRejectedBy[r], f.UnderRejectedBy[r+" degraded"]))
+			parts = append(parts, fmt.Sprintf("%s %d (%d degraded)", r, f.UnderRejectedBy[r], f.UnderRejectedDegraded[r]))
 		}
 		var inFault int64
 		for sec, r := range f.UnderRejectedSec {
