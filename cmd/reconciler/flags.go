@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/peterbourgon/ff/v3"
 )
 
 // options are the reconciler's settings from flags and environment.
@@ -48,15 +50,15 @@ func defaultOptions() options {
 	}
 }
 
-// envName is the environment variable read for a flag: QUOTA_ + upper case,
-// dashes to underscores.
-func envName(flagName string) string {
-	return "QUOTA_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+// envPrefix is the prefix of every flag's environment variable:
+// --batch-interval reads QUOTA_BATCH_INTERVAL.
+const envPrefix = "QUOTA"
 
-// parseFlags parses a subcommand's flags. Every flag also reads its
-// environment variable; a flag on the command line wins.
-func parseFlags(cmd string, args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+// parseFlags parses a subcommand's flags with ff. Every flag also reads its
+// environment variable QUOTA_<FLAG> (upper case, dashes to underscores); a
+// flag on the command line wins, and an empty variable counts as unset.
+// Only the subcommand's own flags are read, from either source.
+func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	o := defaultOptions()
 	fs := flag.NewFlagSet("reconciler "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -81,18 +83,7 @@ func parseFlags(cmd string, args []string, getenv func(string) string, stderr io
 		fs.StringVar(&o.Granularity, "granularity", o.Granularity, "hour, day or window")
 		fs.StringVar(&o.Format, "format", o.Format, "json or csv")
 	}
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("env %s: %w", envName(f.Name), err)
-			}
-		}
-	})
-	if envErr != nil {
-		return o, envErr
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix)); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {

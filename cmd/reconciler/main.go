@@ -5,8 +5,10 @@
 //	reconciler migrate [flags]   apply the schema migrations
 //	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]
 //
-// Every flag also reads env QUOTA_<FLAG> (e.g. QUOTA_NATS, QUOTA_POSTGRES,
-// QUOTA_LISTEN); a flag on the command line wins.
+// Every flag also reads env QUOTA_<FLAG>, upper case with dashes as
+// underscores (e.g. QUOTA_NATS, QUOTA_POSTGRES, QUOTA_BATCH_INTERVAL); a flag
+// on the command line wins, then the environment, then the default. An empty
+// variable counts as unset. There is no config file.
 package main
 
 import (
@@ -29,7 +31,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "reconciler:", err)
 		}
@@ -37,12 +39,12 @@ func main() {
 	}
 }
 
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(args []string, stdout, stderr io.Writer) error {
 	cmd := "serve"
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage") {
 		cmd, args = args[0], args[1:]
 	}
-	o, err := parseFlags(cmd, args, getenv, stderr)
+	o, err := parseFlags(cmd, args, stderr)
 	if err != nil {
 		return err
 	}

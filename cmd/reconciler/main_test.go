@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,21 @@ func TestValidateApp(t *testing.T) {
 	}
 }
 
+// setQuotaEnv makes env the only QUOTA_* variables for the rest of the test
+// (ff reads the process environment; an empty variable counts as unset).
+func setQuotaEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix+"_") {
+			t.Setenv(k, "")
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
 func TestParseFlags(t *testing.T) {
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	tests := []struct {
 		name    string
 		cmd     string
@@ -42,14 +56,27 @@ func TestParseFlags(t *testing.T) {
 			func(o options) bool { return o.Listen == ":7" }, ""},
 		{"tls cert without key", "serve", []string{"--nats-tls-cert", "c.pem"}, nil, nil, "--nats-tls-key"},
 		{"bad env duration", "serve", nil, map[string]string{"QUOTA_BATCH_INTERVAL": "soon"}, nil, "QUOTA_BATCH_INTERVAL"},
+		{"bad env names the flag", "serve", nil, map[string]string{"QUOTA_BATCH_SIZE": "many"}, nil, `"batch-size"`},
+		{"bad flag value", "serve", []string{"--batch-interval", "soon"}, nil, nil, "-batch-interval"},
+		{"flag hides a bad env value", "serve", []string{"--batch-size", "7"}, map[string]string{"QUOTA_BATCH_SIZE": "many"},
+			func(o options) bool { return o.BatchSize == 7 }, ""},
+		{"empty env is unset", "serve", nil, map[string]string{"QUOTA_LISTEN": ""},
+			func(o options) bool { return o.Listen == ":8081" }, ""},
+		{"validation", "serve", []string{"--batch-size", "0"}, nil, nil, "--batch-size"},
+		{"positional argument", "serve", []string{"extra"}, nil, nil, "unexpected arguments"},
 		{"usage flags", "usage", []string{"--key", "k", "--from", "a", "--to", "b", "--format", "csv"}, nil,
 			func(o options) bool { return o.Key == "k" && o.Format == "csv" }, ""},
 		{"usage bad format", "usage", []string{"--format", "xml"}, nil, nil, "--format"},
 		{"migrate has no --nats", "migrate", []string{"--nats", "x"}, nil, nil, "not defined"},
+		{"migrate ignores QUOTA_NATS", "migrate", nil, map[string]string{"QUOTA_NATS": "nats://n:1", "QUOTA_POSTGRES": "postgres://db/m"},
+			func(o options) bool { return o.Postgres == "postgres://db/m" && o.NATS == defaultOptions().NATS }, ""},
+		{"usage reads QUOTA_KEY", "usage", nil, map[string]string{"QUOTA_KEY": "k", "QUOTA_GRANULARITY": "day"},
+			func(o options) bool { return o.Key == "k" && o.Granularity == "day" }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, err := parseFlags(tt.cmd, tt.args, env(tt.env), io.Discard)
+			setQuotaEnv(t, tt.env)
+			o, err := parseFlags(tt.cmd, tt.args, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
@@ -78,27 +105,22 @@ func TestRedact(t *testing.T) {
 
 func TestMigrateUsageAndServe(t *testing.T) {
 	db := testserver.NewDatabase(t)
-	env := func(k string) string {
-		if k == "QUOTA_POSTGRES" {
-			return db
-		}
-		return ""
-	}
+	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db})
 	var out bytes.Buffer
-	if err := run([]string{"migrate"}, env, &out, io.Discard); err != nil {
+	if err := run([]string{"migrate"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if err := run([]string{"migrate"}, env, &out, io.Discard); err != nil { // idempotent
+	if err := run([]string{"migrate"}, &out, io.Discard); err != nil { // idempotent
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := run([]string{"usage", "--key", "k", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--format", "csv"}, env, &out, io.Discard); err != nil {
+	if err := run([]string{"usage", "--key", "k", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--format", "csv"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if want := "k,total,,0,0,0,0,0,0,false,true\n"; !strings.HasSuffix(out.String(), want) {
 		t.Fatalf("usage csv:\n%s", out.String())
 	}
-	if err := run([]string{"usage", "--key", "k", "--from", "nope", "--to", "2026-01-02T00:00:00Z"}, env, &out, io.Discard); err == nil || !strings.Contains(err.Error(), "--from") {
+	if err := run([]string{"usage", "--key", "k", "--from", "nope", "--to", "2026-01-02T00:00:00Z"}, &out, io.Discard); err == nil || !strings.Contains(err.Error(), "--from") {
 		t.Fatalf("bad --from: %v", err)
 	}
 

@@ -27,7 +27,7 @@ const adminToken = "test-token"
 // the given services.
 func testOptions(t *testing.T, redisURL, natsURL, dataDir string) Options {
 	t.Helper()
-	o, err := parseOptions(nil, func(string) string { return "" }, io.Discard)
+	o, err := parseOptions(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	o, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
+	o, err := parseOptions(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}

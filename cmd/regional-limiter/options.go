@@ -6,17 +6,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/peterbourgon/ff/v3"
 )
 
-// Options are the daemon's settings (see /work/notes/flags.md and the README
-// in this directory). Every flag also reads env QUOTA_<FLAG>, and --config
-// names an optional file of `flag = value` lines. Precedence: command line,
-// then environment, then config file, then the default.
+// Options are the daemon's settings; the "Flags" section of README.md in this
+// directory is their reference. Every flag also reads env QUOTA_<FLAG> (upper
+// case, dashes to underscores), and --config names an optional file of
+// `flag = value` lines. Precedence: command line, then environment, then
+// config file, then the default.
 type Options struct {
 	Region       string
 	Listen       string
@@ -94,101 +98,99 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Float64Var(&o.DefaultRate, "default-rate", 100, "built-in default plan rate (cost units per second) for keys with no plan while the catalogue has no \"default\" plan; 0 disables")
 	fs.Float64Var(&o.DefaultCapacity, "default-capacity", 200, "built-in default plan capacity (burst, cost units); 0 disables")
-	fs.StringVar(&o.Config, "config", "", "optional file of `flag = value` lines")
+	fs.StringVar(&o.Config, "config", "", "optional `file` of flag = value lines, read after flags and environment")
 	fs.DurationVar(&o.ClockSkew, "clock-skew", 0, "testing: offset this process's wall clock by this much")
 	return fs
 }
 
-// envName is the environment variable of a flag: QUOTA_ and the name in
-// upper case with dashes as underscores.
-func envName(flagName string) string {
-	return "QUOTA_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+// envPrefix is the prefix of every flag's environment variable:
+// --report-interval reads QUOTA_REPORT_INTERVAL.
+const envPrefix = "QUOTA"
 
-// parseOptions reads args, then getenv, then the config file.
-func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (Options, error) {
+// parseOptions reads args, then the process environment, then the config
+// file, with ff: a flag given on the command line is not read from the
+// environment, and one given on either is not read from the file. An empty
+// environment variable counts as unset.
+func parseOptions(args []string, stderr io.Writer) (Options, error) {
 	var o Options
 	fs := flagSet(&o)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	err := ff.Parse(fs, args,
+		ff.WithEnvVarPrefix(envPrefix),
+		ff.WithConfigFileFlag("config"),
+		ff.WithConfigFileParser(configFileParser(fs, &o.Config)),
+	)
+	var pathErr *iofs.PathError
+	if errors.As(err, &pathErr) && pathErr.Path == o.Config {
+		return Options{}, fmt.Errorf("--config: %w", err) // ff opens the file itself
+	}
+	if err != nil {
 		return Options{}, err
 	}
 	if fs.NArg() > 0 {
 		return Options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["config"] {
-		if v := getenv(envName("config")); v != "" {
-			o.Config = v
-		}
-	}
-	var file map[string]string
-	if o.Config != "" {
-		var err error
-		if file, err = readConfigFile(o.Config); err != nil {
-			return Options{}, err
-		}
-		for name := range file {
-			if fs.Lookup(name) == nil {
-				return Options{}, fmt.Errorf("config file %s: unknown flag %q", o.Config, name)
-			}
-		}
-	}
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || f.Name == "config" {
-			return
-		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("env %s: %w", envName(f.Name), err))
-			}
-			return
-		}
-		if v, ok := file[f.Name]; ok {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("config file %s: %s: %w", o.Config, f.Name, err))
-			}
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return Options{}, err
-	}
 	return o, o.validate()
 }
 
-// readConfigFile reads `flag = value` lines; blank lines and lines starting
-// with # are skipped, a leading -- on the name is allowed, and the value
-// may be in double quotes.
-func readConfigFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
+// configFileParser is the ff.ConfigFileParser of the --config file, which ff
+// calls once flags and environment are parsed, when *path is final. Each
+// line is `flag = value`: spaces around both are trimmed, a leading -- on
+// the flag is allowed, and a value starting with a double quote is a Go
+// string literal. Blank lines and lines starting with # are skipped; there
+// are no comments after a value (a value may contain #). An unknown flag, a
+// line without =, or a bad value is an error naming the file, line and flag.
+func configFileParser(fs *flag.FlagSet, path *string) ff.ConfigFileParser {
+	return func(r io.Reader, set func(name, value string) error) error {
+		sc := bufio.NewScanner(r)
+		for n := 1; sc.Scan(); n++ {
+			name, value, ok, err := parseConfigLine(sc.Text())
+			if err != nil {
+				return fmt.Errorf("config file %s:%d: %w", *path, n, err)
+			}
+			if !ok {
+				continue
+			}
+			// ff would also accept the environment name (QUOTA_WINDOW);
+			// the file's format is flag names only.
+			if fs.Lookup(name) == nil {
+				return fmt.Errorf("config file %s:%d: unknown flag %q", *path, n, name)
+			}
+			if err := set(name, value); err != nil {
+				// ff's error says "error setting flag ... from config
+				// file: <cause>"; say it as the command line would.
+				if cause := errors.Unwrap(err); cause != nil {
+					err = cause
+				}
+				return fmt.Errorf("config file %s:%d: invalid value %q for flag --%s: %w", *path, n, value, name, err)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("config file %s: %w", *path, err)
+		}
+		return nil
 	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, value, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("config file %s:%d: want `flag = value`, got %q", path, n, line)
-		}
-		name = strings.TrimLeft(strings.TrimSpace(name), "-")
-		value = strings.TrimSpace(value)
-		if uq, err := strconv.Unquote(value); err == nil && strings.HasPrefix(value, `"`) {
+}
+
+// parseConfigLine splits one config file line into flag name and value; ok
+// is false for a blank or comment line.
+func parseConfigLine(line string) (name, value string, ok bool, err error) {
+	line = strings.TrimSpace(line)
+	if line == "" || strings.HasPrefix(line, "#") {
+		return "", "", false, nil
+	}
+	name, value, found := strings.Cut(line, "=")
+	name = strings.TrimLeft(strings.TrimSpace(name), "-")
+	if !found || name == "" {
+		return "", "", false, fmt.Errorf("want `flag = value`, got %q", line)
+	}
+	value = strings.TrimSpace(value)
+	if strings.HasPrefix(value, `"`) {
+		if uq, err := strconv.Unquote(value); err == nil {
 			value = uq
 		}
-		out[name] = value
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
-	return out, nil
+	return name, value, true, nil
 }
 
 func (o *Options) validate() error {

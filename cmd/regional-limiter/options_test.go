@@ -4,13 +4,36 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
+// setQuotaEnv makes env the only QUOTA_* variables for the rest of the test
+// (ff reads the process environment; an empty variable counts as unset).
+func setQuotaEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix+"_") {
+			t.Setenv(k, "")
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "limiter.conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestParseOptions(t *testing.T) {
-	cfgFile := filepath.Join(t.TempDir(), "limiter.conf")
-	os.WriteFile(cfgFile, []byte("# comment\nregion = eu\n--window = 30s\nlisten = \":9000\"\nadmin-token = fromfile\n"), 0o600)
+	cfgFile := writeConfig(t, "# comment\nregion = eu\n--window = 30s\nlisten = \":9000\"\nadmin-token = fromfile\n")
 	tests := []struct {
 		name  string
 		args  []string
@@ -49,7 +72,8 @@ func TestParseOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			setQuotaEnv(t, tt.env)
+			o, err := parseOptions(tt.args, io.Discard)
 			if (err != nil) != tt.err {
 				t.Fatalf("err = %v, want error %v", err, tt.err)
 			}
@@ -57,5 +81,181 @@ func TestParseOptions(t *testing.T) {
 				tt.check(t, o)
 			}
 		})
+	}
+}
+
+// TestPrecedence sets --report-interval from each source in turn: the
+// command line beats the environment, which beats the config file, which
+// beats the default.
+func TestPrecedence(t *testing.T) {
+	file := writeConfig(t, "report-interval = 3s\n")
+	flagArgs := []string{"--report-interval", "1s"}
+	env := map[string]string{"QUOTA_REPORT_INTERVAL": "2s"}
+	tests := []struct {
+		name       string
+		flag       bool
+		env        bool
+		file       bool
+		want       time.Duration
+		wantSource string
+	}{
+		{"default", false, false, false, 5 * time.Second, "default"},
+		{"file", false, false, true, 3 * time.Second, "file"},
+		{"env", false, true, false, 2 * time.Second, "env"},
+		{"env over file", false, true, true, 2 * time.Second, "env"},
+		{"flag", true, false, false, time.Second, "flag"},
+		{"flag over file", true, false, true, time.Second, "flag"},
+		{"flag over env", true, true, false, time.Second, "flag"},
+		{"flag over env over file", true, true, true, time.Second, "flag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var args []string
+			if tt.flag {
+				args = append(args, flagArgs...)
+			}
+			if tt.file {
+				args = append(args, "--config", file)
+			}
+			if tt.env {
+				setQuotaEnv(t, env)
+			} else {
+				setQuotaEnv(t, nil)
+			}
+			o, err := parseOptions(args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.ReportInterval != tt.want {
+				t.Fatalf("--report-interval = %v, want %v (from the %s)", o.ReportInterval, tt.want, tt.wantSource)
+			}
+		})
+	}
+}
+
+// TestConfigSelection: --config on the command line beats QUOTA_CONFIG, and
+// an empty QUOTA_* variable counts as unset.
+func TestConfigSelection(t *testing.T) {
+	eu := writeConfig(t, "region = eu\n")
+	us := writeConfig(t, "region = us\n")
+	setQuotaEnv(t, map[string]string{"QUOTA_CONFIG": eu, "QUOTA_REGION": ""})
+	o, err := parseOptions([]string{"--config", us}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Config != us || o.Region != "us" {
+		t.Fatalf("config %q region %q, want %q us", o.Config, o.Region, us)
+	}
+}
+
+// TestConfigFileFormat: the `flag = value` lines the file has always had.
+func TestConfigFileFormat(t *testing.T) {
+	file := writeConfig(t, strings.Join([]string{
+		"# a comment line",
+		"",
+		"   region   =   eu   ",
+		"--listen = \":9000\"",
+		"-data-dir=/var/lib/quota",
+		"admin-token = a#b=c",
+		"redis-cluster = true",
+		"redis = \"redis://x:1\"",
+		"region-weights = eu=0.5,us=0.5",
+		"log-level = \"debug",
+		"nats-creds =",
+		"config = /elsewhere.conf",
+	}, "\n"))
+	setQuotaEnv(t, nil)
+	o, err := parseOptions([]string{"--config", file, "--log-level", "warn"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{Region: "eu", Listen: ":9000", DataDir: "/var/lib/quota", AdminToken: "a#b=c",
+		RedisCluster: true, Redis: "redis://x:1", RegionWeights: "eu=0.5,us=0.5", LogLevel: "warn", Config: file}
+	got := Options{Region: o.Region, Listen: o.Listen, DataDir: o.DataDir, AdminToken: o.AdminToken,
+		RedisCluster: o.RedisCluster, Redis: o.Redis, RegionWeights: o.RegionWeights, LogLevel: o.LogLevel, Config: o.Config}
+	if got != want {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+
+	// An unterminated quote is kept as written (and here fails validation).
+	if _, err := parseOptions([]string{"--config", file}, io.Discard); err == nil || !strings.Contains(err.Error(), `"\"debug"`) {
+		t.Fatalf("err = %v, want --log-level to reject the raw value", err)
+	}
+}
+
+// TestParseOptionsErrors: every bad input names where it came from and the
+// flag.
+func TestParseOptionsErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.conf")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		file string // config file contents, if any
+		want []string
+	}{
+		{"bad flag value", []string{"--window", "soon"}, nil, "", []string{"-window", `"soon"`}},
+		{"bad int flag", []string{"--processes", "many"}, nil, "", []string{"-processes", `"many"`}},
+		{"bad env value", nil, map[string]string{"QUOTA_REPORT_INTERVAL": "soon"}, "", []string{"QUOTA_REPORT_INTERVAL", `"report-interval"`}},
+		{"bad file value", nil, nil, "# x\nwindow = soon\n", []string{"limiter.conf:2", "--window", `"soon"`}},
+		{"bad file bool", nil, nil, "redis-cluster = maybe\n", []string{"limiter.conf:1", "--redis-cluster"}},
+		{"unknown file key", nil, nil, "region = eu\nregoin = us\n", []string{"limiter.conf:2", `unknown flag "regoin"`}},
+		{"file key by env name", nil, nil, "QUOTA_REGION = us\n", []string{`unknown flag "QUOTA_REGION"`}},
+		{"line without =", nil, nil, "region eu\n", []string{"limiter.conf:1", "flag = value"}},
+		{"line without name", nil, nil, "= eu\n", []string{"limiter.conf:1", "flag = value"}},
+		{"missing file", []string{"--config", missing}, nil, "", []string{"--config", "missing.conf"}},
+		{"unknown flag", []string{"--nope"}, nil, "", []string{"-nope"}},
+		{"positional argument", []string{"serve"}, nil, "", []string{"unexpected arguments"}},
+		{"validation", []string{"--share-floor", "1"}, nil, "", []string{"--share-floor"}},
+		{"validation joins all", []string{"--window", "0s", "--processes", "0"}, nil, "", []string{"--window", "--processes"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setQuotaEnv(t, tt.env)
+			args := tt.args
+			if tt.file != "" {
+				args = append([]string{"--config", writeConfig(t, tt.file)}, args...)
+			}
+			_, err := parseOptions(args, io.Discard)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseConfigLine(t *testing.T) {
+	tests := []struct {
+		line, name, value string
+		ok, err           bool
+	}{
+		{"", "", "", false, false},
+		{"   ", "", "", false, false},
+		{"# region = eu", "", "", false, false},
+		{"  # indented comment", "", "", false, false},
+		{"region = eu", "region", "eu", true, false},
+		{"region=eu", "region", "eu", true, false},
+		{"--region = eu", "region", "eu", true, false},
+		{"listen = \":9000\"", "listen", ":9000", true, false},
+		{"admin-token = \"a\\tb\"", "admin-token", "a\tb", true, false},
+		{"admin-token = 'x'", "admin-token", "'x'", true, false},
+		{"admin-token = x # not a comment", "admin-token", "x # not a comment", true, false},
+		{"region-weights = eu=1", "region-weights", "eu=1", true, false},
+		{"admin-token =", "admin-token", "", true, false},
+		{"region eu", "", "", false, true},
+		{"= eu", "", "", false, true},
+		{"-- = eu", "", "", false, true},
+	}
+	for _, tt := range tests {
+		name, value, ok, err := parseConfigLine(tt.line)
+		if name != tt.name || value != tt.value || ok != tt.ok || (err != nil) != tt.err {
+			t.Errorf("parseConfigLine(%q) = %q, %q, %v, %v; want %q, %q, %v, error %v",
+				tt.line, name, value, ok, err, tt.name, tt.value, tt.ok, tt.err)
+		}
 	}
 }
