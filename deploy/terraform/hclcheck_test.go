@@ -537,7 +537,7 @@ module "c" {
 }
 
 // TestFlagsMatchContract checks every flag and QUOTA_* variable the modules hand to the binaries
-// against the daemon's flag contract (notes/flags.md): a typo would otherwise only show up as a
+// against the daemon's flag contract (cmd/regional-limiter/README.md): a typo would otherwise only show up as a
 // crash-looping pod.
 func TestFlagsMatchContract(t *testing.T) {
 	flagSet := func(names string) map[string]bool {

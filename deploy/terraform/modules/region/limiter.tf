@@ -4,7 +4,7 @@ locals {
   limiter_labels     = merge(local.labels, { "app.kubernetes.io/name" = "regional-limiter" })
   limiter_selector   = { "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = local.name }
 
-  # The daemon's flags (notes/flags.md). Secrets are not here: --admin-token and --redis come from
+  # The daemon's flags (cmd/regional-limiter/README.md). Secrets are not here: --admin-token and --redis come from
   # env QUOTA_ADMIN_TOKEN / QUOTA_REDIS (Secret). $(POD_IP) is expanded by the kubelet.
   limiter_args = concat([
     "--region=${local.name}",
