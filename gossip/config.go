@@ -9,19 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotaplatform/quota/clock"
 )
-
-// Clock tells the time and waits. The system clock is the default.
-type Clock interface {
-	Now() time.Time
-	// After behaves like time.After.
-	After(d time.Duration) <-chan time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Config configures a Node. Start from DefaultConfig; New validates a copy.
 type Config struct {
@@ -101,8 +91,11 @@ type Config struct {
 	// new key's demand a tick apart. Called from Run's goroutine.
 	Flush func()
 
-	// Clock is the time source; nil means the system clock.
-	Clock Clock
+	// Clock is the time source: ticks fall on its interval boundaries
+	// (a timer from Clock.NewTimer), and digest ages and gossip ages are
+	// read from it. nil means clock.System(); tests pass a clock.Manual and
+	// advance it to make Run tick.
+	Clock clock.Clock
 	// Logger receives warnings (bad digests, publish errors); nil discards.
 	Logger *slog.Logger
 	// Registerer, when set, gets the gossip metrics

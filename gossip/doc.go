@@ -1,6 +1,7 @@
 // Package gossip exchanges compact demand digests between the limiter
 // processes of every region over NATS, and turns them into this region's
-// share of every key's global limit (a region.ShareSource).
+// share of every key's global limit (a region.ShareSource), as decided in
+// (docs/design.md [shares-gossip]).
 //
 // # What a Node does
 //
@@ -69,6 +70,15 @@
 //
 // All methods are safe for concurrent use. Share is lock-free (an atomic
 // pointer to an immutable table). Run owns one goroutine's worth of work;
-// the NATS subscription delivers into a channel that Run drains. Time comes
-// from Config.Clock.
+// the NATS subscription delivers into a channel that Run drains.
+//
+// Time comes from Config.Clock, a clock.Clock (nil is clock.System()). Run
+// waits for each tick on a timer from Clock.NewTimer, set for the next
+// multiple of Interval on that clock; epochs, digest ages and gossip ages
+// are read from Clock.Now. With a clock.Manual, Run ticks when the clock is
+// advanced to a boundary, and Manual.BlockUntil(1) returns once Run waits
+// for its next tick, so a test drives ticks without sleeping. Processes
+// agree on epochs only as far as their clocks agree (see "Why every region
+// computes the same shares"). Only Stop's goodbye is bounded on real time
+// (a 1 s NATS flush), as it waits on the network.
 package gossip

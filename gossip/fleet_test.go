@@ -218,12 +218,12 @@ func drive(ctx context.Context, wg *sync.WaitGroup, l *region.Limiter, key strin
 	}()
 }
 
-// TestMeasureGlobalBound is the measurement, scaled down: gossip
-// every 100 ms instead of 1 s (10× faster), over a window of
-// QUOTA_MEASURE_SECONDS (the test is skipped when it is unset) after 2 s of
-// warm-up, instead of 60 s. Key "over" gets skewed (70/20/10), bursty
-// demand of twice its global rate; key "under" gets the same shape at 70 %
-// of its rate.
+// TestMeasureGlobalBound measures the global bound that region shares keep
+// (docs/design.md [shares-gossip]), scaled down: gossip every 100 ms
+// instead of 1 s (10× faster), over a window of QUOTA_MEASURE_SECONDS (the
+// test is skipped when it is unset) after 2 s of warm-up, instead of 60 s.
+// Key "over" gets skewed (70/20/10), bursty demand of twice its global
+// rate; key "under" gets the same shape at 70 % of its rate.
 func TestMeasureGlobalBound(t *testing.T) { measure(t, false) }
 
 // TestMeasureGlobalBoundPartitioned is the same with ap's gateways cut for

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/partition"
 	"github.com/quotaplatform/quota/region"
 )
@@ -38,7 +39,7 @@ var (
 type Node struct {
 	cfg   Config
 	nc    *nats.Conn
-	clock Clock
+	clock clock.Clock
 	log   *slog.Logger
 
 	table atomic.Pointer[table] // current shares; swapped whole
@@ -100,7 +101,7 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		cfg.TrustRamp = 2 * cfg.HalfLife
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = clock.System()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -225,17 +226,17 @@ func (n *Node) run(ctx context.Context, ready chan<- error) error {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	for {
-		wait := n.untilNextTick(n.clock.Now())
-		timer := n.clock.After(wait)
+		timer := n.clock.NewTimer(n.untilNextTick(n.clock.Now()))
 	waiting:
 		for {
 			select {
 			case m := <-inbox:
 				n.receive(m.Data)
-			case <-timer:
+			case <-timer.C():
 				n.tick(n.clock.Now())
 				break waiting
 			case <-ctx.Done():
+				timer.Stop()
 				n.goodbye()
 				return nil
 			}

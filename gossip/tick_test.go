@@ -1,28 +1,24 @@
 package gossip
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/quotaplatform/quota/internal/testclock"
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/partition"
 	"github.com/quotaplatform/quota/region"
 )
 
-// fakeClock is set by the test; its timers never fire, because these tests
-// call tick directly instead of running Run.
-type fakeClock struct{ *testclock.Manual }
-
-func (fakeClock) After(time.Duration) <-chan time.Time { return nil }
-
-// lockstep drives nodes tick by tick on a fake clock, delivering digests by
-// hand so that a test decides exactly who hears whom.
+// lockstep drives nodes tick by tick on a manual clock, delivering digests
+// by hand so that a test decides exactly who hears whom. The nodes do not
+// Run (so the clock has no timers to fire): step ticks each node itself.
 type lockstep struct {
 	t     *testing.T
-	clock fakeClock
+	clock *clock.Manual
 	nodes []*Node
 	now   time.Time
 }
@@ -34,8 +30,8 @@ func newLockstep(t *testing.T, names ...[2]string) *lockstep {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	ls := &lockstep{t: t, clock: fakeClock{testclock.New(time.Time{})}, now: time.Unix(1_700_000_000, 0)}
-	ls.clock.Set(ls.now)
+	ls := &lockstep{t: t, now: time.Unix(1_700_000_000, 0)}
+	ls.clock = clock.NewManual(ls.now)
 	for _, rp := range names {
 		cfg := DefaultConfig()
 		cfg.Region, cfg.Process, cfg.Clock = rp[0], rp[1], ls.clock
@@ -181,5 +177,54 @@ func TestLockstepCrashedRegionFreezesUntilForgotten(t *testing.T) {
 	ls.step("k", []float64{900, 0}, deaf)
 	if s := eu.Snapshot(); s.Frozen || eu.Share("k") != 1 {
 		t.Fatalf("eu after Forget(us): frozen=%v share=%v", s.Frozen, eu.Share("k"))
+	}
+}
+
+// TestRunTicksOnIntervalBoundaries drives Run itself with a manual clock:
+// it ticks when the clock reaches a multiple of Interval, not before, and
+// once per boundary.
+func TestRunTicksOnIntervalBoundaries(t *testing.T) {
+	srv := testserver.StartNATS(t)
+	iv := testInterval
+	boundary := time.Unix(1_700_000_000, 0)
+	m := clock.NewManual(boundary.Add(iv / 4))
+	n := startNode(t, srv.URL, "solo", "p1", func(c *Config) { c.Clock = m })
+	warmup := n.Snapshot().ComputedAt
+
+	m.BlockUntil(1) // Run waits for its first tick
+	m.Advance(iv*3/4 - time.Nanosecond)
+	if s := n.Snapshot(); s.DigestBytes != 0 || !s.ComputedAt.Equal(warmup) {
+		t.Fatalf("ticked before the boundary: %+v", s)
+	}
+	if w := m.Waiters(); w != 1 {
+		t.Fatalf("Waiters = %d before the boundary, want Run's timer", w)
+	}
+
+	// First tick, at the boundary: the node publishes but only listens.
+	m.Advance(time.Nanosecond)
+	m.BlockUntil(1) // the tick is done and Run waits for the next
+	if s := n.Snapshot(); s.DigestBytes == 0 || !s.Frozen || !s.ComputedAt.Equal(warmup) {
+		t.Fatalf("after the first tick: %+v, want a digest published and shares not yet computed", s)
+	}
+
+	// Second tick, one interval later: shares computed at that boundary.
+	next := boundary.Add(2 * iv)
+	m.Advance(iv)
+	m.BlockUntil(1)
+	if s := n.Snapshot(); s.Frozen || !s.ComputedAt.Equal(next) {
+		t.Fatalf("after the second tick: frozen=%v computed at %v, want %v", s.Frozen, s.ComputedAt, next)
+	}
+	if got := n.Share("k"); got != 1 {
+		t.Fatalf("solo share %v, want 1", got)
+	}
+
+	// Stop ends Run's timer with it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := m.Waiters(); w != 0 {
+		t.Fatalf("Waiters = %d after Stop, want 0", w)
 	}
 }

@@ -14,11 +14,18 @@
 // Reports are cumulative and carry a per-(process, key, window) sequence
 // number, so the consumer side (package ledger/reconcile) can apply them
 // idempotently: a duplicated, redelivered or reordered report never counts
-// twice. Package ledger/billing answers billing queries from the ledger.
+// twice (docs/design.md [reconciliation]). Package ledger/billing answers
+// billing queries from the ledger.
 //
 // The package knows nothing of Postgres, HTTP or fx.
 //
-// Time: the Reporter reads Config.Clock (the system clock by default) to
-// decide when a window is over; window boundaries come from the Limiter's
-// usage (region.WindowStart) and Config.Window.
+// Time: the Reporter takes a clock.Clock in Config.Clock (nil is
+// clock.System()). It reads it to decide when a window's final report is due
+// and when Retention has passed, and its loop (Start) reports on a ticker
+// from Clock.NewTicker every ReportInterval; with a clock.Manual, the loop
+// reports when the clock is advanced, and Manual.BlockUntil(1) returns once
+// the loop waits on its ticker. Window boundaries come from the Limiter's
+// usage (region.WindowStart) and Config.Window, not from this clock.
+// PublishTimeout is measured on the system clock: it bounds waiting on
+// JetStream, which no manual clock moves.
 package ledger

@@ -13,17 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/region"
 )
-
-// Clock tells the time.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Config configures a Reporter. Start from DefaultConfig; NewReporter
 // validates a copy.
@@ -67,8 +59,12 @@ type Config struct {
 	PublishTimeout time.Duration
 	// PublishBatch is how many reports are in flight at once. Default 1000.
 	PublishBatch int
-	// Clock is the time source; nil means the system clock.
-	Clock Clock
+	// Clock is the time source: it says when a window's final report is due
+	// and when Retention has passed, stamps SentAt and the incarnation, and
+	// makes the ReportInterval ticker of Start's loop. nil means
+	// clock.System(). PublishTimeout is measured on the system clock, as it
+	// bounds waiting on the network.
+	Clock clock.Clock
 	// Logger receives errors (spool full, publish failures); nil discards.
 	Logger *slog.Logger
 	// Metrics, when set, are updated; see NewMetrics.
@@ -143,24 +139,6 @@ type Reporter struct {
 	done chan struct{}
 }
 
-type entryKey struct {
-	key   string
-	start int64 // window start, unix ns
-}
-
-type entry struct {
-	key       string
-	start     time.Time
-	processID string
-	// Cumulative counters for the window.
-	spent, leased, rejected, degraded int64
-	version                           int64 // bumped by every Record that changes the counters
-	reported                          int64 // highest version covered by an accepted report
-	seq                               int64 // Seq of the last report built
-	final                             bool  // a final report covering reported was accepted
-	finalAt                           time.Time
-}
-
 var _ region.UsageSink = (*Reporter)(nil)
 
 // NewReporter returns a Reporter publishing on js. It opens the spool file
@@ -177,7 +155,7 @@ func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 		cfg.Retention = cfg.Window
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = clock.System()
 	}
 	if cfg.AppendIncarnation {
 		cfg.ProcessID += "@" + strconv.FormatInt(cfg.Clock.Now().UnixMilli(), 36)
@@ -228,11 +206,7 @@ func (r *Reporter) Record(batch []region.Usage) {
 			}
 			r.entries[k] = e
 		}
-		e.spent += u.Spent
-		e.leased += u.Leased
-		e.rejected += u.Rejected
-		e.degraded += u.Degraded
-		e.version++
+		e.add(u)
 	}
 }
 
@@ -245,11 +219,11 @@ func (r *Reporter) Start() {
 
 func (r *Reporter) loop() {
 	defer close(r.done)
-	t := time.NewTicker(r.cfg.ReportInterval)
+	t := r.cfg.Clock.NewTicker(r.cfg.ReportInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-t.C():
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ReportInterval+r.cfg.PublishTimeout)
 			_ = r.flush(ctx, false)
 			cancel()
@@ -282,44 +256,63 @@ func (r *Reporter) Close(ctx context.Context) error {
 	return err
 }
 
-type built struct {
-	rep     Report
-	version int64
-}
-
+// flush is one round of reporting, serialised by flushMu: it hands over
+// the spool's backlog, then every report that is due now (every window's
+// final when closing), to JetStream or else to the spool, and marks what
+// was accepted. It returns an error when some report could be neither
+// published nor spooled; its usage stays in memory.
 func (r *Reporter) flush(ctx context.Context, closing bool) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	now := r.cfg.Clock.Now()
+	r.ensureStreamOnce(ctx)
+	r.drainSpool(ctx)
+	due := r.buildDue(now, closing)
+	accepted, err := r.publishOrSpool(ctx, due)
+	unreported := r.markAccepted(due, accepted, now)
+	r.m.Unacknowledge.Set(float64(unreported))
+	return err
+}
 
-	// 0. Make sure the stream exists, once, so that reports are not refused
-	// when the reconciler has not created it yet.
-	if !r.streamOK && r.connected() {
-		r.streamOK = true
-		if _, err := EnsureStream(ctx, r.js, r.cfg.Stream); err != nil {
-			r.log.Warn("ledger: could not create or update the usage stream; publishing anyway", "err", err)
+// ensureStreamOnce creates or updates the stream on the first flush while
+// connected, so that reports are not refused when the reconciler has not
+// created it yet. A failure is logged, not retried: publishing goes on.
+func (r *Reporter) ensureStreamOnce(ctx context.Context) {
+	if r.streamOK || !r.connected() {
+		return
+	}
+	r.streamOK = true
+	if _, err := EnsureStream(ctx, r.js, r.cfg.Stream); err != nil {
+		r.log.Warn("ledger: could not create or update the usage stream; publishing anyway", "err", err)
+	}
+}
+
+// drainSpool publishes the spooled reports, oldest windows first, and
+// removes from the spool those JetStream acknowledged.
+func (r *Reporter) drainSpool(ctx context.Context) {
+	if r.spool.Len() == 0 || !r.connected() {
+		return
+	}
+	ok := r.publish(ctx, r.spool.Pending())
+	if len(ok) > 0 {
+		if err := r.spool.Remove(ok); err != nil {
+			r.log.Error("ledger: spool remove", "err", err)
 		}
 	}
+	r.updateSpoolGauges()
+}
 
-	// 1. Drain the spool first, oldest windows first.
-	if r.spool.Len() > 0 && r.connected() {
-		pending := r.spool.Pending()
-		ok := r.publish(ctx, pending)
-		if len(ok) > 0 {
-			if err := r.spool.Remove(ok); err != nil {
-				r.log.Error("ledger: spool remove", "err", err)
-			}
-		}
-		r.updateSpoolGauges()
-	}
-
-	// 2. Build the reports that are due.
-	var due []built
+// buildDue builds the next report of every entry that changed since its
+// last accepted report or whose final is due (its window ended FinalGrace
+// ago, or closing), and forgets the entries settled more than Retention
+// ago.
+func (r *Reporter) buildDue(now time.Time, closing bool) []built {
 	r.mu.Lock()
-	unreported := 0
+	defer r.mu.Unlock()
+	var due []built
 	for k, e := range r.entries {
 		finalDue := closing || !now.Before(e.start.Add(r.cfg.Window+r.cfg.FinalGrace))
-		if e.final && e.version == e.reported {
+		if e.settled() {
 			if now.After(e.finalAt.Add(r.cfg.Retention)) {
 				delete(r.entries, k)
 			}
@@ -328,93 +321,100 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 		if e.version == e.reported && !finalDue {
 			continue
 		}
-		unreported++
-		e.seq++
-		due = append(due, built{version: e.version, rep: Report{
-			Key: e.key, WindowStart: e.start, WindowEnd: e.start.Add(r.cfg.Window),
-			ProcessID: e.processID, Region: r.cfg.Region,
-			Spent: e.spent, Leased: e.leased, Rejected: e.rejected, Degraded: e.degraded,
-			Final: finalDue, Seq: e.seq, SentAt: now.UTC(),
-		}})
+		due = append(due, e.report(&r.cfg, now, finalDue))
 	}
-	r.mu.Unlock()
+	return due
+}
 
-	// 3. Publish them; what JetStream does not take goes to the spool.
+// publishOrSpool publishes the due reports (while connected) and writes
+// what JetStream did not take to the spool. It returns the Seq of every
+// report either accepted, by (process, key, window), and spoolReports'
+// error.
+func (r *Reporter) publishOrSpool(ctx context.Context, due []built) (map[spoolKey]int64, error) {
 	reps := make([]Report, len(due))
 	for i := range due {
 		reps[i] = due[i].rep
 	}
-	var accepted []Report
+	var published []Report
 	if len(reps) > 0 && r.connected() {
-		accepted = r.publish(ctx, reps)
+		published = r.publish(ctx, reps)
 	}
-	acceptedSet := make(map[spoolKey]int64, len(accepted))
-	for i := range accepted {
-		acceptedSet[keyOf(&accepted[i])] = accepted[i].Seq
+	accepted := make(map[spoolKey]int64, len(published))
+	for i := range published {
+		accepted[keyOf(&published[i])] = published[i].Seq
 	}
 	var rest []Report
 	for i := range reps {
-		if seq, ok := acceptedSet[keyOf(&reps[i])]; !ok || seq != reps[i].Seq {
+		if seq, ok := accepted[keyOf(&reps[i])]; !ok || seq != reps[i].Seq {
 			rest = append(rest, reps[i])
 		}
 	}
-	var err error
-	if len(rest) > 0 {
-		rejected, perr := r.spool.Put(rest)
-		if perr != nil && !errors.Is(perr, ErrSpoolFull) {
-			r.log.Error("ledger: spool write failed; usage kept in memory", "err", perr, "reports", len(rest))
-			rejected = rest
-			err = perr
-		}
-		r.m.Spooled.Add(float64(len(rest) - len(rejected)))
-		if len(rejected) > 0 {
-			r.m.SpoolFull.Add(float64(len(rejected)))
-			r.m.SpoolFullNow.Set(1)
-			r.log.Error("ledger: usage spool full and NATS unreachable; usage kept in memory only",
-				"reports", len(rejected), "spool_bytes", r.spool.Bytes(), "spool_max_bytes", r.cfg.SpoolMaxBytes)
-			if err == nil {
-				err = fmt.Errorf("%w: %d reports kept in memory", ErrSpoolFull, len(rejected))
-			}
-		} else {
-			r.m.SpoolFullNow.Set(0)
-		}
-		rejectedSet := make(map[spoolKey]bool, len(rejected))
-		for i := range rejected {
-			rejectedSet[keyOf(&rejected[i])] = true
-		}
-		for i := range rest {
-			if !rejectedSet[keyOf(&rest[i])] {
-				acceptedSet[keyOf(&rest[i])] = rest[i].Seq
-			}
-		}
-	} else {
-		r.m.SpoolFullNow.Set(0)
+	spooled, err := r.spoolReports(rest)
+	for i := range spooled {
+		accepted[keyOf(&spooled[i])] = spooled[i].Seq
 	}
 	r.updateSpoolGauges()
+	return accepted, err
+}
 
-	// 4. Mark what was accepted.
+// spoolReports writes reps to the spool and returns those it holds. What it
+// cannot take stays in memory, counted and logged as spool-full, and the
+// error says why: ErrSpoolFull with the count, or the write's error.
+func (r *Reporter) spoolReports(reps []Report) ([]Report, error) {
+	if len(reps) == 0 {
+		r.m.SpoolFullNow.Set(0)
+		return nil, nil
+	}
+	rejected, err := r.spool.Put(reps)
+	if errors.Is(err, ErrSpoolFull) {
+		err = nil // returned below, with the count
+	} else if err != nil {
+		r.log.Error("ledger: spool write failed; usage kept in memory", "err", err, "reports", len(reps))
+		rejected = reps
+	}
+	r.m.Spooled.Add(float64(len(reps) - len(rejected)))
+	if len(rejected) == 0 {
+		r.m.SpoolFullNow.Set(0)
+		return reps, nil
+	}
+	r.m.SpoolFull.Add(float64(len(rejected)))
+	r.m.SpoolFullNow.Set(1)
+	r.log.Error("ledger: usage spool full and NATS unreachable; usage kept in memory only",
+		"reports", len(rejected), "spool_bytes", r.spool.Bytes(), "spool_max_bytes", r.cfg.SpoolMaxBytes)
+	if err == nil {
+		err = fmt.Errorf("%w: %d reports kept in memory", ErrSpoolFull, len(rejected))
+	}
+	out := make(map[spoolKey]bool, len(rejected))
+	for i := range rejected {
+		out[keyOf(&rejected[i])] = true
+	}
+	var spooled []Report
+	for i := range reps {
+		if !out[keyOf(&reps[i])] {
+			spooled = append(spooled, reps[i])
+		}
+	}
+	return spooled, err
+}
+
+// markAccepted records on their entries the due reports that were
+// accepted (same Seq), and returns how many were not.
+func (r *Reporter) markAccepted(due []built, accepted map[spoolKey]int64, now time.Time) int {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	unreported := len(due)
 	for i := range due {
 		b := &due[i]
-		seq, ok := acceptedSet[keyOf(&b.rep)]
-		if !ok || seq != b.rep.Seq {
+		if seq, ok := accepted[keyOf(&b.rep)]; !ok || seq != b.rep.Seq {
 			continue
 		}
 		unreported--
-		e := r.entries[entryKey{key: b.rep.Key, start: b.rep.WindowStart.UnixNano()}]
-		if e == nil {
-			continue
-		}
-		e.reported = max(e.reported, b.version)
-		if b.rep.Final && e.version == b.version {
-			e.final = true
-			e.finalAt = now
+		if e := r.entries[entryKey{key: b.rep.Key, start: b.rep.WindowStart.UnixNano()}]; e != nil {
+			e.accept(b, now)
 		}
 	}
 	r.m.Entries.Set(float64(len(r.entries)))
-	r.mu.Unlock()
-	r.m.Unacknowledge.Set(float64(unreported))
-	return err
+	return unreported
 }
 
 func (r *Reporter) updateSpoolGauges() {

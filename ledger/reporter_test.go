@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/quotaplatform/quota/internal/testclock"
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/region"
@@ -81,13 +82,13 @@ func latest(t testing.TB, js jetstream.JetStream) (map[string]ledger.Report, int
 	return out, n
 }
 
-func newReporter(t testing.TB, js jetstream.JetStream, clock ledger.Clock, mod func(*ledger.Config)) (*ledger.Reporter, *ledger.Metrics) {
+func newReporter(t testing.TB, js jetstream.JetStream, clk clock.Clock, mod func(*ledger.Config)) (*ledger.Reporter, *ledger.Metrics) {
 	t.Helper()
 	cfg := ledger.DefaultConfig()
 	cfg.ProcessID = "p1"
 	cfg.Region = "eu"
 	cfg.SpoolDir = t.TempDir()
-	cfg.Clock = clock
+	cfg.Clock = clk
 	cfg.PublishTimeout = 500 * time.Millisecond
 	cfg.Metrics = ledger.NewMetrics(nil)
 	cfg.AppendIncarnation = false
@@ -105,8 +106,8 @@ var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
 func TestReporterCumulativeAndFinal(t *testing.T) {
 	js := connect(t, testserver.StartNATS(t).URL)
-	clock := testclock.New(t0.Add(time.Second))
-	r, _ := newReporter(t, js, clock, nil)
+	clk := clock.NewManual(t0.Add(time.Second))
+	r, _ := newReporter(t, js, clk, nil)
 	ctx := context.Background()
 	w := t0 // window start of both keys
 
@@ -141,7 +142,7 @@ func TestReporterCumulativeAndFinal(t *testing.T) {
 			map[string]want{"a": {6, 3, true, 3}, "b": {2, 1, true, 3}}},
 	}
 	for _, st := range steps {
-		clock.Set(t0.Add(st.at))
+		clk.Set(t0.Add(st.at))
 		r.Record(st.record)
 		if err := r.Flush(ctx); err != nil {
 			t.Fatalf("%s: Flush: %v", st.name, err)
@@ -165,17 +166,69 @@ func TestReporterCumulativeAndFinal(t *testing.T) {
 	}
 }
 
+// TestReporterLoopReportsOnClockTicks drives Start's loop with a manual
+// clock: it reports every ReportInterval of clock time, not before, and
+// sends a window's final once its grace has passed.
+func TestReporterLoopReportsOnClockTicks(t *testing.T) {
+	js := connect(t, testserver.StartNATS(t).URL)
+	clk := clock.NewManual(t0.Add(time.Second))
+	r, m := newReporter(t, js, clk, nil)
+	iv := ledger.DefaultConfig().ReportInterval
+	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 2}})
+	r.Start()
+	clk.BlockUntil(1) // the loop's ticker
+
+	clk.Advance(iv - time.Nanosecond)
+	if n := val(m.Published); n != 0 {
+		t.Fatalf("published %v reports before the first tick", n)
+	}
+	published := func(want float64) {
+		t.Helper()
+		testserver.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+			if n := val(m.Published); n != want {
+				return fmt.Errorf("published %v reports, want %v", n, want)
+			}
+			return nil
+		})
+	}
+	clk.Advance(time.Nanosecond)
+	published(1)
+	if rep := reportOf(t, js, "a"); rep.Spent != 2 || rep.Final || rep.Seq != 1 {
+		t.Fatalf("first tick: %+v, want spent 2, not final, seq 1", rep)
+	}
+
+	// Past the window's end and grace: the next tick sends the final.
+	clk.Set(t0.Add(time.Minute + 2*time.Second))
+	published(2)
+	if rep := reportOf(t, js, "a"); !rep.Final || rep.Seq != 2 {
+		t.Fatalf("after grace: %+v, want final, seq 2", rep)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := clk.Waiters(); n != 0 {
+		t.Fatalf("Waiters = %d after Close, want 0 (the loop's ticker stopped)", n)
+	}
+}
+
+// reportOf returns the latest report of key's window t0 by process p1.
+func reportOf(t *testing.T, js jetstream.JetStream, key string) ledger.Report {
+	t.Helper()
+	got, _ := latest(t, js)
+	return got["p1|"+key+"|"+t0.String()]
+}
+
 func TestReporterLateDeltaAfterRetentionGetsOwnRow(t *testing.T) {
 	js := connect(t, testserver.StartNATS(t).URL)
-	clock := testclock.New(t0)
-	r, m := newReporter(t, js, clock, func(c *ledger.Config) { c.Retention = 10 * time.Second })
+	clk := clock.NewManual(t0)
+	r, m := newReporter(t, js, clk, func(c *ledger.Config) { c.Retention = 10 * time.Second })
 	ctx := context.Background()
 	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 4}})
-	clock.Set(t0.Add(time.Minute + 3*time.Second))
+	clk.Set(t0.Add(time.Minute + 3*time.Second))
 	if err := r.Flush(ctx); err != nil { // final
 		t.Fatal(err)
 	}
-	clock.Set(t0.Add(time.Minute + 20*time.Second))
+	clk.Set(t0.Add(time.Minute + 20*time.Second))
 	if err := r.Flush(ctx); err != nil { // forgets the window
 		t.Fatal(err)
 	}
@@ -199,8 +252,8 @@ func TestReporterLateDeltaAfterRetentionGetsOwnRow(t *testing.T) {
 func TestReporterSpoolsWhileNATSDown(t *testing.T) {
 	srv := testserver.StartNATS(t)
 	js := connect(t, srv.URL)
-	clock := testclock.New(t0)
-	r, m := newReporter(t, js, clock, nil)
+	clk := clock.NewManual(t0)
+	r, m := newReporter(t, js, clk, nil)
 	ctx := context.Background()
 
 	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
@@ -215,7 +268,7 @@ func TestReporterSpoolsWhileNATSDown(t *testing.T) {
 		return nil
 	})
 	for i := range 5 {
-		clock.Set(t0.Add(time.Duration(i+1) * time.Second))
+		clk.Set(t0.Add(time.Duration(i+1) * time.Second))
 		r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}, {Key: "b", WindowStart: t0, Spent: 2}})
 		if err := r.Flush(ctx); err != nil {
 			t.Fatalf("Flush while NATS is down: %v", err)
@@ -252,8 +305,8 @@ func TestReporterSpoolsWhileNATSDown(t *testing.T) {
 func TestReporterSpoolFullKeepsUsageInMemory(t *testing.T) {
 	srv := testserver.StartNATS(t)
 	js := connect(t, srv.URL)
-	clock := testclock.New(t0)
-	r, m := newReporter(t, js, clock, func(c *ledger.Config) { c.SpoolMaxBytes = 4096 })
+	clk := clock.NewManual(t0)
+	r, m := newReporter(t, js, clk, func(c *ledger.Config) { c.SpoolMaxBytes = 4096 })
 	ctx := context.Background()
 	srv.Stop()
 	testserver.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() error {

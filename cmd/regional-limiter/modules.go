@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
@@ -47,7 +48,7 @@ func regionModules(o Options) fx.Option {
 
 // newReporter reports this process's usage to the ledger stream, spooling
 // to <data-dir>/spool while NATS is unreachable.
-func newReporter(lc fx.Lifecycle, o Options, js jetstream.JetStream, clock region.Clock,
+func newReporter(lc fx.Lifecycle, o Options, js jetstream.JetStream, clk clock.Clock,
 	reg *prometheus.Registry, log *slog.Logger) (*ledger.Reporter, error) {
 	cfg := ledger.DefaultConfig()
 	cfg.Region = o.Region
@@ -55,7 +56,7 @@ func newReporter(lc fx.Lifecycle, o Options, js jetstream.JetStream, clock regio
 	cfg.Window = o.Window
 	cfg.ReportInterval = o.ReportInterval
 	cfg.SpoolDir = filepath.Join(o.DataDir, "spool")
-	cfg.Clock = clock
+	cfg.Clock = clk
 	cfg.Logger = log.With("component", "ledger")
 	cfg.Metrics = ledger.NewMetrics(reg)
 	rep, err := ledger.NewReporter(js, cfg)

@@ -1,5 +1,6 @@
 // Package reconcile moves usage reports from the JetStream stream into the
-// Postgres ledger (table usage_reports, see migrations/).
+// Postgres ledger (table usage_reports, see migrations/), as decided in
+// (docs/design.md [reconciliation]).
 //
 // A Reconciler reads the stream through a durable pull consumer, gathers a
 // batch (BatchSize reports or BatchInterval, whichever comes first), hands it
@@ -14,4 +15,8 @@
 // duplicated or reordered report never counts twice.
 //
 // Run owns one goroutine (the caller's); the package starts no other.
+//
+// Time: BatchInterval, the retry backoff and the idle check are measured on
+// the system clock, as they pace waiting on JetStream and Postgres; there is
+// no Config.Clock. Report times come from the reports themselves.
 package reconcile

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/quotaplatform/quota/internal/testclock"
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -43,10 +43,10 @@ func TestKilledProcessLeavesWindowIncomplete(t *testing.T) {
 	js := connect(t, testserver.StartNATS(t).URL)
 	ctx := context.Background()
 	start := time.Now().Add(-time.Hour).Truncate(time.Minute).UTC()
-	clock := testclock.New(start.Add(10 * time.Second))
+	clk := clock.NewManual(start.Add(10 * time.Second))
 
-	killed, _ := newReporter(t, js, "p-killed", func(c *ledger.Config) { c.Clock = clock })
-	ok, _ := newReporter(t, js, "p-ok", func(c *ledger.Config) { c.Clock = clock })
+	killed, _ := newReporter(t, js, "p-killed", func(c *ledger.Config) { c.Clock = clk })
+	ok, _ := newReporter(t, js, "p-ok", func(c *ledger.Config) { c.Clock = clk })
 	for _, r := range []*ledger.Reporter{killed, ok} {
 		r.Record([]region.Usage{{Key: "k", WindowStart: start, Spent: 3, Leased: 4}})
 		if err := r.Flush(ctx); err != nil {

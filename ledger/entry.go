@@ -1,0 +1,66 @@
+package ledger
+
+import (
+	"time"
+
+	"github.com/quotaplatform/quota/region"
+)
+
+// entryKey names one of a Reporter's entries: a key's accounting window.
+type entryKey struct {
+	key   string
+	start int64 // window start, unix ns
+}
+
+// entry is a Reporter's cumulative counters for one key and window, and how
+// far reports of them were accepted. The Reporter's mu guards it.
+type entry struct {
+	key       string
+	start     time.Time
+	processID string
+	// Cumulative counters for the window.
+	spent, leased, rejected, degraded int64
+	version                           int64 // bumped by every Record that changes the counters
+	reported                          int64 // highest version covered by an accepted report
+	seq                               int64 // Seq of the last report built
+	final                             bool  // a final report covering reported was accepted
+	finalAt                           time.Time
+}
+
+// built is a report built from an entry, with the version it covers.
+type built struct {
+	rep     Report
+	version int64
+}
+
+// add adds one usage delta to the counters.
+func (e *entry) add(u *region.Usage) {
+	e.spent += u.Spent
+	e.leased += u.Leased
+	e.rejected += u.Rejected
+	e.degraded += u.Degraded
+	e.version++
+}
+
+// settled reports whether an accepted final report covers every change.
+func (e *entry) settled() bool { return e.final && e.version == e.reported }
+
+// report builds the entry's next report (the next Seq) as of now.
+func (e *entry) report(c *Config, now time.Time, final bool) built {
+	e.seq++
+	return built{version: e.version, rep: Report{
+		Key: e.key, WindowStart: e.start, WindowEnd: e.start.Add(c.Window),
+		ProcessID: e.processID, Region: c.Region,
+		Spent: e.spent, Leased: e.leased, Rejected: e.rejected, Degraded: e.degraded,
+		Final: final, Seq: e.seq, SentAt: now.UTC(),
+	}}
+}
+
+// accept records that JetStream or the spool accepted b at now.
+func (e *entry) accept(b *built, now time.Time) {
+	e.reported = max(e.reported, b.version)
+	if b.rep.Final && e.version == b.version {
+		e.final = true
+		e.finalAt = now
+	}
+}
