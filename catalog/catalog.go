@@ -100,12 +100,12 @@ type Invalidator interface {
 	InvalidateAll()
 }
 
-// Invalidate registers inv to be told, after every applied burst of
+// Subscribe registers inv to be told, after every applied burst of
 // changes, what went stale: InvalidateAll when a plan changed or the bucket
 // was re-read, Invalidate(key) for each key whose assignment changed, and
-// nothing for endpoint weights. The daemon registers its Limiter. Register
+// nothing for endpoint weights. The daemon subscribes its Limiter. Register
 // before Start.
-func (c *Catalog) Invalidate(inv Invalidator) {
+func (c *Catalog) Subscribe(inv Invalidator) {
 	c.subsMu.Lock()
 	c.invs = append(c.invs, inv)
 	c.subsMu.Unlock()

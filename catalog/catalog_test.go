@@ -98,8 +98,8 @@ func TestResolve(t *testing.T) {
 		key, plan string
 		want      region.Plan
 	}{
-		{"acct:1/*>", "pro", region.Plan{Rate: 100, Capacity: 1000}},
-		{"other", "default", region.Plan{Rate: 1, Capacity: 10}},
+		{"acct:1/*>", "pro", region.Plan{Name: "pro", Rate: 100, Capacity: 1000}},
+		{"other", "default", region.Plan{Name: "default", Rate: 1, Capacity: 10}},
 	}
 	for _, tt := range tests {
 		name, p, err := c.Resolve(tt.key)
@@ -225,7 +225,7 @@ func (r *invRecorder) get() (int, []string) {
 }
 
 // An assignment invalidates its key, a plan every key, a weight none.
-func TestInvalidate(t *testing.T) {
+func TestSubscribe(t *testing.T) {
 	ns := testserver.StartNATS(t)
 	cfg := catalog.DefaultConfig()
 	c, err := catalog.New(cfg)
@@ -233,7 +233,7 @@ func TestInvalidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &invRecorder{}
-	c.Invalidate(rec)
+	c.Subscribe(rec)
 	if err := c.Start(connect(t, ns.URL)); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@
 // copy in a file so that a process restarted during a NATS outage keeps the
 // catalogue. What it does not own: the NATS connection (the caller passes a
 // jetstream.JetStream), authentication (writers pass an actor name), and the
-// limiter (the caller registers it with Invalidate, and is told which keys'
+// limiter (the caller registers it with Subscribe, and is told which keys'
 // cached plans went stale).
 //
 // Resolution: a key's plan is its assignment; a key with no assignment uses

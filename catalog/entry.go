@@ -49,8 +49,10 @@ func (k Kind) field() string {
 	return map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint"}[k]
 }
 
-// RegionPlan returns a plan entry as a region.Plan.
-func (e Entry) RegionPlan() region.Plan { return region.Plan{Rate: e.Rate, Capacity: e.Capacity} }
+// RegionPlan returns a plan entry as a region.Plan, named after the entry.
+func (e Entry) RegionPlan() region.Plan {
+	return region.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity}
+}
 
 // kvKey is the bucket key of an entry: the kind, a dot, and the name in
 // unpadded URL-safe base64, because an API key may hold bytes a KV key may
@@ -126,20 +128,8 @@ func (e Entry) validate() error {
 	return nil
 }
 
-// CheckName reports whether s can name a plan, key or endpoint: 1 to
-// region.MaxKeyLen bytes of printable ASCII without spaces. The error names
-// field.
-func CheckName(field, s string) error {
-	if s == "" {
-		return fmt.Errorf("%w: %s must not be empty", ErrInvalidName, field)
-	}
-	if len(s) > region.MaxKeyLen {
-		return fmt.Errorf("%w: %s is %d bytes, at most %d allowed", ErrInvalidName, field, len(s), region.MaxKeyLen)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x21 || c > 0x7e {
-			return fmt.Errorf("%w: %s byte %d (0x%02x) is not printable ASCII", ErrInvalidName, field, i, c)
-		}
-	}
-	return nil
-}
+// CheckName reports whether s can name a plan, key or endpoint: the rule of
+// region.CheckKey (1 to region.MaxKeyLen bytes of printable ASCII without
+// spaces), so that every assigned key is one the limiter accepts. The error
+// wraps ErrInvalidName and names field.
+func CheckName(field, s string) error { return region.CheckName(ErrInvalidName, field, s) }

@@ -41,6 +41,7 @@ func (m *memCatalog) Resolve(key string) (string, region.Plan, error) {
 	if !ok {
 		return "", region.Plan{}, fmt.Errorf("%w: key %q has no plan", region.ErrUnknownPlan, key)
 	}
+	p.Name = name // as catalog.Catalog names the plans it resolves
 	return name, p, nil
 }
 func (m *memCatalog) Plan(key string) (region.Plan, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -27,33 +28,60 @@ type batchRequest struct {
 }
 
 // decide runs one check. prefix goes before field names ("checks[3].").
+// The key is validated once, by Allow; a bad key is named before any other
+// bad field.
 func (a *API) decide(ctx context.Context, c checkRequest, prefix string) (region.Decision, *apiError) {
-	if err := catalog.CheckName("key", c.Key); err != nil {
-		return region.Decision{}, badRequest(prefix+"key", "%v", err)
-	}
-	cost := int64(1)
-	switch {
-	case c.Cost != nil && c.Endpoint != nil:
-		return region.Decision{}, badRequest(prefix+"endpoint", "give cost or endpoint, not both")
-	case c.Cost != nil:
-		cost = *c.Cost
-		if cost <= 0 {
-			return region.Decision{}, badRequest(prefix+"cost", "cost must be a positive integer, got %d", cost)
+	cost, e := a.cost(c, prefix)
+	if e != nil {
+		if ke := keyError(c.Key, prefix); ke != nil {
+			return region.Decision{}, ke
 		}
-	case c.Endpoint != nil:
-		if err := catalog.CheckName("endpoint", *c.Endpoint); err != nil {
-			return region.Decision{}, badRequest(prefix+"endpoint", "%v", err)
-		}
-		var err error
-		if cost, err = a.cfg.Limiter.EndpointCost(*c.Endpoint); err != nil {
-			return region.Decision{}, a.limiterError(err, prefix)
-		}
+		return region.Decision{}, e
 	}
 	d, err := a.cfg.Limiter.Allow(ctx, c.Key, cost)
 	if err != nil {
+		if errors.Is(err, region.ErrInvalidKey) {
+			if ke := keyError(c.Key, prefix); ke != nil {
+				return region.Decision{}, ke
+			}
+		}
 		return region.Decision{}, a.limiterError(err, prefix)
 	}
 	return d, nil
+}
+
+// cost is the check's cost: given, the endpoint's weight, or 1.
+func (a *API) cost(c checkRequest, prefix string) (int64, *apiError) {
+	switch {
+	case c.Cost != nil && c.Endpoint != nil:
+		return 0, badRequest(prefix+"endpoint", "give cost or endpoint, not both")
+	case c.Cost != nil:
+		if *c.Cost <= 0 {
+			return 0, badRequest(prefix+"cost", "cost must be a positive integer, got %d", *c.Cost)
+		}
+		return *c.Cost, nil
+	case c.Endpoint != nil:
+		if err := catalog.CheckName("endpoint", *c.Endpoint); err != nil {
+			return 0, badRequest(prefix+"endpoint", "%v", err)
+		}
+		cost, err := a.cfg.Limiter.EndpointCost(*c.Endpoint)
+		if err != nil {
+			return 0, a.limiterError(err, prefix)
+		}
+		return cost, nil
+	}
+	return 1, nil
+}
+
+// keyError is the answer to a bad key, nil for a good one. It is worded as
+// the control plane words a bad name (catalog.ErrInvalidName), as the check
+// API always has; the rule is region.CheckKey's. It runs only on the error
+// paths of decide: Allow validated the key of every check that got that far.
+func keyError(key, prefix string) *apiError {
+	if err := catalog.CheckName("key", key); err != nil {
+		return badRequest(prefix+"key", "%v", err)
+	}
+	return nil
 }
 
 func (a *API) limiterError(err error, prefix string) *apiError {
@@ -78,9 +106,9 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		e.write(w)
 		return
 	}
-	var p httplimit.Policy
-	p.Name, p.Plan, _ = a.cfg.Catalog.Resolve(c.Key)
-	httplimit.WriteHeaders(w.Header(), p, d)
+	// The decision carries the plan it was taken against: no second lookup.
+	plan := d.Plan()
+	httplimit.WriteHeaders(w.Header(), httplimit.Policy{Name: plan.Name, Plan: plan}, d)
 	writeRaw(w, http.StatusOK, append(appendDecision(make([]byte, 0, 160), d), '\n'))
 	if a.cfg.Checks != nil {
 		a.cfg.Checks.ObserveCheck(d.Path, time.Since(t0))

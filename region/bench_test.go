@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/quotaplatform/quota/internal/testclock"
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
 )
@@ -145,17 +145,18 @@ func BenchmarkStoreCalls(b *testing.B) {
 // BenchmarkStoreCallsModerate reports store calls per decision for 10,000
 // keys at about 3 decisions per second each (30,000 decisions/s in all, the
 // daemon's load test), on a simulated clock so that lease expiry is part of
-// the figure.
+// the figure. Run sweeps once a simulated second, beside the decisions.
 func BenchmarkStoreCallsModerate(b *testing.B) {
 	ctx := context.Background()
-	clock := testclock.New(time.Now())
-	store := &countingStore{Store: region.NewMemoryStore(clock)}
+	clk := clock.NewManual(time.Now())
+	store := &countingStore{Store: region.NewMemoryStore(clk)}
 	cfg := region.DefaultConfig()
-	cfg.Clock = clock
+	cfg.Clock = clk
 	lim, err := region.New(store, region.StaticPlans{Default: region.Plan{Rate: 1000, Capacity: 1000}}, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
+	runOn(b, lim, clk)
 	const keys = 10_000
 	names := make([]string, keys)
 	for i := range names {
@@ -163,11 +164,8 @@ func BenchmarkStoreCallsModerate(b *testing.B) {
 	}
 	step := time.Second / 30_000
 	decide := func(i int) {
-		clock.Advance(step)
+		clk.Advance(step)
 		lim.Allow(ctx, names[(i*7919)%keys], 1)
-		if i%30_000 == 0 {
-			lim.Sweep(ctx) // Run's sweep, once a simulated second
-		}
 	}
 	for i := 0; i < 30*30_000; i++ { // 30 simulated seconds of warm-up
 		decide(i)

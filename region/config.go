@@ -5,22 +5,15 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/quotaplatform/quota/clock"
 )
-
-// Clock tells the time. Now must carry a monotonic reading (time.Now does),
-// because lease expiry is measured on it.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // ShareSource says what fraction of a key's global limit this region holds,
 // in (0, 1]. The gossip package provides one that follows cross-region
 // demand. Called on the slow path only; after a key's share changes, call
-// Limiter.Invalidate(key) so that its lease is re-taken at the new size.
+// Limiter.Reshare(key) so that a key using its region's bucket re-takes its
+// lease at the new size.
 type ShareSource interface {
 	Share(key string) float64
 }
@@ -121,8 +114,19 @@ type Config struct {
 	// call may try the store. Default 250ms.
 	BreakerCooldown time.Duration
 
-	// Clock is the time source; nil means the system clock.
-	Clock Clock
+	// Clock is the time source for decisions and the tickers of Run. nil
+	// (the default) means the system clock, read cheaply: while Run runs,
+	// decisions read a coarse clock it advances every 500 µs, and otherwise
+	// the monotonic clock alone (docs/design.md [store-clock]). A Clock of
+	// the caller's own, clock.System() included, is read on every decision.
+	Clock clock.Clock
+	// ClockOffset is added to the wall clock readings the Limiter places
+	// store time and accounting windows with, as if this host's wall clock
+	// were off by that much: for clock-skew tests (the daemon's
+	// --clock-skew). Lease expiry, staleness and the breaker are measured
+	// as differences of the clock's readings, which the offset leaves
+	// alone; the coarse clock is kept either way. Default 0.
+	ClockOffset time.Duration
 
 	// Observer, when set, is told of store calls and state changes, for
 	// metrics. Its methods are called on the slow path only.

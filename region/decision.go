@@ -8,8 +8,8 @@ type Decision struct {
 	// Allowed reports whether the cost was spent.
 	Allowed bool
 	// Remaining is the region's bucket as of the last store sync, less what
-	// this process spent since (seed R4). It is never just the local lease.
-	// While degraded it is the local degraded bucket.
+	// this process spent since (docs/design.md [remaining]). It is never just
+	// the local lease. While degraded it is the local degraded bucket.
 	Remaining int64
 	// Limit is the plan's capacity (its burst), the most a key may spend at once.
 	Limit int64
@@ -23,11 +23,27 @@ type Decision struct {
 	// Stale is the age of the store sync that Remaining is based on.
 	Stale time.Duration
 	// Degraded reports that the store was unavailable and the decision came
-	// from the local degraded bucket (seed R1). Such decisions are also
-	// counted as degraded in usage.
+	// from the local degraded bucket (docs/design.md [degraded-share]). Such
+	// decisions are also counted as degraded in usage.
 	Degraded bool
 	// Path is how the decision was made: for latency by path.
 	Path Path
+
+	// plan is the plan the decision was taken against: a pointer to the copy
+	// the key's entry shares, so that the fast path writes 8 bytes, not a
+	// Plan. nil in a Decision the Limiter did not make.
+	plan *planRef
+}
+
+// Plan returns the plan the decision was taken against, as the PlanResolver
+// gave it when the key last went to the slow path (its Name included): what
+// a response names as its policy, without resolving the key again. It is
+// zero for a Decision the Limiter did not make.
+func (d Decision) Plan() Plan {
+	if d.plan == nil {
+		return Plan{}
+	}
+	return d.plan.Plan
 }
 
 // Path is how a decision was made.

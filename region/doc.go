@@ -16,10 +16,18 @@
 // many processes share the region), the plan catalogue (a PlanResolver), and
 // shipping usage anywhere (a UsageSink).
 //
-// Time: the Limiter reads a Clock (the system clock by default) for lease
-// expiry and local buckets, and learns the store's clock from lease replies
-// for accounting windows. Token refill itself happens in the store, on the
-// store's clock, so process clock skew cannot change admission.
+// Time (docs/design.md [store-clock]): the Limiter takes a clock.Clock in
+// Config.Clock. It measures lease expiry, staleness, the breaker's cooldown
+// and degraded refill as differences of that clock's readings, and Run's
+// sweep and flush tickers come from it, so a test drives Run by advancing a
+// clock.Manual. With Config.Clock nil (the default) the clock is the
+// system's, read cheaply: while Run runs, decisions read a coarse clock Run
+// advances every 500 µs (Limiter.CoarseClock reports it), and otherwise the
+// monotonic clock alone. The store's clock is learned from lease replies, as
+// an offset to the local wall clock, to place accounting windows;
+// Config.ClockOffset shifts the local wall clock for skew tests. Token
+// refill itself happens in the store, on the store's clock, so process clock
+// skew cannot change admission.
 //
 // Concurrency: every exported method of Limiter is safe for concurrent use.
 // Per-key state lives in shards, each behind its own mutex; store calls for

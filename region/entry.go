@@ -8,15 +8,16 @@ import (
 // entry is one key's local state. It is kept to 96 bytes (the target is 128
 // per tracked key, map slot included): times are limiter nanoseconds (see
 // Limiter.now), regional bucket parameters are float32 because they only
-// shape Reset and RetryAfter, usage deltas are 32-bit, flushed early when
-// they would overflow, and the degraded bucket lives in its shard only while
-// the store is unavailable. All fields are guarded by the shard's mutex.
+// shape Reset and RetryAfter, the plan is a pointer to the copy its keys
+// share, usage deltas are 32-bit, flushed early when they would overflow,
+// and the degraded bucket lives in its shard only while the store is
+// unavailable. All fields are guarded by the shard's mutex.
 type entry struct {
-	permits   int64 // unspent permits of the current lease
-	remaining int64 // regional tokens at the last sync (our lease included), less our spend since
-	syncAt    int64 // limiter ns of the last successful store call; 0 = never; the lease expires LeaseTTL later
-	windowEnd int64 // store-clock unix ns at which the current accounting window ends
-	limit     int64 // the plan's capacity (global), for Decision.Limit and the cost check
+	permits   int64    // unspent permits of the current lease
+	remaining int64    // regional tokens at the last sync (our lease included), less our spend since
+	syncAt    int64    // limiter ns of the last successful store call; 0 = never; the lease expires LeaseTTL later
+	windowEnd int64    // store-clock unix ns at which the current accounting window ends
+	plan      *planRef // the key's plan, shared with its other keys; nil until the first miss
 
 	rate       float32 // regional refill, cost units per second
 	capacity   float32 // regional capacity
@@ -35,6 +36,87 @@ type entry struct {
 	referenced bool // set on use, cleared by the eviction scan (second chance)
 	busy       bool // a store call for this key is in flight: do not evict
 	haveDemand bool // lastDemand is valid
+}
+
+// limit is the plan's capacity (global), for Decision.Limit and the cost
+// check.
+func (e *entry) limit() int64 { return e.plan.limit }
+
+// setPlan gives the entry its plan, scaled by the region's share, as
+// resolved at epoch. When the epoch or the plan's capacity changed, the
+// lease was sized for other parameters: it ends now (its permits go back
+// with the next store call), and setPlan reports true.
+func (e *entry) setPlan(p *planRef, share float64, epoch uint32) (invalidated bool) {
+	invalidated = e.plan == nil || e.epoch != epoch || e.limit() != p.limit
+	if invalidated {
+		e.leaseLive = false
+	}
+	e.epoch, e.plan = epoch, p
+	e.rate, e.capacity = float32(p.Rate*share), float32(p.Capacity*share)
+	e.referenced = true
+	return invalidated
+}
+
+// sizeLease sets the size of the next lease and returns how many permits
+// to ask for: at least cost, at most capCost (Limiter.leaseCap) unless cost
+// is more (docs/design.md [leasing]). The size doubles when the last lease
+// ran out while still live, is halved when one expired mostly unspent, and
+// is kept when one expired mostly spent (the key's rate fits the lease) or
+// the lease was invalidated.
+func (e *entry) sizeLease(cost, capCost int64, live, invalidated bool) (want int64) {
+	switch {
+	case invalidated:
+	case e.syncAt != 0 && live:
+		e.nextLease = uint32(min(int64(e.nextLease)*2, math.MaxUint32))
+	default:
+		e.shrinkIdleLease()
+	}
+	want = max(cost, min(int64(e.nextLease), capCost))
+	e.nextLease = uint32(min(int64(e.nextLease), capCost))
+	return want
+}
+
+// shrinkIdleLease halves the next lease when the current one is more than
+// half unspent.
+func (e *entry) shrinkIdleLease() {
+	if e.permits > int64(e.nextLease)/2 {
+		e.nextLease = max(e.nextLease/2, 1)
+	}
+}
+
+// takeLease empties the lease for a store call, which returns the permits
+// it held; the entry is busy (not evicted) until the call returns.
+func (e *entry) takeLease() (permits int64) {
+	permits, e.permits = e.permits, 0
+	e.busy = true
+	return permits
+}
+
+// releaseLease empties an expired lease (or any lease, on Drain) for a
+// sweep to give back, halving the next lease when it was mostly unspent.
+func (e *entry) releaseLease() (permits int64) {
+	e.shrinkIdleLease()
+	permits, e.permits = e.permits, 0
+	return permits
+}
+
+// applyGrant records a successful lease call at limiter time now: the new
+// lease of rep.Granted permits (returned went back with the call), the
+// region's tokens after it, the sync time, and the demand the call reported
+// (sent), which it learns the local share from with the old sums decayed
+// by halfLife.
+func (e *entry) applyGrant(rep LeaseReply, returned, sent, now int64, halfLife time.Duration) {
+	keep := 1.0
+	if e.syncAt != 0 {
+		keep = math.Exp2(-float64(now-e.syncAt) / float64(halfLife))
+	}
+	e.permits = rep.Granted
+	e.leaseLive = true
+	e.remaining = int64(rep.Tokens) + rep.Granted
+	e.syncAt = now
+	e.leased += int32(rep.Granted - returned)
+	e.demand -= uint32(sent) // what was counted meanwhile waits for the next call
+	e.observeDemand(sent, rep.DemandTotal, keep)
 }
 
 // usage moves the entry's deltas into a Usage and zeroes them.
@@ -62,12 +144,12 @@ func (e *entry) fits(n int64) bool {
 		int64(e.leased)+n < most && int64(e.leased)-n > -most
 }
 
-// localShare is this process's share of the key's regional traffic (seed
-// R1: the degraded limit is traffic-weighted), learned from demand while the
-// store was healthy, or 1/processes before anything was learned. Demand, not
-// grants: when a key is exhausted the store's spread rule evens out grants,
-// which would pull every estimate toward an equal split. prior is
-// Config.LocalSharePrior.
+// localShare is this process's share of the key's regional traffic
+// (docs/design.md [degraded-share]: the degraded limit is traffic-weighted),
+// learned from demand while the store was healthy, or 1/processes before
+// anything was learned. Demand, not grants: when a key is exhausted the
+// store's spread rule evens out grants, which would pull every estimate
+// toward an equal split. prior is Config.LocalSharePrior.
 func (e *entry) localShare(processes int, prior float64) float64 {
 	n := float64(processes)
 	all := float64(e.shareAll) + prior
@@ -124,7 +206,8 @@ func (e *entry) decision(d *Decision, allowed bool, now, cost int64) {
 	}
 	d.Allowed = allowed
 	d.Remaining = rem
-	d.Limit = e.limit
+	d.Limit = e.limit()
+	d.plan = e.plan
 	d.Reset = refillTime(float64(e.capacity)-float64(rem), float64(e.rate))
 	if e.syncAt != 0 {
 		d.Stale = time.Duration(now - e.syncAt)

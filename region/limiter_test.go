@@ -3,12 +3,14 @@ package region_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/quotaplatform/quota/internal/testclock"
+	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -64,7 +66,7 @@ func (u *usageLog) totals() map[string]region.Usage {
 }
 
 type fixture struct {
-	clock *testclock.Manual
+	clock *clock.Manual
 	store *countingStore
 	lim   *region.Limiter
 	usage *usageLog
@@ -249,7 +251,7 @@ func TestEndpointCosts(t *testing.T) {
 }
 
 // TestColdBurstLogCalls: a key idle so far, hit by 10,000 requests, makes
-// O(log n) store calls (seed C2), not 10,000.
+// O(log n) store calls (docs/design.md [leasing]), not 10,000.
 func TestColdBurstLogCalls(t *testing.T) {
 	f := newFixture(t, region.Plan{Rate: 100_000, Capacity: 100_000}, nil)
 	const n = 10_000
@@ -297,9 +299,10 @@ type fixedShare float64
 
 func (s fixedShare) Share(string) float64 { return float64(s) }
 
-// TestIdleLeasesGoBack: an idle process's permits return to the store after
-// the lease TTL, so other processes can use them; measured as outstanding
-// permits over time.
+// TestIdleLeasesGoBack: Run gives an idle process's permits back to the
+// store within LeaseTTL + SweepInterval, so other processes can use them,
+// and its flush accounts for them; measured as outstanding permits and
+// usage. (TestSweep, inside the package, checks each sweep's returns.)
 func TestIdleLeasesGoBack(t *testing.T) {
 	f := newFixture(t, region.Plan{Rate: 1000, Capacity: 1000}, nil)
 	for k := 0; k < 50; k++ {
@@ -312,24 +315,31 @@ func TestIdleLeasesGoBack(t *testing.T) {
 	if held == 0 {
 		t.Fatal("no permits outstanding after a burst: the test proves nothing")
 	}
-	if back := f.lim.Sweep(context.Background()); back != 0 {
-		t.Fatalf("sweep before the TTL gave back %d permits", back)
+	runOn(t, f.lim, f.clock)
+	cfg := region.DefaultConfig()
+	for d := time.Duration(0); d < cfg.LeaseTTL+cfg.SweepInterval; d += cfg.SweepInterval {
+		f.clock.Advance(cfg.SweepInterval)
 	}
-	f.clock.Advance(region.DefaultConfig().LeaseTTL)
-	back := f.lim.Sweep(context.Background())
-	if back != held {
-		t.Fatalf("sweep after the TTL gave back %d of %d permits", back, held)
-	}
-	if s := f.lim.Stats(); s.OutstandingPermits != 0 {
-		t.Fatalf("%d permits still outstanding", s.OutstandingPermits)
-	}
-	// The store has them again: a fresh process can spend the full bucket.
-	f.lim.Flush()
-	for key, u := range f.usage.totals() {
-		if u.Leased != u.Spent {
-			t.Fatalf("%s: leased %d, spent %d: returned permits not accounted", key, u.Leased, u.Spent)
+	testserver.WaitFor(t, 5*time.Second, time.Millisecond, func() error {
+		if n := f.lim.Stats().OutstandingPermits; n != 0 {
+			return fmt.Errorf("%d of %d permits still outstanding", n, held)
 		}
-	}
+		return nil
+	})
+	// The store has them again, and the usage Run flushes says so.
+	f.clock.Advance(cfg.FlushInterval)
+	testserver.WaitFor(t, 5*time.Second, time.Millisecond, func() error {
+		tot := f.usage.totals()
+		if len(tot) != 50 {
+			return fmt.Errorf("usage of %d keys flushed, want 50", len(tot))
+		}
+		for key, u := range tot {
+			if u.Leased != u.Spent {
+				return fmt.Errorf("%s: leased %d, spent %d: returned permits not accounted", key, u.Leased, u.Spent)
+			}
+		}
+		return nil
+	})
 }
 
 // TestEvictionKeepsUsage: keys evicted under the MaxKeys cap hand over their
@@ -470,3 +480,57 @@ type settableShare struct {
 
 func (s *settableShare) Share(string) float64 { s.mu.Lock(); defer s.mu.Unlock(); return s.v }
 func (s *settableShare) set(v float64)        { s.mu.Lock(); s.v = v; s.mu.Unlock() }
+
+// TestDecisionPlan: every decision names the plan it was taken against, on
+// every path, and a catalogue change is seen at the key's next miss.
+func TestDecisionPlan(t *testing.T) {
+	gold := region.Plan{Name: "gold", Rate: 100, Capacity: 100}
+	plans := &settablePlans{p: gold}
+	ctx := context.Background()
+	lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []region.Path{region.PathSlow, region.PathSlow, region.PathFast} {
+		d, err := lim.Allow(ctx, "k", 1)
+		if err != nil || d.Path != want || d.Plan() != gold {
+			t.Fatalf("decision %d: path %v plan %+v err %v, want path %v plan %+v", i, d.Path, d.Plan(), err, want, gold)
+		}
+	}
+	silver := region.Plan{Name: "silver", Rate: 100, Capacity: 100}
+	plans.set(silver)
+	lim.InvalidateAll()
+	if d, err := lim.Allow(ctx, "k", 1); err != nil || d.Plan() != silver {
+		t.Fatalf("after the change: plan %+v err %v, want %+v", d.Plan(), err, silver)
+	}
+	down, err := region.New(downStore{}, plans, region.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := down.Allow(ctx, "k", 1); err != nil || d.Path != region.PathDegraded || d.Plan() != silver {
+		t.Fatalf("store down: path %v plan %+v err %v, want degraded on %+v", d.Path, d.Plan(), err, silver)
+	}
+	if (region.Decision{}).Plan() != (region.Plan{}) {
+		t.Fatal("a zero Decision names a plan")
+	}
+}
+
+type settablePlans struct {
+	mu sync.Mutex
+	p  region.Plan
+}
+
+func (s *settablePlans) Plan(string) (region.Plan, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p, nil
+}
+
+func (s *settablePlans) set(p region.Plan) { s.mu.Lock(); s.p = p; s.mu.Unlock() }
+
+// downStore is a store that is never reachable.
+type downStore struct{}
+
+func (downStore) Lease(context.Context, region.LeaseRequest) (region.LeaseReply, error) {
+	return region.LeaseReply{}, region.ErrStoreUnavailable
+}

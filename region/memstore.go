@@ -6,13 +6,15 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/quotaplatform/quota/clock"
 )
 
 // MemoryStore is the Store contract in process: the embedded default for a
 // single process, and a reference for the Redis script. Buckets expire like
 // Redis keys (twice the time to fill), swept as calls pass.
 type MemoryStore struct {
-	clock  Clock
+	clock  clock.Clock
 	seed   maphash.Seed
 	shards [shardCount]memShard
 }
@@ -39,12 +41,14 @@ const memSweepEvery = 4096
 
 var _ Store = (*MemoryStore)(nil)
 
-// NewMemoryStore returns an empty store on clock (nil: the system clock).
-func NewMemoryStore(clock Clock) *MemoryStore {
-	if clock == nil {
-		clock = systemClock{}
+// NewMemoryStore returns an empty store on clk (nil: the system clock). Its
+// clock is the store's clock, as Redis' is for RedisStore: a Limiter's
+// Config.ClockOffset does not move it.
+func NewMemoryStore(clk clock.Clock) *MemoryStore {
+	if clk == nil {
+		clk = clock.System()
 	}
-	s := &MemoryStore{clock: clock, seed: maphash.MakeSeed()}
+	s := &MemoryStore{clock: clk, seed: maphash.MakeSeed()}
 	for i := range s.shards {
 		s.shards[i].buckets = make(map[string]*memBucket)
 	}

@@ -6,8 +6,9 @@ import (
 )
 
 // clockOffset is the store's clock minus the local wall clock, learned from
-// lease replies (seed R3): no extra round trip. It is a clock offset, not a
-// timestamp, so it stays valid across a descheduled process.
+// lease replies (docs/design.md [store-clock]): no extra round trip. It is a
+// clock offset, not a timestamp, so it stays valid across a descheduled
+// process.
 type clockOffset struct {
 	v atomic.Int64 // nanoseconds; read on the decision path
 

@@ -9,6 +9,11 @@ import (
 // at most Capacity cost units. A plan holds for one key across all processes
 // and all regions together.
 type Plan struct {
+	// Name names the plan, for the RateLimit-Policy response field; the
+	// catalogue fills it in, and the Limiter hands it back with every
+	// decision (Decision.Plan).
+	// It plays no part in deciding. Default "" (unnamed).
+	Name string
 	// Rate is the refill rate in cost units per second. Must be > 0.
 	Rate float64
 	// Capacity is the burst size in cost units. Must be ≥ 1.
@@ -26,11 +31,19 @@ func (p Plan) Validate() error {
 	return nil
 }
 
+// planRef is a resolved plan as the entries of its keys share it, with its
+// capacity as the integer limit the decision path compares costs with.
+// Never modified once made.
+type planRef struct {
+	Plan
+	limit int64 // int64(Capacity)
+}
+
 // PlanResolver maps a key to its plan. The Limiter calls it on the slow path
-// only and caches the answer with the key's lease; call Limiter.InvalidateAll
-// after the catalogue changes. Implementations must be safe for concurrent use
-// and must not block on I/O. An unknown key must yield an error wrapping
-// ErrUnknownPlan.
+// only and caches the answer with the key's lease (it comes back with every
+// Decision: Decision.Plan); call Limiter.InvalidateAll after the catalogue
+// changes. Implementations must be safe for concurrent use and must not
+// block on I/O. An unknown key must yield an error wrapping ErrUnknownPlan.
 type PlanResolver interface {
 	Plan(key string) (Plan, error)
 }

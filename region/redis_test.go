@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quotaplatform/quota/internal/testclock"
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
 )
@@ -254,7 +254,7 @@ func TestDegradedSpendIsChargedOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := fmt.Sprintf("once%d-%d:", time.Now().UnixNano(), i)
-			clock := testclock.New(time.Now())
+			clk := clock.NewManual(time.Now())
 			lost := &failedWrites{}
 			const cooldown = 50 * time.Millisecond
 			// A refill of 1 per 1000 s: the bucket moves by what is leased
@@ -279,7 +279,8 @@ func TestDegradedSpendIsChargedOnce(t *testing.T) {
 				c.StoreTimeout = 20 * time.Millisecond
 				c.BreakerCooldown = cooldown
 				c.DebtGrace = time.Millisecond // the bucket is new: no grace, so that the debt is charged
-				c.Clock = clock
+				c.Clock = clk
+				c.SweepInterval = cooldown // every step of the clock below is a sweep of Run's
 				c.Observer = lost
 			})
 			ctx := context.Background()
@@ -315,6 +316,9 @@ func TestDegradedSpendIsChargedOnce(t *testing.T) {
 			before, spentBefore := tokens(), normal
 			normal = 0
 
+			// From here on Run sweeps at every step of the clock, beside the
+			// decisions, as in a daemon.
+			stop := runOn(t, lim, clk)
 			if err := tc.fault(); err != nil {
 				t.Fatal(err)
 			}
@@ -322,20 +326,21 @@ func TestDegradedSpendIsChargedOnce(t *testing.T) {
 				if d := allow(); !d.Degraded || !d.Allowed {
 					t.Fatalf("decision during the fault: %+v, want allowed and degraded", d)
 				}
-				lim.Sweep(ctx) // must not charge the debt to a store that does not answer in time
-				clock.Advance(cooldown)
+				// Run's sweep must not charge the debt to a store that does
+				// not answer in time.
+				clk.Advance(cooldown)
 			}
 			if err := proxy.Restore(); err != nil {
 				t.Fatal(err)
 			}
 			testserver.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-				clock.Advance(cooldown)
+				clk.Advance(cooldown)
 				if d := allow(); d.Degraded {
 					return fmt.Errorf("still degraded")
 				}
 				return nil
 			})
-			lim.Drain(ctx)
+			stop() // Run's last sweep is done, and it drained the limiter
 			after := tokens()
 			lost.mu.Lock()
 			mayHaveRun := lost.want
@@ -411,7 +416,7 @@ func TestClockSkewDoesNotChangeAdmission(t *testing.T) {
 		var logs []*usageLog
 		for _, s := range skews {
 			lim, u := newRedisLimiter(t, rdb, prefix, plan, func(c *region.Config) {
-				c.Clock = skewedClock{s}
+				c.ClockOffset = s
 				c.ProcessEstimate = len(skews)
 				c.StoreTimeout = time.Second
 			})

@@ -9,32 +9,33 @@ import (
 // coarseTick is the resolution of the decision clock while Run runs.
 const coarseTick = 500 * time.Microsecond
 
-// Run is the Limiter's background loop: it keeps the decision clock (see
-// Limiter.now); every SweepInterval it gives the
-// unspent permits of expired leases back to the store, so that an idle
-// process hoards nothing for longer than LeaseTTL + SweepInterval; every
-// FlushInterval it hands usage deltas to Config.Usage. When ctx ends it
-// returns every lease and flushes usage (Drain), then returns nil.
+// Run is the Limiter's background loop. Its tickers come from Config.Clock,
+// so a test drives it by advancing a clock.Manual. With Config.Clock nil it
+// keeps the coarse decision clock (see Limiter.now); every SweepInterval it
+// gives the unspent permits of expired leases back to the store, so that an
+// idle process hoards nothing for longer than LeaseTTL + SweepInterval;
+// every FlushInterval it hands usage deltas to Config.Usage. When ctx ends
+// it returns every lease and flushes usage (Drain), then returns nil.
 func (l *Limiter) Run(ctx context.Context) error {
 	var tick <-chan time.Time
 	if l.system {
-		t := time.NewTicker(coarseTick)
+		t := l.clock.NewTicker(coarseTick)
 		defer t.Stop()
-		tick = t.C
+		tick = t.C()
 		l.coarse.Store(int64(time.Since(l.start)) + 1)
 		defer l.coarse.Store(0)
 	}
-	sweep := time.NewTicker(l.cfg.SweepInterval)
-	defer sweep.Stop()
-	flush := time.NewTicker(l.cfg.FlushInterval)
-	defer flush.Stop()
+	sweeps := l.clock.NewTicker(l.cfg.SweepInterval)
+	defer sweeps.Stop()
+	flushes := l.clock.NewTicker(l.cfg.FlushInterval)
+	defer flushes.Stop()
 	for {
 		select {
 		case <-tick:
 			l.coarse.Store(int64(time.Since(l.start)) + 1)
-		case <-sweep.C:
-			l.Sweep(ctx)
-		case <-flush.C:
+		case <-sweeps.C():
+			l.sweep(ctx)
+		case <-flushes.C():
 			l.Flush()
 		case <-ctx.Done():
 			l.coarse.Store(0)
@@ -46,10 +47,10 @@ func (l *Limiter) Run(ctx context.Context) error {
 	}
 }
 
-// Sweep gives back the unspent permits of expired leases and of evicted keys,
+// sweep gives back the unspent permits of expired leases and of evicted keys,
 // charges what degraded buckets allowed, and returns how many permits went
 // back. While the breaker is open it calls the store only as the probe.
-func (l *Limiter) Sweep(ctx context.Context) int64 {
+func (l *Limiter) sweep(ctx context.Context) int64 {
 	return l.giveBack(ctx, false)
 }
 
@@ -61,9 +62,10 @@ func (l *Limiter) Drain(ctx context.Context) {
 }
 
 // giveBack returns expired leases (all leases when all is set) and charges
-// the debts of degraded buckets. While the breaker is open it waits for the
-// cooldown and then its first call is a probe that writes nothing, so that
-// an idle process recovers too; Drain tries regardless, because it is the last chance.
+// the debts of degraded buckets (docs/design.md [degraded-debt]). While the
+// breaker is open it waits for the cooldown and then its first call is a
+// probe that writes nothing, so that an idle process recovers too; Drain
+// tries regardless, because it is the last chance.
 func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 	probing := false
 	if l.breaker.current() != BreakerClosed {
@@ -85,68 +87,74 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 	var batch []pendingReturn
 	for i := range l.shards {
 		sh := &l.shards[i]
-		now := l.now()
-		sh.mu.Lock()
-		batch = append(batch[:0], sh.returns...)
-		sh.returns = sh.returns[:0]
-		for k, e := range sh.keys {
-			if e.busy {
-				continue
-			}
-			var debt int64
-			if b := sh.buckets[k]; b != nil && b.debt > 0 && chargeDebts {
-				// The store is back (the breaker is closed): charge what the
-				// key was allowed while it was not.
-				debt = b.debt
-				delete(sh.buckets, k)
-				e.inDegraded = false
-			}
-			live := l.leaseLive(e, now)
-			if debt == 0 && (e.permits <= 0 || (!all && live)) {
-				continue
-			}
-			if !all && live {
-				batch = append(batch, pendingReturn{k, 0, debt, float64(e.rate), float64(e.capacity)})
-				continue
-			}
-			batch = append(batch, pendingReturn{k, e.permits, debt, float64(e.rate), float64(e.capacity)})
-			if e.permits > int64(e.nextLease)/2 {
-				e.nextLease = max(e.nextLease/2, 1)
-			}
-			e.permits = 0
-		}
-		sh.mu.Unlock()
+		batch = l.collectReturns(sh, batch[:0], all, chargeDebts)
 		for j, r := range batch {
 			if ctx.Err() != nil {
 				l.requeue(sh, batch[j:])
 				return back
 			}
 			called = true
-			if probing {
-				// Probe with a call that writes nothing first: a return or a
-				// debt sent to a store that is still slow may run there after
-				// the call timed out, and would then be sent again.
-				probing = false
-				_, lat, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Spread: 1})
-				if err != nil || lat > l.cfg.StoreTimeout {
-					l.breaker.failure(l.now())
-					l.requeue(sh, batch[j:])
-					return back
-				}
-				l.breaker.success()
-			}
-			_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
-			if err != nil {
-				l.breaker.failure(l.now())
+			if !l.sendReturn(ctx, r, probing) {
 				l.requeue(sh, batch[j:])
 				return back
 			}
-			l.breaker.success()
+			probing = false
 			back += r.permits
 			l.accountReturn(sh, r)
 		}
 	}
 	return back
+}
+
+// collectReturns appends to batch what sh has to give back: the returns
+// evictions and failed sweeps left, the permits of expired leases (of every
+// lease when all is set), and the debts of degraded buckets when
+// chargeDebts is set. Entries mid store call are left alone.
+func (l *Limiter) collectReturns(sh *shard, batch []pendingReturn, all, chargeDebts bool) []pendingReturn {
+	now := l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	batch = append(batch, sh.returns...)
+	sh.returns = sh.returns[:0]
+	for k, e := range sh.keys {
+		if e.busy {
+			continue
+		}
+		var debt int64
+		if chargeDebts {
+			// The store is back (the breaker is closed): charge what the
+			// key was allowed while it was not.
+			debt = sh.takeDebtLocked(k, e)
+		}
+		live := l.leaseLive(e, now)
+		if debt == 0 && (e.permits <= 0 || (!all && live)) {
+			continue
+		}
+		r := pendingReturn{k, 0, debt, float64(e.rate), float64(e.capacity)}
+		if all || !live {
+			r.permits = e.releaseLease()
+		}
+		batch = append(batch, r)
+	}
+	return batch
+}
+
+// sendReturn gives r back to the store, probing first when probe is set,
+// and reports whether the store took it; the breaker is told either way.
+func (l *Limiter) sendReturn(ctx context.Context, r pendingReturn, probe bool) bool {
+	// A probe writes nothing: a return or a debt sent to a store that is
+	// still slow may run there after the call timed out, and would then be
+	// sent again.
+	if probe && !l.probe(ctx, r.key, r.rate, r.capacity) {
+		return false
+	}
+	_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
+	if err != nil {
+		l.breaker.failure(l.now())
+		return false
+	}
+	l.breaker.success()
+	return true
 }
 
 // requeue keeps permits whose return failed for the next sweep.

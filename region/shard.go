@@ -23,7 +23,7 @@ type shard struct {
 	// pending holds usage deltas that left their entry (window roll,
 	// eviction, overflow) until the next Flush; guarded by mu.
 	pending []Usage
-	// returns holds unspent permits of evicted keys until the next Sweep
+	// returns holds unspent permits of evicted keys until the next sweep
 	// gives them back to the store; guarded by mu.
 	returns []pendingReturn
 
@@ -38,7 +38,8 @@ type shard struct {
 	_ [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
-// degradedBucket is a key's local token bucket in degraded mode (seed R1).
+// degradedBucket is a key's local token bucket in degraded mode
+// (docs/design.md [degraded-share]).
 type degradedBucket struct {
 	tokens float64
 	at     int64 // limiter ns of the last refill
@@ -53,6 +54,18 @@ type pendingReturn struct {
 	permits        int64
 	debt           int64
 	rate, capacity float64
+}
+
+// takeDebtLocked takes key's degraded debt, if any, for a store call to
+// charge: the degraded bucket goes, and the key leaves degraded mode.
+func (s *shard) takeDebtLocked(key string, e *entry) int64 {
+	b := s.buckets[key]
+	if b == nil || b.debt <= 0 {
+		return 0
+	}
+	delete(s.buckets, key)
+	e.inDegraded = false
+	return b.debt
 }
 
 // insertLocked adds a fresh entry for key, evicting one first if the shard

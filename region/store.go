@@ -61,7 +61,7 @@ type LeaseReply struct {
 	// DemandTotal is the sum of every request's Demand since the bucket was
 	// created, after this one's. The difference between two replies is the
 	// whole region's demand in between, from which the Limiter learns this
-	// process's share of the key's traffic (seed R1). It restarts when the
-	// bucket expires.
+	// process's share of the key's traffic (docs/design.md
+	// [degraded-share]). It restarts when the bucket expires.
 	DemandTotal int64
 }

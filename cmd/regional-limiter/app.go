@@ -15,6 +15,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/limitmetrics"
@@ -32,7 +33,7 @@ import (
 //
 // The graph provides *nats.Conn and jetstream.JetStream (connected, or
 // reconnecting in the background) for such constructors, Options for their
-// flags, region.Clock (skewed by --clock-skew), *slog.Logger and
+// flags, clock.Clock (the wall clock, skewed by --clock-skew), *slog.Logger and
 // *prometheus.Registry; a gossip module may also
 // provide an http.Handler named "debug_shares" for /debug/shares. Pass the
 // modules as extra.
@@ -75,20 +76,28 @@ func newLogger(o Options, w io.Writer) (*slog.Logger, error) {
 		With("region", o.Region, "process", o.ProcessID), nil
 }
 
-// skewedClock is the system clock offset by --clock-skew. Add keeps the
-// monotonic reading, so durations are unaffected; only wall time moves.
-type skewedClock time.Duration
-
-func (c skewedClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
-
-// newClock is the process's clock (region.Clock), for the limiter and any
-// module that stamps wall time (the ledger reporter).
-func newClock(o Options, log *slog.Logger) region.Clock {
-	if o.ClockSkew != 0 {
-		log.Warn("wall clock skewed for testing", "clock_skew", o.ClockSkew)
+// newClock is the process's wall clock for the modules that stamp wall
+// time (the ledger reporter): the system clock, its readings shifted by
+// --clock-skew. The limiter does not read it: it takes the skew as
+// region.Config.ClockOffset (newLimiterConfig), so that it keeps the coarse
+// decision clock that only a nil Config.Clock gets.
+func newClock(o Options, log *slog.Logger) clock.Clock {
+	if o.ClockSkew == 0 {
+		return clock.System()
 	}
-	return skewedClock(o.ClockSkew)
+	log.Warn("wall clock skewed for testing", "clock_skew", o.ClockSkew)
+	return shiftedClock{Clock: clock.System(), by: o.ClockSkew}
 }
+
+// shiftedClock is a clock whose readings are shifted by a fixed amount.
+// Time.Add keeps the monotonic reading, so durations are unaffected; its
+// tickers and timers are the underlying clock's.
+type shiftedClock struct {
+	clock.Clock
+	by time.Duration
+}
+
+func (c shiftedClock) Now() time.Time { return c.Clock.Now().Add(c.by) }
 
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
@@ -147,7 +156,6 @@ type limiterInputs struct {
 	Options  Options
 	Catalog  *catalog.Catalog
 	Observer *limitmetrics.Observer
-	Clock    region.Clock
 	// Usage sinks (the ledger reporter; the gossip node, which learns demand
 	// from usage) join the group "usage"; each gets every batch.
 	Usage     []region.UsageSink    `group:"usage"`
@@ -164,7 +172,9 @@ func newLimiterConfig(in limiterInputs) region.Config {
 	cfg.Costs = in.Catalog
 	cfg.FlushInterval = time.Second
 	cfg.Observer = in.Observer
-	cfg.Clock = in.Clock
+	// Config.Clock stays nil, the only way to the coarse decision clock; the
+	// limiter applies --clock-skew to its wall readings itself.
+	cfg.ClockOffset = in.Options.ClockSkew
 	switch len(in.Usage) {
 	case 0:
 	case 1:
@@ -186,7 +196,7 @@ func newLimiter(lc fx.Lifecycle, store region.Store, cat *catalog.Catalog, cfg r
 	if err != nil {
 		return nil, err
 	}
-	cat.Invalidate(lim)
+	cat.Subscribe(lim)
 	if err := reg.Register(limitmetrics.NewCollector(lim, cat)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

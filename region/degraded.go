@@ -1,0 +1,78 @@
+package region
+
+import (
+	"math"
+	"time"
+)
+
+// degradedLocked decides from the key's local degraded bucket
+// (docs/design.md [degraded-share]), flagged. It starts from this process's
+// local share of what the region had left, refills at rate × region share ×
+// max(local share, floor), and may hold up to the region's capacity
+// (capacity × region share): over an outage of T a process admits at most
+// max(local share, floor) × region share × (capacity + rate·T), as if the
+// capacity were split too, but a key whose region part of the capacity is
+// smaller than one request (a low share split over several processes) is
+// not rejected for the whole outage because its bucket cannot hold one
+// request. A key the process never synced starts from the region's
+// capacity.
+func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
+	e, sh, cost := m.e, m.sh, m.cost
+	floor := math.Max(l.cfg.MinLocalShare, l.cfg.FloorFraction/float64(m.procs))
+	local := math.Min(1, math.Max(e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
+	rate, capacity := m.rate()*local, m.capacity()
+	b := l.degradedBucketLocked(m, now, local, rate, capacity)
+	if !e.fits(cost) {
+		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
+	}
+	e.referenced = true
+	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded}
+	if e.syncAt != 0 {
+		d.Stale = time.Duration(now - e.syncAt)
+	}
+	e.addDemand(cost)
+	if b.tokens >= float64(cost) {
+		b.tokens -= float64(cost)
+		b.debt += cost
+		e.spent += uint32(cost)
+		e.degraded += uint32(cost)
+		sh.allowed++
+		sh.degraded++
+		d.Allowed = true
+	} else {
+		e.rejected += uint32(cost)
+		sh.rejected++
+		sh.degraded++
+		d.RetryAfter = retryAfter(float64(cost)-b.tokens, rate)
+	}
+	d.Remaining = int64(b.tokens)
+	d.Reset = refillTime(capacity-b.tokens, rate)
+	return d
+}
+
+// degradedBucketLocked returns the key's degraded bucket refilled to now,
+// creating it when the key enters degraded mode. local is this process's
+// share of the region's traffic, floor applied, at most 1.
+func (l *Limiter) degradedBucketLocked(m *miss, now int64, local, rate, capacity float64) *degradedBucket {
+	e, sh := m.e, m.sh
+	b := sh.buckets[m.key]
+	if b != nil {
+		b.tokens = math.Min(capacity, b.tokens+rate*float64(now-b.at)/1e9)
+		b.at = now
+		return b
+	}
+	// Entering degraded mode: start from this process's part of what the
+	// region had left, not from a full bucket, so that a key that was
+	// exhausted stays exhausted.
+	tokens := capacity
+	if e.syncAt != 0 {
+		tokens = math.Min(capacity, e.regionalAt(now)*local)
+	}
+	b = &degradedBucket{tokens: tokens, at: now}
+	if sh.buckets == nil {
+		sh.buckets = make(map[string]*degradedBucket)
+	}
+	sh.buckets[m.key] = b
+	e.inDegraded = true
+	return b
+}
