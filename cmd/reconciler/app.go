@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,7 +42,10 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newPool,
 			func(p *pgxpool.Pool) reconcile.Store { return reconcile.NewWriter(p) },
 			newReconciler,
-			func(p *pgxpool.Pool) billing.Querier { return billing.NewLedger(p) },
+			newBillingPool,
+			newBillingLedger,
+			newReadiness,
+			newRoutes,
 			newMux,
 		),
 		fx.Invoke(runReconciler, serveHTTP),
@@ -152,14 +156,68 @@ func runReconciler(lc fx.Lifecycle, r *reconcile.Reconciler, log *slog.Logger) {
 	})
 }
 
-func newMux(q billing.Querier, r *reconcile.Reconciler, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/v1/usage", &billing.Handler{Ledger: q, Logger: log})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) {
+// billingPool is the usage queries' own pool (billing.NewPool), apart from
+// the writer's *pgxpool.Pool: a slow or busy billing client cannot take
+// the connections ingestion needs.
+type billingPool struct{ *pgxpool.Pool }
+
+func newBillingPool(lc fx.Lifecycle, o options) (billingPool, error) {
+	pool, err := billing.NewPool(o.Postgres, o.billingConfig())
+	if err != nil {
+		return billingPool{}, fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
+	}
+	lc.Append(fx.StopHook(pool.Close))
+	return billingPool{pool}, nil
+}
+
+func newBillingLedger(p billingPool, o options) (billing.Querier, error) {
+	return billing.NewLedger(p.Pool, o.billingConfig())
+}
+
+// readiness is what /readyz answers besides the pool and the reconciler:
+// it fails from the moment the daemon starts to stop.
+type readiness struct{ draining atomic.Bool }
+
+func newReadiness() *readiness { return &readiness{} }
+
+// route is one entry of the reconciler's HTTP surface and who may call it.
+// The mux is built from these routes alone (newMux); TestRoutes walks the
+// real mux against them, and ledger/README.md lists them.
+type route struct {
+	pattern string // http.ServeMux pattern, method included (GET also answers HEAD)
+	// token: the route needs a --billing-token (Authorization: Bearer);
+	// otherwise anyone who reaches --listen may call it.
+	token   bool
+	caller  string // who calls it, for people
+	handler http.Handler
+}
+
+// newRoutes is the reconciler's HTTP surface.
+func newRoutes(o options, q billing.Querier, r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness,
+	reg *prometheus.Registry, log *slog.Logger) ([]route, error) {
+	access, err := o.billingAccess()
+	if err != nil {
+		return nil, err
+	}
+	return []route{
+		{"GET /v1/usage", true, "billing clients with a --billing-token; a prefix-scoped token reads only its keys",
+			&billing.Handler{Ledger: q, Access: access, Logger: log}},
+		{"GET /metrics", false, "Prometheus", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
+		{"GET /healthz", false, "liveness probe", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Write([]byte("ok\n"))
+		})},
+		{"GET /readyz", false, "readiness probe, load balancer", readyz(r, pool, ready)},
+	}, nil
+}
+
+// readyz fails while the daemon drains, Postgres is unreachable, or the
+// reconciler is not consuming.
+func readyz(r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if ready.draining.Load() {
+			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+			return
+		}
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()
 		err := pool.Ping(ctx)
@@ -171,12 +229,47 @@ func newMux(q billing.Querier, r *reconcile.Reconciler, pool *pgxpool.Pool, reg 
 			return
 		}
 		w.Write([]byte("ready\n"))
-	})
+	}
+}
+
+// newMux serves routes and nothing else.
+func newMux(routes []route) *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, rt := range routes {
+		mux.Handle(rt.pattern, rt.handler)
+	}
 	return mux
 }
 
-func serveHTTP(lc fx.Lifecycle, o options, mux *http.ServeMux, log *slog.Logger) {
-	srv := &http.Server{Addr: o.Listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+// HTTP server limits. writeTimeoutSlack is added to
+// --billing-statement-timeout: the longest usage query, then its encoding.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeoutSlack = 10 * time.Second
+	idleTimeout       = 60 * time.Second
+	maxHeaderBytes    = 16 << 10
+)
+
+func newHTTPServer(o options, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              o.Listen,
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      o.BillingStatementTimeout + writeTimeoutSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// serveHTTP serves mux on --listen. Stopping drains: /readyz fails at once,
+// requests are served for --shutdown-delay more (so load balancers and
+// probes see the failure and move traffic), then the server shuts down.
+// fx stops it before the reconciler and the pools (hooks stop in reverse).
+func serveHTTP(lc fx.Lifecycle, o options, mux *http.ServeMux, ready *readiness, log *slog.Logger) {
+	srv := newHTTPServer(o, mux)
+	done := make(chan struct{})
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			l, err := net.Listen("tcp", o.Listen)
@@ -185,12 +278,28 @@ func serveHTTP(lc fx.Lifecycle, o options, mux *http.ServeMux, log *slog.Logger)
 			}
 			log.Info("reconciler listening", "addr", l.Addr().String())
 			go func() {
+				defer close(done)
 				if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("http server", "err", err)
 				}
 			}()
 			return nil
 		},
-		OnStop: srv.Shutdown,
+		OnStop: func(ctx context.Context) error {
+			ready.draining.Store(true)
+			log.Info("draining: /readyz fails, serving until the shutdown delay ends", "shutdown_delay", o.ShutdownDelay)
+			delay := time.NewTimer(o.ShutdownDelay)
+			defer delay.Stop()
+			select {
+			case <-delay.C:
+			case <-ctx.Done():
+			}
+			err := srv.Shutdown(ctx)
+			if err != nil {
+				_ = srv.Close()
+			}
+			<-done
+			return err
+		},
 	})
 }

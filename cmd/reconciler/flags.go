@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/peterbourgon/ff/v3"
+
+	"github.com/quotaplatform/quota/ledger/billing"
 )
 
 // options are the reconciler's settings from flags and environment.
@@ -28,6 +30,14 @@ type options struct {
 	BatchSize     int
 	BatchInterval time.Duration
 
+	// BillingToken is --billing-token as given (billing.ParseTokens
+	// syntax); it prints without its secrets.
+	BillingToken            secret
+	BillingMaxConns         int
+	BillingStatementTimeout time.Duration
+	BillingMaxRows          int
+	ShutdownDelay           time.Duration
+
 	// usage subcommand
 	Key         string
 	From, To    string
@@ -45,9 +55,36 @@ func defaultOptions() options {
 		Durable:       "reconciler",
 		BatchSize:     5000,
 		BatchInterval: 200 * time.Millisecond,
-		Granularity:   "hour",
-		Format:        "json",
+
+		BillingMaxConns:         int(billing.DefaultConfig().MaxConns),
+		BillingStatementTimeout: billing.DefaultConfig().StatementTimeout,
+		BillingMaxRows:          billing.DefaultConfig().MaxRows,
+		ShutdownDelay:           5 * time.Second,
+
+		Granularity: "hour",
+		Format:      "json",
 	}
+}
+
+// Bounds of the billing and shutdown flags.
+const (
+	maxBillingConns            = 64
+	maxBillingRows             = 1_000_000
+	maxBillingStatementTimeout = 5 * time.Minute
+	maxShutdownDelay           = 5 * time.Minute
+)
+
+// secret is a flag value that never prints itself: not in -help, not in
+// %v of options, not in ff's "invalid value" errors (Set never fails).
+type secret string
+
+func (s *secret) Set(v string) error { *s = secret(v); return nil }
+
+func (s secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "<redacted>"
 }
 
 // envPrefix is the prefix of every flag's environment variable:
@@ -64,6 +101,11 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Postgres, "postgres", o.Postgres, "Postgres URL (sslmode in the URL, e.g. ?sslmode=verify-full)")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+	if cmd == "serve" || cmd == "usage" {
+		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
+			"longest usage query (context deadline and Postgres statement_timeout)")
+		fs.IntVar(&o.BillingMaxRows, "billing-max-rows", o.BillingMaxRows, "most rows (buckets) one usage query may answer")
+	}
 	if cmd == "serve" {
 		fs.StringVar(&o.NATS, "nats", o.NATS, "NATS URL (comma-separated list allowed)")
 		fs.StringVar(&o.NATSCreds, "nats-creds", "", "NATS credentials file")
@@ -75,6 +117,10 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.StringVar(&o.Durable, "durable", o.Durable, "durable consumer name")
 		fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "most reports per Postgres transaction")
 		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait to fill a batch")
+		fs.Var(&o.BillingToken, "billing-token",
+			"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
+		fs.IntVar(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool")
+		fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on SIGTERM, fail /readyz and keep serving this long before stopping")
 	}
 	if cmd == "usage" {
 		fs.StringVar(&o.Key, "key", "", "API key (required)")
@@ -92,30 +138,57 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	return o, o.validate(cmd)
 }
 
+// validate checks the subcommand's options and reports every bad one, each
+// naming its flag (never quoting a token).
 func (o *options) validate(cmd string) error {
-	if _, err := url.Parse(o.Postgres); err != nil || o.Postgres == "" {
-		return errors.New("--postgres: not a URL")
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	_, err := url.Parse(o.Postgres)
+	check(err == nil && o.Postgres != "", "--postgres: not a URL")
+	if cmd == "serve" || cmd == "usage" {
+		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
+			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
+		check(o.BillingMaxRows >= 1 && o.BillingMaxRows <= maxBillingRows,
+			"--billing-max-rows: must be 1 to %d, got %d", maxBillingRows, o.BillingMaxRows)
 	}
 	switch cmd {
 	case "serve":
-		if o.NATS == "" {
-			return errors.New("--nats: required")
-		}
-		if (o.NATSTLSCert == "") != (o.NATSTLSKey == "") {
-			return errors.New("--nats-tls-cert and --nats-tls-key: give both or neither")
-		}
-		if o.BatchSize < 1 {
-			return fmt.Errorf("--batch-size: must be at least 1, got %d", o.BatchSize)
-		}
-		if o.BatchInterval <= 0 {
-			return fmt.Errorf("--batch-interval: must be positive, got %v", o.BatchInterval)
-		}
+		check(o.NATS != "", "--nats: required")
+		check((o.NATSTLSCert == "") == (o.NATSTLSKey == ""), "--nats-tls-cert and --nats-tls-key: give both or neither")
+		check(o.BatchSize >= 1, "--batch-size: must be at least 1, got %d", o.BatchSize)
+		check(o.BatchInterval > 0, "--batch-interval: must be positive, got %v", o.BatchInterval)
+		check(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns,
+			"--billing-max-conns: must be 1 to %d, got %d", maxBillingConns, o.BillingMaxConns)
+		check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay,
+			"--shutdown-delay: must be 0 to %v, got %v", maxShutdownDelay, o.ShutdownDelay)
+		_, err := o.billingAccess()
+		check(err == nil, "%v", err)
 	case "usage":
-		if o.Format != "json" && o.Format != "csv" {
-			return fmt.Errorf("--format: must be json or csv, got %q", o.Format)
-		}
+		check(o.Format == "json" || o.Format == "csv", "--format: must be json or csv, got %q", o.Format)
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// billingAccess is the billing.Access of --billing-token.
+func (o *options) billingAccess() (*billing.Access, error) {
+	tokens, err := billing.ParseTokens(string(o.BillingToken))
+	if err != nil {
+		return nil, fmt.Errorf("--billing-token: %w", err)
+	}
+	return billing.NewAccess(tokens)
+}
+
+// billingConfig is the billing.Config of the flags.
+func (o *options) billingConfig() billing.Config {
+	cfg := billing.DefaultConfig()
+	cfg.MaxRows = o.BillingMaxRows
+	cfg.StatementTimeout = o.BillingStatementTimeout
+	cfg.MaxConns = int32(o.BillingMaxConns)
+	return cfg
 }
 
 // redact hides passwords in a URL or a comma-separated list of URLs, for

@@ -5,6 +5,12 @@
 //	reconciler migrate [flags]   apply the schema migrations
 //	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]
 //
+// GET /v1/usage needs a bearer token from --billing-token (the routes
+// table in app.go says who may call each route); without one it answers
+// 503. The usage subcommand reads Postgres directly with --postgres's
+// credentials. On SIGTERM, serve fails /readyz, keeps serving for
+// --shutdown-delay, then stops.
+//
 // Every flag also reads env QUOTA_<FLAG>, upper case with dashes as
 // underscores (e.g. QUOTA_NATS, QUOTA_POSTGRES, QUOTA_BATCH_INTERVAL); a flag
 // on the command line wins, then the environment, then the default. An empty
@@ -23,7 +29,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/fx"
 
 	"github.com/quotaplatform/quota/ledger/billing"
@@ -73,7 +78,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	<-ctx.Done()
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
+	// The HTTP server drains for --shutdown-delay first; then the
+	// reconciler, the pools and NATS get 30 s to stop.
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), o.ShutdownDelay+30*time.Second)
 	defer cancelStop()
 	return app.Stop(stopCtx)
 }
@@ -86,8 +93,19 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// usage prints one key's usage, as GET /v1/usage does.
+// usage prints one key's usage, as GET /v1/usage does. It reads Postgres
+// directly, not through the HTTP API: the credentials in --postgres are its
+// authorization, and no billing token applies. It keeps the API's limits
+// (--billing-statement-timeout, --billing-max-rows) and reads through a
+// read-only billing pool.
 func usage(ctx context.Context, o options, stdout io.Writer) error {
+	flagError := func(err error) error {
+		var fe *billing.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("--%s: %w", fe.Field, fe.Err)
+		}
+		return err
+	}
 	q, err := billing.ParseQuery(func(name string) string {
 		switch name {
 		case "key":
@@ -102,20 +120,22 @@ func usage(ctx context.Context, o options, stdout io.Writer) error {
 		return ""
 	})
 	if err != nil {
-		var fe *billing.FieldError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("--%s: %w", fe.Field, fe.Err)
-		}
-		return err
+		return flagError(err)
 	}
-	pool, err := pgxpool.New(ctx, o.Postgres)
+	cfg := o.billingConfig()
+	cfg.MaxConns = 1
+	pool, err := billing.NewPool(o.Postgres, cfg)
 	if err != nil {
 		return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
 	}
 	defer pool.Close()
-	res, err := billing.NewLedger(pool).Usage(ctx, q)
+	l, err := billing.NewLedger(pool, cfg)
 	if err != nil {
 		return err
+	}
+	res, err := l.Usage(ctx, q)
+	if err != nil {
+		return flagError(err)
 	}
 	if o.Format == "csv" {
 		return billing.WriteCSV(stdout, res)

@@ -72,6 +72,32 @@ func TestParseFlags(t *testing.T) {
 			func(o options) bool { return o.Postgres == "postgres://db/m" && o.NATS == defaultOptions().NATS }, ""},
 		{"usage reads QUOTA_KEY", "usage", nil, map[string]string{"QUOTA_KEY": "k", "QUOTA_GRANULARITY": "day"},
 			func(o options) bool { return o.Key == "k" && o.Granularity == "day" }, ""},
+		{"billing defaults", "serve", nil, nil, func(o options) bool {
+			return o.BillingToken == "" && o.BillingMaxConns == 4 && o.BillingStatementTimeout == 5*time.Second &&
+				o.BillingMaxRows == 10000 && o.ShutdownDelay == 5*time.Second
+		}, ""},
+		{"billing tokens from env", "serve", nil, map[string]string{"QUOTA_BILLING_TOKEN": "aaaaaaaaaaaaaaaa, prefix:acct_=bbbbbbbbbbbbbbbb"},
+			func(o options) bool {
+				a, err := o.billingAccess()
+				s, aerr := a.Authorize("Bearer bbbbbbbbbbbbbbbb")
+				return err == nil && aerr == nil && s.Prefix == "acct_" && fmt.Sprintf("%+v", o) != "" &&
+					!strings.Contains(fmt.Sprintf("%+v %v", o, o.BillingToken), "bbbbbbbbbbbbbbbb")
+			}, ""},
+		{"billing flags from env", "serve", nil, map[string]string{"QUOTA_BILLING_MAX_CONNS": "2", "QUOTA_BILLING_STATEMENT_TIMEOUT": "750ms",
+			"QUOTA_BILLING_MAX_ROWS": "100", "QUOTA_SHUTDOWN_DELAY": "0s"},
+			func(o options) bool {
+				return o.BillingMaxConns == 2 && o.BillingStatementTimeout == 750*time.Millisecond && o.BillingMaxRows == 100 && o.ShutdownDelay == 0
+			}, ""},
+		{"bad billing token", "serve", []string{"--billing-token", "aaaaaaaaaaaaaaaa,shortsecret"}, nil, nil, "--billing-token: entry 2: a token must be 16 to 256 bytes"},
+		{"bad billing token from env", "serve", nil, map[string]string{"QUOTA_BILLING_TOKEN": "prefix:=aaaaaaaaaaaaaaaa"}, nil, "--billing-token: entry 1"},
+		{"billing max conns", "serve", []string{"--billing-max-conns", "0"}, nil, nil, "--billing-max-conns"},
+		{"billing statement timeout", "serve", []string{"--billing-statement-timeout", "0s"}, nil, nil, "--billing-statement-timeout"},
+		{"billing max rows", "serve", []string{"--billing-max-rows", "0"}, nil, nil, "--billing-max-rows"},
+		{"shutdown delay", "serve", []string{"--shutdown-delay", "-1s"}, nil, nil, "--shutdown-delay"},
+		{"every bad flag named", "serve", []string{"--billing-max-rows", "0", "--batch-size", "0"}, nil, nil, "--batch-size: must be at least 1"},
+		{"usage takes the query limits", "usage", []string{"--billing-max-rows", "5", "--billing-statement-timeout", "1s"}, nil,
+			func(o options) bool { return o.BillingMaxRows == 5 && o.BillingStatementTimeout == time.Second }, ""},
+		{"usage takes no token", "usage", []string{"--billing-token", "aaaaaaaaaaaaaaaa"}, nil, nil, "not defined"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +106,9 @@ func TestParseFlags(t *testing.T) {
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "shortsecret") || strings.Contains(err.Error(), "aaaaaaaaaaaaaaaa") {
+					t.Fatalf("err %q quotes a token", err)
 				}
 				return
 			}
@@ -124,35 +153,75 @@ func TestMigrateUsageAndServe(t *testing.T) {
 		t.Fatalf("bad --from: %v", err)
 	}
 
-	// serve: the fx app starts, answers health and readiness, and stops.
+	if err := run([]string{"usage", "--key", "k", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-03T00:00:00Z",
+		"--billing-max-rows", "24"}, &out, io.Discard); err == nil || !strings.Contains(err.Error(), "--to") ||
+		!strings.Contains(err.Error(), "limit of 24") {
+		t.Fatalf("usage over the row limit: %v", err)
+	}
+
+	// serve without --billing-token: the fx app starts, answers health and
+	// readiness, refuses /v1/usage, and drains when it stops.
 	o := defaultOptions()
 	o.NATS = testserver.StartNATS(t).URL
 	o.Postgres = db
 	o.Listen = fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
+	o.ShutdownDelay = 2 * time.Second
 	app := fx.New(serveModule(o, slog.New(slog.DiscardHandler)))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/usage?key=k&from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z"} {
+	status := func(path, auth string) (int, string, error) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+o.Listen+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body), nil
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		testserver.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-			resp, err := http.Get("http://" + o.Listen + path)
+			code, body, err := status(path, "")
 			if err != nil {
 				return err
 			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				return fmt.Errorf("%s: %d %s", path, resp.StatusCode, body)
+			if code != 200 {
+				return fmt.Errorf("%s: %d %s", path, code, body)
 			}
-			if path == "/metrics" && !bytes.Contains(body, []byte("quota_reconciler_consumer_pending")) {
+			if path == "/metrics" && !strings.Contains(body, "quota_reconciler_consumer_pending") {
 				return fmt.Errorf("/metrics lacks reconciler metrics")
 			}
 			return nil
 		})
 	}
-	if err := app.Stop(ctx); err != nil {
+	for _, auth := range []string{"", "Bearer aaaaaaaaaaaaaaaa"} {
+		code, body, err := status("/v1/usage?key=k&from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z", auth)
+		if err != nil || code != 503 || !strings.Contains(body, "billing API disabled: set --billing-token") {
+			t.Fatalf("/v1/usage without --billing-token (auth %q): %d %s %v", auth, code, body, err)
+		}
+	}
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- app.Stop(ctx) }()
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if code, body, err := status("/readyz", ""); err != nil || code != 503 || !strings.Contains(body, "shutting down") {
+			return fmt.Errorf("/readyz while draining: %d %s %v", code, body, err)
+		}
+		return nil
+	})
+	if code, _, err := status("/healthz", ""); err != nil || code != 200 {
+		t.Fatalf("/healthz while draining: %d %v; want 200 (still serving)", code, err)
+	}
+	if err := <-stopped; err != nil {
 		t.Fatal(err)
+	}
+	if _, _, err := status("/healthz", ""); err == nil {
+		t.Fatal("/healthz answers after Stop")
 	}
 }

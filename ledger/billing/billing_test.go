@@ -21,6 +21,51 @@ import (
 
 type fixedQuerier struct{ got billing.Query }
 
+// testAccess grants tokA every key.
+func testAccess(t *testing.T) *billing.Access {
+	t.Helper()
+	a, err := billing.NewAccess([]billing.Token{{Secret: tokA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// decodeError returns the string fields of a JSON body.
+func decodeError(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("body %q: %v", b, err)
+	}
+	out := make(map[string]string)
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// get sends GET url with tokA and accept.
+func get(t *testing.T, url, accept string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tokA)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
 func (f *fixedQuerier) Usage(_ context.Context, q billing.Query) (billing.Result, error) {
 	f.got = q
 	return billing.Result{Key: q.Key, Granularity: q.Granularity, Complete: true, Rows: []billing.Row{}}, nil
@@ -43,13 +88,12 @@ func TestHandlerRejectsBadParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
-			h := &billing.Handler{Ledger: &fixedQuerier{}}
+			h := &billing.Handler{Ledger: &fixedQuerier{}, Access: testAccess(t)}
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/usage?"+tt.query, nil))
-			var body map[string]string
-			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-				t.Fatalf("body %q: %v", rec.Body, err)
-			}
+			req := httptest.NewRequest(http.MethodGet, "/v1/usage?"+tt.query, nil)
+			req.Header.Set("Authorization", "Bearer "+tokA)
+			h.ServeHTTP(rec, req)
+			body := decodeError(t, rec.Body.Bytes())
 			if rec.Code != http.StatusBadRequest || body["field"] != tt.field || body["error"] == "" {
 				t.Fatalf("status %d body %v, want 400 naming %q", rec.Code, body, tt.field)
 			}
@@ -69,7 +113,9 @@ func FuzzParseQuery(f *testing.F) {
 	})
 }
 
-func seed(t *testing.T) *pgxpool.Pool {
+// seed creates a migrated database with usage rows and returns its URL and
+// a writer's pool on it.
+func seed(t *testing.T) (string, *pgxpool.Pool) {
 	t.Helper()
 	url := testserver.NewDatabase(t)
 	ctx := context.Background()
@@ -102,12 +148,29 @@ func seed(t *testing.T) *pgxpool.Pool {
 	if _, err := reconcile.NewWriter(pool).Write(ctx, reps); err != nil {
 		t.Fatal(err)
 	}
-	return pool
+	return url, pool
+}
+
+// newLedger returns a Ledger on its own billing pool (NewPool), as the
+// daemon makes it.
+func newLedger(t *testing.T, url string, cfg billing.Config) (*billing.Ledger, *pgxpool.Pool) {
+	t.Helper()
+	pool, err := billing.NewPool(url, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	l, err := billing.NewLedger(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, pool
 }
 
 func TestUsageFromLedger(t *testing.T) {
-	pool := seed(t)
-	srv := httptest.NewServer(&billing.Handler{Ledger: billing.NewLedger(pool)})
+	url, _ := seed(t)
+	l, _ := newLedger(t, url, billing.DefaultConfig())
+	srv := httptest.NewServer(&billing.Handler{Ledger: l, Access: testAccess(t)})
 	defer srv.Close()
 	from, to := "2026-03-01T10:00:00Z", "2026-03-02T00:00:00Z"
 	type row struct {
@@ -127,11 +190,7 @@ func TestUsageFromLedger(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.gran, func(t *testing.T) {
-			resp, err := http.Get(srv.URL + "/v1/usage?key=acme&from=" + from + "&to=" + to + "&granularity=" + tt.gran)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			resp := get(t, srv.URL+"/v1/usage?key=acme&from="+from+"&to="+to+"&granularity="+tt.gran, "")
 			var res billing.Result
 			if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 				t.Fatal(err)
@@ -153,13 +212,7 @@ func TestUsageFromLedger(t *testing.T) {
 		})
 	}
 	t.Run("csv", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/usage?key=acme&from="+from+"&to="+to+"&granularity=day", nil)
-		req.Header.Set("Accept", "text/csv")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		resp := get(t, srv.URL+"/v1/usage?key=acme&from="+from+"&to="+to+"&granularity=day", "text/csv")
 		var b strings.Builder
 		_, _ = io.Copy(&b, resp.Body)
 		want := "key,start,end,spent,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete\n" +

@@ -2,8 +2,25 @@
 // of one key over a time range and a row per hour, day or accounting window,
 // each flagged degraded (some cost was allowed while the store was
 // unavailable) and complete (every process sent its final report). It serves
-// them over HTTP (GET /v1/usage) as JSON or CSV.
+// them over HTTP (GET /v1/usage) as JSON or CSV, to bearer tokens only.
 //
 // A window belongs to the bucket and range that hold its window_start
 // (UTC); ranges are half-open [from, to).
+//
+// Who may read: an Access built from Tokens (ParseTokens reads the list
+// syntax "TOKEN,prefix:PREFIX=TOKEN"); a token reads every key or only the
+// keys that start with its prefix. No token configured means no one reads:
+// the API is never open. Tokens are kept as SHA-256 digests and compared in
+// constant time.
+//
+// What a query may cost: Config bounds the rows of an answer (counted
+// before the query runs), the time of a query (a context deadline, and
+// Postgres' statement_timeout on the connections of NewPool), and the
+// connections billing takes (NewPool's own small pool, apart from the
+// ingestion writer's).
+//
+// It owns no goroutines. Time enters as a query's from and to (no "now" is
+// read to answer) and as Config.StatementTimeout, a deadline on each query. Access, Ledger and Handler are
+// safe for concurrent use. It does not write the ledger (ledger/reconcile
+// does) and does not parse flags (cmd/reconciler does).
 package billing

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -16,12 +17,24 @@ type Querier interface {
 	Usage(ctx context.Context, q Query) (Result, error)
 }
 
-// Handler serves GET /v1/usage?key=K&from=T1&to=T2&granularity=hour|day|window.
-// from and to are RFC 3339. The answer is JSON, or CSV when the request's
-// Accept header prefers text/csv. Bad parameters get 400 with a JSON body
-// {"error": "...", "field": "..."}.
+// Handler serves GET /v1/usage?key=K&from=T1&to=T2&granularity=hour|day|window
+// to the holders of a bearer token. from and to are RFC 3339. The answer is
+// JSON, or CSV when the request's Accept header prefers text/csv. Refusals
+// have a JSON body {"error": "...", "field": "..."}, field when one is to
+// blame:
+//
+//	503 no token is configured (Access nil or empty): the API is disabled, never open
+//	401 no "Authorization: Bearer <token>" header (with WWW-Authenticate: Bearer)
+//	403 a token that is not configured (field Authorization), or a
+//	    prefix-scoped token asking for a key outside its prefix (field key)
+//	400 bad parameters, or a range over the row limit (field from, to, granularity or key)
+//	503 the ledger is unreachable or the query exceeded its statement timeout
+//
+// A Handler is safe for concurrent use.
 type Handler struct {
 	Ledger Querier
+	// Access says which tokens may read which keys.
+	Access *Access
 	Logger *slog.Logger // nil discards
 }
 
@@ -56,21 +69,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
 		return
 	}
+	scope, ok := h.authorize(w, r)
+	if !ok {
+		return
+	}
 	q, err := ParseQuery(r.URL.Query().Get)
 	if err != nil {
-		var fe *FieldError
-		if errors.As(err, &fe) {
-			writeError(w, http.StatusBadRequest, fe.Error(), fe.Field)
-			return
-		}
-		writeError(w, http.StatusBadRequest, err.Error(), "")
+		writeBadRequest(w, err)
+		return
+	}
+	if !scope.Allows(q.Key) {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("this token may read only keys that start with %q", scope.Prefix), "key")
 		return
 	}
 	res, err := h.Ledger.Usage(r.Context(), q)
-	if err != nil {
-		if h.Logger != nil {
-			h.Logger.Error("billing: usage query failed", "err", err)
-		}
+	var fe *FieldError
+	switch {
+	case errors.As(err, &fe):
+		writeBadRequest(w, err)
+		return
+	case errors.Is(err, ErrTimeout):
+		h.logError("billing: usage query timed out", err)
+		writeError(w, http.StatusServiceUnavailable, "the usage query exceeded the statement timeout: query a shorter range, or retry later", "")
+		return
+	case err != nil:
+		h.logError("billing: usage query failed", err)
 		writeError(w, http.StatusServiceUnavailable, "ledger unavailable", "")
 		return
 	}
@@ -81,6 +104,40 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = WriteJSON(w, res)
+}
+
+// authorize returns the scope of r's bearer token, or answers 503, 401 or
+// 403 and returns false.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (Scope, bool) {
+	scope, err := h.Access.Authorize(r.Header.Get("Authorization"))
+	switch {
+	case errors.Is(err, ErrDisabled):
+		writeError(w, http.StatusServiceUnavailable, "billing API disabled: set --billing-token", "")
+	case errors.Is(err, ErrNoToken):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="quota-billing"`)
+		writeError(w, http.StatusUnauthorized, "this API needs an Authorization: Bearer <billing token> header", "Authorization")
+	case err != nil:
+		writeError(w, http.StatusForbidden, "wrong billing token", "Authorization")
+	default:
+		return scope, true
+	}
+	return Scope{}, false
+}
+
+func (h *Handler) logError(msg string, err error) {
+	if h.Logger != nil {
+		h.Logger.Error(msg, "err", err)
+	}
+}
+
+// writeBadRequest answers 400 naming the field of a *FieldError.
+func writeBadRequest(w http.ResponseWriter, err error) {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		writeError(w, http.StatusBadRequest, fe.Error(), fe.Field)
+		return
+	}
+	writeError(w, http.StatusBadRequest, err.Error(), "")
 }
 
 // wantsCSV reports whether text/csv is the first acceptable type named.

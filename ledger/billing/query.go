@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -119,64 +121,136 @@ type Result struct {
 	Rows        []Row       `json:"rows"`
 }
 
-// Ledger reads usage from Postgres.
+// ErrTimeout: a query ran longer than Config.StatementTimeout and was
+// stopped.
+var ErrTimeout = errors.New("billing: query exceeded the statement timeout")
+
+// Ledger reads usage from Postgres. It is safe for concurrent use.
 type Ledger struct {
 	pool *pgxpool.Pool
+	cfg  Config
 }
 
-// NewLedger returns a Ledger reading through pool.
-func NewLedger(pool *pgxpool.Pool) *Ledger { return &Ledger{pool: pool} }
+// NewLedger returns a Ledger reading through pool (make it with NewPool, so
+// that Postgres enforces cfg.StatementTimeout too). It validates a copy of
+// cfg.
+func NewLedger(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Ledger{pool: pool, cfg: cfg}, nil
+}
 
 // bucketSQL selects one row per bucket from usage_windows; $1 key, $2 from,
-// $3 to, $4 bucket unit (hour or day; ignored for windows).
+// $3 to, $4 bucket unit (hour or day), $5 most rows.
 const bucketSQL = `SELECT date_trunc($4, window_start, 'UTC') AS b,
        date_trunc($4, window_start, 'UTC') + ('1 ' || $4)::interval AS e,
        sum(spent)::bigint, sum(leased)::bigint, sum(rejected)::bigint, sum(degraded)::bigint,
        count(*)::int, bool_or(is_degraded), bool_and(complete)
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
-GROUP BY 1 ORDER BY 1`
+GROUP BY 1 ORDER BY 1
+LIMIT $5`
 
+// windowSQL selects one row per window; $4 most rows.
 const windowSQL = `SELECT window_start, window_end, spent, leased, rejected, degraded, 1, is_degraded, complete
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
-ORDER BY window_start`
+ORDER BY window_start
+LIMIT $4`
 
-// Usage answers q.
+// Buckets is the most rows q can answer: the UTC hours or days that
+// [From, To) touches, or for Window granularity the windows of length
+// window that can start in it.
+func (q *Query) Buckets(window time.Duration) int64 {
+	g, _ := ParseGranularity(string(q.Granularity))
+	if g == Window {
+		if window <= 0 {
+			window = DefaultConfig().Window
+		}
+		return int64((q.To.Sub(q.From) + window - 1) / window)
+	}
+	size := time.Hour
+	if g == Day {
+		size = 24 * time.Hour
+	}
+	// Truncate works on absolute time, so these are UTC hours and days.
+	first, last := q.From.Truncate(size), q.To.Add(-time.Nanosecond).Truncate(size)
+	return int64(last.Sub(first)/size) + 1
+}
+
+// tooManyRows is the *FieldError for a query over the row limit.
+func (l *Ledger) tooManyRows(q Query, n string) error {
+	return &FieldError{"to", fmt.Errorf("[from, to) holds %s %s rows, more than the limit of %d: shorten the range or use a coarser granularity",
+		n, q.Granularity, l.cfg.MaxRows)}
+}
+
+// Usage answers q. A query over the row limit is a *FieldError; one that
+// runs longer than the statement timeout wraps ErrTimeout.
 func (l *Ledger) Usage(ctx context.Context, q Query) (Result, error) {
 	if err := q.Validate(); err != nil {
 		return Result{}, err
 	}
-	g, _ := ParseGranularity(string(q.Granularity))
-	res := Result{Key: q.Key, From: q.From.UTC(), To: q.To.UTC(), Granularity: g, Complete: true, Rows: []Row{}}
-	sql, args := windowSQL, []any{q.Key, q.From, q.To}
-	if g != Window {
-		sql, args = bucketSQL, append(args, string(g))
+	q.Granularity, _ = ParseGranularity(string(q.Granularity))
+	if n := q.Buckets(l.cfg.Window); n > int64(l.cfg.MaxRows) {
+		return Result{}, l.tooManyRows(q, strconv.FormatInt(n, 10))
 	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.StatementTimeout)
+	defer cancel()
+	res, err := l.query(ctx, q)
+	if err != nil && isTimeout(err) {
+		return Result{}, fmt.Errorf("%w (%v): %w", ErrTimeout, l.cfg.StatementTimeout, err)
+	}
+	return res, err
+}
+
+// query runs q's SQL and adds up its rows.
+func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
+	res := Result{Key: q.Key, From: q.From.UTC(), To: q.To.UTC(), Granularity: q.Granularity, Complete: true, Rows: []Row{}}
+	sql, args := windowSQL, []any{q.Key, q.From, q.To}
+	if q.Granularity != Window {
+		sql, args = bucketSQL, append(args, string(q.Granularity))
+	}
+	args = append(args, l.cfg.MaxRows+1)
 	rows, err := l.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return Result{}, fmt.Errorf("billing: query: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
+		if len(res.Rows) == l.cfg.MaxRows {
+			return Result{}, l.tooManyRows(q, "more than "+strconv.Itoa(l.cfg.MaxRows))
+		}
 		var r Row
 		if err := rows.Scan(&r.Start, &r.End, &r.Spent, &r.Leased, &r.Rejected, &r.Degraded,
 			&r.Windows, &r.IsDegraded, &r.Complete); err != nil {
 			return Result{}, fmt.Errorf("billing: scan: %w", err)
 		}
-		r.Start, r.End = r.Start.UTC(), r.End.UTC()
-		r.OverAuthorized = r.Leased - r.Spent
-		res.Totals.Spent += r.Spent
-		res.Totals.Leased += r.Leased
-		res.Totals.Rejected += r.Rejected
-		res.Totals.Degraded += r.Degraded
-		res.IsDegraded = res.IsDegraded || r.IsDegraded
-		res.Complete = res.Complete && r.Complete
-		res.Rows = append(res.Rows, r)
+		res.add(r)
 	}
 	if err := rows.Err(); err != nil {
 		return Result{}, fmt.Errorf("billing: query: %w", err)
 	}
 	res.Totals.OverAuthorized = res.Totals.Leased - res.Totals.Spent
 	return res, nil
+}
+
+// add appends bucket r and adds it to the totals.
+func (res *Result) add(r Row) {
+	r.Start, r.End = r.Start.UTC(), r.End.UTC()
+	r.OverAuthorized = r.Leased - r.Spent
+	res.Totals.Spent += r.Spent
+	res.Totals.Leased += r.Leased
+	res.Totals.Rejected += r.Rejected
+	res.Totals.Degraded += r.Degraded
+	res.IsDegraded = res.IsDegraded || r.IsDegraded
+	res.Complete = res.Complete && r.Complete
+	res.Rows = append(res.Rows, r)
+}
+
+// isTimeout reports whether err is a query stopped by its deadline or by
+// Postgres' statement_timeout (SQLSTATE 57014, query_canceled).
+func isTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &pgErr) && pgErr.Code == "57014")
 }
