@@ -7,15 +7,20 @@
 // something declared in its module; arguments of a local module call must be variables of the
 // called module, and every variable without a default must be given; provider references must
 // name a declared provider alias. It also checks that the root module's provider slots, region
-// module blocks and the tests' mock providers stay in step (see providers.tf).
+// module blocks and the tests' mock providers and variables stay in step (see providers.tf), and
+// that every flag the modules pass is one the binaries' Go source defines.
 package terraform_test
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -397,37 +402,116 @@ func TestProviderSlots(t *testing.T) {
 		t.Fatalf("no tests/*.tftest.hcl (%v)", err)
 	}
 	parser := hclparse.NewParser()
+	load := cachedLoader()
 	for _, p := range tests {
 		f, diags := parser.ParseHCLFile(p)
 		if diags.HasErrors() {
 			t.Fatalf("parse %s: %v", p, diags)
 		}
-		mocked := map[string]bool{}
-		hclsyntax.VisitAll(f.Body.(*hclsyntax.Body), func(n hclsyntax.Node) hcl.Diagnostics {
-			b, ok := n.(*hclsyntax.Block)
-			if !ok {
-				return nil
-			}
-			switch b.Type {
-			case "mock_provider":
-				if a, ok := b.Body.Attributes["alias"]; ok {
-					v, _ := a.Expr.Value(nil)
-					mocked[b.Labels[0]+"."+v.AsString()] = true
-				}
-			case "variables":
-				for name := range b.Body.Attributes {
-					if _, ok := m.variables[name]; !ok {
-						t.Errorf("%s:%d: variables sets %q, which the root module does not declare", p, b.DefRange().Start.Line, name)
-					}
-				}
-			}
-			return nil
-		})
-		for prov := range m.providers {
-			if !mocked[prov] {
-				t.Errorf("%s: no mock_provider for %s", p, prov)
+		checkTestFile(t, p, f.Body.(*hclsyntax.Body), m, load)
+	}
+}
+
+// checkTestFile checks one terraform test file against the modules it tests. A run block tests
+// the root module, or the module its nested module { source = ... } names (relative to the root).
+// The variables of each run (its own and the file's) must be variables of the module it tests and
+// cover that module's required ones. A file with a root-module run mocks every provider of the
+// root module; a file with a run of another module mocks the default (unaliased) provider.
+func checkTestFile(t *testing.T, path string, body *hclsyntax.Body, root *moduleInfo, load func(string) (*moduleInfo, error)) {
+	t.Helper()
+	mocked := map[string]bool{}
+	fileVars := map[string]bool{}
+	checkVars := func(b *hclsyntax.Block, target *moduleInfo, what string) map[string]bool {
+		set := map[string]bool{}
+		for name := range b.Body.Attributes {
+			set[name] = true
+			if _, ok := target.variables[name]; !ok {
+				t.Errorf("%s:%d: variables sets %q, which %s does not declare", path, b.DefRange().Start.Line, name, what)
 			}
 		}
+		return set
+	}
+	type run struct {
+		block  *hclsyntax.Block
+		target *moduleInfo
+		what   string
+	}
+	var runs []run
+	for _, b := range body.Blocks {
+		switch b.Type {
+		case "mock_provider":
+			name := b.Labels[0]
+			if a, ok := b.Body.Attributes["alias"]; ok {
+				v, _ := a.Expr.Value(nil)
+				name += "." + v.AsString()
+			}
+			mocked[name] = true
+		case "run":
+			r := run{block: b, target: root, what: "the root module"}
+			for _, inner := range b.Body.Blocks {
+				if inner.Type != "module" {
+					continue
+				}
+				a, ok := inner.Body.Attributes["source"]
+				if !ok {
+					t.Errorf("%s:%d: run %q: module block without source", path, inner.DefRange().Start.Line, b.Labels[0])
+					continue
+				}
+				v, diags := a.Expr.Value(nil)
+				if diags.HasErrors() || !isLocalSource(v.AsString()) {
+					t.Errorf("%s:%d: run %q: module source must be a local path literal", path, inner.DefRange().Start.Line, b.Labels[0])
+					continue
+				}
+				target, err := load(filepath.Join(root.dir, v.AsString()))
+				if err != nil {
+					t.Errorf("%s:%d: run %q: %v", path, inner.DefRange().Start.Line, b.Labels[0], err)
+					continue
+				}
+				r.target, r.what = target, v.AsString()
+			}
+			runs = append(runs, r)
+		}
+	}
+	for _, b := range body.Blocks {
+		if b.Type == "variables" {
+			for name := range checkVars(b, root, "the root module") {
+				fileVars[name] = true
+			}
+		}
+	}
+	rootRuns, moduleRuns := 0, 0
+	for _, r := range runs {
+		given := map[string]bool{}
+		for name := range fileVars {
+			given[name] = true
+		}
+		for _, inner := range r.block.Body.Blocks {
+			if inner.Type == "variables" {
+				for name := range checkVars(inner, r.target, r.what) {
+					given[name] = true
+				}
+			}
+		}
+		for v, required := range r.target.variables {
+			if required && !given[v] {
+				t.Errorf("%s:%d: run %q: required variable %q of %s is not set", path, r.block.DefRange().Start.Line, r.block.Labels[0], v, r.what)
+			}
+		}
+		if r.target == root {
+			rootRuns++
+		} else {
+			moduleRuns++
+		}
+	}
+	if rootRuns > 0 {
+		for prov := range root.providers {
+			if !mocked[prov] {
+				t.Errorf("%s: no mock_provider for %s", path, prov)
+			}
+		}
+	}
+	if moduleRuns > 0 && !mocked["kubernetes"] {
+		t.Errorf("%s: runs of modules/* need a mock_provider \"kubernetes\" without alias", path)
 	}
 }
 
@@ -537,26 +621,17 @@ module "c" {
 }
 
 // TestFlagsMatchContract checks every flag and QUOTA_* variable the modules hand to the binaries
-// against the daemon's flag contract (cmd/regional-limiter/README.md): a typo would otherwise only show up as a
-// crash-looping pod.
+// against the flags the binaries register (their Go source, cmd/<binary>/*.go, the contract that
+// cmd/regional-limiter/README.md documents): a typo, or a flag the binary does not have yet, would
+// otherwise only show up as a crash-looping pod.
 func TestFlagsMatchContract(t *testing.T) {
-	flagSet := func(names string) map[string]bool {
-		m := map[string]bool{}
-		for _, n := range strings.Fields(names) {
-			m[n] = true
-		}
-		return m
-	}
 	tests := []struct {
 		dir   string
 		file  string // the file that configures the binary's containers
 		flags map[string]bool
 	}{
-		{"modules/region", "limiter.tf", flagSet(`config region listen redis redis-cluster nats nats-creds nats-tls-ca
-			nats-tls-cert nats-tls-key data-dir admin-token process-id window report-interval
-			store-timeout processes gossip-interval region-weights share-floor memberlist-bind
-			memberlist-join log-level`)},
-		{"modules/ledger", "main.tf", flagSet(`nats postgres listen key from to granularity format`)},
+		{"modules/region", "limiter.tf", daemonFlags(t, "../../cmd/regional-limiter")},
+		{"modules/ledger", "main.tf", daemonFlags(t, "../../cmd/reconciler")},
 	}
 	flagRE := regexp.MustCompile(`"--([a-z][a-z-]*)`)
 	envRE := regexp.MustCompile(`"QUOTA_([A-Z_]+)"`)
@@ -570,7 +645,7 @@ func TestFlagsMatchContract(t *testing.T) {
 			for _, match := range flagRE.FindAllStringSubmatch(string(src), -1) {
 				seen++
 				if !tt.flags[match[1]] {
-					t.Errorf("%s: --%s is not a flag of the binary", tt.file, match[1])
+					t.Errorf("%s: --%s is not a flag of the binary (not defined in its Go source)", tt.file, match[1])
 				}
 			}
 			for _, match := range envRE.FindAllStringSubmatch(string(src), -1) {
@@ -620,4 +695,63 @@ func TestProviderConstraint(t *testing.T) {
 			t.Errorf("%s: kubernetes provider constraint must be %s (what validate.sh validates)", dir, want)
 		}
 	}
+}
+
+// flagNameArg: the flag.FlagSet methods that define a flag, and the index of their name argument.
+var flagNameArg = map[string]int{
+	"BoolVar": 1, "DurationVar": 1, "Float64Var": 1, "IntVar": 1, "Int64Var": 1, "StringVar": 1,
+	"UintVar": 1, "Uint64Var": 1, "TextVar": 1, "Var": 1,
+	"Bool": 0, "Duration": 0, "Float64": 0, "Int": 0, "Int64": 0, "String": 0, "Uint": 0, "Uint64": 0,
+	"Func": 0, "BoolFunc": 0,
+}
+
+// daemonFlags returns the names of the flags the Go package in dir defines (calls of the
+// flag.FlagSet methods above with a literal name), all subcommands together. Every flag also reads
+// env QUOTA_<FLAG> (ff.WithEnvVarPrefix), which is how the modules pass secrets.
+func daemonFlags(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("%s: no Go files (%v)", dir, err)
+	}
+	nameRE := regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+	flags := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatalf("parse %s: %v", p, err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			i, ok := flagNameArg[sel.Sel.Name]
+			if !ok || i >= len(call.Args) {
+				return true
+			}
+			lit, ok := call.Args[i].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			if name, err := strconv.Unquote(lit.Value); err == nil && nameRE.MatchString(name) {
+				flags[name] = true
+			}
+			return true
+		})
+	}
+	for _, want := range []string{"listen", "nats", "log-level"} {
+		if !flags[want] {
+			t.Fatalf("%s: found no --%s flag definition (found %d flags): has the flag code changed shape?", dir, want, len(flags))
+		}
+	}
+	return flags
 }

@@ -10,6 +10,11 @@ module "ledger" {
     labels     = var.labels
     reconciler = var.ledger.reconciler
     postgres   = var.ledger.postgres
+    network = {
+      billing_client_namespaces = var.billing_client_namespaces
+      prometheus_namespace      = var.prometheus_namespace
+    }
   }
   postgres_password = var.postgres_password
+  billing_tokens    = var.billing_tokens
 }

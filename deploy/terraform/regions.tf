@@ -17,6 +17,12 @@ locals {
       limiter                     = r.limiter
       redis                       = r.redis
       nats                        = r.nats
+      network = {
+        api_client_namespaces       = var.api_client_namespaces
+        api_client_namespace_labels = var.api_client_namespace_labels
+        prometheus_namespace        = var.prometheus_namespace
+      }
+      allow_unauthenticated_checks = var.allow_unauthenticated_checks
     }
   }
 
@@ -41,6 +47,8 @@ module "region_0" {
   spec           = local.region_specs[local.slot_region["0"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["0"]]
+  check_tokens   = var.check_tokens
+  read_tokens    = var.read_tokens
 }
 
 module "region_1" {
@@ -51,6 +59,8 @@ module "region_1" {
   spec           = local.region_specs[local.slot_region["1"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["1"]]
+  check_tokens   = var.check_tokens
+  read_tokens    = var.read_tokens
 }
 
 module "region_2" {
@@ -61,6 +71,8 @@ module "region_2" {
   spec           = local.region_specs[local.slot_region["2"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["2"]]
+  check_tokens   = var.check_tokens
+  read_tokens    = var.read_tokens
 }
 
 module "region_3" {
@@ -71,6 +83,8 @@ module "region_3" {
   spec           = local.region_specs[local.slot_region["3"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["3"]]
+  check_tokens   = var.check_tokens
+  read_tokens    = var.read_tokens
 }
 
 module "region_4" {
@@ -81,4 +95,6 @@ module "region_4" {
   spec           = local.region_specs[local.slot_region["4"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["4"]]
+  check_tokens   = var.check_tokens
+  read_tokens    = var.read_tokens
 }

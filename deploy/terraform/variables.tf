@@ -50,6 +50,11 @@ variable "regions" {
       memory_limit   = optional(string, "1Gi")
       log_level      = optional(string, "info")
       extra_args     = optional(list(string), [])
+      # Graceful stop: on SIGTERM /readyz fails and the daemon keeps serving for
+      # shutdown_delay_seconds (--shutdown-delay), then has drain_seconds to finish requests,
+      # return leases and send final usage reports. Grace period = delay + drain + 5.
+      shutdown_delay_seconds = optional(number, 5)
+      drain_seconds          = optional(number, 20)
     }), {})
     nats = optional(object({
       replicas       = optional(number, 3)
@@ -87,6 +92,16 @@ variable "regions" {
     condition     = length(distinct([for r in values(var.regions) : r.gateway_url])) == length(var.regions)
     error_message = "regions: every region needs its own gateway_url."
   }
+  validation {
+    condition = alltrue([for r in values(var.regions) :
+      r.limiter.shutdown_delay_seconds >= 0 && r.limiter.shutdown_delay_seconds <= 300 && floor(r.limiter.shutdown_delay_seconds) == r.limiter.shutdown_delay_seconds
+    ])
+    error_message = "regions: limiter.shutdown_delay_seconds must be an integer in 0..300."
+  }
+  validation {
+    condition     = alltrue([for r in values(var.regions) : r.limiter.drain_seconds >= 10 && floor(r.limiter.drain_seconds) == r.limiter.drain_seconds])
+    error_message = "regions: limiter.drain_seconds must be an integer of at least 10 (the daemon's HTTP write timeout)."
+  }
 }
 
 variable "image" {
@@ -113,6 +128,10 @@ variable "ledger" {
       cpu_limit      = optional(string, "1")
       memory_request = optional(string, "256Mi")
       memory_limit   = optional(string, "1Gi")
+      # As for the limiter: --shutdown-delay, then drain_seconds (the reconciler gives its
+      # consumer, pools and NATS 30 s to stop after the delay); grace = delay + drain + 5.
+      shutdown_delay_seconds = optional(number, 5)
+      drain_seconds          = optional(number, 30)
     }), {})
     postgres = optional(object({
       host         = optional(string)
@@ -125,6 +144,15 @@ variable "ledger" {
     }), {})
   })
   default = {}
+
+  validation {
+    condition     = var.ledger.reconciler.shutdown_delay_seconds >= 0 && var.ledger.reconciler.shutdown_delay_seconds <= 300 && floor(var.ledger.reconciler.shutdown_delay_seconds) == var.ledger.reconciler.shutdown_delay_seconds
+    error_message = "ledger: reconciler.shutdown_delay_seconds must be an integer in 0..300."
+  }
+  validation {
+    condition     = var.ledger.reconciler.drain_seconds >= 10 && floor(var.ledger.reconciler.drain_seconds) == var.ledger.reconciler.drain_seconds
+    error_message = "ledger: reconciler.drain_seconds must be an integer of at least 10."
+  }
 }
 
 variable "labels" {
@@ -133,7 +161,60 @@ variable "labels" {
   default     = {}
 }
 
-# Secrets: sensitive, no defaults. Delivered only through kubernetes_secret and QUOTA_* env vars;
+# Network access (NetworkPolicies, see deploy/README.md "HTTP auth and network access"). Namespaces
+# are matched by their kubernetes.io/metadata.name label (set by Kubernetes >= 1.21).
+
+variable "api_client_namespaces" {
+  description = <<-EOT
+    Namespaces whose pods may reach the limiters' HTTP port (8080: /v1/allow, control plane,
+    /metrics), in every region's cluster. With api_client_namespace_labels also empty, only pods in
+    the region's own namespace may.
+  EOT
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for n in var.api_client_namespaces : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", n))])
+    error_message = "api_client_namespaces: namespace names are DNS labels."
+  }
+}
+
+variable "api_client_namespace_labels" {
+  description = "Namespace labels (a namespaceSelector's matchLabels): namespaces carrying all of them may also reach the limiters' HTTP port. Empty = none by labels."
+  type        = map(string)
+  default     = {}
+}
+
+variable "prometheus_namespace" {
+  description = "Namespace of the Prometheus that scrapes /metrics of limiters (:8080) and reconciler (:8081); null = no scraping from another namespace."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.prometheus_namespace == null || can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.prometheus_namespace))
+    error_message = "prometheus_namespace must be a namespace name (DNS label) or null."
+  }
+}
+
+variable "billing_client_namespaces" {
+  description = "Namespaces whose pods may reach the reconciler's port (8081: /v1/usage billing API). Empty = none (Prometheus still may, if prometheus_namespace is set)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for n in var.billing_client_namespaces : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", n))])
+    error_message = "billing_client_namespaces: namespace names are DNS labels."
+  }
+}
+
+variable "allow_unauthenticated_checks" {
+  description = "Serve POST /v1/allow and /v1/allow/batch without a bearer token. Must be set explicitly to deploy with an empty check_tokens; refused together with check tokens."
+  type        = bool
+  default     = false
+}
+
+# Secrets: sensitive, no defaults (the token lists below default to empty, which validation
+# refuses for check_tokens). Delivered only through kubernetes_secret and QUOTA_* env vars;
 # never in args, annotations or outputs.
 
 variable "admin_token" {
@@ -166,5 +247,64 @@ variable "postgres_password" {
   validation {
     condition     = length(var.postgres_password) > 0
     error_message = "postgres_password must not be empty."
+  }
+}
+
+# Bearer token lists. A list, so that a token can be rotated: add the new one, apply (the pods roll),
+# move the clients, remove the old one, apply. Each token: 16..256 bytes of printable ASCII without
+# ',' (the lists are comma-joined into one Secret value). Generate them, e.g. openssl rand -hex 32.
+
+variable "check_tokens" {
+  description = "Bearer tokens of the check API (POST /v1/allow, /v1/allow/batch), env QUOTA_CHECK_TOKEN of every limiter. Required unless allow_unauthenticated_checks = true."
+  type        = list(string)
+  default     = []
+  sensitive   = true
+
+  validation {
+    condition     = length(var.check_tokens) > 0 || var.allow_unauthenticated_checks
+    error_message = "check_tokens is empty: give at least one check token, or set allow_unauthenticated_checks = true to serve /v1/allow without authentication."
+  }
+  validation {
+    condition     = !(var.allow_unauthenticated_checks && length(var.check_tokens) > 0)
+    error_message = "check_tokens is set but so is allow_unauthenticated_checks = true (the limiters would require a token all the same): set one or the other."
+  }
+  validation {
+    condition     = alltrue([for t in var.check_tokens : can(regex("^[\\x21-\\x2b\\x2d-\\x7e]{16,256}$", t))]) && length(distinct(var.check_tokens)) == length(var.check_tokens)
+    error_message = "check_tokens: every token must be 16..256 bytes of printable ASCII without ',' or spaces, and listed once."
+  }
+}
+
+variable "read_tokens" {
+  description = "Bearer tokens for reads (GET /v1/keys/{key}, /debug/*, history), env QUOTA_READ_TOKEN of every limiter; the admin token also reads. Empty = only the admin token reads."
+  type        = list(string)
+  default     = []
+  sensitive   = true
+
+  validation {
+    condition     = alltrue([for t in var.read_tokens : can(regex("^[\\x21-\\x2b\\x2d-\\x7e]{16,256}$", t))]) && length(distinct(var.read_tokens)) == length(var.read_tokens)
+    error_message = "read_tokens: every token must be 16..256 bytes of printable ASCII without ',' or spaces, and listed once."
+  }
+}
+
+variable "billing_tokens" {
+  description = <<-EOT
+    Bearer tokens of the reconciler's billing API (/v1/usage), env QUOTA_BILLING_TOKEN. An entry
+    is TOKEN (reads every key) or prefix:PREFIX=TOKEN (reads keys starting with PREFIX). Empty =
+    the billing API answers 503.
+  EOT
+  type        = list(string)
+  default     = []
+  sensitive   = true
+
+  validation {
+    condition = alltrue([for t in var.billing_tokens :
+      can(regex("^prefix:[\\x21-\\x2b\\x2d-\\x3c\\x3e-\\x7e]{1,256}=[\\x21-\\x2b\\x2d-\\x7e]{16,256}$", t)) ||
+      (!startswith(t, "prefix:") && can(regex("^[\\x21-\\x2b\\x2d-\\x7e]{16,256}$", t)))
+    ])
+    error_message = "billing_tokens: every entry must be TOKEN or prefix:PREFIX=TOKEN, TOKEN 16..256 bytes of printable ASCII without ',' (not starting with \"prefix:\"), PREFIX printable ASCII without ',' and '='."
+  }
+  validation {
+    condition     = length(distinct([for t in var.billing_tokens : startswith(t, "prefix:") ? try(regex("^prefix:[^=]*=(.*)$", t)[0], t) : t])) == length(var.billing_tokens)
+    error_message = "billing_tokens: the same token is listed twice."
   }
 }

@@ -1,6 +1,7 @@
 # Plans a 3-region deploy against mocked kubernetes providers (no cluster needed) and checks the
 # properties the deploy must have: per-region Redis and memberlist, NATS gateways to every other
-# region, weights in the limiter flags, and no secret in any output.
+# region, weights in the limiter flags, tokens only in the environment, graceful-stop budgets,
+# and no secret in any output. modules.tftest.hcl checks the Secrets and NetworkPolicies inside.
 
 mock_provider "kubernetes" {
   alias = "slot0"
@@ -30,7 +31,13 @@ variables {
     us = "TEST-REDIS-US"
     ap = "TEST-REDIS-AP"
   }
-  ledger_region = "eu"
+  check_tokens              = ["TEST-CHECK-TOKEN-0001", "TEST-CHECK-TOKEN-0002"]
+  read_tokens               = ["TEST-READ-TOKEN-00001"]
+  billing_tokens            = ["TEST-BILLING-TOKEN-001", "prefix:acct_=TEST-BILLING-TOKEN-002"]
+  api_client_namespaces     = ["checkout", "search"]
+  prometheus_namespace      = "monitoring"
+  billing_client_namespaces = ["billing"]
+  ledger_region             = "eu"
   regions = {
     eu = {
       slot        = 0
@@ -38,7 +45,7 @@ variables {
       gateway_url = "nats://gw.eu.example.com:7222"
       kube        = { context = "eu-cluster" }
       redis       = { endpoint = "eu-redis.cache.example.com:6379", tls = true }
-      limiter     = { replicas = 6 }
+      limiter     = { replicas = 6, shutdown_delay_seconds = 10 }
     }
     us = {
       slot        = 1
@@ -86,6 +93,38 @@ run "three_regions" {
   assert {
     condition     = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) : contains(m.limiter_env_names, "QUOTA_REDIS") && contains(m.limiter_env_names, "QUOTA_ADMIN_TOKEN")])
     error_message = "limiters must get QUOTA_REDIS and QUOTA_ADMIN_TOKEN from the environment"
+  }
+
+  # Check and read tokens reach every region through the environment (Secret), never as args.
+  assert {
+    condition     = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) : contains(m.limiter_env_names, "QUOTA_CHECK_TOKEN") && contains(m.limiter_env_names, "QUOTA_READ_TOKEN")])
+    error_message = "limiters must get QUOTA_CHECK_TOKEN and QUOTA_READ_TOKEN from the environment"
+  }
+  assert {
+    condition = alltrue([for n, args in output.limiter_args : !anytrue([for a in args :
+      startswith(a, "--check-token") || startswith(a, "--read-token") || startswith(a, "--admin-token") || strcontains(a, "TEST-")
+    ])])
+    error_message = "a token is in the limiter arguments: ${jsonencode(output.limiter_args)}"
+  }
+  assert {
+    condition     = !anytrue([for a in module.ledger.reconciler_args : startswith(a, "--billing-token") || strcontains(a, "TEST-")])
+    error_message = "a token is in the reconciler arguments"
+  }
+
+  # Graceful stop: --shutdown-delay is explicit, and the grace period covers delay + drain.
+  assert {
+    condition     = contains(output.limiter_args["eu"], "--shutdown-delay=10s") && contains(output.limiter_args["us"], "--shutdown-delay=5s")
+    error_message = "--shutdown-delay must follow limiter.shutdown_delay_seconds (default 5): ${jsonencode(output.limiter_args)}"
+  }
+  assert {
+    condition = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) :
+      m.limiter_termination_grace_seconds > var.regions[m.name].limiter.shutdown_delay_seconds + var.regions[m.name].limiter.drain_seconds
+    ])
+    error_message = "terminationGracePeriodSeconds must exceed shutdown delay + drain"
+  }
+  assert {
+    condition     = contains(module.ledger.reconciler_args, "--shutdown-delay=5s") && module.ledger.reconciler_termination_grace_seconds > 5 + 30
+    error_message = "the reconciler needs --shutdown-delay and a grace period above delay + drain"
   }
 
   # Each region gets its own memberlist headless service, and its limiters join that one.
@@ -150,7 +189,7 @@ run "three_regions" {
   }
   assert {
     condition = alltrue([
-      for s in ["TEST-ADMIN-TOKEN", "TEST-PG-PASSWORD", "TEST-REDIS-"] :
+      for s in ["TEST-ADMIN-TOKEN", "TEST-PG-PASSWORD", "TEST-REDIS-", "TEST-CHECK-TOKEN", "TEST-READ-TOKEN", "TEST-BILLING-TOKEN"] :
       !strcontains(jsonencode([output.regions, output.limiter_args, output.ledger]), s)
     ])
     error_message = "an output contains a secret value"

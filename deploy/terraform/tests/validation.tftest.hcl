@@ -24,6 +24,7 @@ variables {
   admin_token       = "TEST-ADMIN-TOKEN-0123456789"
   postgres_password = "TEST-PG-PASSWORD"
   redis_passwords   = { eu = "a", us = "b" }
+  check_tokens      = ["TEST-CHECK-TOKEN-0001"]
   ledger_region     = "eu"
   regions = {
     eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
@@ -95,4 +96,92 @@ run "short_admin_token" {
     admin_token = "short"
   }
   expect_failures = [var.admin_token]
+}
+
+# Check tokens are on by default: an empty list needs the explicit opt-out.
+run "check_tokens_required" {
+  command = plan
+  variables {
+    check_tokens = []
+  }
+  expect_failures = [var.check_tokens]
+}
+
+run "unauthenticated_checks_opt_out" {
+  command = plan
+  variables {
+    check_tokens                 = []
+    allow_unauthenticated_checks = true
+  }
+
+  assert {
+    condition     = contains(module.region_0[0].limiter_env_names, "QUOTA_CHECK_TOKEN")
+    error_message = "QUOTA_CHECK_TOKEN stays wired (to an empty Secret value, i.e. unset)"
+  }
+}
+
+run "opt_out_contradicts_tokens" {
+  command = plan
+  variables {
+    allow_unauthenticated_checks = true
+  }
+  expect_failures = [var.check_tokens]
+}
+
+run "short_check_token" {
+  command = plan
+  variables {
+    check_tokens = ["TEST-CHECK-TOKEN-0001", "short"]
+  }
+  expect_failures = [var.check_tokens]
+}
+
+run "comma_in_read_token" {
+  command = plan
+  variables {
+    read_tokens = ["TEST-READ-TOKEN-0001,TEST-READ-TOKEN-0002"]
+  }
+  expect_failures = [var.read_tokens]
+}
+
+run "duplicate_check_token" {
+  command = plan
+  variables {
+    check_tokens = ["TEST-CHECK-TOKEN-0001", "TEST-CHECK-TOKEN-0001"]
+  }
+  expect_failures = [var.check_tokens]
+}
+
+run "scoped_billing_tokens_ok" {
+  command = plan
+  variables {
+    billing_tokens = ["TEST-BILLING-TOKEN-001", "prefix:acct_=TEST-BILLING-TOKEN-002"]
+  }
+}
+
+run "bad_billing_token" {
+  command = plan
+  variables {
+    billing_tokens = ["prefix:acct_TEST-BILLING-TOKEN-002"]
+  }
+  expect_failures = [var.billing_tokens]
+}
+
+run "bad_namespace_name" {
+  command = plan
+  variables {
+    api_client_namespaces = ["Checkout_Svc"]
+  }
+  expect_failures = [var.api_client_namespaces]
+}
+
+run "drain_too_short" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", limiter = { drain_seconds = 2 } }
+      us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
 }

@@ -92,4 +92,11 @@ module "quota" {
   admin_token       = var.admin_token
   redis_passwords   = var.redis_passwords
   postgres_password = var.postgres_password
+  check_tokens      = var.check_tokens
+  read_tokens       = var.read_tokens
+  billing_tokens    = var.billing_tokens
+
+  api_client_namespaces     = var.api_client_namespaces
+  billing_client_namespaces = var.billing_client_namespaces
+  prometheus_namespace      = var.prometheus_namespace
 }

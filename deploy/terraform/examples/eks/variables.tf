@@ -44,3 +44,38 @@ variable "postgres_password" {
   type      = string
   sensitive = true
 }
+
+variable "check_tokens" {
+  description = "Bearer tokens of /v1/allow (at least one; 16+ characters each)."
+  type        = list(string)
+  sensitive   = true
+}
+
+variable "read_tokens" {
+  type      = list(string)
+  default   = []
+  sensitive = true
+}
+
+variable "billing_tokens" {
+  type      = list(string)
+  default   = []
+  sensitive = true
+}
+
+variable "api_client_namespaces" {
+  description = "Namespaces of the services that call the limiters (NetworkPolicy)."
+  type        = list(string)
+  default     = []
+}
+
+variable "billing_client_namespaces" {
+  description = "Namespaces that may call the reconciler's billing API (NetworkPolicy)."
+  type        = list(string)
+  default     = []
+}
+
+variable "prometheus_namespace" {
+  type    = string
+  default = null
+}

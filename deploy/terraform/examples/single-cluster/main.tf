@@ -3,7 +3,11 @@
 # memberlist per region, ledger with in-cluster Postgres) without three clusters.
 #
 #   terraform init && terraform apply -var image=quota:dev \
-#     -var admin_token=... -var 'redis_passwords={eu="...",us="...",ap="..."}' -var postgres_password=...
+#     -var admin_token=... -var 'redis_passwords={eu="...",us="...",ap="..."}' -var postgres_password=... \
+#     -var 'check_tokens=["..."]'
+#
+# NetworkPolicies: each region's limiters take HTTP from their own namespace only (api_client_namespaces
+# unset); kind's default CNI does not enforce NetworkPolicy, a Calico/Cilium cluster does.
 #
 # Validated here: terraform validate (with the source-built kubernetes provider 1.13.4).
 # Not validated here: an apply against a real cluster.
@@ -45,6 +49,24 @@ variable "postgres_password" {
   sensitive = true
 }
 
+variable "check_tokens" {
+  description = "Bearer tokens of /v1/allow (at least one; 16+ characters each)."
+  type        = list(string)
+  sensitive   = true
+}
+
+variable "read_tokens" {
+  type      = list(string)
+  default   = []
+  sensitive = true
+}
+
+variable "billing_tokens" {
+  type      = list(string)
+  default   = []
+  sensitive = true
+}
+
 locals {
   small = {
     replicas       = 2
@@ -83,6 +105,9 @@ module "quota" {
   admin_token       = var.admin_token
   redis_passwords   = var.redis_passwords
   postgres_password = var.postgres_password
+  check_tokens      = var.check_tokens
+  read_tokens       = var.read_tokens
+  billing_tokens    = var.billing_tokens
 }
 
 output "regions" {

@@ -15,7 +15,21 @@ locals {
   postgres_target = "${local.pg_host}:${local.pg.port}/${local.pg.database}"
   postgres_url    = "postgres://${urlencode(local.pg.user)}:${urlencode(var.postgres_password)}@${local.postgres_target}?sslmode=${local.pg_sslmode}"
 
-  reconciler_args = ["serve", "--listen=:8081", "--nats=${var.spec.nats_url}"]
+  # --postgres and --billing-token come from env QUOTA_POSTGRES / QUOTA_BILLING_TOKEN (Secret).
+  reconciler_args = [
+    "serve",
+    "--listen=:8081",
+    "--nats=${var.spec.nats_url}",
+    "--shutdown-delay=${var.spec.reconciler.shutdown_delay_seconds}s",
+  ]
+  # Namespaces allowed to reach :8081: billing clients and Prometheus (for /metrics).
+  reconciler_client_namespaces = distinct(concat(
+    var.spec.network.billing_client_namespaces,
+    var.spec.network.prometheus_namespace == null ? [] : [var.spec.network.prometheus_namespace],
+  ))
+  # SIGTERM -> /readyz fails, serve on for the delay (no preStop hook), then stop (the reconciler
+  # allows itself 30 s); SIGKILL 5 s after that budget.
+  reconciler_grace_seconds = var.spec.reconciler.shutdown_delay_seconds + var.spec.reconciler.drain_seconds + 5
 }
 
 resource "kubernetes_secret" "ledger" {
@@ -28,6 +42,8 @@ resource "kubernetes_secret" "ledger" {
   data = {
     "postgres-url"      = local.postgres_url
     "postgres-password" = var.postgres_password
+    # Comma-joined, the --billing-token format; empty counts as unset (billing API off, 503).
+    "billing-token" = join(",", var.billing_tokens)
   }
 }
 
@@ -52,11 +68,15 @@ resource "kubernetes_deployment" "reconciler" {
           "prometheus.io/scrape" = "true"
           "prometheus.io/port"   = "8081"
           "prometheus.io/path"   = "/metrics"
+          # Environment from a Secret is read at container start: a changed token list (or
+          # Postgres password) must roll the pods. One hash over all of the Secret's values.
+          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret.ledger.data))
         }
       }
 
       spec {
-        automount_service_account_token = false
+        automount_service_account_token  = false
+        termination_grace_period_seconds = local.reconciler_grace_seconds
 
         security_context {
           run_as_non_root = true
@@ -109,13 +129,25 @@ resource "kubernetes_deployment" "reconciler" {
               }
             }
           }
+          env {
+            name = "QUOTA_BILLING_TOKEN"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.ledger.metadata[0].name
+                key  = "billing-token"
+              }
+            }
+          }
 
+          # Fails as soon as the shutdown delay starts (two probes 1 s apart).
           readiness_probe {
             http_get {
               path = "/readyz"
               port = "8081"
             }
-            period_seconds = 5
+            period_seconds    = 1
+            timeout_seconds   = 1
+            failure_threshold = 2
           }
           liveness_probe {
             http_get {
@@ -164,6 +196,43 @@ resource "kubernetes_service" "reconciler" {
       name        = "http"
       port        = 8081
       target_port = "8081"
+    }
+  }
+}
+
+# Ingress to the reconciler pods: port 8081 (/v1/usage, /metrics) from the billing client
+# namespaces and Prometheus' namespace only; with neither, no pod may connect (kubelet probes are
+# not subject to NetworkPolicy). Namespaces are matched by their kubernetes.io/metadata.name label.
+resource "kubernetes_network_policy" "reconciler" {
+  metadata {
+    name      = local.name
+    namespace = var.spec.namespace
+    labels    = merge(local.labels, { "app.kubernetes.io/name" = "reconciler" })
+  }
+
+  spec {
+    pod_selector {
+      match_labels = local.selector
+    }
+    policy_types = ["Ingress"]
+
+    dynamic "ingress" {
+      for_each = length(local.reconciler_client_namespaces) > 0 ? [local.reconciler_client_namespaces] : []
+      content {
+        ports {
+          port     = "8081"
+          protocol = "TCP"
+        }
+        from {
+          namespace_selector {
+            match_expressions {
+              key      = "kubernetes.io/metadata.name"
+              operator = "In"
+              values   = ingress.value
+            }
+          }
+        }
+      }
     }
   }
 }

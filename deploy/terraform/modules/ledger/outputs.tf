@@ -19,3 +19,8 @@ output "reconciler_args" {
   description = "The reconciler container's arguments, as set on the Deployment."
   value       = kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args
 }
+
+output "reconciler_termination_grace_seconds" {
+  description = "terminationGracePeriodSeconds of the reconciler pods (> shutdown delay + drain)."
+  value       = kubernetes_deployment.reconciler.spec[0].template[0].spec[0].termination_grace_period_seconds
+}

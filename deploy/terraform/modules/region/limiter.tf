@@ -4,8 +4,9 @@ locals {
   limiter_labels     = merge(local.labels, { "app.kubernetes.io/name" = "regional-limiter" })
   limiter_selector   = { "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = local.name }
 
-  # The daemon's flags (cmd/regional-limiter/README.md). Secrets are not here: --admin-token and --redis come from
-  # env QUOTA_ADMIN_TOKEN / QUOTA_REDIS (Secret). $(POD_IP) is expanded by the kubelet.
+  # The daemon's flags (cmd/regional-limiter/README.md). Secrets are not here: --admin-token,
+  # --redis, --check-token and --read-token come from env QUOTA_ADMIN_TOKEN, QUOTA_REDIS,
+  # QUOTA_CHECK_TOKEN and QUOTA_READ_TOKEN (Secret). $(POD_IP) is expanded by the kubelet.
   limiter_args = concat([
     "--region=${local.name}",
     "--listen=:8080",
@@ -16,8 +17,13 @@ locals {
     "--memberlist-bind=$(POD_IP):7946",
     "--memberlist-join=${local.memberlist_service}.${local.svc}:7946",
     "--log-level=${var.spec.limiter.log_level}",
+    "--shutdown-delay=${var.spec.limiter.shutdown_delay_seconds}s",
     ], var.spec.redis.cluster ? ["--redis-cluster"] : [],
   var.spec.limiter.extra_args)
+
+  # SIGTERM -> /readyz fails, the daemon serves on for the shutdown delay (no preStop hook: the
+  # daemon waits itself), then drains; the kubelet's SIGKILL comes 5 s after that budget.
+  limiter_grace_seconds = var.spec.limiter.shutdown_delay_seconds + var.spec.limiter.drain_seconds + 5
 }
 
 resource "kubernetes_deployment" "limiter" {
@@ -49,12 +55,15 @@ resource "kubernetes_deployment" "limiter" {
           "prometheus.io/scrape" = "true"
           "prometheus.io/port"   = "8080"
           "prometheus.io/path"   = "/metrics"
+          # Environment from a Secret is read at container start: a changed token list (or Redis
+          # password) must roll the pods. One hash over all of the Secret's values.
+          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret.limiter.data))
         }
       }
 
       spec {
         automount_service_account_token  = false
-        termination_grace_period_seconds = 30
+        termination_grace_period_seconds = local.limiter_grace_seconds
 
         security_context {
           run_as_non_root = true
@@ -133,14 +142,35 @@ resource "kubernetes_deployment" "limiter" {
               }
             }
           }
+          env {
+            name = "QUOTA_CHECK_TOKEN"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.limiter.metadata[0].name
+                key  = "check-token"
+              }
+            }
+          }
+          env {
+            name = "QUOTA_READ_TOKEN"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.limiter.metadata[0].name
+                key  = "read-token"
+              }
+            }
+          }
 
+          # Fails as soon as the shutdown delay starts: two failed probes 1 s apart take the pod
+          # out of the Service's endpoints well within the default 5 s delay.
           readiness_probe {
             http_get {
               path = "/readyz"
               port = "8080"
             }
-            period_seconds    = 2
-            failure_threshold = 3
+            period_seconds    = 1
+            timeout_seconds   = 1
+            failure_threshold = 2
           }
           liveness_probe {
             http_get {
@@ -177,8 +207,9 @@ resource "kubernetes_deployment" "limiter" {
           }
         }
 
-        # Usage spool and config cache. Final usage reports are sent on SIGTERM (grace period
-        # above); a spool lost with a deleted pod shows up as a missing final report in the ledger.
+        # Usage spool and config cache. Final usage reports are sent on SIGTERM, after the
+        # shutdown delay (grace period above); a spool lost with a deleted pod shows up as a
+        # missing final report in the ledger.
         volume {
           name = "data"
           empty_dir {}

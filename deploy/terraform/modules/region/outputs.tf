@@ -54,3 +54,8 @@ output "limiter_env_names" {
   description = "Names (not values) of the limiter container's environment variables."
   value       = [for e in kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].env : e.name]
 }
+
+output "limiter_termination_grace_seconds" {
+  description = "terminationGracePeriodSeconds of the limiter pods (> shutdown delay + drain)."
+  value       = kubernetes_deployment.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds
+}

@@ -17,9 +17,13 @@ resource "kubernetes_secret" "limiter" {
     labels    = local.labels
   }
 
+  # Token lists are comma-joined, the daemon's --check-token/--read-token format. An empty value
+  # (no read tokens; no check tokens with spec.allow_unauthenticated_checks) counts as unset.
   data = {
     "admin-token"    = var.admin_token
     "redis-url"      = local.redis_url
     "redis-password" = var.redis_password
+    "check-token"    = join(",", var.check_tokens)
+    "read-token"     = join(",", var.read_tokens)
   }
 }
