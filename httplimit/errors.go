@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/quotaplatform/quota/region"
 )
@@ -43,4 +45,23 @@ func Classify(err error) (status int, field string) {
 		return http.StatusNotFound, "key"
 	}
 	return http.StatusInternalServerError, ""
+}
+
+// RedactKey returns err's message with key, quoted or not, replaced by
+// <key>, for logs: a limit key may be an API key or name a customer, and
+// stays out of logs above debug level. A key shorter than 4 bytes is
+// replaced only where quoted, so that it does not mangle the message.
+func RedactKey(err error, key string) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if key == "" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, strconv.Quote(key), `"<key>"`)
+	if len(key) >= 4 {
+		msg = strings.ReplaceAll(msg, key, "<key>")
+	}
+	return msg
 }

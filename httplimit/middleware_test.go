@@ -1,6 +1,8 @@
 package httplimit_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -85,5 +87,85 @@ func BenchmarkWriteHeaders(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		httplimit.WriteHeaders(h, p, d)
+	}
+}
+
+// countingPlans names every key's plan "resolved" and counts the calls.
+type countingPlans struct{ calls int }
+
+func (c *countingPlans) Resolve(string) (string, region.Plan, error) {
+	c.calls++
+	return "resolved", region.Plan{Name: "resolved", Rate: 1, Capacity: 9}, nil
+}
+
+// planlessLimiter allows everything with decisions that carry no plan.
+type planlessLimiter struct{}
+
+func (planlessLimiter) Allow(context.Context, string, int64) (region.Decision, error) {
+	return region.Decision{Allowed: true, Limit: 9, Remaining: 8}, nil
+}
+func (planlessLimiter) EndpointCost(string) (int64, error) { return 1, nil }
+
+// The policy is the plan the decision carries; Plans is asked only when
+// the decision carries none.
+func TestMiddlewarePolicy(t *testing.T) {
+	lim, err := region.New(region.NewMemoryStore(nil),
+		region.StaticPlans{Default: region.Plan{Name: "pro", Rate: 2, Capacity: 4}}, region.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		limiter   httplimit.Limiter
+		plans     bool
+		policy    string
+		resolveds int
+	}{
+		{"decision carries its plan", lim, true, `"pro";q=4;w=2`, 0},
+		{"decision carries its plan, no Plans", lim, false, `"pro";q=4;w=2`, 0},
+		{"planless decision, Plans", planlessLimiter{}, true, `"resolved";q=9;w=9`, 1},
+		{"planless decision, no Plans", planlessLimiter{}, false, `"default";q=9`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plans := &countingPlans{}
+			cfg := httplimit.Config{Limiter: tt.limiter}
+			if tt.plans {
+				cfg.Plans = plans
+			}
+			mw, err := httplimit.Middleware(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest("GET", "/x", nil)
+			r.Header.Set("X-API-Key", "acct_1")
+			w := httptest.NewRecorder()
+			mw(http.NotFoundHandler()).ServeHTTP(w, r)
+			if got := w.Header().Get("RateLimit-Policy"); got != tt.policy {
+				t.Errorf("RateLimit-Policy %q, want %q", got, tt.policy)
+			}
+			if plans.calls != tt.resolveds {
+				t.Errorf("Plans.Resolve called %d times, want %d", plans.calls, tt.resolveds)
+			}
+		})
+	}
+}
+
+func TestRedactKey(t *testing.T) {
+	tests := []struct {
+		name, err, key, want string
+	}{
+		{"quoted", `region: plan for key "sk_live_abc": boom`, "sk_live_abc", `region: plan for key "<key>": boom`},
+		{"bare", `store: quota:{sk_live_abc}: timeout`, "sk_live_abc", `store: quota:{<key>}: timeout`},
+		{"escaped quote", `key "a\"bcd" failed`, `a"bcd`, `key "<key>" failed`},
+		{"short key only where quoted", `key "ab" failed at abacus`, "ab", `key "<key>" failed at abacus`},
+		{"no key", `boom`, "", `boom`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := httplimit.RedactKey(errors.New(tt.err), tt.key); got != tt.want {
+				t.Errorf("RedactKey = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -1,19 +1,20 @@
 package limitapi
 
 import (
-	"crypto/sha256"
 	"log/slog"
 	"net/http"
-
-	"github.com/quotaplatform/quota/catalog"
 )
 
 // API serves the check API and the control plane. Create it with New.
 type API struct {
-	cfg       Config
-	log       *slog.Logger
-	tokenHash *[sha256.Size]byte // nil: writes are disabled
-	mux       *http.ServeMux
+	cfg           Config
+	log           *slog.Logger
+	checkers      tokenSet // check tokens; empty: checks are open
+	checkGuard    guard
+	readGuard     guard
+	adminGuard    guard
+	historyLimits *historyLimits
+	mux           *http.ServeMux // Routes behind Guard
 }
 
 // New returns an API. It validates a copy of cfg.
@@ -21,27 +22,17 @@ func New(cfg Config) (*API, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	cfg.CheckTokens = append([]string(nil), cfg.CheckTokens...)
+	cfg.ReadTokens = append([]string(nil), cfg.ReadTokens...)
+	a := &API{cfg: cfg, log: cfg.Logger}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	if cfg.AdminToken != "" {
-		h := sha256.Sum256([]byte(cfg.AdminToken))
-		a.tokenHash = &h
-	}
-	a.mux.HandleFunc("POST /v1/allow", a.allow)
-	a.mux.HandleFunc("POST /v1/allow/batch", a.allowBatch)
-	a.mux.HandleFunc("PUT /v1/limits/{plan}", a.putPlan)
-	a.mux.HandleFunc("GET /v1/limits/{plan}", a.getPlan)
-	a.mux.HandleFunc("PUT /v1/keys/{key}", a.putKey)
-	a.mux.HandleFunc("GET /v1/keys/{key}", a.getKey)
-	a.mux.HandleFunc("PUT /v1/costs/{endpoint}", a.putCost)
-	a.mux.HandleFunc("GET /v1/costs/{endpoint}", a.getCost)
-	a.mux.HandleFunc("DELETE /v1/limits/{plan}", a.deleteEntry(catalog.KindPlan, "plan"))
-	a.mux.HandleFunc("DELETE /v1/keys/{key}", a.deleteEntry(catalog.KindKey, "key"))
-	a.mux.HandleFunc("DELETE /v1/costs/{endpoint}", a.deleteEntry(catalog.KindCost, "endpoint"))
+	a.newGuards()
+	a.historyLimits = newHistoryLimits(cfg.HistoryRate, cfg.HistoryBurst, append([]string{cfg.AdminToken}, cfg.ReadTokens...)...)
+	a.mux = a.Mux(a.Routes())
 	return a, nil
 }
 
-// ServeHTTP implements http.Handler for the routes under /v1/.
+// ServeHTTP implements http.Handler for Routes, each behind Guard.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }

@@ -119,8 +119,16 @@ func (m *memCatalog) History(context.Context, catalog.Kind, string) ([]catalog.E
 	return nil, catalog.ErrNotFound
 }
 
-const token = "s3cret"
+// Tokens of the tests' APIs: the admin token; newAPIWithConfig may add
+// check and read tokens.
+const (
+	token     = "s3cret"
+	checkOld  = "check-old-0123456789"
+	checkNew  = "check-new-0123456789"
+	readToken = "read-0123456789abcdef"
+)
 
+// newAPI is an API with an admin token and no check or read token.
 func newAPI(t testing.TB, withDefault bool) (http.Handler, *memCatalog) {
 	t.Helper()
 	return newAPIWith(t, withDefault, nil)
@@ -128,6 +136,15 @@ func newAPI(t testing.TB, withDefault bool) (http.Handler, *memCatalog) {
 
 // newAPIWith is newAPI with the limiter wrapped by wrap (when not nil).
 func newAPIWith(t testing.TB, withDefault bool, wrap func(limitapi.Limiter) limitapi.Limiter) (http.Handler, *memCatalog) {
+	t.Helper()
+	h, cat, _ := newAPIWithConfig(t, withDefault, wrap, nil)
+	return h, cat
+}
+
+// newAPIWithConfig is newAPIWith with the config edited by edit (when not
+// nil), and the *API.
+func newAPIWithConfig(t testing.TB, withDefault bool, wrap func(limitapi.Limiter) limitapi.Limiter,
+	edit func(*limitapi.Config)) (http.Handler, *memCatalog, *limitapi.API) {
 	t.Helper()
 	cat := newMemCatalog()
 	if withDefault {
@@ -146,11 +163,14 @@ func newAPIWith(t testing.TB, withDefault bool, wrap func(limitapi.Limiter) limi
 	if wrap != nil {
 		acfg.Limiter = wrap(lim)
 	}
+	if edit != nil {
+		edit(&acfg)
+	}
 	api, err := limitapi.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api, cat
+	return api, cat, api
 }
 
 func do(h http.Handler, method, path, body string, hdr ...string) *httptest.ResponseRecorder {
@@ -252,7 +272,8 @@ func TestBadInput(t *testing.T) {
 		{"plan missing", "PUT", "/v1/keys/acct_1", `{}`, auth, 400, "plan"},
 		{"bad key path", "PUT", "/v1/keys/a%20b", `{"plan":"pro"}`, auth, 400, "key"},
 		{"cost zero", "PUT", "/v1/costs/search", `{"cost":0}`, auth, 400, "cost"},
-		{"missing plan", "GET", "/v1/limits/gold", ``, nil, 404, "plan"},
+		{"missing plan", "GET", "/v1/limits/gold", ``, auth, 404, "plan"},
+		{"read without token", "GET", "/v1/limits/pro", ``, nil, 401, "Authorization"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,7 +316,7 @@ func TestBatch(t *testing.T) {
 func TestControlPlane(t *testing.T) {
 	h, _ := newAPI(t, false)
 	auth := []string{"Authorization", "Bearer " + token}
-	if w := do(h, "GET", "/v1/keys/acct_1", ""); w.Code != 404 || !strings.Contains(w.Body.String(), "no plan") {
+	if w := do(h, "GET", "/v1/keys/acct_1", "", auth...); w.Code != 404 || !strings.Contains(w.Body.String(), "no plan") {
 		t.Fatalf("no default: %d %s", w.Code, w.Body)
 	}
 	if w := do(h, "POST", "/v1/allow", `{"key":"acct_1"}`); w.Code != 404 {
@@ -311,23 +332,23 @@ func TestControlPlane(t *testing.T) {
 			t.Fatalf("%s %s: %d %s", s.method, s.path, w.Code, w.Body)
 		}
 	}
-	w := do(h, "GET", "/v1/limits/gold", "")
+	w := do(h, "GET", "/v1/limits/gold", "", auth...)
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `"rate":10,"capacity":20`) {
 		t.Fatalf("GET plan: %d %s", w.Code, w.Body)
 	}
 	if w := do(h, "POST", "/v1/allow", `{"key":"acct/1","endpoint":"search"}`); w.Code != 200 {
 		t.Fatalf("allow: %d %s", w.Code, w.Body)
 	}
-	w = do(h, "GET", "/v1/keys/acct%2F1", "")
+	w = do(h, "GET", "/v1/keys/acct%2F1", "", auth...)
 	var k map[string]any
 	json.Unmarshal(w.Body.Bytes(), &k)
 	if w.Code != 200 || k["plan"] != "gold" || k["rate"] != 10.0 || k["capacity"] != 20.0 || k["remaining"] != 16.0 || k["stale_ms"] == nil {
 		t.Fatalf("GET key: %d %s", w.Code, w.Body)
 	}
-	if w := do(h, "GET", "/v1/costs/search", ""); !strings.Contains(w.Body.String(), `"cost":4`) {
+	if w := do(h, "GET", "/v1/costs/search", "", auth...); !strings.Contains(w.Body.String(), `"cost":4`) {
 		t.Fatalf("GET cost: %s", w.Body)
 	}
-	if w := do(h, "GET", "/v1/costs/other", ""); !strings.Contains(w.Body.String(), `"cost":1,"default":true`) {
+	if w := do(h, "GET", "/v1/costs/other", "", auth...); !strings.Contains(w.Body.String(), `"cost":1,"default":true`) {
 		t.Fatalf("GET default cost: %s", w.Body)
 	}
 
@@ -357,35 +378,58 @@ func TestControlPlane(t *testing.T) {
 	if w := do(h, "POST", "/v1/allow", `{"key":"acct/1"}`); w.Code != 404 {
 		t.Fatalf("allow after the assignment was deleted: %d %s", w.Code, w.Body)
 	}
-	if w := do(h, "GET", "/v1/limits/gold", ""); w.Code != 404 {
+	if w := do(h, "GET", "/v1/limits/gold", "", auth...); w.Code != 404 {
 		t.Fatalf("GET deleted plan: %d %s", w.Code, w.Body)
 	}
-	if w := do(h, "GET", "/v1/costs/search", ""); !strings.Contains(w.Body.String(), `"cost":1,"default":true`) {
+	if w := do(h, "GET", "/v1/costs/search", "", auth...); !strings.Contains(w.Body.String(), `"cost":1,"default":true`) {
 		t.Fatalf("GET deleted cost: %s", w.Body)
 	}
 }
 
-// FuzzHTTP sends arbitrary bodies to every route: nothing may panic, and
-// every answer is 2xx or a 4xx JSON error naming a field.
+// FuzzHTTP sends arbitrary bodies and Authorization headers to every
+// route: nothing may panic; every answer is 2xx or a 4xx JSON error naming
+// a field; a protected route refuses (401 or 403) a header that holds none
+// of its tokens, and never refuses "Bearer <one of its tokens>".
 func FuzzHTTP(f *testing.F) {
-	for _, s := range []string{`{"key":"a","cost":1}`, `{"key":"a","endpoint":"search"}`, `{"checks":[{"key":"a"}]}`,
+	auths := []string{"", "Bearer " + token, "Bearer " + checkOld, "Bearer " + checkNew, "Bearer " + readToken,
+		"bearer  " + readToken + " ", "Bearer", "Bearer x", "Basic " + token, "Bearer " + token + token}
+	for i, s := range []string{`{"key":"a","cost":1}`, `{"key":"a","endpoint":"search"}`, `{"checks":[{"key":"a"}]}`,
 		`{"rate":1,"capacity":2}`, `{"plan":"pro"}`, `{"cost":3}`, `{"key":"\u0000"}`, `{"cost":1e400}`, `[`, `null`} {
-		for route := range 9 {
-			f.Add(uint8(route), s, "acct_1")
+		for route := range 15 {
+			f.Add(uint8(route), s, "acct_1", auths[(i+route)%len(auths)])
 		}
 	}
-	h, _ := newAPI(f, true)
-	routes := []struct{ method, path string }{
-		{"POST", "/v1/allow"}, {"POST", "/v1/allow/batch"}, {"PUT", "/v1/limits/"},
-		{"PUT", "/v1/keys/"}, {"PUT", "/v1/costs/"}, {"GET", "/v1/keys/"},
-		{"DELETE", "/v1/keys/"}, {"DELETE", "/v1/limits/"}, {"DELETE", "/v1/costs/"},
+	h, _, _ := newAPIWithConfig(f, true, nil, func(c *limitapi.Config) {
+		c.CheckTokens = []string{checkOld, checkNew}
+		c.ReadTokens = []string{readToken}
+	})
+	routes := []struct {
+		method, path, query string
+		tokens              []string // nil: open
+	}{
+		{"POST", "/v1/allow", "", []string{checkOld, checkNew}},
+		{"POST", "/v1/allow/batch", "", []string{checkOld, checkNew}},
+		{"PUT", "/v1/limits/", "", []string{token}},
+		{"PUT", "/v1/keys/", "", []string{token}},
+		{"PUT", "/v1/costs/", "", []string{token}},
+		{"GET", "/v1/keys/", "", []string{token, readToken}},
+		{"GET", "/v1/limits/", "", []string{token, readToken}},
+		{"GET", "/v1/costs/", "", []string{token, readToken}},
+		{"GET", "/v1/keys/", "?history=1", []string{token, readToken}},
+		{"GET", "/v1/limits/", "?history=1", []string{token, readToken}},
+		{"GET", "/v1/costs/", "?history=true", []string{token, readToken}},
+		{"DELETE", "/v1/keys/", "", []string{token}},
+		{"DELETE", "/v1/limits/", "", []string{token}},
+		{"DELETE", "/v1/costs/", "", []string{token}},
+		{"POST", "/v1/limits/", "", nil}, // no such route
 	}
-	f.Fuzz(func(t *testing.T, route uint8, body, name string) {
+	f.Fuzz(func(t *testing.T, route uint8, body, name, auth string) {
 		rt := routes[int(route)%len(routes)]
 		path := rt.path
 		if strings.HasSuffix(path, "/") {
 			path += urlEscape(name)
 		}
+		path += rt.query
 		r := httptest.NewRequest(rt.method, "/", strings.NewReader(body))
 		r.URL.Path, r.URL.RawPath = "", ""
 		r.URL.Opaque = ""
@@ -394,19 +438,35 @@ func FuzzHTTP(f *testing.F) {
 		if r.URL == nil {
 			return
 		}
-		r.Header.Set("Authorization", "Bearer "+token)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
 		w := httptest.NewRecorder()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		h.ServeHTTP(w, r.WithContext(ctx))
+		muxAnswer := (w.Code == 404 || w.Code == 405) && !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json")
+		refused := w.Code == 401 || w.Code == 403
+		holdsToken, exact := false, false
+		for _, tok := range rt.tokens {
+			holdsToken = holdsToken || strings.Contains(auth, tok)
+			exact = exact || auth == "Bearer "+tok
+		}
+		switch {
+		case muxAnswer:
+			return // the mux's own answer for an unmatched path
+		case rt.tokens != nil && !holdsToken && !refused:
+			t.Fatalf("%s %s with Authorization %q: %d, want 401 or 403", rt.method, path, auth, w.Code)
+		case exact && refused:
+			t.Fatalf("%s %s with Authorization %q: refused %d: %s", rt.method, path, auth, w.Code, w.Body)
+		case w.Code == 401 && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer"):
+			t.Fatalf("%s %s: 401 without WWW-Authenticate: Bearer", rt.method, path)
+		case w.Code == 429 && w.Header().Get("Retry-After") == "":
+			t.Fatalf("%s %s: 429 without Retry-After", rt.method, path)
+		}
 		switch {
 		case w.Code < 300:
 		case w.Code >= 400 && w.Code < 500:
-			if w.Code == 404 || w.Code == 405 {
-				if !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
-					return // the mux's own answer for an unmatched path
-				}
-			}
 			var e struct{ Error, Field string }
 			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == "" || e.Field == "" {
 				t.Fatalf("%s %s %q: %d %q is not a JSON error naming a field", rt.method, path, body, w.Code, w.Body)

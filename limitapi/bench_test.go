@@ -43,3 +43,18 @@ func BenchmarkAllowBatch100(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "decisions/s")
 }
+
+// BenchmarkAllowCheckToken is BenchmarkAllow behind a check token (two
+// configured, the second presented): the token check hashes and compares.
+func BenchmarkAllowCheckToken(b *testing.B) {
+	h, cat, _ := newAPIWithConfig(b, true, nil, withTokens)
+	cat.plans["default"] = region.Plan{Rate: 1e9, Capacity: 1e9}
+	body := []byte(`{"key":"acct_1","cost":1}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest("POST", "/v1/allow", bytes.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+checkNew)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -45,7 +46,7 @@ func (a *API) decide(ctx context.Context, c checkRequest, prefix string) (region
 				return region.Decision{}, ke
 			}
 		}
-		return region.Decision{}, a.limiterError(err, prefix)
+		return region.Decision{}, a.limiterError(err, prefix, c.Key)
 	}
 	return d, nil
 }
@@ -66,7 +67,7 @@ func (a *API) cost(c checkRequest, prefix string) (int64, *apiError) {
 		}
 		cost, err := a.cfg.Limiter.EndpointCost(*c.Endpoint)
 		if err != nil {
-			return 0, a.limiterError(err, prefix)
+			return 0, a.limiterError(err, prefix, c.Key)
 		}
 		return cost, nil
 	}
@@ -84,10 +85,11 @@ func keyError(key, prefix string) *apiError {
 	return nil
 }
 
-func (a *API) limiterError(err error, prefix string) *apiError {
+// limiterError is the answer to a limiter error in a check of key.
+func (a *API) limiterError(err error, prefix, key string) *apiError {
 	status, field := httplimit.Classify(err)
 	if status == http.StatusInternalServerError {
-		a.log.Error("decision failed", "err", err)
+		a.logFailure(slog.LevelError, "decision failed", err, key)
 		return &apiError{status: status, msg: "the limiter could not decide"}
 	}
 	return &apiError{status: status, field: prefix + field, msg: err.Error()}

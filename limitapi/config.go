@@ -54,9 +54,25 @@ type Config struct {
 	// decided. Default nil.
 	Checks CheckObserver
 
-	// AdminToken is the bearer token control-plane writes must carry. Empty
-	// refuses every write (403). Default "".
+	// AdminToken is the bearer token control-plane writes must carry; it
+	// may also read (AccessRead). Empty refuses every write (403). Default
+	// "".
 	AdminToken string
+	// CheckTokens are the bearer tokens of the check API (POST /v1/allow,
+	// /v1/allow/batch), several for rotation. Empty leaves the check API
+	// open to anyone. Each is as ParseTokens says. Default none.
+	CheckTokens []string
+	// ReadTokens are bearer tokens that may read (GET /v1/keys/{key},
+	// /v1/limits/{plan}, /v1/costs/{endpoint}, and the daemon's /debug/
+	// routes) but not write. The admin token reads too; with neither, reads
+	// are refused (403). Each is as ParseTokens says. Default none.
+	ReadTokens []string
+	// HistoryRate and HistoryBurst bound the ?history=1 reads of each
+	// caller (each read or admin token): HistoryRate a second on average,
+	// HistoryBurst at once; past that they answer 429 with Retry-After.
+	// Defaults 2 and 5.
+	HistoryRate  float64
+	HistoryBurst int
 	// AdminActor is the name recorded as the writer of changes made with
 	// AdminToken, for history. Default "admin".
 	AdminActor string
@@ -82,6 +98,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		AdminActor:    "admin",
+		HistoryRate:   2,
+		HistoryBurst:  5,
 		MaxBodyBytes:  4 << 10,
 		MaxBatchBytes: 1 << 20,
 		MaxBatch:      1000,
@@ -101,5 +119,21 @@ func (c *Config) validate() error {
 	check(c.MaxBodyBytes >= 512, "MaxBodyBytes", "must be at least 512, got %d", c.MaxBodyBytes)
 	check(c.MaxBatchBytes >= c.MaxBodyBytes, "MaxBatchBytes", "must be at least MaxBodyBytes, got %d", c.MaxBatchBytes)
 	check(c.MaxBatch >= 1, "MaxBatch", "must be at least 1, got %d", c.MaxBatch)
+	check(c.HistoryRate > 0, "HistoryRate", "must be positive, got %v", c.HistoryRate)
+	check(c.HistoryBurst >= 1, "HistoryBurst", "must be at least 1, got %d", c.HistoryBurst)
+	for _, list := range []struct {
+		field  string
+		tokens []string
+	}{{"CheckTokens", c.CheckTokens}, {"ReadTokens", c.ReadTokens}} {
+		seen := make(map[string]bool, len(list.tokens))
+		for i, t := range list.tokens {
+			err := checkToken(t)
+			if err == nil && seen[t] {
+				err = errors.New("the same token is listed twice")
+			}
+			seen[t] = true
+			check(err == nil, fmt.Sprintf("%s[%d]", list.field, i), "%v", err)
+		}
+	}
 	return errors.Join(errs...)
 }

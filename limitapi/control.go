@@ -1,11 +1,9 @@
 package limitapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
+	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/quotaplatform/quota/catalog"
@@ -16,36 +14,13 @@ import (
 // and small enough that the limiter's integer arithmetic cannot overflow.
 const maxPlanValue = 1e15
 
-// authorize reports whether r carries the admin token, answering 401 or 403
-// when it does not. Tokens are compared as SHA-256 digests in constant time,
-// so neither their content nor their length leaks through timing.
-func (a *API) authorize(w http.ResponseWriter, r *http.Request) bool {
-	if a.tokenHash == nil {
-		(&apiError{status: http.StatusForbidden, field: "Authorization",
-			msg: "control-plane writes are disabled: the daemon was started without an admin token (--admin-token)"}).write(w)
-		return false
-	}
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="quota"`)
-		(&apiError{status: http.StatusUnauthorized, field: "Authorization",
-			msg: "writes need an Authorization: Bearer <admin token> header"}).write(w)
-		return false
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	if subtle.ConstantTimeCompare(sum[:], a.tokenHash[:]) != 1 {
-		(&apiError{status: http.StatusForbidden, field: "Authorization", msg: "wrong admin token"}).write(w)
-		return false
-	}
-	return true
-}
-
-// writeError answers a failed catalogue write.
-func (a *API) writeError(w http.ResponseWriter, err error, field string) {
+// writeError answers a failed catalogue write. key is the key the write
+// was about ("" for a plan or an endpoint): it is kept out of logs above
+// debug level.
+func (a *API) writeError(w http.ResponseWriter, err error, field, key string) {
 	switch {
 	case errors.Is(err, catalog.ErrUnavailable):
-		a.log.Warn("catalogue write failed", "err", err)
+		a.logFailure(slog.LevelWarn, "catalogue write failed", err, key)
 		(&apiError{status: http.StatusServiceUnavailable, msg: "the catalogue cannot be written now (NATS unreachable); retry later"}).write(w)
 	case errors.Is(err, region.ErrUnknownPlan):
 		(&apiError{status: http.StatusBadRequest, field: "plan", msg: err.Error()}).write(w)
@@ -56,26 +31,8 @@ func (a *API) writeError(w http.ResponseWriter, err error, field string) {
 	case errors.Is(err, catalog.ErrInUse):
 		(&apiError{status: http.StatusConflict, field: field, msg: err.Error()}).write(w)
 	default:
-		a.log.Error("catalogue write failed", "err", err)
+		a.logFailure(slog.LevelError, "catalogue write failed", err, key)
 		(&apiError{status: http.StatusInternalServerError, msg: "the catalogue write failed"}).write(w)
-	}
-}
-
-func wantHistory(r *http.Request) bool {
-	v := r.URL.Query().Get("history")
-	return v == "1" || v == "true"
-}
-
-// history answers the revisions of one entry.
-func (a *API) history(w http.ResponseWriter, r *http.Request, kind catalog.Kind, name string) {
-	h, err := a.cfg.Catalog.History(r.Context(), kind, name)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		(&apiError{status: http.StatusNotFound, field: string(kind), msg: err.Error()}).write(w)
-	case err != nil:
-		(&apiError{status: http.StatusServiceUnavailable, msg: "history cannot be read now (NATS unreachable)"}).write(w)
-	default:
-		writeJSON(w, http.StatusOK, map[string]any{"history": h})
 	}
 }
 
@@ -104,9 +61,6 @@ type planAnswer struct {
 
 // putPlan serves PUT /v1/limits/{plan}.
 func (a *API) putPlan(w http.ResponseWriter, r *http.Request) {
-	if !a.authorize(w, r) {
-		return
-	}
 	name, e := pathName(r, "plan")
 	if e != nil {
 		e.write(w)
@@ -132,7 +86,7 @@ func (a *API) putPlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := a.cfg.Catalog.PutPlan(r.Context(), a.cfg.AdminActor, name, region.Plan{Rate: *b.Rate, Capacity: *b.Capacity}); err != nil {
-		a.writeError(w, err, "plan")
+		a.writeError(w, err, "plan", "")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -163,9 +117,6 @@ type keyBody struct {
 
 // putKey serves PUT /v1/keys/{key}.
 func (a *API) putKey(w http.ResponseWriter, r *http.Request) {
-	if !a.authorize(w, r) {
-		return
-	}
 	key, e := pathName(r, "key")
 	if e != nil {
 		e.write(w)
@@ -185,7 +136,7 @@ func (a *API) putKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := a.cfg.Catalog.Assign(r.Context(), a.cfg.AdminActor, key, *b.Plan); err != nil {
-		a.writeError(w, err, "key")
+		a.writeError(w, err, "key", key)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -261,9 +212,6 @@ type costAnswer struct {
 
 // putCost serves PUT /v1/costs/{endpoint}.
 func (a *API) putCost(w http.ResponseWriter, r *http.Request) {
-	if !a.authorize(w, r) {
-		return
-	}
 	ep, e := pathName(r, "endpoint")
 	if e != nil {
 		e.write(w)
@@ -285,7 +233,7 @@ func (a *API) putCost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := a.cfg.Catalog.PutCost(r.Context(), a.cfg.AdminActor, ep, *b.Cost); err != nil {
-		a.writeError(w, err, "cost")
+		a.writeError(w, err, "cost", "")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -320,16 +268,17 @@ func (a *API) getCost(w http.ResponseWriter, r *http.Request) {
 // assigned to is not deleted (409).
 func (a *API) deleteEntry(kind catalog.Kind, wildcard string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.authorize(w, r) {
-			return
-		}
 		name, e := pathName(r, wildcard)
 		if e != nil {
 			e.write(w)
 			return
 		}
 		if _, err := a.cfg.Catalog.Delete(r.Context(), a.cfg.AdminActor, kind, name); err != nil {
-			a.writeError(w, err, wildcard)
+			key := ""
+			if kind == catalog.KindKey {
+				key = name
+			}
+			a.writeError(w, err, wildcard, key)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)

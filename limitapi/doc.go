@@ -9,15 +9,28 @@
 //
 // Control plane: PUT/GET/DELETE /v1/limits/{plan}, PUT/GET/DELETE
 // /v1/keys/{key}, PUT/GET/DELETE /v1/costs/{endpoint}; a GET with
-// ?history=1 lists who changed the entry and when, deletions included.
-// Writes and deletions need "Authorization: Bearer <admin token>"; a plan
-// that keys are assigned to is not deleted (409).
+// ?history=1 lists who changed the entry and when, deletions included, at
+// most Config.HistoryRate a second per caller (429 past it). A plan that
+// keys are assigned to is not deleted (409).
+//
+// Who may call: API.Routes lists every route with its Access, and Mux
+// serves a route table (the daemon adds its own routes) behind Guard.
+// Checks need "Authorization: Bearer <check token>" when Config.CheckTokens
+// is set and are open otherwise; reads need a read token or the admin
+// token; writes and deletions the admin token. A missing token is 401
+// (WWW-Authenticate: Bearer), a wrong one 403. Tokens are kept as SHA-256
+// digests and compared in constant time; several check or read tokens may
+// be valid at once, for rotation (ParseTokens reads a list).
 //
 // Bad input (malformed JSON, a field of the wrong type, an unknown field, an
 // empty, oversized or non-printable key, a cost ≤ 0 or above the plan's
 // capacity, an unknown plan, a missing or wrong token, an oversized body)
 // answers 4xx with {"error":…,"field":…} naming the field.
 //
-// It owns no goroutine and no state beyond its Config; it is safe for
+// Limit keys are not logged above debug level: an error that names one is
+// logged with <key> in its place (httplimit.RedactKey).
+//
+// It owns no goroutine; its state is its Config and the history rate
+// limiters, read (time.Now) when a history is asked for. It is safe for
 // concurrent use.
 package limitapi

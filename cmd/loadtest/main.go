@@ -11,6 +11,8 @@
 // from send to the end of the answer.
 //
 //	go run ./cmd/loadtest -url http://127.0.0.1:8080 -duration 5s -half
+//
+// Against a daemon started with --check-token, pass one with -check-token.
 package main
 
 import (
@@ -41,6 +43,7 @@ type config struct {
 	rate        float64
 	half        bool
 	adminToken  string
+	checkToken  string
 	planRate    float64
 	planCap     float64
 	wait        time.Duration
@@ -58,6 +61,7 @@ func main() {
 	flag.Float64Var(&c.rate, "rate", 0, "target decisions per second (0: as fast as possible)")
 	flag.BoolVar(&c.half, "half", false, "after each full-speed phase, run one at half the rate reached")
 	flag.StringVar(&c.adminToken, "admin-token", "", "when set, first PUT the `default` plan to -plan-rate/-plan-capacity so that most checks are allowed")
+	flag.StringVar(&c.checkToken, "check-token", "", "bearer token sent with every check, for a daemon started with --check-token")
 	flag.Float64Var(&c.planRate, "plan-rate", 1e6, "rate of the default plan set with -admin-token")
 	flag.Float64Var(&c.planCap, "plan-capacity", 1e6, "capacity of the default plan set with -admin-token")
 	flag.DurationVar(&c.wait, "wait", 10*time.Second, "wait this long for the daemon's /readyz before starting")
@@ -247,7 +251,7 @@ func phase(client *http.Client, c config, batch int, rate float64) *result {
 				}
 				body.Reset()
 				writeBody(&body, rng, c.keys, batch)
-				allowed, err := send(client, path, body.Bytes(), &answer)
+				allowed, err := send(client, path, c.checkToken, body.Bytes(), &answer)
 				lat := time.Since(sent)
 				r.requests++
 				if err != nil {
@@ -301,10 +305,19 @@ func writeBody(b *bytes.Buffer, rng *rand.Rand, keys, batch int) {
 
 var allowedTrue = []byte(`"allowed":true`)
 
-// send posts body and returns how many checks were allowed. answer is
-// reused for the response body.
-func send(client *http.Client, url string, body []byte, answer *bytes.Buffer) (int64, error) {
-	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+// send posts body, with "Authorization: Bearer <token>" unless token is
+// "", and returns how many checks were allowed. answer is reused for the
+// response body.
+func send(client *http.Client, url, token string, body []byte, answer *bytes.Buffer) (int64, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -20,6 +20,19 @@ func (staticCatalog) Resolve(string) (string, region.Plan, error) {
 }
 
 func TestRunSmoke(t *testing.T) {
+	const tok = "check-0123456789abcdef"
+	for _, tt := range []struct {
+		name           string
+		daemon, client string // the daemon's check token, the one sent
+	}{
+		{"open check API", "", ""},
+		{"check token", tok, tok},
+	} {
+		t.Run(tt.name, func(t *testing.T) { runSmoke(t, tt.daemon, tt.client) })
+	}
+}
+
+func runSmoke(t *testing.T, daemonToken, clientToken string) {
 	plans := region.StaticPlans{Default: region.Plan{Rate: 1e6, Capacity: 1e6}}
 	lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
 	if err != nil {
@@ -27,6 +40,9 @@ func TestRunSmoke(t *testing.T) {
 	}
 	cfg := limitapi.DefaultConfig()
 	cfg.Limiter, cfg.Catalog = lim, staticCatalog{}
+	if daemonToken != "" {
+		cfg.CheckTokens = []string{daemonToken}
+	}
 	api, err := limitapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +54,8 @@ func TestRunSmoke(t *testing.T) {
 	defer srv.Close()
 
 	var out bytes.Buffer
-	c := config{url: srv.URL, duration: 150 * time.Millisecond, concurrency: 2, batch: 10, keys: 50, mode: "both", half: true, wait: time.Second}
+	c := config{url: srv.URL, duration: 150 * time.Millisecond, concurrency: 2, batch: 10, keys: 50, mode: "both", half: true,
+		wait: time.Second, checkToken: clientToken}
 	if err := run(c, &out); err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ import (
 // flags, clock.Clock (the wall clock, skewed by --clock-skew), *slog.Logger and
 // *prometheus.Registry; a gossip module may also
 // provide an http.Handler named "debug_shares" for /debug/shares. Pass the
-// modules as extra.
+// modules as extra. The HTTP surface is the routeTable (server.go).
 func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 	return fx.Options(
 		fx.Supply(o),
@@ -53,6 +53,9 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 			newLimiterConfig,
 			newLimiter,
 			newAPI,
+			newReadiness,
+			newRoutes,
+			newMux,
 			newHTTPServer,
 		),
 		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
@@ -60,7 +63,9 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.StopTimeout(20*time.Second),
+		// Stopping waits --shutdown-delay, then drains HTTP, the limiter
+		// and the reporter.
+		fx.StopTimeout(o.ShutdownDelay+20*time.Second),
 		regionModules(o),
 		fx.Options(extra...),
 		fx.Invoke(func(*httpServer) {}),
@@ -119,6 +124,10 @@ func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, js jetstream.JetStre
 	cfg := catalog.DefaultConfig()
 	cfg.CachePath = filepath.Join(o.DataDir, "catalog.json")
 	cfg.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
+	if o.DefaultRate == 0 {
+		log.Info("no built-in default plan: a key with no plan assignment gets 404 until a \"default\" plan is written" +
+			" (with --redis it is off unless --default-rate or --default-capacity is given)")
+	}
 	cfg.Logger = log
 	cat, err := catalog.New(cfg)
 	if err != nil {
@@ -242,7 +251,14 @@ func (f usageFanout) Record(batch []region.Usage) {
 
 func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip.Node, reg *prometheus.Registry, log *slog.Logger) (*limitapi.API, error) {
 	cfg := limitapi.DefaultConfig()
-	cfg.Limiter, cfg.Catalog, cfg.AdminToken, cfg.Logger = lim, cat, o.AdminToken, log
+	cfg.Limiter, cfg.Catalog, cfg.AdminToken, cfg.Logger = lim, cat, string(o.AdminToken), log
+	var err error
+	if cfg.CheckTokens, err = limitapi.ParseTokens(string(o.CheckToken)); err != nil {
+		return nil, fmt.Errorf("--check-token: %w", err)
+	}
+	if cfg.ReadTokens, err = limitapi.ParseTokens(string(o.ReadToken)); err != nil {
+		return nil, fmt.Errorf("--read-token: %w", err)
+	}
 	cfg.Shares = shares
 	checks := limitmetrics.NewChecks()
 	if err := reg.Register(checks); err != nil {
@@ -251,6 +267,12 @@ func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip
 	cfg.Checks = checks
 	if o.AdminToken == "" {
 		log.Warn("no --admin-token: control-plane writes are disabled")
+	}
+	if o.AdminToken == "" && len(cfg.ReadTokens) == 0 {
+		log.Warn("no --admin-token or --read-token: reads (GET /v1/keys, /v1/limits, /v1/costs, /debug/) are refused")
+	}
+	if len(cfg.CheckTokens) == 0 {
+		log.Warn("no --check-token: the check API (/v1/allow) is open to anyone who reaches --listen")
 	}
 	return limitapi.New(cfg)
 }

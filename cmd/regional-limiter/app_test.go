@@ -18,6 +18,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -34,6 +35,7 @@ func testOptions(t *testing.T, redisURL, natsURL, dataDir string) Options {
 	o.Listen = "127.0.0.1:0"
 	o.Redis, o.NATS, o.DataDir, o.AdminToken = redisURL, natsURL, dataDir, adminToken
 	o.LogLevel = "warn"
+	o.ShutdownDelay = 0
 	return o
 }
 
@@ -178,7 +180,7 @@ func TestEndToEnd(t *testing.T) {
 	a.mustCall(t, "PUT", "/v1/keys/"+key, `{"plan":"e2e"}`, true, 204)
 	var seen time.Duration
 	testserver.WaitFor(t, 3*time.Second, 2*time.Millisecond, func() error {
-		r := b.call(t, "GET", "/v1/keys/"+key, "", false)
+		r := b.call(t, "GET", "/v1/keys/"+key, "", true)
 		if r.status != 200 || r.body["plan"] != "e2e" {
 			return fmt.Errorf("b still answers %d %s", r.status, r.raw)
 		}
@@ -223,7 +225,7 @@ func TestEndToEnd(t *testing.T) {
 	a.mustCall(t, "DELETE", "/v1/limits/e2e", "", true, 409)
 	a.mustCall(t, "DELETE", "/v1/keys/"+key, "", true, 204)
 	testserver.WaitFor(t, 3*time.Second, 2*time.Millisecond, func() error {
-		if r := b.call(t, "GET", "/v1/keys/"+key, "", false); r.body["plan"] != "default" {
+		if r := b.call(t, "GET", "/v1/keys/"+key, "", true); r.body["plan"] != "default" {
 			return fmt.Errorf("b still answers %s", r.raw)
 		}
 		return nil
@@ -272,7 +274,7 @@ func TestRestartAndOutage(t *testing.T) {
 		}
 		return nil
 	})
-	if r := d.mustCall(t, "GET", "/v1/keys/acct_g", "", false, 200); r.body["plan"] != "gold" {
+	if r := d.mustCall(t, "GET", "/v1/keys/acct_g", "", true, 200); r.body["plan"] != "gold" {
 		t.Fatalf("after restart: %s", r.raw)
 	}
 
@@ -284,11 +286,11 @@ func TestRestartAndOutage(t *testing.T) {
 	d.stop(t)
 
 	d = startDaemon(t, o)
-	if r := d.mustCall(t, "GET", "/v1/limits/gold", "", false, 200); r.body["capacity"] != 3.0 {
+	if r := d.mustCall(t, "GET", "/v1/limits/gold", "", true, 200); r.body["capacity"] != 3.0 {
 		t.Fatalf("restart during the outage: %s", r.raw)
 	}
 	d.mustCall(t, "GET", "/readyz", "", false, 200)
-	if r := d.mustCall(t, "GET", "/v1/keys/acct_g", "", false, 200); r.body["plan"] != "gold" {
+	if r := d.mustCall(t, "GET", "/v1/keys/acct_g", "", true, 200); r.body["plan"] != "gold" {
 		t.Fatalf("restart during the outage: %s", r.raw)
 	}
 	if m := d.call(t, "GET", "/metrics", "", false); !strings.Contains(m.raw, "quota_config_synced 0") {
@@ -317,8 +319,107 @@ func TestEmbeddedDefaults(t *testing.T) {
 	if r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_1","endpoint":"search"}`, false, 200); r.body["remaining"] != 194.0 {
 		t.Fatalf("endpoint weight: %s", r.raw)
 	}
-	if r := d.mustCall(t, "GET", "/v1/costs/search?history=1", "", false, 200); !bytes.Contains([]byte(r.raw), []byte(`"actor":"admin"`)) {
+	if r := d.mustCall(t, "GET", "/v1/costs/search?history=1", "", true, 200); !bytes.Contains([]byte(r.raw), []byte(`"actor":"admin"`)) {
 		t.Fatalf("history: %s", r.raw)
+	}
+}
+
+// With --redis and no --default-rate/--default-capacity there is no
+// built-in default plan: a batch of 1000 keys nobody assigned answers 404
+// for each, and leaves no state in the limiter, the usage sinks or the
+// ledger reporter.
+func TestNoDefaultPlanWithRedis(t *testing.T) {
+	rs := testserver.StartRedis(t)
+	setQuotaEnv(t, nil)
+	o, err := parseOptions([]string{"--redis", "redis://" + rs.Addr + "/0", "--listen", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--admin-token", adminToken, "--shutdown-delay", "0s", "--log-level", "warn"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &recordingSink{spent: map[string]int64{}}
+	var (
+		lim *region.Limiter
+		rep *ledger.Reporter
+	)
+	d := startDaemon(t, o,
+		fx.Supply(fx.Annotate(sink, fx.As(new(region.UsageSink)), fx.ResultTags(`group:"usage"`))),
+		fx.Populate(&lim),
+		fx.Invoke(func(in struct {
+			fx.In
+			Usage []region.UsageSink `group:"usage"`
+		}) {
+			for _, s := range in.Usage {
+				if r, ok := s.(*ledger.Reporter); ok {
+					rep = r
+				}
+			}
+		}))
+	if rep == nil {
+		t.Fatal("the daemon has no ledger reporter")
+	}
+	openWindows := func() string {
+		t.Helper()
+		lim.Flush()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := rep.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m := d.call(t, "GET", "/metrics", "", false)
+		for _, line := range strings.Split(m.raw, "\n") {
+			if v, ok := strings.CutPrefix(line, "quota_ledger_open_windows "); ok {
+				return v
+			}
+		}
+		t.Fatal("no quota_ledger_open_windows in /metrics")
+		return ""
+	}
+
+	// One key with a plan: the reporter and the limiter hold its state.
+	d.mustCall(t, "PUT", "/v1/limits/known", `{"rate":10,"capacity":10}`, true, 204)
+	d.mustCall(t, "PUT", "/v1/keys/acct_known", `{"plan":"known"}`, true, 204)
+	if r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_known"}`, false, 200); r.body["allowed"] != true {
+		t.Fatalf("assigned key: %s", r.raw)
+	}
+	before := openWindows()
+	if before == "0" {
+		t.Fatal("the reporter holds no window for the assigned key: the test proves nothing")
+	}
+
+	var sb strings.Builder
+	sb.WriteString(`{"checks":[`)
+	for i := range 1000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"key":"new_%d"}`, i)
+	}
+	sb.WriteString(`]}`)
+	r := d.mustCall(t, "POST", "/v1/allow/batch", sb.String(), false, 200)
+	res, _ := r.body["results"].([]any)
+	if len(res) != 1000 {
+		t.Fatalf("%d results", len(res))
+	}
+	for i, x := range res {
+		e, _ := x.(map[string]any)
+		if e["status"] != 404.0 || e["field"] != fmt.Sprintf("checks[%d].key", i) {
+			t.Fatalf("result %d: %v, want a 404 naming its key", i, x)
+		}
+	}
+	d.mustCall(t, "POST", "/v1/allow", `{"key":"new_single"}`, false, 404)
+
+	if after := openWindows(); after != before {
+		t.Errorf("reporter windows %s, before the batch %s", after, before)
+	}
+	if n := lim.Stats().TrackedKeys; n != 1 {
+		t.Errorf("the limiter tracks %d keys, want 1 (acct_known)", n)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for k := range sink.spent {
+		if k != "acct_known" {
+			t.Errorf("usage recorded for %q", k)
+		}
 	}
 }
 

@@ -117,7 +117,7 @@ func BenchmarkDaemonAllow(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o.Listen, o.DataDir, o.LogLevel = "127.0.0.1:0", b.TempDir(), "error"
+	o.Listen, o.DataDir, o.LogLevel, o.ShutdownDelay = "127.0.0.1:0", b.TempDir(), "error", 0
 	o.DefaultRate, o.DefaultCapacity = 1e9, 1e9 // leases grow to the cap: every decision below is on the fast path
 	d := startParts(b, o)
 	cfg := d.cfg

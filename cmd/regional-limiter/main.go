@@ -2,7 +2,10 @@
 // API (/v1/allow), the control plane (/v1/limits, /v1/keys, /v1/costs),
 // metrics and health, over a region.Limiter whose store is Redis (--redis)
 // or in process, and whose plan catalogue is pushed over NATS JetStream
-// (--nats, or an embedded server). See README.md in this directory.
+// (--nats, or an embedded server). The route table in server.go says who
+// may call each route (--check-token, --read-token, --admin-token). On
+// SIGTERM it fails /readyz, keeps serving for --shutdown-delay, then stops.
+// See README.md in this directory.
 package main
 
 import (

@@ -36,13 +36,13 @@ func TestRegionModulesWired(t *testing.T) {
 		t.Fatal("nothing allowed: the test proves nothing")
 	}
 	testserver.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() error {
-		r := d.mustCall(t, "GET", "/debug/shares", "", false, 200)
+		r := d.mustCall(t, "GET", "/debug/shares", "", true, 200)
 		if _, ok := r.body["regions"]; !ok {
 			return errNotYet("no regions in /debug/shares: " + r.raw)
 		}
 		return nil
 	})
-	k := d.mustCall(t, "GET", "/v1/keys/acct_ledger", "", false, 200)
+	k := d.mustCall(t, "GET", "/v1/keys/acct_ledger", "", true, 200)
 	shares, _ := k.body["shares"].(map[string]any)
 	if shares["local"] != 1.0 {
 		t.Fatalf("GET /v1/keys shares = %v, want local: 1 for a lone region", k.body["shares"])

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/peterbourgon/ff/v3"
+
+	"github.com/quotaplatform/quota/limitapi"
 )
 
 // Options are the daemon's settings; the "Flags" section of README.md in this
@@ -33,9 +35,18 @@ type Options struct {
 	NATSTLSCert string
 	NATSTLSKey  string
 
-	DataDir    string
-	AdminToken string
+	DataDir string
+	// AdminToken, CheckToken and ReadToken are bearer tokens as given
+	// (CheckToken and ReadToken are limitapi.ParseTokens lists); they print
+	// without their secrets.
+	AdminToken secret
+	CheckToken secret
+	ReadToken  secret
 	ProcessID  string
+
+	// ShutdownDelay is how long the daemon keeps serving, with /readyz
+	// failing, between SIGTERM and closing its listener. Default 5s.
+	ShutdownDelay time.Duration
 
 	Window         time.Duration
 	ReportInterval time.Duration
@@ -56,7 +67,9 @@ type Options struct {
 
 	// DefaultRate and DefaultCapacity are the built-in default plan, used for
 	// keys with no assignment while the catalogue has no "default" plan.
-	// Both 0 disable it.
+	// Both 0 disable it. With --redis (several processes share limits) it
+	// is off unless either flag is given (command line, environment or
+	// config file): parseOptions sets both to 0 then.
 	DefaultRate     float64
 	DefaultCapacity float64
 
@@ -84,7 +97,10 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.StringVar(&o.NATSTLSCert, "nats-tls-cert", "", "NATS TLS client certificate file")
 	fs.StringVar(&o.NATSTLSKey, "nats-tls-key", "", "NATS TLS client key file")
 	fs.StringVar(&o.DataDir, "data-dir", "./data", "data directory: embedded NATS store, catalogue cache, usage spool")
-	fs.StringVar(&o.AdminToken, "admin-token", "", "control-plane bearer token; empty disables control-plane writes")
+	fs.Var(&o.AdminToken, "admin-token", "control-plane bearer token (writes and reads); empty disables control-plane writes")
+	fs.Var(&o.CheckToken, "check-token", "bearer tokens of POST /v1/allow and /v1/allow/batch, comma-separated (rotation); empty leaves the check API open")
+	fs.Var(&o.ReadToken, "read-token", "bearer tokens for reads (GET /v1/keys, /v1/limits, /v1/costs, ?history=1, /debug/), comma-separated; the admin token reads too")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, fail /readyz and keep serving this long before closing the listener")
 	fs.StringVar(&o.ProcessID, "process-id", defaultProcessID(), "process identity in usage reports")
 	fs.DurationVar(&o.Window, "window", 60*time.Second, "accounting window")
 	fs.DurationVar(&o.ReportInterval, "report-interval", 5*time.Second, "usage report interval")
@@ -96,12 +112,31 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.StringVar(&o.MemberlistBind, "memberlist-bind", "", "memberlist host:port; empty = membership off")
 	fs.StringVar(&o.MemberlistJoin, "memberlist-join", "", "comma-separated memberlist host:port to join")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.Float64Var(&o.DefaultRate, "default-rate", 100, "built-in default plan rate (cost units per second) for keys with no plan while the catalogue has no \"default\" plan; 0 disables")
-	fs.Float64Var(&o.DefaultCapacity, "default-capacity", 200, "built-in default plan capacity (burst, cost units); 0 disables")
+	fs.Float64Var(&o.DefaultRate, "default-rate", 100, "built-in default plan rate (cost units per second) for keys with no plan while the catalogue has no \"default\" plan; 0 disables; off with --redis unless given")
+	fs.Float64Var(&o.DefaultCapacity, "default-capacity", 200, "built-in default plan capacity (burst, cost units); 0 disables; off with --redis unless given")
 	fs.StringVar(&o.Config, "config", "", "optional `file` of flag = value lines, read after flags and environment")
 	fs.DurationVar(&o.ClockSkew, "clock-skew", 0, "testing: offset this process's wall clock by this much")
 	return fs
 }
+
+// secret is a flag value that never prints itself: not in -help, not in
+// %v or %#v of Options, not in ff's "invalid value" errors (Set never fails).
+type secret string
+
+func (s *secret) Set(v string) error { *s = secret(v); return nil }
+
+func (s secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "<redacted>"
+}
+
+// GoString is String, so that %#v hides the secret too.
+func (s secret) GoString() string { return s.String() }
+
+// Bounds of --shutdown-delay.
+const maxShutdownDelay = 5 * time.Minute
 
 // envPrefix is the prefix of every flag's environment variable:
 // --report-interval reads QUOTA_REPORT_INTERVAL.
@@ -130,7 +165,26 @@ func parseOptions(args []string, stderr io.Writer) (Options, error) {
 	if fs.NArg() > 0 {
 		return Options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	o.implicitDefaults(setFlags(fs))
 	return o, o.validate()
+}
+
+// setFlags names the flags given on the command line, in the environment
+// or in the config file: ff sets those through the FlagSet, which Visit
+// then lists, and leaves the others at their defaults.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// implicitDefaults applies the defaults that depend on other flags: with
+// --redis, several processes share limits, so no key gets a plan nobody
+// wrote unless --default-rate or --default-capacity is given.
+func (o *Options) implicitDefaults(set map[string]bool) {
+	if o.Redis != "" && !set["default-rate"] && !set["default-capacity"] {
+		o.DefaultRate, o.DefaultCapacity = 0, 0
+	}
 }
 
 // configFileParser is the ff.ConfigFileParser of the --config file, which ff
@@ -215,6 +269,14 @@ func (o *Options) validate() error {
 	check((o.DefaultRate == 0) == (o.DefaultCapacity == 0), "default-rate", "and --default-capacity must both be 0 (no built-in default plan) or both set")
 	check(o.DefaultRate >= 0, "default-rate", "must not be negative, got %v", o.DefaultRate)
 	check(o.DefaultCapacity == 0 || o.DefaultCapacity >= 1, "default-capacity", "must be 0 or at least 1, got %v", o.DefaultCapacity)
+	check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay, "shutdown-delay", "must be 0 to %v, got %v", maxShutdownDelay, o.ShutdownDelay)
+	for _, tf := range []struct {
+		name string
+		list secret
+	}{{"check-token", o.CheckToken}, {"read-token", o.ReadToken}} {
+		_, err := limitapi.ParseTokens(string(tf.list))
+		check(err == nil, tf.name, "%v", err)
+	}
 	var lvl slog.Level
 	check(lvl.UnmarshalText([]byte(o.LogLevel)) == nil, "log-level", "must be debug, info, warn or error, got %q", o.LogLevel)
 	return errors.Join(errs...)

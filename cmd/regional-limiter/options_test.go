@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -69,6 +70,23 @@ func TestParseOptions(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, nil, nil, true},
 		{"unknown flag", []string{"--nope"}, nil, nil, true},
 		{"half default plan", []string{"--default-rate", "0"}, nil, nil, true},
+		{"shutdown delay default", nil, nil, func(t *testing.T, o Options) {
+			if o.ShutdownDelay != 5*time.Second {
+				t.Errorf("--shutdown-delay = %v, want 5s", o.ShutdownDelay)
+			}
+		}, false},
+		{"tokens from env", []string{"--shutdown-delay", "0s"},
+			map[string]string{"QUOTA_CHECK_TOKEN": checkA + "," + checkB, "QUOTA_READ_TOKEN": readA},
+			func(t *testing.T, o Options) {
+				if o.CheckToken != checkA+","+checkB || o.ReadToken != readA || o.ShutdownDelay != 0 {
+					t.Errorf("%+v", o)
+				}
+				if s := fmt.Sprintf("%v %+v %#v", o, o, o); strings.Contains(s, checkA) || strings.Contains(s, readA) {
+					t.Errorf("Options print their tokens: %s", s)
+				}
+			}, false},
+		{"negative shutdown delay", []string{"--shutdown-delay", "-1s"}, nil, nil, true},
+		{"long shutdown delay", []string{"--shutdown-delay", "6m"}, nil, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +97,53 @@ func TestParseOptions(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, o)
+			}
+		})
+	}
+}
+
+const (
+	checkA = "check-a-0123456789"
+	checkB = "check-b-0123456789"
+	readA  = "read-a-0123456789"
+)
+
+// With --redis the built-in default plan is off unless --default-rate or
+// --default-capacity is given, from any source: ff sets flags from the
+// environment and the config file through the FlagSet, so Visit lists
+// them as set.
+func TestDefaultPlanWithRedis(t *testing.T) {
+	const redis = "redis://127.0.0.1:1/0"
+	tests := []struct {
+		name           string
+		args           []string
+		env            map[string]string
+		file           string
+		rate, capacity float64
+	}{
+		{"in-process store", nil, nil, "", 100, 200},
+		{"redis flag", []string{"--redis", redis}, nil, "", 0, 0},
+		{"redis from env", nil, map[string]string{"QUOTA_REDIS": redis}, "", 0, 0},
+		{"redis from file", nil, nil, "redis = " + redis, 0, 0},
+		{"redis, rate flag", []string{"--redis", redis, "--default-rate", "50"}, nil, "", 50, 200},
+		{"redis, default value given", []string{"--redis", redis, "--default-rate", "100", "--default-capacity", "200"}, nil, "", 100, 200},
+		{"redis, capacity from env", []string{"--redis", redis}, map[string]string{"QUOTA_DEFAULT_CAPACITY": "300"}, "", 100, 300},
+		{"redis, both from file", []string{"--redis", redis}, nil, "default-rate = 10\ndefault-capacity = 20", 10, 20},
+		{"redis, empty env is unset", []string{"--redis", redis}, map[string]string{"QUOTA_DEFAULT_RATE": ""}, "", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setQuotaEnv(t, tt.env)
+			args := tt.args
+			if tt.file != "" {
+				args = append([]string{"--config", writeConfig(t, tt.file+"\n")}, args...)
+			}
+			o, err := parseOptions(args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.DefaultRate != tt.rate || o.DefaultCapacity != tt.capacity {
+				t.Fatalf("default plan %v/%v, want %v/%v", o.DefaultRate, o.DefaultCapacity, tt.rate, tt.capacity)
 			}
 		})
 	}
@@ -208,6 +273,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"positional argument", []string{"serve"}, nil, "", []string{"unexpected arguments"}},
 		{"validation", []string{"--share-floor", "1"}, nil, "", []string{"--share-floor"}},
 		{"validation joins all", []string{"--window", "0s", "--processes", "0"}, nil, "", []string{"--window", "--processes"}},
+		{"short check token", []string{"--check-token", checkA + ",shorty"}, nil, "", []string{"--check-token: entry 2: a token must be 16 to 256 bytes"}},
+		{"read token twice", nil, map[string]string{"QUOTA_READ_TOKEN": readA + "," + readA}, "", []string{"--read-token: entry 2: the same token is listed twice"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,6 +290,11 @@ func TestParseOptionsErrors(t *testing.T) {
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("err = %q, want it to contain %q", err, w)
+				}
+			}
+			for _, tok := range []string{checkA, readA, "shorty"} {
+				if strings.Contains(err.Error(), tok) {
+					t.Errorf("err = %q quotes a token", err)
 				}
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,84 @@ import (
 	"github.com/quotaplatform/quota/region"
 )
 
-// httpServer serves the API, metrics and health on --listen.
+// routeTable is the daemon's whole HTTP surface and who may call each
+// route: the API's routes (limitapi.API.Routes) and the daemon's own. The
+// mux is built from it alone (newMux); TestRoutes walks the real mux
+// against it, and README.md in this directory lists it.
+type routeTable []limitapi.Route
+
+type routeInputs struct {
+	fx.In
+	API      *limitapi.API
+	Catalog  *catalog.Catalog
+	Registry *prometheus.Registry
+	Limiter  *region.Limiter
+	Ready    *readiness
+	// DebugShares serves /debug/shares when the gossip module provides it.
+	DebugShares http.Handler `name:"debug_shares" optional:"true"`
+}
+
+func newRoutes(in routeInputs) routeTable {
+	debugShares := in.DebugShares
+	if debugShares == nil {
+		debugShares = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeStatus(w, http.StatusNotImplemented, map[string]any{"error": "gossip is not wired into this build: every key's share is 1"})
+		})
+	}
+	return append(routeTable(in.API.Routes()),
+		limitapi.Route{Pattern: "GET /metrics", Access: limitapi.AccessAnyone, Caller: "Prometheus (no keys in labels)",
+			Handler: promhttp.HandlerFor(in.Registry, promhttp.HandlerOpts{Registry: in.Registry})},
+		limitapi.Route{Pattern: "GET /healthz", Access: limitapi.AccessAnyone, Caller: "liveness probe",
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				writeStatus(w, http.StatusOK, map[string]any{"status": "ok"})
+			})},
+		limitapi.Route{Pattern: "GET /readyz", Access: limitapi.AccessAnyone, Caller: "readiness probe, load balancer",
+			Handler: readyz(in.Catalog, in.Limiter, in.Ready)},
+		limitapi.Route{Pattern: "GET /debug/shares", Access: limitapi.AccessRead, Caller: "operators: every key's region shares (?key=K: one key's)",
+			Handler: debugShares},
+	)
+}
+
+// newMux serves the route table and nothing else, each route behind the
+// API's token check for its Access.
+func newMux(api *limitapi.API, routes routeTable) *http.ServeMux {
+	return api.Mux(routes)
+}
+
+// readiness is what /readyz answers besides the catalogue: it fails from
+// the moment the daemon starts to stop.
+type readiness struct{ draining atomic.Bool }
+
+func newReadiness() *readiness { return &readiness{} }
+
+// readyz is 200 once the catalogue is loaded, 503 before and while the
+// daemon drains. A store outage does not make the process unready: it
+// decides in degraded mode, which the body reports.
+func readyz(cat *catalog.Catalog, lim *region.Limiter, ready *readiness) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		loaded := cat.Loaded()
+		breaker := lim.Stats().Breaker
+		body := map[string]any{
+			"catalogue_loaded": loaded,
+			"catalogue_synced": cat.Synced(),
+			"config_version":   cat.Version(),
+			"breaker":          breaker.String(),
+			"degraded":         breaker != region.BreakerClosed,
+		}
+		status := http.StatusOK
+		switch {
+		case ready.draining.Load():
+			status = http.StatusServiceUnavailable
+			body["reason"] = "shutting down"
+		case !loaded:
+			status = http.StatusServiceUnavailable
+			body["reason"] = "the catalogue has neither been read from NATS nor loaded from the cache yet"
+		}
+		writeStatus(w, status, body)
+	}
+}
+
+// httpServer serves the route table on --listen.
 type httpServer struct {
 	srv  *http.Server
 	addr net.Addr // set by start
@@ -29,82 +107,68 @@ type httpServer struct {
 // Addr is the bound address, after start.
 func (s *httpServer) Addr() string { return s.addr.String() }
 
-type serverInputs struct {
-	fx.In
-	Lifecycle fx.Lifecycle
-	Options   Options
-	API       *limitapi.API
-	Catalog   *catalog.Catalog
-	Registry  *prometheus.Registry
-	Limiter   *region.Limiter
-	Log       *slog.Logger
-	// DebugShares serves /debug/shares when the gossip module provides it.
-	DebugShares http.Handler `name:"debug_shares" optional:"true"`
-}
+// HTTP server limits.
+const (
+	readHeaderTimeout = 2 * time.Second
+	readTimeout       = 5 * time.Second
+	writeTimeout      = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 16 << 10
+)
 
-func newHTTPServer(in serverInputs) *httpServer {
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", in.API)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(in.Registry, promhttp.HandlerOpts{Registry: in.Registry}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeStatus(w, http.StatusOK, map[string]any{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ready := in.Catalog.Loaded()
-		// A store outage does not make the process unready: it decides
-		// in degraded mode, which the body reports.
-		breaker := in.Limiter.Stats().Breaker
-		body := map[string]any{
-			"catalogue_loaded": ready,
-			"catalogue_synced": in.Catalog.Synced(),
-			"config_version":   in.Catalog.Version(),
-			"breaker":          breaker.String(),
-			"degraded":         breaker != region.BreakerClosed,
-		}
-		status := http.StatusOK
-		if !ready {
-			status = http.StatusServiceUnavailable
-			body["reason"] = "the catalogue has neither been read from NATS nor loaded from the cache yet"
-		}
-		writeStatus(w, status, body)
-	})
-	if in.DebugShares != nil {
-		mux.Handle("GET /debug/shares", in.DebugShares)
-	} else {
-		mux.HandleFunc("GET /debug/shares", func(w http.ResponseWriter, r *http.Request) {
-			writeStatus(w, http.StatusNotImplemented, map[string]any{"error": "gossip is not wired into this build: every key's share is 1"})
-		})
-	}
+// newHTTPServer serves mux on --listen between start and stop. Stopping
+// drains: /readyz fails at once and keep-alive ends, requests are served
+// for --shutdown-delay more (so that load balancers and probes see the
+// failure and move traffic), then the server shuts down, waiting for the
+// requests in flight. fx stops it before the limiter, the reporter and
+// NATS (hooks stop in reverse order of start).
+func newHTTPServer(lc fx.Lifecycle, o Options, mux *http.ServeMux, ready *readiness,
+	reg *prometheus.Registry, log *slog.Logger) *httpServer {
 	httpMetrics := limitmetrics.NewHTTP()
-	in.Registry.MustRegister(httpMetrics)
+	reg.MustRegister(httpMetrics)
 	s := &httpServer{srv: &http.Server{
-		Addr:              in.Options.Listen,
+		Addr:              o.Listen,
 		Handler:           httpMetrics.Wrap(mux),
-		ReadHeaderTimeout: 2 * time.Second,
-		ReadTimeout:       5 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(in.Log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
-	in.Lifecycle.Append(fx.Hook{
+	done := make(chan struct{})
+	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			ln, err := net.Listen("tcp", in.Options.Listen)
+			ln, err := net.Listen("tcp", o.Listen)
 			if err != nil {
-				return fmt.Errorf("--listen %s: %w", in.Options.Listen, err)
+				return fmt.Errorf("--listen %s: %w", o.Listen, err)
 			}
 			s.addr = ln.Addr()
-			in.Log.Info("serving", "addr", s.addr.String())
+			log.Info("serving", "addr", s.addr.String())
 			go func() {
+				defer close(done)
 				if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					in.Log.Error("http server failed", "err", err)
+					log.Error("http server failed", "err", err)
 				}
 			}()
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
-			// Stop taking requests first; the limiter drains after this.
-			return s.srv.Shutdown(ctx)
+			ready.draining.Store(true)
+			s.srv.SetKeepAlivesEnabled(false)
+			log.Info("draining: /readyz fails, serving until the shutdown delay ends", "shutdown_delay", o.ShutdownDelay)
+			delay := time.NewTimer(o.ShutdownDelay)
+			defer delay.Stop()
+			select {
+			case <-delay.C:
+			case <-ctx.Done():
+			}
+			err := s.srv.Shutdown(ctx)
+			if err != nil {
+				_ = s.srv.Close()
+			}
+			<-done
+			return err
 		},
 	})
 	return s

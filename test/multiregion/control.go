@@ -92,7 +92,7 @@ type KeyView struct {
 // KeyView asks node n how it sees key.
 func (c *Cluster) KeyView(n *Node, key string) (KeyView, error) {
 	var v KeyView
-	err := getJSONWith(c.client, n.URL()+"/v1/keys/"+url.PathEscape(key), &v)
+	err := getJSONWith(c.client, n.URL()+"/v1/keys/"+url.PathEscape(key), c.spec.AdminToken, &v)
 	return v, err
 }
 
@@ -203,8 +203,8 @@ func (c *Cluster) Shares(key string) (map[string]float64, error) {
 	return out, nil
 }
 
-func getJSONWith(client *http.Client, u string, v any) error {
-	resp, err := client.Get(u)
+func getJSONWith(client *http.Client, u, token string, v any) error {
+	resp, err := getWithToken(client, u, token)
 	if err != nil {
 		return err
 	}
@@ -217,4 +217,15 @@ func getJSONWith(client *http.Client, u string, v any) error {
 		return fmt.Errorf("GET %s: %w", u, err)
 	}
 	return nil
+}
+
+// getWithToken GETs u with "Authorization: Bearer <token>": the daemon's
+// reads (GET /v1/keys, /debug/shares) need a read or the admin token.
+func getWithToken(client *http.Client, u, token string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	return client.Do(req)
 }

@@ -49,7 +49,7 @@ var errGossipOff = errors.New("gossip is not wired into the daemon (/debug/share
 // sharesOf fetches node n's view of every region's share of key.
 func (c *Cluster) sharesOf(n *Node, key string) (map[string]float64, error) {
 	var d sharesDoc
-	resp, err := c.client.Get(n.URL() + "/debug/shares?key=" + url.QueryEscape(key))
+	resp, err := getWithToken(c.client, n.URL()+"/debug/shares?key="+url.QueryEscape(key), c.spec.AdminToken)
 	if err != nil {
 		return nil, err
 	}
