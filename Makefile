@@ -44,6 +44,7 @@ fuzz: ## fuzz the wire formats and HTTP input for 20 s each
 	$(GO) test -run '^$$' -fuzz FuzzHTTP -fuzztime 20s ./limitapi/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeReport -fuzztime 20s ./ledger/
 	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 20s ./ledger/billing/
+	$(GO) test -run '^$$' -fuzz FuzzBatch -fuzztime 20s ./ledger/reconcile/
 	$(GO) test -run '^$$' -fuzz FuzzBillingAuth -fuzztime 20s ./ledger/billing/
 
 .PHONY: multiregion

@@ -167,7 +167,7 @@ func (c *Catalog) applyTo(st *state, kve jetstream.KeyValueEntry) {
 	}
 	e, err := decodeEntry(kve.Key(), kve.Value(), kve.Revision())
 	if err != nil {
-		c.log.Warn("skipping bad catalogue entry", "key", kve.Key(), "revision", kve.Revision(), "err", err)
+		c.log.Warn("skipping bad catalogue entry", "revision", kve.Revision(), "err", err)
 		return
 	}
 	if e.Deleted {

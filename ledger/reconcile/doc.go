@@ -5,14 +5,28 @@
 // A Reconciler reads the stream through a durable pull consumer, gathers a
 // batch (BatchSize reports or BatchInterval, whichever comes first), hands it
 // to a Store in one transaction, and acknowledges the batch's messages only
-// after the transaction committed. While the Store fails (Postgres down) it
-// retries the same batch with exponential backoff and acknowledges nothing.
+// after the transaction committed. While the Store fails transiently
+// (Postgres down; see isTransient) it retries the same batch with
+// exponential backoff, acknowledges nothing and is not Ready.
+//
+// No message can stop ingestion. Before writing, each message is checked
+// (check): a body that is not a valid report, a figure beyond MaxCounter,
+// or a region or process that differs from the subject (checkSubject) is
+// rejected. When Postgres refuses a batch with a data or constraint error,
+// the batch is split in halves until the refused reports are alone.
+// Rejected and refused messages are recorded in usage_dead_letters
+// (Store.DeadLetter) and then terminated; the others are written and acked.
+//
+// A lost durable consumer (deleted, or its stream) is created again; Run is
+// not Ready until it consumes from it.
 //
 // The Writer (the Postgres Store) merges each report into its row
 // (key, window_start, process_id): spent, rejected and degraded take the
 // greatest value, leased and seq come from the report with the highest seq,
 // and final sticks once true. Reports are cumulative, so a redelivered,
-// duplicated or reordered report never counts twice.
+// duplicated or reordered report never counts twice. Report times are cut
+// to what Postgres stores (whole microseconds, UTC) before a batch is
+// merged: window starts that differ below the microsecond are one row.
 //
 // Run owns one goroutine (the caller's); the package starts no other.
 //

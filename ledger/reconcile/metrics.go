@@ -9,10 +9,15 @@ type Metrics struct {
 	BatchLatency prometheus.Histogram
 	Reports      prometheus.Counter
 	Redeliveries prometheus.Counter
-	Invalid      prometheus.Counter
-	Rows         *prometheus.CounterVec // result: inserted, updated, unchanged
-	WriteErrors  prometheus.Counter
-	LastCommit   prometheus.Gauge
+	// Rejected counts reports refused before writing, by Reason.
+	Rejected *prometheus.CounterVec
+	// DeadLetters counts messages recorded in usage_dead_letters and
+	// terminated, by Reason.
+	DeadLetters *prometheus.CounterVec
+	Rebinds     prometheus.Counter
+	Rows        *prometheus.CounterVec // result: inserted, updated, unchanged
+	WriteErrors prometheus.Counter
+	LastCommit  prometheus.Gauge
 }
 
 // NewMetrics creates the Reconciler's metrics and registers them on reg
@@ -31,18 +36,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "reports_total", Help: "Reports committed to the ledger and acknowledged."}),
 		Redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "redeliveries_total", Help: "Messages delivered more than once by JetStream."}),
-		Invalid: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "invalid_reports_total", Help: "Messages that were not valid reports (terminated, not retried)."}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "rejected_reports_total", Help: "Messages refused before writing (dead-lettered and terminated), by reason: invalid, out_of_range, subject."},
+			[]string{"reason"}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "dead_letters_total", Help: "Messages recorded in usage_dead_letters and terminated, by reason: invalid, out_of_range, subject, refused (by Postgres)."},
+			[]string{"reason"}),
+		Rebinds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "consumer_rebinds_total", Help: "Times the durable consumer was lost (e.g. deleted) and bound again."}),
 		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "upsert_rows_total", Help: "Ledger rows by upsert result: inserted, updated (conflict, newer values), unchanged (duplicate or older)."},
 			[]string{"result"}),
 		WriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "write_errors_total", Help: "Failed batch writes (retried with backoff)."}),
+			Name: "write_errors_total", Help: "Failed Store calls: transient ones are retried with backoff, a batch Postgres refuses is split."}),
 		LastCommit: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "last_commit_timestamp_seconds", Help: "Unix time of the last committed batch."}),
 	}
+	for _, r := range reasons {
+		if r != ReasonRefused {
+			m.Rejected.WithLabelValues(string(r))
+		}
+		m.DeadLetters.WithLabelValues(string(r))
+	}
 	if reg != nil {
-		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Redeliveries, m.Invalid, m.Rows, m.WriteErrors, m.LastCommit)
+		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Redeliveries, m.Rejected, m.DeadLetters,
+			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit)
 	}
 	return m
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,10 +12,14 @@ import (
 	"github.com/quotaplatform/quota/ledger"
 )
 
-// Store writes a batch of reports atomically and idempotently. Writer is the
-// Postgres implementation.
+// Store is where the Reconciler writes. Writer is the Postgres
+// implementation. The Reconciler calls it from one goroutine at a time.
 type Store interface {
+	// Write writes a batch of reports atomically and idempotently.
 	Write(ctx context.Context, reports []ledger.Report) (WriteResult, error)
+	// DeadLetter records messages that will not be written, atomically and
+	// idempotently (a redelivered letter is recorded once).
+	DeadLetter(ctx context.Context, letters []DeadLetter) error
 }
 
 var _ Store = (*Writer)(nil)
@@ -77,15 +80,12 @@ func (c *Config) validate() error {
 
 // Reconciler consumes usage reports and writes them to a Store.
 type Reconciler struct {
-	cfg   Config
-	js    jetstream.JetStream
-	store Store
-	m     *Metrics
-	log   *slog.Logger
-
-	ready    atomic.Bool  // consumer bound and last write (if any) succeeded
-	lastErr  atomic.Value // string
-	commitNs atomic.Int64 // unix ns of the last commit
+	cfg    Config
+	js     jetstream.JetStream
+	store  Store
+	m      *Metrics
+	log    *slog.Logger
+	health health
 }
 
 // New returns a Reconciler. It does no I/O until Run.
@@ -102,89 +102,99 @@ func New(js jetstream.JetStream, store Store, cfg Config) (*Reconciler, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Reconciler{cfg: cfg, js: js, store: store, m: cfg.Metrics, log: cfg.Logger}, nil
+	r := &Reconciler{cfg: cfg, js: js, store: store, m: cfg.Metrics, log: cfg.Logger}
+	r.health.consuming(errNotStarted)
+	return r, nil
 }
 
-// Ready returns nil when the consumer is bound and the last write succeeded,
+var errNotStarted = errors.New("reconcile: not started")
+
+// Ready returns nil while the Reconciler consumes (its durable consumer is
+// bound) and its last write did not fail transiently (Postgres reachable),
 // else the reason it is not ready.
-func (r *Reconciler) Ready() error {
-	if r.ready.Load() {
-		return nil
+func (r *Reconciler) Ready() error { return r.health.ready() }
+
+// Run consumes until ctx is cancelled, and returns nil then. A batch being
+// written or retried when ctx ends is not acknowledged: JetStream
+// redelivers it to the next reconciler after AckWait, and the upsert makes
+// that harmless.
+//
+// When the durable consumer is lost (deleted, or its stream deleted), Run
+// is not ready until it has created it again (Config.Durable, delivering
+// the whole stream again: the upsert makes the replay harmless) and
+// consumes from it.
+func (r *Reconciler) Run(ctx context.Context) error {
+	defer r.health.consuming(errors.New("reconcile: stopped"))
+	for {
+		err := r.consume(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.m.Rebinds.Inc()
+		r.health.consuming(fmt.Errorf("reconcile: consumer lost, re-binding: %w", err))
+		r.log.Warn("reconcile: consumer lost; re-binding", "err", err, "durable", r.cfg.Durable)
+		if !sleepCtx(ctx, r.cfg.RetryMin) {
+			return nil
+		}
 	}
-	if s, _ := r.lastErr.Load().(string); s != "" {
-		return errors.New(s)
-	}
-	return errors.New("reconcile: not started")
 }
 
-// Run consumes until ctx is cancelled. A batch being written or retried
-// when ctx ends is not acknowledged: JetStream redelivers it to the next
-// reconciler after AckWait, and the upsert makes that harmless.
-func (r *Reconciler) Run(ctx context.Context) error {
+// consume binds the durable consumer and processes its batches until ctx
+// ends (it returns nil) or the consumer is lost (it returns why).
+func (r *Reconciler) consume(ctx context.Context) error {
 	cons, err := r.bind(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped before the consumer was bound
-		}
-		return err
+		return err // ctx ended
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize))
 	if err != nil {
 		return fmt.Errorf("reconcile: consume: %w", err)
 	}
 	defer func() { it.Stop() }()
-	r.ready.Store(true)
+	r.health.consuming(nil)
 
 	msgs := make([]jetstream.Msg, 0, r.cfg.BatchSize)
-	reps := make([]ledger.Report, 0, r.cfg.BatchSize)
 	lastMsg := time.Now()
 	for ctx.Err() == nil {
-		msgs = r.gather(ctx, it, msgs[:0])
-		if len(msgs) == 0 {
-			if time.Since(lastMsg) >= idleCheck {
-				lastMsg = time.Now()
-				if fresh := r.checkIdle(ctx, cons); fresh {
-					it.Stop()
-					if it, err = cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize)); err != nil {
-						return fmt.Errorf("reconcile: consume: %w", err)
-					}
-				}
+		var lost error
+		msgs, lost = r.gather(ctx, it, msgs[:0])
+		if len(msgs) > 0 {
+			lastMsg = time.Now()
+			if err := r.process(ctx, msgs); err != nil {
+				return nil // ctx ended: the rest of the batch is not acked
 			}
-			continue
 		}
-		lastMsg = time.Now()
-		reps = reps[:0]
-		keep := msgs[:0]
-		for _, m := range msgs {
-			if md, err := m.Metadata(); err == nil {
-				if md.NumDelivered > 1 {
-					r.m.Redeliveries.Inc()
-				}
-				r.m.Lag.Set(float64(md.NumPending))
-			}
-			rep, err := ledger.DecodeReport(m.Data())
+		if lost != nil {
+			return lost
+		}
+		if len(msgs) == 0 && time.Since(lastMsg) >= idleCheck {
+			lastMsg = time.Now()
+			restart, err := r.checkIdle(ctx, cons)
 			if err != nil {
-				r.m.Invalid.Inc()
-				r.log.Error("reconcile: dropping invalid report", "subject", m.Subject(), "err", err)
-				_ = m.Term()
-				continue
+				return err
 			}
-			reps = append(reps, rep)
-			keep = append(keep, m)
+			if restart {
+				it.Stop()
+				if it, err = cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize)); err != nil {
+					return fmt.Errorf("reconcile: consume: %w", err)
+				}
+			}
 		}
-		msgs = keep
-		if len(reps) == 0 {
-			continue
-		}
-		if err := r.write(ctx, reps, msgs); err != nil {
-			return nil // ctx ended while retrying: nothing acked
-		}
-		for _, m := range msgs {
-			_ = m.Ack()
-		}
-		r.m.Reports.Add(float64(len(reps)))
 	}
 	return nil
+}
+
+// consumerLost reports whether err from the pull iterator or the consumer
+// means the consumer is gone (or the iterator stopped for good): the
+// Reconciler must bind again.
+func consumerLost(err error) bool {
+	for _, target := range [...]error{jetstream.ErrConsumerDeleted, jetstream.ErrConsumerNotFound,
+		jetstream.ErrStreamNotFound, jetstream.ErrMsgIteratorClosed, jetstream.ErrBadRequest, jetstream.ErrNoHeartbeat} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // idleCheck is how long the consumer may deliver nothing before the
@@ -192,24 +202,30 @@ func (r *Reconciler) Run(ctx context.Context) error {
 const idleCheck = 5 * time.Second
 
 // checkIdle reads the consumer's state while nothing arrives: it keeps the
-// lag metric true when idle, and reports whether the pull iterator must be
+// lag metric true when idle, reports whether the pull iterator must be
 // restarted because reports wait on the server that no pull is fetching
-// (a pull request lost on the way, e.g. across a gateway).
-func (r *Reconciler) checkIdle(ctx context.Context, cons jetstream.Consumer) bool {
+// (a pull request lost on the way, e.g. across a gateway), and returns an
+// error when the consumer is gone.
+func (r *Reconciler) checkIdle(ctx context.Context, cons jetstream.Consumer) (restart bool, lost error) {
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	info, err := cons.Info(ictx)
 	if err != nil {
-		return false
+		if consumerLost(err) {
+			return false, fmt.Errorf("reconcile: consumer info: %w", err)
+		}
+		return false, nil
 	}
 	r.m.Lag.Set(float64(info.NumPending))
 	if info.NumPending > 0 && info.NumAckPending == 0 && info.NumWaiting == 0 {
 		r.log.Warn("reconcile: reports are waiting but none is delivered; restarting the pull", "pending", info.NumPending)
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
+// bind creates (or updates) the stream and the durable consumer, retrying
+// with backoff; it fails only when ctx ends.
 func (r *Reconciler) bind(ctx context.Context) (jetstream.Consumer, error) {
 	backoff := r.cfg.RetryMin
 	for {
@@ -230,7 +246,7 @@ func (r *Reconciler) bind(ctx context.Context) (jetstream.Consumer, error) {
 				return cons, nil
 			}
 		}
-		r.lastErr.Store(err.Error())
+		r.health.consuming(fmt.Errorf("reconcile: binding the consumer: %w", err))
 		r.log.Warn("reconcile: binding the consumer failed; retrying", "err", err, "backoff", backoff)
 		if !sleepCtx(ctx, backoff) {
 			return nil, fmt.Errorf("reconcile: bind consumer: %w", err)
@@ -240,14 +256,18 @@ func (r *Reconciler) bind(ctx context.Context) (jetstream.Consumer, error) {
 }
 
 // gather collects up to BatchSize messages, waiting at most BatchInterval
-// after the call (or until ctx ends).
-func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, msgs []jetstream.Msg) []jetstream.Msg {
+// after the call (or until ctx ends). It returns the messages it has and,
+// when the consumer is lost, why.
+func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
 	bctx, cancel := context.WithTimeout(ctx, r.cfg.BatchInterval)
 	defer cancel()
 	for len(msgs) < r.cfg.BatchSize {
 		m, err := it.Next(jetstream.NextContext(bctx))
 		if err != nil {
 			if bctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				if consumerLost(err) {
+					return msgs, fmt.Errorf("reconcile: next message: %w", err)
+				}
 				r.log.Warn("reconcile: next message", "err", err)
 				<-bctx.Done() // pace retries of a broken iterator
 			}
@@ -255,47 +275,7 @@ func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, m
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs
-}
-
-// write retries the batch until it commits or ctx ends.
-func (r *Reconciler) write(ctx context.Context, reps []ledger.Report, msgs []jetstream.Msg) error {
-	backoff := r.cfg.RetryMin
-	started := time.Now()
-	lastProgress := started
-	for {
-		t0 := time.Now()
-		res, err := r.store.Write(ctx, reps)
-		if err == nil {
-			r.m.BatchLatency.Observe(time.Since(t0).Seconds())
-			r.m.BatchSize.Observe(float64(len(reps)))
-			r.m.Rows.WithLabelValues("inserted").Add(float64(res.Inserted))
-			r.m.Rows.WithLabelValues("updated").Add(float64(res.Updated))
-			r.m.Rows.WithLabelValues("unchanged").Add(float64(res.Unchanged))
-			now := time.Now()
-			r.m.LastCommit.Set(float64(now.UnixNano()) / 1e9)
-			r.commitNs.Store(now.UnixNano())
-			r.ready.Store(true)
-			return nil
-		}
-		r.m.WriteErrors.Inc()
-		r.ready.Store(false)
-		r.lastErr.Store("reconcile: write: " + err.Error())
-		r.log.Error("reconcile: writing batch failed; retrying, nothing acked",
-			"err", err, "reports", len(reps), "backoff", backoff, "failing_for", time.Since(started).Round(time.Millisecond))
-		if !sleepCtx(ctx, backoff) {
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, r.cfg.RetryMax)
-		// Keep the batch ours while we retry, so JetStream does not hand
-		// it to another reconciler meanwhile.
-		if time.Since(lastProgress) > r.cfg.AckWait/3 {
-			for _, m := range msgs {
-				_ = m.InProgress()
-			}
-			lastProgress = time.Now()
-		}
-	}
+	return msgs, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

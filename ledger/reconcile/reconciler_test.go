@@ -127,6 +127,10 @@ func (s *crashingStore) Write(ctx context.Context, reps []ledger.Report) (reconc
 	return res, err
 }
 
+func (s *crashingStore) DeadLetter(ctx context.Context, letters []reconcile.DeadLetter) error {
+	return s.w.DeadLetter(ctx, letters)
+}
+
 // blockingStore never commits: a reconciler killed while writing.
 type blockingStore struct{ called func() }
 
@@ -134,6 +138,12 @@ func (s blockingStore) Write(ctx context.Context, _ []ledger.Report) (reconcile.
 	s.called()
 	<-ctx.Done()
 	return reconcile.WriteResult{}, ctx.Err()
+}
+
+func (s blockingStore) DeadLetter(ctx context.Context, _ []reconcile.DeadLetter) error {
+	s.called()
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func TestReconcilerKilledMidBatch(t *testing.T) {

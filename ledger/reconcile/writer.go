@@ -65,9 +65,10 @@ var stagingColumns = []string{"key", "window_start", "process_id", "window_end",
 	"spent", "leased", "rejected", "degraded", "final", "seq", "sent_at"}
 
 // Write merges reports into the ledger in one transaction: the batch is
-// merged per row in memory (one row cannot be upserted twice in one
+// merged per row in memory (Merge; one row cannot be upserted twice in one
 // statement), copied into a temporary table, and upserted with one
-// INSERT … ON CONFLICT.
+// INSERT … ON CONFLICT. A data or constraint error fails the whole batch
+// (see isTransient for how the Reconciler tells it from an outage).
 func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResult, error) {
 	rows := Merge(reports)
 	res := WriteResult{Rows: len(rows)}
@@ -102,18 +103,22 @@ func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResul
 	return res, nil
 }
 
-// Merge folds reports of the same (key, window, process) into one, by the
-// same rules as the upsert: greatest spent, rejected and degraded; leased,
-// seq, sent_at, window_end and region of the highest seq; final if any is.
+// Merge folds reports of the same (key, window, process) row into one, by
+// the same rules as the upsert: greatest spent, rejected and degraded;
+// leased, seq, window_end and region of the highest seq (the first of equal
+// seqs); latest sent_at; final if any is. Times are first normalized to
+// what Postgres stores (whole microseconds, UTC), so that window starts that
+// differ below the microsecond, which are one row, merge.
 func Merge(reports []ledger.Report) []ledger.Report {
 	type pk struct {
 		key, process string
-		start        int64
+		start        int64 // µs since the Unix epoch
 	}
 	idx := make(map[pk]int, len(reports))
 	out := make([]ledger.Report, 0, len(reports))
 	for _, r := range reports {
-		k := pk{r.Key, r.ProcessID, r.WindowStart.UnixNano()}
+		normalize(&r)
+		k := pk{r.Key, r.ProcessID, r.WindowStart.UnixMicro()}
 		i, ok := idx[k]
 		if !ok {
 			idx[k] = len(out)

@@ -1,0 +1,142 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quotaplatform/quota/ledger"
+)
+
+// Reason says why a message became a dead letter. It is the reason label of
+// quota_reconciler_rejected_reports_total and
+// quota_reconciler_dead_letters_total, and the reason column of
+// usage_dead_letters.
+type Reason string
+
+// The reasons. The first three are checked before writing (rejected
+// reports); ReasonRefused is found by writing.
+const (
+	// ReasonInvalid: the body is not a valid report (ledger.DecodeReport
+	// fails), or its window is empty once its times are cut to microseconds.
+	ReasonInvalid Reason = "invalid"
+	// ReasonOutOfRange: a figure beyond MaxCounter.
+	ReasonOutOfRange Reason = "out_of_range"
+	// ReasonSubject: the report's region or process differs from the subject
+	// it was published on (checkSubject).
+	ReasonSubject Reason = "subject"
+	// ReasonRefused: Postgres refused the report's row with a data or
+	// constraint error (see isTransient), found by splitting the batch.
+	ReasonRefused Reason = "refused"
+)
+
+var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRefused}
+
+// MaxCounter is the largest spent, rejected or degraded a report may carry,
+// and the largest magnitude of leased (which may be negative: it is net of
+// returned permits). It is 2^53-1, the largest integer exact as a float64
+// (JSON clients of /v1/usage), so that the bigint sums of the billing views
+// (usage_windows over processes, usage_by_hour and usage_by_day over
+// windows, usage_over_authorization's leased - spent) cannot overflow for up
+// to 512 rows of one key in one bucket even at the bound — about 4.6·10^18
+// cost units, far beyond what processes spend in an hour or a day.
+//
+// Spent is not checked against leased: degraded decisions and the
+// Reporter's late rows spend without leasing, and leased goes down when
+// permits are returned, so no bound there would be safe for billing.
+const MaxCounter = 1<<53 - 1
+
+// check decodes a message (its subject and body) and decides whether the reconciler writes it.
+// The report it returns has its times normalized (see normalize).
+func check(prefix, subject string, data []byte) (ledger.Report, Reason, error) {
+	rep, err := ledger.DecodeReport(data)
+	if err != nil {
+		return rep, ReasonInvalid, err
+	}
+	normalize(&rep)
+	if !rep.WindowEnd.After(rep.WindowStart) {
+		return rep, ReasonInvalid, fmt.Errorf("%w: window_end: %v not after window_start %v in whole microseconds",
+			ledger.ErrInvalidReport, rep.WindowEnd, rep.WindowStart)
+	}
+	if err := checkFigures(&rep); err != nil {
+		return rep, ReasonOutOfRange, err
+	}
+	if err := checkSubject(prefix, subject, &rep); err != nil {
+		return rep, ReasonSubject, err
+	}
+	return rep, "", nil
+}
+
+// errOutOfRange is wrapped by checkFigures' errors.
+var errOutOfRange = errors.New("reconcile: figure out of range")
+
+// checkFigures refuses figures no process could produce: spent, rejected
+// and degraded outside [0, MaxCounter], leased outside [-MaxCounter,
+// MaxCounter]. (Negative counters and degraded > spent are already refused
+// by ledger.Report.Validate.)
+func checkFigures(r *ledger.Report) error {
+	for _, f := range [...]struct {
+		name     string
+		v, floor int64
+	}{
+		{"spent", r.Spent, 0},
+		{"rejected", r.Rejected, 0},
+		{"degraded", r.Degraded, 0},
+		{"leased", r.Leased, -MaxCounter},
+	} {
+		if f.v < f.floor || f.v > MaxCounter {
+			return fmt.Errorf("%w: %s %d not in [%d, %d]", errOutOfRange, f.name, f.v, f.floor, int64(MaxCounter))
+		}
+	}
+	return nil
+}
+
+// errSubject is wrapped by checkSubject's errors.
+var errSubject = errors.New("reconcile: report does not match its subject")
+
+// lateMark separates a process ID from the suffix of the Reporter's late
+// rows ("<process>~late…", see ledger.Reporter).
+const lateMark = "~late"
+
+// checkSubject checks that a report was published on a subject of its own
+// region and process. Two layouts are accepted under prefix (the stream's
+// SubjectPrefix):
+//
+//	<prefix>.<region>            today's (ledger.StreamConfig.Subject)
+//	<prefix>.<region>.<process>  per process (planned)
+//
+// The region must equal the report's Region; when the subject names a
+// process, it must equal the report's ProcessID or, for a late row
+// ("<process>~late…"), its base process. Region and process are compared
+// verbatim, so they may contain dots.
+func checkSubject(prefix, subject string, r *ledger.Report) error {
+	rest, ok := strings.CutPrefix(subject, prefix+".")
+	if !ok || rest == "" {
+		return fmt.Errorf("%w: subject %q is not under %q", errSubject, subject, prefix)
+	}
+	if rest == r.Region {
+		return nil
+	}
+	process, ok := strings.CutPrefix(rest, r.Region+".")
+	if !ok {
+		region, _, _ := strings.Cut(rest, ".")
+		return fmt.Errorf("%w: subject %q is region %q, the report's region is %q", errSubject, subject, region, r.Region)
+	}
+	if process == r.ProcessID || strings.HasPrefix(r.ProcessID, process+lateMark) {
+		return nil
+	}
+	return fmt.Errorf("%w: subject %q is process %q, the report's process is %q", errSubject, subject, process, r.ProcessID)
+}
+
+// normalize sets a report's times to what Postgres stores: whole
+// microseconds (pgx cuts the nanoseconds off, rounding down) in UTC. Two
+// reports whose window starts differ only below the microsecond are the
+// same row of usage_reports, and must be merged as one.
+func normalize(r *ledger.Report) {
+	r.WindowStart = pgTime(r.WindowStart)
+	r.WindowEnd = pgTime(r.WindowEnd)
+	r.SentAt = pgTime(r.SentAt)
+}
+
+func pgTime(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
