@@ -229,21 +229,24 @@ func TestHTTPServerLimits(t *testing.T) {
 	}
 }
 
-// ledger/README.md lists every route with who may call it.
+// ledger/README.md and the repository's README list every route with who
+// may call it.
 func TestRoutesDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../ledger/README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	routes, err := newRoutes(defaultOptions(), nil, nil, nil, newReadiness(), newRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rt := range routes {
-		method, path, _ := strings.Cut(rt.pattern, " ")
-		row := fmt.Sprintf("| `%s` | %s |", path, method)
-		if !strings.Contains(string(readme), row) {
-			t.Errorf("ledger/README.md has no route row starting %q", row)
+	for _, name := range []string{"../../ledger/README.md", "../../README.md"} {
+		readme, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rt := range routes {
+			method, path, _ := strings.Cut(rt.pattern, " ")
+			row := fmt.Sprintf("| `%s` | %s |", path, method)
+			if !strings.Contains(string(readme), row) {
+				t.Errorf("%s has no route row starting %q", name, row)
+			}
 		}
 	}
 }

@@ -48,7 +48,8 @@ func routeRequest(t *testing.T, base string, rt limitapi.Route, tok string) *htt
 
 // The mux serves exactly the route table, each route refuses the callers
 // the table does not name (over real HTTP, against the daemon's handlers),
-// and README.md lists every route with who may call it.
+// and README.md (here and at the repository's root) lists every route with
+// who may call it.
 func TestRoutes(t *testing.T) {
 	o := testOptions(t, "", "", t.TempDir())
 	o.CheckToken = checkOld + "," + checkNew
@@ -117,16 +118,18 @@ func TestRoutes(t *testing.T) {
 		})
 	}
 
-	t.Run("README lists every route", func(t *testing.T) {
-		readme, err := os.ReadFile("README.md")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rt := range routes {
-			method, path, _ := strings.Cut(rt.Pattern, " ")
-			row := fmt.Sprintf("| `%s` | %s | %s |", path, method, rt.Access)
-			if !strings.Contains(string(readme), row) {
-				t.Errorf("README.md has no route row starting %q", row)
+	t.Run("READMEs list every route", func(t *testing.T) {
+		for _, name := range []string{"README.md", "../../README.md"} {
+			readme, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rt := range routes {
+				method, path, _ := strings.Cut(rt.Pattern, " ")
+				row := fmt.Sprintf("| `%s` | %s | %s |", path, method, rt.Access)
+				if !strings.Contains(string(readme), row) {
+					t.Errorf("%s has no route row starting %q", name, row)
+				}
 			}
 		}
 	})
