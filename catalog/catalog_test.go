@@ -62,6 +62,46 @@ func waitSynced(t *testing.T, c *catalog.Catalog) {
 	})
 }
 
+// TestPutPlanChecksRange: a plan out of region.Plan's range is refused
+// with ErrInvalidValue, naming the field, and never reaches the bucket.
+func TestPutPlanChecksRange(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	c := start(t, ns.URL, "", region.Plan{})
+	waitSynced(t, c)
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		plan  region.Plan
+		field string // "" = accepted
+	}{
+		{"slowest plan", region.Plan{Rate: region.MinRate, Capacity: 1}, ""},
+		{"largest plan", region.Plan{Rate: region.MaxRate, Capacity: region.MaxCapacity}, ""},
+		{"zero rate", region.Plan{Rate: 0, Capacity: 1}, "rate"},
+		{"rate below the minimum", region.Plan{Rate: 1e-9, Capacity: 1}, "rate"},
+		{"rate above the maximum", region.Plan{Rate: 1e16, Capacity: 1}, "rate"},
+		{"capacity below 1", region.Plan{Rate: 1, Capacity: 0.5}, "capacity"},
+		{"capacity above the maximum", region.Plan{Rate: 1, Capacity: 1e16}, "capacity"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("plan-%d", i)
+			_, err := c.PutPlan(ctx, "admin", name, tc.plan)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("PutPlan(%+v) = %v", tc.plan, err)
+				}
+				return
+			}
+			if !errors.Is(err, catalog.ErrInvalidValue) || !strings.Contains(err.Error(), tc.field+" must") {
+				t.Fatalf("PutPlan(%+v) = %v, want ErrInvalidValue naming %s", tc.plan, err, tc.field)
+			}
+			if _, ok := c.PlanEntry(name); ok {
+				t.Fatalf("the refused plan %s is in the catalogue", name)
+			}
+		})
+	}
+}
+
 func TestResolve(t *testing.T) {
 	ns := testserver.StartNATS(t)
 	c := start(t, ns.URL, "", region.Plan{})

@@ -9,7 +9,9 @@ var (
 	// region.MaxKeyLen bytes, or holds a byte that is not printable ASCII.
 	ErrInvalidName = errors.New("invalid name")
 	// ErrInvalidValue: a plan's rate or capacity, or an endpoint's cost, is
-	// out of range.
+	// out of range. A plan's range is region.Plan's: rate in
+	// [region.MinRate, region.MaxRate], capacity in [1, region.MaxCapacity];
+	// the error wraps region.ErrInvalidPlan and names the field.
 	ErrInvalidValue = errors.New("invalid value")
 	// ErrUnavailable: the key-value bucket cannot be reached (NATS is down or
 	// the catalogue has not started); reads still answer from the last known

@@ -11,6 +11,14 @@
 // reports go to a Spool: a bounded, durable local file that keeps only the
 // latest report per (key, window, process), drained when NATS returns.
 //
+// Memory is bounded by Config.MaxKeys (key, window) counters: past it the
+// Reporter flushes at once. It reports (or spools) what changed, frees the
+// windows whose final report was accepted, and reports final, then frees,
+// the least recently recorded others, down to MaxKeys/2; a later delta for
+// a freed window goes to a row of its own. Usage is never dropped: it stays
+// in memory past MaxKeys only while neither JetStream nor the spool accepts
+// it.
+//
 // Reports are cumulative and carry a per-(process, key, window) sequence
 // number, so the consumer side (package ledger/reconcile) can apply them
 // idempotently: a duplicated, redelivered or reordered report never counts

@@ -25,6 +25,13 @@ type entry struct {
 	seq                               int64 // Seq of the last report built
 	final                             bool  // a final report covering reported was accepted
 	finalAt                           time.Time
+	// touched is the Reporter's Record count when a delta last reached the
+	// entry: the least recently touched are freed first past MaxKeys.
+	touched int64
+	// early marks an entry chosen to be freed before its window ends
+	// (Config.MaxKeys): its next report is final, and it is freed once a
+	// final covering every change is accepted.
+	early bool
 }
 
 // built is a report built from an entry, with the version it covers.
@@ -44,6 +51,13 @@ func (e *entry) add(u *region.Usage) {
 
 // settled reports whether an accepted final report covers every change.
 func (e *entry) settled() bool { return e.final && e.version == e.reported }
+
+// finalDue reports whether the entry's next report is final at now: its
+// window ended FinalGrace ago, it was chosen to be freed early, or the
+// Reporter is closing.
+func (e *entry) finalDue(c *Config, now time.Time, closing bool) bool {
+	return closing || e.early || !now.Before(e.start.Add(c.Window+c.FinalGrace))
+}
 
 // report builds the entry's next report (the next Seq) as of now.
 func (e *entry) report(c *Config, now time.Time, final bool) built {

@@ -18,6 +18,11 @@ type Metrics struct {
 	Entries       prometheus.Gauge
 	Unacknowledge prometheus.Gauge
 	LateDeltas    prometheus.Counter
+	// CapFlushes counts the flushes that found Config.MaxKeys windows or
+	// more held and freed windows early; FreedEarly the windows they freed
+	// (their final reports accepted). Entries is the windows held.
+	CapFlushes prometheus.Counter
+	FreedEarly prometheus.Counter
 }
 
 // NewMetrics creates the Reporter's metrics and registers them on reg (nil:
@@ -39,15 +44,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SpoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger",
 			Name: "spool_bytes", Help: "Size of the spool file in bytes."}),
 		Entries: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger",
-			Name: "open_windows", Help: "(key, window) counters held in memory by the Reporter."}),
+			Name: "open_windows", Help: "(key, window) counters held in memory by the Reporter (bounded by MaxKeys)."}),
 		Unacknowledge: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger",
 			Name: "unreported_windows", Help: "(key, window) counters with usage neither in JetStream nor in the spool."}),
 		LateDeltas: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
-			Name: "late_deltas_total", Help: "Usage deltas for windows already forgotten, reported under a separate process row."}),
+			Name: "late_deltas_total", Help: "New (key, window) counters reported under a separate process row because the window's counters may have been freed already (after Retention, or early past MaxKeys)."}),
+		CapFlushes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "cap_flushes_total", Help: "Flushes that found MaxKeys (key, window) counters or more held and freed windows early."}),
+		FreedEarly: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "windows_freed_early_total", Help: "(key, window) counters freed before their window ended or Retention passed, after their final report was accepted, to stay under MaxKeys."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Published, m.Spooled, m.PublishErr, m.SpoolFull, m.SpoolFullNow,
-			m.SpoolReports, m.SpoolBytes, m.Entries, m.Unacknowledge, m.LateDeltas)
+			m.SpoolReports, m.SpoolBytes, m.Entries, m.Unacknowledge, m.LateDeltas, m.CapFlushes, m.FreedEarly)
 	}
 	return m
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -59,6 +61,29 @@ type Config struct {
 	PublishTimeout time.Duration
 	// PublishBatch is how many reports are in flight at once. Default 1000.
 	PublishBatch int
+	// MaxKeys caps the (key, window) counters the Reporter holds in memory:
+	// a key counts once for each accounting window it has usage in (about
+	// two per active key: its current window, and the previous one until
+	// its final report is accepted and Retention has passed). When a Record
+	// leaves MaxKeys or more held, the Reporter flushes at once (on its
+	// loop; at the next Flush without Start): it reports every changed
+	// window to JetStream, or to the spool while NATS is away, frees the
+	// windows whose final report was accepted without waiting for
+	// Retention, and reports final and frees the least recently recorded
+	// others until MaxKeys/2 are held. A delta that arrives later for a
+	// window freed early is reported under a row of its own, as after
+	// Retention (ProcessID + "~late…"), so billing, which adds the rows up,
+	// still counts it once. (Windows starting no later than the latest one
+	// freed early all get such rows: the Reporter keeps no list of what it
+	// freed.)
+	// Record never blocks, so the Reporter may hold more than MaxKeys until
+	// that flush has run: MaxKeys − 1 plus the new windows of the Records
+	// that arrive meanwhile (in a daemon, one Limiter flush per
+	// region.Config.FlushInterval). It holds more without bound only while
+	// neither JetStream nor the spool accepts reports (spool full and NATS
+	// away): usage is never dropped. Default 200,000 (twice the Limiter's
+	// default MaxKeys).
+	MaxKeys int
 	// Clock is the time source: it says when a window's final report is due
 	// and when Retention has passed, stamps SentAt and the incarnation, and
 	// makes the ReportInterval ticker of Start's loop. nil means
@@ -84,6 +109,7 @@ func DefaultConfig() Config {
 		SpoolMaxBytes:     64 << 20,
 		PublishTimeout:    2 * time.Second,
 		PublishBatch:      1000,
+		MaxKeys:           200_000,
 	}
 }
 
@@ -104,6 +130,7 @@ func (c *Config) validate() error {
 	check(c.SpoolMaxBytes >= 4096, "SpoolMaxBytes", "must be at least 4096, got %d", c.SpoolMaxBytes)
 	check(c.PublishTimeout > 0, "PublishTimeout", "must be positive, got %v", c.PublishTimeout)
 	check(c.PublishBatch >= 1, "PublishBatch", "must be at least 1, got %d", c.PublishBatch)
+	check(c.MaxKeys >= 1, "MaxKeys", "must be at least 1, got %d", c.MaxKeys)
 	if err := c.Stream.validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -116,7 +143,9 @@ func (c *Config) validate() error {
 // Record only updates in-memory counters under a mutex. Publishing happens
 // on the Reporter's goroutine (Start … Close) or in Flush. Counters stay in
 // memory until JetStream or the spool has accepted a report that covers
-// them, so nothing is lost while NATS is away or the spool is full.
+// them, so nothing is lost while NATS is away or the spool is full. Past
+// Config.MaxKeys windows held, the Reporter flushes early and frees
+// windows (see MaxKeys).
 //
 // Shutdown order: stop the Limiter first (its Run flushes its last usage
 // into Record), then Close the Reporter, which sends final reports for
@@ -128,9 +157,18 @@ type Reporter struct {
 	m     *Metrics
 	log   *slog.Logger
 
-	mu      sync.Mutex // guards entries, lateN
+	mu      sync.Mutex // guards entries, lateN, records, freedThrough
 	entries map[entryKey]*entry
 	lateN   int64
+	records int64 // Record calls, for entry.touched
+	// freedThrough is the latest window start (unix ns) of an entry freed
+	// before Retention had passed (MaxKeys): a new entry of a window that
+	// starts no later may have been freed, and gets a row of its own.
+	freedThrough int64
+
+	// early asks the loop for a flush past MaxKeys. One pending request is
+	// enough: a flush handles every entry.
+	early chan struct{}
 
 	flushMu  sync.Mutex // serialises flushes (loop, Flush, Close)
 	streamOK bool       // guarded by flushMu: EnsureStream was tried once while connected
@@ -171,7 +209,7 @@ func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 		return nil, err
 	}
 	r := &Reporter{cfg: cfg, js: js, spool: sp, m: cfg.Metrics, log: cfg.Logger,
-		entries: make(map[entryKey]*entry)}
+		entries: make(map[entryKey]*entry), early: make(chan struct{}, 1), freedThrough: math.MinInt64}
 	r.m.SpoolReports.Set(float64(sp.Len()))
 	r.m.SpoolBytes.Set(float64(sp.Bytes()))
 	return r, nil
@@ -179,7 +217,8 @@ func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 
 // Record adds usage deltas to this process's cumulative counters. It never
 // blocks on I/O. It is safe for concurrent use. Usage recorded after Close
-// is never sent.
+// is never sent. When it leaves Config.MaxKeys windows or more held, it
+// asks the loop for an early flush.
 func (r *Reporter) Record(batch []region.Usage) {
 	if len(batch) == 0 {
 		return
@@ -187,6 +226,7 @@ func (r *Reporter) Record(batch []region.Usage) {
 	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.records++
 	for i := range batch {
 		u := &batch[i]
 		if u.Spent == 0 && u.Leased == 0 && u.Rejected == 0 && u.Degraded == 0 {
@@ -195,19 +235,34 @@ func (r *Reporter) Record(batch []region.Usage) {
 		k := entryKey{key: u.Key, start: u.WindowStart.UnixNano()}
 		e := r.entries[k]
 		if e == nil {
-			e = &entry{key: u.Key, start: u.WindowStart.UTC(), processID: r.cfg.ProcessID}
-			// A window's counters may have been forgotten once its final was
-			// accepted and Retention passed: report what comes now under a
-			// row of its own, so that cumulative values never go backwards.
-			if now.After(e.start.Add(r.cfg.Window + r.cfg.FinalGrace + r.cfg.Retention)) {
-				r.lateN++
-				e.processID = r.cfg.ProcessID + "~late" + strconv.FormatInt(now.UnixNano(), 36) + "." + strconv.FormatInt(r.lateN, 36)
-				r.m.LateDeltas.Inc()
-			}
+			e = r.newEntryLocked(k, u, now)
 			r.entries[k] = e
 		}
 		e.add(u)
+		e.touched = r.records
 	}
+	r.m.Entries.Set(float64(len(r.entries)))
+	if len(r.entries) >= r.cfg.MaxKeys {
+		select {
+		case r.early <- struct{}{}:
+		default: // one is pending already
+		}
+	}
+}
+
+// newEntryLocked makes the counters of a window the Reporter does not
+// hold. A window's counters may have been forgotten already: once its
+// final was accepted and Retention passed, or early, past MaxKeys. What
+// comes for it now is reported under a row of its own, so that cumulative
+// values never go backwards.
+func (r *Reporter) newEntryLocked(k entryKey, u *region.Usage, now time.Time) *entry {
+	e := &entry{key: u.Key, start: u.WindowStart.UTC(), processID: r.cfg.ProcessID}
+	if now.After(e.start.Add(r.cfg.Window+r.cfg.FinalGrace+r.cfg.Retention)) || k.start <= r.freedThrough {
+		r.lateN++
+		e.processID = r.cfg.ProcessID + "~late" + strconv.FormatInt(now.UnixNano(), 36) + "." + strconv.FormatInt(r.lateN, 36)
+		r.m.LateDeltas.Inc()
+	}
+	return e
 }
 
 // Start starts the reporting loop. Close stops it.
@@ -224,13 +279,19 @@ func (r *Reporter) loop() {
 	for {
 		select {
 		case <-t.C():
-			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ReportInterval+r.cfg.PublishTimeout)
-			_ = r.flush(ctx, false)
-			cancel()
+			r.flushFromLoop()
+		case <-r.early:
+			r.flushFromLoop()
 		case <-r.stop:
 			return
 		}
 	}
+}
+
+func (r *Reporter) flushFromLoop() {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ReportInterval+r.cfg.PublishTimeout)
+	_ = r.flush(ctx, false)
+	cancel()
 }
 
 // Flush publishes the reports that are due now (changed counters, and finals
@@ -304,26 +365,67 @@ func (r *Reporter) drainSpool(ctx context.Context) {
 
 // buildDue builds the next report of every entry that changed since its
 // last accepted report or whose final is due (its window ended FinalGrace
-// ago, or closing), and forgets the entries settled more than Retention
-// ago.
+// ago, it is being freed early, or closing), after forgetting the entries
+// settled more than Retention ago and, past MaxKeys, choosing entries to
+// free early (freeEarlyLocked).
 func (r *Reporter) buildDue(now time.Time, closing bool) []built {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var due []built
 	for k, e := range r.entries {
-		finalDue := closing || !now.Before(e.start.Add(r.cfg.Window+r.cfg.FinalGrace))
-		if e.settled() {
-			if now.After(e.finalAt.Add(r.cfg.Retention)) {
-				delete(r.entries, k)
-			}
+		if e.settled() && now.After(e.finalAt.Add(r.cfg.Retention)) {
+			delete(r.entries, k)
+		}
+	}
+	if len(r.entries) >= r.cfg.MaxKeys {
+		r.freeEarlyLocked()
+	}
+	r.m.Entries.Set(float64(len(r.entries)))
+	var due []built
+	for _, e := range r.entries {
+		final := e.finalDue(&r.cfg, now, closing)
+		if e.settled() || (e.version == e.reported && !final) {
 			continue
 		}
-		if e.version == e.reported && !finalDue {
-			continue
-		}
-		due = append(due, e.report(&r.cfg, now, finalDue))
+		due = append(due, e.report(&r.cfg, now, final))
 	}
 	return due
+}
+
+// freeEarlyLocked brings the entries held down to MaxKeys/2: it frees the
+// settled ones at once (their final reports were accepted; Retention is
+// not waited for), then marks the least recently recorded others early:
+// their reports are final from now on, and markAccepted frees them once
+// one covering every change is accepted.
+func (r *Reporter) freeEarlyLocked() {
+	r.m.CapFlushes.Inc()
+	var open []entryKey
+	leaving := 0 // entries marked early by a flush before, not freed yet
+	for k, e := range r.entries {
+		switch {
+		case e.settled():
+			r.freeLocked(k)
+		case e.early:
+			leaving++
+		default:
+			open = append(open, k)
+		}
+	}
+	excess := len(r.entries) - leaving - r.cfg.MaxKeys/2
+	if excess <= 0 {
+		return
+	}
+	sort.Slice(open, func(i, j int) bool { return r.entries[open[i]].touched < r.entries[open[j]].touched })
+	for _, k := range open[:min(excess, len(open))] {
+		r.entries[k].early = true
+	}
+}
+
+// freeLocked forgets an entry before Retention has passed: a later delta
+// of its window goes to a row of its own (newEntryLocked).
+func (r *Reporter) freeLocked(k entryKey) {
+	delete(r.entries, k)
+	r.freedThrough = max(r.freedThrough, k.start)
+	r.m.FreedEarly.Inc()
 }
 
 // publishOrSpool publishes the due reports (while connected) and writes
@@ -409,8 +511,12 @@ func (r *Reporter) markAccepted(due []built, accepted map[spoolKey]int64, now ti
 			continue
 		}
 		unreported--
-		if e := r.entries[entryKey{key: b.rep.Key, start: b.rep.WindowStart.UnixNano()}]; e != nil {
+		k := entryKey{key: b.rep.Key, start: b.rep.WindowStart.UnixNano()}
+		if e := r.entries[k]; e != nil {
 			e.accept(b, now)
+			if e.early && e.settled() {
+				r.freeLocked(k)
+			}
 		}
 	}
 	r.m.Entries.Set(float64(len(r.entries)))

@@ -363,3 +363,146 @@ func val(m prometheus.Metric) float64 {
 	}
 	return d.Gauge.GetValue()
 }
+
+// TestReporterCarriesLargeCountsExactly: a cost above 2^32 that a Limiter
+// admits reaches the stream exactly, and so do counts up to 2^53 − 1 (the
+// reconciler's MaxCounter).
+func TestReporterCarriesLargeCountsExactly(t *testing.T) {
+	js := connect(t, testserver.StartNATS(t).URL)
+	clk := clock.NewManual(t0.Add(time.Second))
+	r, _ := newReporter(t, js, clk, nil)
+	ctx := context.Background()
+
+	const big = 5 << 30 // 5,368,709,120 > 2^32
+	cfg := region.DefaultConfig()
+	cfg.Usage = r
+	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: region.MaxCapacity}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := lim.Allow(ctx, "limited", big); err != nil || !d.Allowed {
+		t.Fatalf("Allow(%d) = %+v, %v", big, d, err)
+	}
+	lim.Drain(ctx) // hands its usage to r
+
+	const most = 1<<53 - 1
+	r.Record([]region.Usage{{Key: "huge", WindowStart: t0, Spent: most, Leased: -most, Rejected: most - 2, Degraded: most}})
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := latest(t, js)
+	var limited ledger.Report
+	for _, rep := range got {
+		if rep.Key == "limited" {
+			limited = rep
+		}
+	}
+	if limited.Spent != big || limited.Leased != big || !limited.Final {
+		t.Fatalf("limited: %+v, want spent and leased %d, final", limited, int64(big))
+	}
+	if h := got["p1|huge|"+t0.String()]; h.Spent != most || h.Leased != -most || h.Rejected != most-2 || h.Degraded != most {
+		t.Fatalf("huge: %+v, want ±%d exactly", h, int64(most))
+	}
+}
+
+// TestReporterCapFreesWindowsEarly: with MaxKeys 10 and 50 keys' usage,
+// the Reporter never holds more than MaxKeys − 1 plus one Record's new
+// windows, and every key's spent reaches the stream exactly, with NATS up
+// and with NATS down (through the spool), including deltas for windows it
+// had already freed.
+func TestReporterCapFreesWindowsEarly(t *testing.T) {
+	const maxKeys, keys = 10, 50
+	for _, natsDown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nats down %v", natsDown), func(t *testing.T) {
+			srv := testserver.StartNATS(t)
+			js := connect(t, srv.URL)
+			clk := clock.NewManual(t0.Add(time.Second)) // never advanced: no periodic flush
+			r, m := newReporter(t, js, clk, func(c *ledger.Config) { c.MaxKeys = maxKeys })
+			r.Start()
+			clk.BlockUntil(1) // the loop waits on its ticker
+			if natsDown {
+				srv.Stop()
+				testserver.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+					if js.Conn().IsConnected() {
+						return errors.New("still connected")
+					}
+					return nil
+				})
+			}
+			want := map[string]int64{}
+			record := func(batch ...region.Usage) {
+				t.Helper()
+				fresh := 0
+				for _, u := range batch {
+					if want[u.Key] == 0 {
+						fresh++
+					}
+					want[u.Key] += u.Spent
+				}
+				r.Record(batch)
+				if held := val(m.Entries); held > maxKeys-1+float64(fresh) {
+					t.Fatalf("holding %v windows after a Record of %d new ones, cap %d", held, fresh, maxKeys)
+				}
+				// The early flush runs on the loop.
+				testserver.WaitFor(t, 5*time.Second, time.Millisecond, func() error {
+					if held := val(m.Entries); held >= maxKeys {
+						return fmt.Errorf("holding %v windows", held)
+					}
+					return nil
+				})
+			}
+			key := func(i int) string { return fmt.Sprintf("key-%02d", i) }
+			for i := range keys - 20 {
+				record(region.Usage{Key: key(i), WindowStart: t0, Spent: int64(i + 1)})
+				if i >= maxKeys+2 && i%4 == 3 {
+					// A window freed early (more than MaxKeys newer ones
+					// since) gets more usage: a row of its own.
+					record(region.Usage{Key: key(i - maxKeys - 2), WindowStart: t0, Spent: 100})
+				}
+			}
+			var batch []region.Usage // 20 new keys in one Record
+			for i := keys - 20; i < keys; i++ {
+				batch = append(batch, region.Usage{Key: key(i), WindowStart: t0, Spent: int64(i + 1)})
+			}
+			record(batch...)
+			if val(m.CapFlushes) == 0 || val(m.FreedEarly) < keys-maxKeys {
+				t.Fatalf("%v early flushes freed %v windows, want at least %d", val(m.CapFlushes), val(m.FreedEarly), keys-maxKeys)
+			}
+			if natsDown {
+				if val(m.Published) != 0 || val(m.SpoolReports) == 0 {
+					t.Fatalf("published %v, spooled %v while NATS was down", val(m.Published), val(m.SpoolReports))
+				}
+				srv.Restart(t)
+				testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+					if !js.Conn().IsConnected() {
+						return errors.New("not reconnected")
+					}
+					return nil
+				})
+			}
+			if err := r.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := latest(t, js)
+			spent := map[string]int64{}
+			rows := 0
+			for _, rep := range got {
+				if !rep.Final {
+					t.Fatalf("a row was left without its final report: %+v", rep)
+				}
+				spent[rep.Key] += rep.Spent
+				rows++
+			}
+			if len(spent) != keys || rows <= keys {
+				t.Fatalf("the stream holds %d rows for %d keys, want %d keys and a row more for each window freed and used again", rows, len(spent), keys)
+			}
+			for k, w := range want {
+				if spent[k] != w {
+					t.Fatalf("key %s: spent %d in the stream, want %d", k, spent[k], w)
+				}
+			}
+			t.Logf("%d rows for %d keys; %v early flushes freed %v windows; %v separate rows",
+				rows, keys, val(m.CapFlushes), val(m.FreedEarly), val(m.LateDeltas))
+		})
+	}
+}

@@ -10,10 +10,6 @@ import (
 	"github.com/quotaplatform/quota/region"
 )
 
-// maxPlanValue bounds a plan's rate and capacity: far above any real plan,
-// and small enough that the limiter's integer arithmetic cannot overflow.
-const maxPlanValue = 1e15
-
 // writeError answers a failed catalogue write. key is the key the write
 // was about ("" for a plan or an endpoint): it is kept out of logs above
 // debug level.
@@ -74,12 +70,12 @@ func (a *API) putPlan(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case b.Rate == nil:
 		e = badRequest("rate", "rate is required (cost units per second)")
-	case !(*b.Rate > 0) || *b.Rate > maxPlanValue:
-		e = badRequest("rate", "rate must be a number in (0, %g], got %v", maxPlanValue, *b.Rate)
+	case !(*b.Rate >= region.MinRate) || *b.Rate > region.MaxRate: // NaN fails both
+		e = badRequest("rate", "rate must be a number in [%g, %g] (cost units per second), got %v", float64(region.MinRate), float64(region.MaxRate), *b.Rate)
 	case b.Capacity == nil:
 		e = badRequest("capacity", "capacity is required (burst, cost units)")
-	case !(*b.Capacity >= 1) || *b.Capacity > maxPlanValue:
-		e = badRequest("capacity", "capacity must be a number in [1, %g], got %v", maxPlanValue, *b.Capacity)
+	case !(*b.Capacity >= 1) || *b.Capacity > region.MaxCapacity:
+		e = badRequest("capacity", "capacity must be a number in [1, %g], got %v", float64(region.MaxCapacity), *b.Capacity)
 	}
 	if e != nil {
 		e.write(w)
@@ -225,8 +221,8 @@ func (a *API) putCost(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case b.Cost == nil:
 		e = badRequest("cost", "cost is required (a positive integer)")
-	case *b.Cost < 1 || *b.Cost > maxPlanValue:
-		e = badRequest("cost", "cost must be an integer in [1, %g], got %d", maxPlanValue, *b.Cost)
+	case *b.Cost < 1 || *b.Cost > region.MaxCapacity:
+		e = badRequest("cost", "cost must be an integer in [1, %g], got %d", float64(region.MaxCapacity), *b.Cost)
 	}
 	if e != nil {
 		e.write(w)

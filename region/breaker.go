@@ -41,6 +41,7 @@ type breaker struct {
 	mu       sync.Mutex
 	state    BreakerState // guarded by mu
 	failures int          // consecutive failures; guarded by mu
+	total    int64        // failures since the breaker was made; guarded by mu
 	openedAt int64        // limiter ns the breaker last opened; guarded by mu
 }
 
@@ -70,10 +71,14 @@ func (b *breaker) success() {
 	}
 }
 
+// failure counts one store call that failed for the store's availability
+// (isTransient) or answered slower than the timeout. An error about one
+// key (ErrStoreRejected) is not a failure: the store answered.
 func (b *breaker) failure(now int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++
+	b.total++
 	if b.state == BreakerHalfOpen || (b.state == BreakerClosed && b.failures >= b.threshold) {
 		b.openedAt = now
 		b.setLocked(BreakerOpen)
@@ -98,6 +103,14 @@ func (b *breaker) healthy() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.state == BreakerClosed && b.failures == 0
+}
+
+// failuresTotal is the number of failures counted since the breaker was
+// made.
+func (b *breaker) failuresTotal() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total
 }
 
 func (b *breaker) current() BreakerState {

@@ -34,13 +34,13 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	if b.tokens >= float64(cost) {
 		b.tokens -= float64(cost)
 		b.debt += cost
-		e.spent += uint32(cost)
-		e.degraded += uint32(cost)
+		e.spent += cost
+		e.degraded += cost
 		sh.allowed++
 		sh.degraded++
 		d.Allowed = true
 	} else {
-		e.rejected += uint32(cost)
+		e.rejected += cost
 		sh.rejected++
 		sh.degraded++
 		d.RetryAfter = retryAfter(float64(cost)-b.tokens, rate)

@@ -29,6 +29,21 @@
 // refill itself happens in the store, on the store's clock, so process clock
 // skew cannot change admission.
 //
+// Plans (Plan): rate in [MinRate, MaxRate] cost units per second, capacity
+// in [1, MaxCapacity]; costs up to the capacity and per-window usage counts
+// are int64, exact. A bucket's expiry in the store is twice its time to
+// fill, clamped to [1 s, MaxBucketTTL].
+//
+// Errors (docs/design.md [degraded-mode]): Allow returns an error only for
+// bad input or a key without a plan. Store failures never reach the
+// caller. An error that says the store is unavailable (a connection error,
+// a timeout, a reply such as LOADING, READONLY or CLUSTERDOWN) counts toward
+// the breaker, which degrades every key once it opens; an error about one
+// key (ErrStoreRejected: a Redis key of the wrong type, arguments the
+// script refused) does not: that key alone is decided from its degraded
+// bucket, and tries the store again after BreakerCooldown. Stats counts
+// both (BreakerFailures, KeyErrors).
+//
 // Concurrency: every exported method of Limiter is safe for concurrent use.
 // Per-key state lives in shards, each behind its own mutex; store calls for
 // one key are serialised so that concurrent misses share one lease.

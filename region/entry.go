@@ -5,13 +5,15 @@ import (
 	"time"
 )
 
-// entry is one key's local state. It is kept to 96 bytes (the target is 128
-// per tracked key, map slot included): times are limiter nanoseconds (see
-// Limiter.now), regional bucket parameters are float32 because they only
-// shape Reset and RetryAfter, the plan is a pointer to the copy its keys
-// share, usage deltas are 32-bit, flushed early when they would overflow,
-// and the degraded bucket lives in its shard only while the store is
-// unavailable. All fields are guarded by the shard's mutex.
+// entry is one key's local state. It is kept to 112 bytes (about 150 per
+// tracked key, map slot and key included: BenchmarkStateBytes): times are
+// limiter nanoseconds (see Limiter.now), regional bucket parameters are
+// float32 because they only shape Reset and RetryAfter, the plan is a
+// pointer to the copy its keys share, and the degraded bucket lives in its
+// shard only while the store is unavailable. Usage deltas are 64-bit, so
+// that any cost a plan admits (capacities go up to MaxCapacity) is counted
+// exactly; they are flushed early if one would overflow. All fields are
+// guarded by the shard's mutex.
 type entry struct {
 	permits   int64    // unspent permits of the current lease
 	remaining int64    // regional tokens at the last sync (our lease included), less our spend since
@@ -28,8 +30,8 @@ type entry struct {
 	epoch      uint32  // Limiter.epoch when the plan fields were resolved
 	nextLease  uint32  // AIMD lease size for the next store call
 
-	spent, rejected, degraded uint32 // usage deltas of the current window
-	leased                    int32
+	spent, rejected, degraded int64 // usage deltas of the current window, ≥ 0
+	leased                    int64 // net permits leased in the current window; may be negative
 
 	leaseLive  bool // the lease may be spent until syncAt + LeaseTTL (false: ended early)
 	inDegraded bool // the key has a degraded bucket in its shard (store unavailable)
@@ -114,7 +116,7 @@ func (e *entry) applyGrant(rep LeaseReply, returned, sent, now int64, halfLife t
 	e.leaseLive = true
 	e.remaining = int64(rep.Tokens) + rep.Granted
 	e.syncAt = now
-	e.leased += int32(rep.Granted - returned)
+	e.leased += rep.Granted - returned
 	e.demand -= uint32(sent) // what was counted meanwhile waits for the next call
 	e.observeDemand(sent, rep.DemandTotal, keep)
 }
@@ -124,10 +126,10 @@ func (e *entry) takeUsage(key string, w time.Duration) Usage {
 	u := Usage{
 		Key:         key,
 		WindowStart: time.Unix(0, e.windowEnd-int64(w)).UTC(),
-		Spent:       int64(e.spent),
-		Leased:      int64(e.leased),
-		Rejected:    int64(e.rejected),
-		Degraded:    int64(e.degraded),
+		Spent:       e.spent,
+		Leased:      e.leased,
+		Rejected:    e.rejected,
+		Degraded:    e.degraded,
 	}
 	e.spent, e.leased, e.rejected, e.degraded = 0, 0, 0, 0
 	return u
@@ -137,11 +139,14 @@ func (e *entry) hasUsage() bool {
 	return e.spent != 0 || e.leased != 0 || e.rejected != 0 || e.degraded != 0
 }
 
-// fits reports whether adding n to every delta keeps it in range.
+// fits reports whether adding n (≥ 0) to every delta, or taking it from
+// leased, keeps it in range. With costs bounded by MaxCapacity it only fails
+// after about 9,000 flush intervals' worth of a maximal plan in one window;
+// a caller whose delta does not fit flushes the entry's usage first.
 func (e *entry) fits(n int64) bool {
-	const most = math.MaxInt32
-	return n < most && int64(e.spent)+n < math.MaxUint32 && int64(e.rejected)+n < math.MaxUint32 &&
-		int64(e.leased)+n < most && int64(e.leased)-n > -most
+	room := math.MaxInt64 - n
+	return n >= 0 && e.spent <= room && e.rejected <= room && e.degraded <= room &&
+		e.leased <= room && e.leased >= math.MinInt64+n
 }
 
 // localShare is this process's share of the key's regional traffic

@@ -41,6 +41,7 @@ type Limiter struct {
 	breaker breaker
 
 	storeCalls atomic.Int64
+	keyErrors  atomic.Int64 // store calls refused for their key's own reason (ErrStoreRejected)
 
 	shards [shardCount]shard
 	slow   [slowStripes]sync.Mutex
@@ -198,7 +199,7 @@ func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, 
 	}
 	e.permits -= cost
 	e.remaining -= cost
-	e.spent += uint32(cost)
+	e.spent += cost
 	e.addDemand(cost)
 	e.referenced = true
 	sh.outstanding -= cost
@@ -210,7 +211,7 @@ func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64,
 	if !e.fits(cost) {
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
-	e.rejected += uint32(cost)
+	e.rejected += cost
 	e.addDemand(cost)
 	e.referenced = true
 	sh.rejected++

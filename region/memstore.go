@@ -12,7 +12,9 @@ import (
 
 // MemoryStore is the Store contract in process: the embedded default for a
 // single process, and a reference for the Redis script. Buckets expire like
-// Redis keys (twice the time to fill), swept as calls pass.
+// Redis keys (twice the time to fill, at most MaxBucketTTL), swept as calls
+// pass. Its only errors are refused requests (ErrStoreRejected) and the
+// context's.
 type MemoryStore struct {
 	clock  clock.Clock
 	seed   maphash.Seed
@@ -123,8 +125,7 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 		granted = min(req.Want, granted, int64(math.Floor(b.tokens)))
 		b.tokens -= float64(granted)
 	}
-	ttl := time.Duration(math.Ceil(2000*req.Capacity/req.Rate)) * time.Millisecond
-	b.expires = now.Add(max(ttl, time.Second))
+	b.expires = now.Add(bucketTTL(req.Rate, req.Capacity))
 	sh.buckets[req.Key] = &b
 	return LeaseReply{Granted: granted, Tokens: b.tokens, StoreTime: now, DemandTotal: b.demand}, nil
 }

@@ -2,6 +2,7 @@ package region_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -461,4 +462,89 @@ func redisClientB(b *testing.B, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestKeyErrorStaysWithItsKey: a key whose Redis bucket holds another type
+// (HGET fails with WRONGTYPE) is decided in degraded mode on its own, more
+// times than BreakerThreshold, while every other key stays on the fast
+// path: the error says nothing of the store's availability, so the breaker
+// never counts it.
+func TestKeyErrorStaysWithItsKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := testserver.StartRedis(t)
+	rdb := redisClient(t, srv.Addr)
+	prefix := fmt.Sprintf("keyerr%d:", time.Now().UnixNano())
+	clk := newManualClock()
+	const cooldown = 100 * time.Millisecond
+	lim, usage := newRedisLimiter(t, rdb, prefix, region.Plan{Rate: 100, Capacity: 100}, func(c *region.Config) {
+		c.Clock = clk // calls take no time on it: no call is too slow
+		c.BreakerCooldown = cooldown
+	})
+	ctx := context.Background()
+	store := region.NewRedisStore(rdb, prefix)
+	if err := rdb.Set(ctx, store.BucketKey("broken"), "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := store.Lease(ctx, region.LeaseRequest{Key: "broken", Rate: 1, Capacity: 1, Want: 1, Min: 1, Spread: 1})
+	if !errors.Is(err, region.ErrStoreRejected) || errors.Is(err, region.ErrStoreUnavailable) {
+		t.Fatalf("Lease on a key of another type: err = %v, want ErrStoreRejected only", err)
+	}
+
+	allow := func(key string) region.Decision {
+		t.Helper()
+		d, err := lim.Allow(ctx, key, 1)
+		if err != nil {
+			t.Fatalf("Allow(%q): %v", key, err)
+		}
+		return d
+	}
+	threshold := region.DefaultConfig().BreakerThreshold
+	for i := range threshold + 2 {
+		// Each decision after the cooldown makes a store call, which fails.
+		if d := allow("broken"); !d.Allowed || !d.Degraded || d.Path != region.PathDegraded {
+			t.Fatalf("broken key, decision %d: %+v, want allowed from its degraded bucket", i, d)
+		}
+		// Within the cooldown it is decided without a store call.
+		calls := lim.Stats().StoreCalls
+		if d := allow("broken"); !d.Degraded {
+			t.Fatalf("broken key within the cooldown: %+v, want degraded", d)
+		}
+		if n := lim.Stats().StoreCalls; n != calls {
+			t.Fatalf("broken key within the cooldown made %d store calls", n-calls)
+		}
+		clk.Advance(cooldown)
+	}
+	// Leases start at one permit and double (docs/design.md [leasing]).
+	for i, want := range []region.Path{region.PathSlow, region.PathSlow, region.PathFast, region.PathSlow, region.PathFast} {
+		if d := allow("healthy"); !d.Allowed || d.Degraded || d.Path != want {
+			t.Fatalf("healthy key, decision %d: %+v, want allowed on the %v path", i, d, want)
+		}
+	}
+	s := lim.Stats()
+	t.Logf("stats: %+v", s)
+	if s.Breaker != region.BreakerClosed || s.BreakerFailures != 0 {
+		t.Fatalf("breaker %v with %d failures counted, want closed with none", s.Breaker, s.BreakerFailures)
+	}
+	if s.KeyErrors != int64(threshold+2) {
+		t.Fatalf("KeyErrors = %d, want %d (one per cooldown)", s.KeyErrors, threshold+2)
+	}
+	// Drain gives the broken key's debt back: refused and dropped, and the
+	// breaker still counts nothing.
+	lim.Drain(ctx)
+	if s := lim.Stats(); s.Breaker != region.BreakerClosed || s.BreakerFailures != 0 || s.KeyErrors != int64(threshold+3) {
+		t.Fatalf("after Drain: breaker %v with %d failures and %d key errors, want closed, 0 and %d",
+			s.Breaker, s.BreakerFailures, s.KeyErrors, threshold+3)
+	}
+	if v, err := rdb.Get(ctx, store.BucketKey("broken")).Result(); err != nil || v != "not a hash" {
+		t.Fatalf("broken key now %q (%v): the refused calls wrote", v, err)
+	}
+	u := usage.totals()
+	if b := u["broken"]; b.Spent != int64(2*(threshold+2)) || b.Degraded != b.Spent {
+		t.Fatalf("broken key's usage %+v: want all %d spent flagged degraded", b, 2*(threshold+2))
+	}
+	if h := u["healthy"]; h.Spent != 5 || h.Degraded != 0 {
+		t.Fatalf("healthy key's usage %+v", h)
+	}
 }

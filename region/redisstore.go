@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -24,7 +25,11 @@ type RedisScripter interface {
 }
 
 // RedisStore keeps each key's regional bucket in one Redis hash, updated by
-// one Lua script (lua/lease.lua) per call.
+// one Lua script (lua/lease.lua) per call. An error reply about the key (the
+// bucket's Redis key holds another type, the script refused its arguments)
+// wraps ErrStoreRejected; connection errors, timeouts and replies that say
+// Redis cannot serve (LOADING, READONLY, CLUSTERDOWN…) wrap
+// ErrStoreUnavailable (isTransient).
 type RedisStore struct {
 	rdb    RedisScripter
 	prefix string
@@ -54,7 +59,11 @@ func (s *RedisStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, e
 		strconv.FormatFloat(req.Capacity, 'g', -1, 64),
 		req.Want, req.Min, req.Return, req.Spread, req.Debt, req.Demand, req.Grace.Microseconds()).Result()
 	if err != nil {
-		return LeaseReply{}, fmt.Errorf("%w: redis lease %q: %w", ErrStoreUnavailable, req.Key, err)
+		kind := ErrStoreRejected // an error reply about this key (WRONGTYPE, the script's own)
+		if isTransient(err) {
+			kind = ErrStoreUnavailable
+		}
+		return LeaseReply{}, fmt.Errorf("%w: redis lease %q: %w", kind, req.Key, err)
 	}
 	return decodeLeaseReply(res)
 }
@@ -78,19 +87,26 @@ func decodeLeaseReply(res any) (LeaseReply, error) {
 	return LeaseReply{Granted: granted, Tokens: tokens, StoreTime: time.UnixMicro(micros), DemandTotal: demand}, nil
 }
 
+// validate checks a request before a store sees it. Its errors wrap
+// ErrStoreRejected and the sentinel of the field at fault.
 func (r LeaseRequest) validate() error {
+	bad := func(kind error, format string, args ...any) error {
+		return fmt.Errorf("%w: %w: "+format, append([]any{ErrStoreRejected, kind}, args...)...)
+	}
 	switch {
 	case r.Key == "":
-		return fmt.Errorf("%w: lease request key is empty", ErrInvalidKey)
-	case !(r.Rate > 0) || !(r.Capacity > 0):
-		return fmt.Errorf("%w: lease request rate %v and capacity %v must be positive", ErrInvalidPlan, r.Rate, r.Capacity)
+		return bad(ErrInvalidKey, "lease request key is empty")
+	case !(r.Rate > 0) || math.IsInf(r.Rate, 1):
+		return bad(ErrInvalidPlan, "lease request rate must be a finite number > 0, got %v", r.Rate)
+	case !(r.Capacity > 0) || math.IsInf(r.Capacity, 1):
+		return bad(ErrInvalidPlan, "lease request capacity must be a finite number > 0, got %v", r.Capacity)
 	case r.Want < 0 || r.Min < 0 || r.Return < 0 || r.Debt < 0 || r.Demand < 0:
-		return fmt.Errorf("%w: lease request want %d, min %d, return %d, debt %d and demand %d must not be negative",
-			ErrInvalidCost, r.Want, r.Min, r.Return, r.Debt, r.Demand)
+		return bad(ErrInvalidCost, "lease request want %d, min %d, return %d, debt %d and demand %d must not be negative",
+			r.Want, r.Min, r.Return, r.Debt, r.Demand)
 	case r.Grace < 0:
-		return fmt.Errorf("region: lease request grace %v must not be negative", r.Grace)
+		return bad(ErrInvalidCost, "lease request grace must not be negative, got %v", r.Grace)
 	case r.Spread < 1:
-		return fmt.Errorf("%w: lease request spread %d must be at least 1", ErrInvalidCost, r.Spread)
+		return bad(ErrInvalidCost, "lease request spread must be at least 1, got %d", r.Spread)
 	}
 	return nil
 }

@@ -94,13 +94,17 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 				return back
 			}
 			called = true
-			if !l.sendReturn(ctx, r, probing) {
+			switch l.sendReturn(ctx, r, probing) {
+			case returnFailed:
 				l.requeue(sh, batch[j:])
 				return back
+			case returnRefused:
+				l.dropReturn(sh, r)
+			case returnSent:
+				back += r.permits
+				l.accountReturn(sh, r)
 			}
 			probing = false
-			back += r.permits
-			l.accountReturn(sh, r)
 		}
 	}
 	return back
@@ -124,7 +128,7 @@ func (l *Limiter) collectReturns(sh *shard, batch []pendingReturn, all, chargeDe
 		if chargeDebts {
 			// The store is back (the breaker is closed): charge what the
 			// key was allowed while it was not.
-			debt = sh.takeDebtLocked(k, e)
+			debt = sh.takeDebtLocked(k, e, now, l.cfg.BreakerCooldown)
 		}
 		live := l.leaseLive(e, now)
 		if debt == 0 && (e.permits <= 0 || (!all && live)) {
@@ -139,28 +143,50 @@ func (l *Limiter) collectReturns(sh *shard, batch []pendingReturn, all, chargeDe
 	return batch
 }
 
-// sendReturn gives r back to the store, probing first when probe is set,
-// and reports whether the store took it; the breaker is told either way.
-func (l *Limiter) sendReturn(ctx context.Context, r pendingReturn, probe bool) bool {
+// returnOutcome is what became of one return sent to the store.
+type returnOutcome uint8
+
+const (
+	returnSent    returnOutcome = iota // the store took it
+	returnFailed                       // the store is unavailable: keep it for the next sweep
+	returnRefused                      // the store refused it for its key (ErrStoreRejected): dropped
+)
+
+// sendReturn gives r back to the store, probing first when probe is set;
+// the breaker is told either way. A return the store refuses for a reason
+// of its key's own is dropped, not kept: its permits are lost (which
+// under-admits) and its debt forgiven, and the other returns go on.
+func (l *Limiter) sendReturn(ctx context.Context, r pendingReturn, probe bool) returnOutcome {
 	// A probe writes nothing: a return or a debt sent to a store that is
 	// still slow may run there after the call timed out, and would then be
 	// sent again.
 	if probe && !l.probe(ctx, r.key, r.rate, r.capacity) {
-		return false
+		return returnFailed
 	}
 	_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
-	if err != nil {
+	if isTransient(err) {
 		l.breaker.failure(l.now())
-		return false
+		return returnFailed
 	}
 	l.breaker.success()
-	return true
+	if err != nil {
+		return returnRefused
+	}
+	return returnSent
 }
 
 // requeue keeps permits whose return failed for the next sweep.
 func (l *Limiter) requeue(sh *shard, rs []pendingReturn) {
 	sh.mu.Lock()
 	sh.returns = append(sh.returns, rs...)
+	sh.mu.Unlock()
+}
+
+// dropReturn forgets a return the store refused: its permits are no longer
+// outstanding anywhere.
+func (l *Limiter) dropReturn(sh *shard, r pendingReturn) {
+	sh.mu.Lock()
+	sh.outstanding -= r.permits
 	sh.mu.Unlock()
 }
 
@@ -173,7 +199,7 @@ func (l *Limiter) accountReturn(sh *shard, r pendingReturn) {
 	sh.outstanding -= r.permits
 	if e := sh.keys[r.key]; e != nil && e.fits(r.permits) {
 		l.rollLocked(sh, r.key, e, now)
-		e.leased -= int32(r.permits)
+		e.leased -= r.permits
 		return
 	}
 	ws := WindowStart(r.key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)
@@ -212,16 +238,27 @@ type Stats struct {
 	Breaker            BreakerState  // the circuit breaker
 	ClockOffset        time.Duration // store clock minus local clock
 	Processes          int           // the process count in use
+
+	// BreakerFailures counts the store calls that counted against the
+	// store's availability (failed, timed out, or answered slower than
+	// StoreTimeout) since New.
+	BreakerFailures int64
+	// KeyErrors counts the store calls the store refused for a reason of
+	// their key's own (ErrStoreRejected: a bucket key of another type, a
+	// script error) since New. They do not count toward the breaker.
+	KeyErrors int64
 }
 
 // Stats returns a snapshot. It takes every shard lock in turn: call it at
 // metric-scrape rates, not per decision.
 func (l *Limiter) Stats() Stats {
 	s := Stats{
-		StoreCalls:  l.storeCalls.Load(),
-		Breaker:     l.breaker.current(),
-		ClockOffset: time.Duration(l.offset.get()),
-		Processes:   l.processes(),
+		StoreCalls:      l.storeCalls.Load(),
+		BreakerFailures: l.breaker.failuresTotal(),
+		KeyErrors:       l.keyErrors.Load(),
+		Breaker:         l.breaker.current(),
+		ClockOffset:     time.Duration(l.offset.get()),
+		Processes:       l.processes(),
 	}
 	for i := range l.shards {
 		sh := &l.shards[i]

@@ -47,6 +47,16 @@ type degradedBucket struct {
 	// key's next successful store call (or sweep) so that the regional
 	// bucket pays it back.
 	debt int64
+	// refusedAt is the limiter ns at which the store last refused the key's
+	// call for a reason of the key's own (ErrStoreRejected); 0 = never, or
+	// a call succeeded since.
+	refusedAt int64
+}
+
+// refusing reports whether the store refused the key's call less than
+// cooldown before limiter time now.
+func (b *degradedBucket) refusing(now int64, cooldown time.Duration) bool {
+	return b.refusedAt != 0 && now-b.refusedAt < int64(cooldown)
 }
 
 type pendingReturn struct {
@@ -57,10 +67,12 @@ type pendingReturn struct {
 }
 
 // takeDebtLocked takes key's degraded debt, if any, for a store call to
-// charge: the degraded bucket goes, and the key leaves degraded mode.
-func (s *shard) takeDebtLocked(key string, e *entry) int64 {
+// charge: the degraded bucket goes, and the key leaves degraded mode. A key
+// whose last call the store refused less than cooldown before now keeps its
+// bucket and debt until then.
+func (s *shard) takeDebtLocked(key string, e *entry, now int64, cooldown time.Duration) int64 {
 	b := s.buckets[key]
-	if b == nil || b.debt <= 0 {
+	if b == nil || b.debt <= 0 || b.refusing(now, cooldown) {
 		return 0
 	}
 	delete(s.buckets, key)

@@ -45,6 +45,9 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	if l.decideLocalLocked(&m, now, &d) {
 		return d, nil
 	}
+	if l.refusedLocked(&m, now) {
+		return l.degradedLocked(&m, now), nil
+	}
 	now, ok := l.mayCallStoreLocked(ctx, &m, now)
 	if !ok {
 		return l.degradedLocked(&m, now), nil
@@ -110,6 +113,16 @@ func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
 	return false
 }
 
+// refusedLocked reports whether the store refused the key's last call for
+// a reason of the key's own (ErrStoreRejected) less than BreakerCooldown
+// ago: until then the key is decided from its degraded bucket without a
+// store call, so that a broken key costs one store call per cooldown, not
+// one per decision.
+func (l *Limiter) refusedLocked(m *miss, now int64) bool {
+	b := m.sh.buckets[m.key]
+	return b != nil && b.refusing(now, l.cfg.BreakerCooldown)
+}
+
 // mayCallStoreLocked asks the breaker whether this miss may call the store.
 // When the breaker lets it probe, it probes first with a call that writes
 // nothing, so that probing a store that is still slow neither loses a lease
@@ -143,7 +156,7 @@ func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 	e, sh := m.e, m.sh
 	e.busy = false
 	now = l.now()
-	if err != nil {
+	if err != nil && isTransient(err) {
 		// The returned permits may or may not have reached the store; they
 		// count as lost, which under-admits and is safe.
 		sh.outstanding -= req.Return
@@ -156,6 +169,9 @@ func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 		l.breaker.failure(now)
 	} else {
 		l.breaker.success()
+	}
+	if err != nil {
+		return l.refusedCallLocked(m, now, req)
 	}
 	if !e.fits(rep.Granted + req.Return) {
 		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
@@ -171,6 +187,21 @@ func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 	} else {
 		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
 	}
+	return d
+}
+
+// refusedCallLocked decides after the store refused the key's call for a
+// reason of the key's own (ErrStoreRejected: a bucket key of the wrong type,
+// arguments the script refused). The store answered, and the breaker
+// counted it as any answer (a success unless it came too slowly): only this
+// key is decided in degraded mode, flagged, and it tries the store again
+// after BreakerCooldown (refusedLocked). A refused
+// call wrote nothing: the permits it returned are lost (under-admission),
+// and the debt it carried stays with the key's degraded bucket.
+func (l *Limiter) refusedCallLocked(m *miss, now int64, req LeaseRequest) Decision {
+	m.sh.outstanding -= req.Return
+	d := l.degradedLocked(m, now)
+	m.sh.buckets[m.key].refusedAt = now
 	return d
 }
 
@@ -206,6 +237,7 @@ func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) Lease
 func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
 	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
 		b.debt -= charged
+		b.refusedAt = 0
 		return
 	}
 	delete(m.sh.buckets, m.key)
@@ -213,10 +245,11 @@ func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
 }
 
 // probe makes a store call that writes nothing, and reports whether the
-// store answered within the timeout, telling the breaker either way.
+// store answered within the timeout, telling the breaker either way. A
+// refusal about the probe's key (ErrStoreRejected) is an answer.
 func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64) bool {
 	_, lat, err := l.callStore(ctx, LeaseRequest{Key: key, Rate: rate, Capacity: capacity, Spread: 1})
-	if err != nil || lat > l.cfg.StoreTimeout {
+	if isTransient(err) || lat > l.cfg.StoreTimeout {
 		l.breaker.failure(l.now())
 		return false
 	}
@@ -225,7 +258,9 @@ func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64)
 }
 
 // callStore makes one store call under the hard timeout and learns the
-// clock offset from its reply (docs/design.md [store-clock]).
+// clock offset from its reply (docs/design.md [store-clock]). It counts the
+// calls the store refused for their key (ErrStoreRejected); telling the
+// breaker is the caller's.
 func (l *Limiter) callStore(ctx context.Context, req LeaseRequest) (LeaseReply, time.Duration, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
 	t0 := l.clock.Now()
@@ -238,6 +273,9 @@ func (l *Limiter) callStore(ctx context.Context, req LeaseRequest) (LeaseReply, 
 		l.cfg.Observer.StoreCall(lat, req.Want, rep.Granted, err)
 	}
 	if err != nil {
+		if !isTransient(err) {
+			l.keyErrors.Add(1)
+		}
 		return LeaseReply{}, lat, err
 	}
 	if rep.Granted < 0 || rep.Granted > req.Want {

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -26,8 +27,34 @@ type Store interface {
 	// is added to the bucket's running demand count. A request with Want,
 	// Return, Debt and Demand all 0 is a probe: it reports the bucket and
 	// writes nothing. Every write sets the bucket's expiry to twice its time
-	// to fill.
+	// to fill, at least a second and at most MaxBucketTTL.
+	//
+	// An error wrapping ErrStoreRejected is about this call alone (its
+	// arguments, or the key's data in the store) and says the store is
+	// available; any other error says it may not be (docs/design.md
+	// [degraded-mode]). A rejected call writes nothing.
 	Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error)
+}
+
+// MaxBucketTTL is the longest expiry a store sets on a bucket: 366 days.
+// A bucket's expiry is twice its time to fill (so that it is full by the
+// time it is forgotten), clamped to [1 s, MaxBucketTTL]: a bucket that
+// takes longer than half of MaxBucketTTL to fill and sees no write for
+// MaxBucketTTL comes back full. The clamp also keeps the expiry a number
+// Redis accepts for every rate (lua/lease.lua).
+const MaxBucketTTL = 366 * 24 * time.Hour
+
+// bucketTTL is a bucket's expiry: twice its time to fill, clamped to
+// [1 s, MaxBucketTTL]. lua/lease.lua computes the same.
+func bucketTTL(rate, capacity float64) time.Duration {
+	ms := math.Ceil(2000 * capacity / rate)
+	switch {
+	case !(ms <= float64(MaxBucketTTL/time.Millisecond)): // NaN and +Inf too
+		return MaxBucketTTL
+	case ms < 1000:
+		return time.Second
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // LeaseRequest is one slow-path store call. Rate and Capacity are the
@@ -35,8 +62,8 @@ type Store interface {
 // so a share change needs no migration.
 type LeaseRequest struct {
 	Key      string  // API key; the store derives its own bucket name
-	Rate     float64 // refill, cost units per second, > 0
-	Capacity float64 // bucket size, cost units, > 0
+	Rate     float64 // refill, cost units per second, finite and > 0
+	Capacity float64 // bucket size, cost units, finite and > 0
 	Want     int64   // permits asked for, ≥ 0 (0 = only return)
 	Min      int64   // grant nothing unless at least this many are available
 	Return   int64   // unused permits given back, ≥ 0

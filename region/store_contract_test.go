@@ -245,12 +245,17 @@ func TestRedisStoreSetsTTLOnEveryWrite(t *testing.T) {
 		key              string
 		rate, capacity   float64
 		want, min, given int64
-		ttl              time.Duration // twice the time to fill, at least 1s
+		ttl              time.Duration // twice the time to fill, in [1s, MaxBucketTTL]
 	}{
 		{"fast", 1000, 100, 1, 1, 0, time.Second},
 		{"slow", 1, 100, 5, 1, 0, 200 * time.Second},
 		{"return-only", 10, 10, 0, 0, 3, 2 * time.Second},
 		{"rejected", 1, 5, 10, 10, 0, 10 * time.Second},
+		{"slowest plan", region.MinRate, 1, 1, 1, 0, 2e6 * time.Second},
+		{"fills in more than the clamp", region.MinRate, region.MaxCapacity, 1, 1, 0, region.MaxBucketTTL},
+		// A share can scale a rate down past anything a plan allows: the
+		// time to fill is +Inf, and the call used to fail after writing.
+		{"tiny regional rate", 1e-300, 10, 1, 1, 0, region.MaxBucketTTL},
 	}
 	for _, tc := range cases {
 		_, err := s.Lease(ctx, region.LeaseRequest{Key: tc.key, Rate: tc.rate, Capacity: tc.capacity, Want: tc.want, Min: tc.min, Return: tc.given, Spread: 1})

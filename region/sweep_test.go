@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -64,5 +65,63 @@ func TestSweep(t *testing.T) {
 	}
 	if n := lim.Stats().OutstandingPermits; n != 0 {
 		t.Fatalf("%d permits outstanding after every lease expired", n)
+	}
+}
+
+// refusingStore refuses, for reasons of the key's own, every call of one
+// key that gives permits back.
+type refusingStore struct {
+	Store
+	key string
+}
+
+func (s refusingStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error) {
+	if req.Key == s.key && req.Return > 0 {
+		return LeaseReply{}, fmt.Errorf("%w: WRONGTYPE", ErrStoreRejected)
+	}
+	return s.Store.Lease(ctx, req)
+}
+
+// TestSweepDropsRefusedReturns: a return the store refuses for its key is
+// dropped, the sweep goes on with the other keys' returns, and the breaker
+// counts nothing.
+func TestSweepDropsRefusedReturns(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clock.NewManual(t0)
+	cfg := DefaultConfig()
+	cfg.Clock = clk
+	lim, err := New(refusingStore{NewMemoryStore(clk), "bad"}, StaticPlans{Default: Plan{Rate: 1000, Capacity: 1000}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := []string{"bad"}
+	for i := range 20 {
+		keys = append(keys, fmt.Sprintf("good-%d", i))
+	}
+	var held int64
+	for _, k := range keys {
+		for range 40 {
+			if _, err := lim.Allow(ctx, k, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ks, _ := lim.Peek(k)
+		held += ks.Lease
+	}
+	bad, _ := lim.Peek("bad")
+	if bad.Lease == 0 {
+		t.Fatal("bad holds no lease")
+	}
+	clk.Set(t0.Add(cfg.LeaseTTL))
+	if back := lim.sweep(ctx); back != held-bad.Lease {
+		t.Fatalf("the sweep gave back %d permits, want %d: every good key's", back, held-bad.Lease)
+	}
+	s := lim.Stats()
+	if s.Breaker != BreakerClosed || s.BreakerFailures != 0 || s.KeyErrors != 1 || s.OutstandingPermits != 0 {
+		t.Fatalf("after the sweep: %+v, want the breaker closed, no failure, 1 key error, nothing outstanding", s)
+	}
+	if back := lim.sweep(ctx); back != 0 || lim.Stats().StoreCalls != s.StoreCalls {
+		t.Fatalf("the next sweep gave back %d permits: the refused return was kept", back)
 	}
 }

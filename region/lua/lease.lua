@@ -3,9 +3,10 @@
 --
 -- KEYS[1]  the bucket hash, e.g. "quota:{acct_1}" (hash tag: Redis Cluster
 --          keeps every key of one API key on one slot)
--- ARGV[1]  rate: refill, cost units per second (float, > 0), already scaled
---          by the region's share
--- ARGV[2]  capacity: bucket size, cost units (float, > 0), already scaled
+-- ARGV[1]  rate: refill, cost units per second (finite float, > 0), already
+--          scaled by the region's share
+-- ARGV[2]  capacity: bucket size, cost units (finite float, > 0), already
+--          scaled
 -- ARGV[3]  want: permits asked for (integer, >= 0; 0 = only give back)
 -- ARGV[4]  min: grant nothing unless at least this many tokens are there
 --          (the decision's cost, integer >= 0)
@@ -36,26 +37,47 @@
 --
 -- Reply: { granted (integer), tokens left (string: a float), store time
 -- (integer microseconds since the epoch, from Redis TIME), d (integer) }.
+-- Errors: an argument out of its range is refused, before anything is
+-- read or written, with "ERR quota lease: ARGV[i] <name> must be …"; a
+-- bucket key that holds another type fails at the first HMGET (WRONGTYPE),
+-- also before any write. No call fails after it has written.
 --
 -- Time source: Redis' own clock (TIME), never the caller's, so caller
 -- clock skew cannot change admission. Every call but a probe (want,
 -- return, debt and demand all 0, which only reads) writes the hash and sets
--- PEXPIRE to twice the time to fill the bucket: no key without a TTL.
+-- PEXPIRE to twice the time to fill the bucket, clamped to [1 s, 366 days]
+-- (region.MaxBucketTTL): no key without a TTL, and an expiry Redis accepts
+-- whatever the rate (2000 * capacity / rate is +inf for a tiny rate).
 
-local rate = tonumber(ARGV[1])
-local capacity = tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
-local min = tonumber(ARGV[4])
-local given = tonumber(ARGV[5])
-local spread = tonumber(ARGV[6])
-local debt = tonumber(ARGV[7])
-local demand = tonumber(ARGV[8])
-local grace = tonumber(ARGV[9])
-if not rate or rate <= 0 or not capacity or capacity <= 0 or not want or want < 0
-   or not min or min < 0 or not given or given < 0 or not spread or spread < 1
-   or not debt or debt < 0 or not demand or demand < 0 or not grace or grace < 0 then
-  return redis.error_reply("ERR quota lease: bad arguments")
+local MAX_TTL_MS = 31622400000 -- 366 days: region.MaxBucketTTL
+local EXACT = 9007199254740992 -- 2^53: counts above it are not exact
+
+-- Arguments: name, and whether it is a count (an integer in [least, 2^53])
+-- or a finite float > 0.
+local spec = {
+  { 'rate' }, { 'capacity' },
+  { 'want', 0 }, { 'min', 0 }, { 'return', 0 }, { 'spread', 1 },
+  { 'debt', 0 }, { 'demand', 0 }, { 'grace', 0 },
+}
+local v = {}
+for i, s in ipairs(spec) do
+  local x = tonumber(ARGV[i])
+  local ok = x ~= nil and x == x and x > -math.huge and x < math.huge -- not NaN or inf
+  local rule = 'a finite number > 0'
+  if s[2] == nil then
+    ok = ok and x > 0
+  else
+    rule = 'an integer in [' .. s[2] .. ', 2^53]'
+    ok = ok and x >= s[2] and x <= EXACT and x == math.floor(x)
+  end
+  if not ok then
+    return redis.error_reply('ERR quota lease: ARGV[' .. i .. '] ' .. s[1] .. ' must be ' .. rule ..
+      ', got ' .. tostring(ARGV[i]))
+  end
+  v[i] = x
 end
+local rate, capacity, want, min, given, spread, debt, demand, grace =
+  v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -125,11 +147,19 @@ if want > 0 and tokens >= min then
   tokens = tokens - granted
 end
 
+-- Everything is computed before the first write, so that nothing can fail
+-- half-way.
+local ttl = math.ceil(2000 * capacity / rate)
+if not (ttl <= MAX_TTL_MS) then
+  ttl = MAX_TTL_MS -- +inf for a tiny rate
+elseif ttl < 1000 then
+  ttl = 1000
+end
 redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'ts', ts, 'd', d)
 if credit > 0 then
   redis.call('HSET', KEYS[1], 'c', string.format('%.6f', credit), 'ce', creditEnd)
 elseif hadCredit then
   redis.call('HDEL', KEYS[1], 'c', 'ce')
 end
-redis.call('PEXPIRE', KEYS[1], math.max(1000, math.ceil(2000 * capacity / rate)))
+redis.call('PEXPIRE', KEYS[1], string.format('%d', ttl))
 return { granted, string.format('%.6f', tokens), now, d }
