@@ -22,13 +22,22 @@ type Config struct {
 	// --process-id). Required; a NATS subject token.
 	Process string
 
+	// Regions names every region that shares limits with this one, this
+	// one included (flag --regions, or the keys of --region-weights).
+	// Required. Shares are split over exactly these regions (less those
+	// that left: see Forget): a configured region never heard from holds
+	// its floor once the warm-up is over, and a digest from a region not
+	// named here is rejected (quota_gossip_rejected_digests_total
+	// {reason="unknown_region"}), so it neither takes a share nor freezes
+	// shares.
+	Regions []string
+
 	// Interval is the gossip period (flag --gossip-interval). Ticks fall on
 	// multiples of it on the clock, so processes tick together. Default 1s.
 	Interval time.Duration
 	// Weights are the configured historical region weights (flag
-	// --region-weights), for a cold start; they need not sum to 1. Regions
-	// named here take part in every key's shares from the start. Empty
-	// means equal weights for the regions heard.
+	// --region-weights), for a cold start; they need not sum to 1. Either
+	// empty (equal weights) or one weight for every region in Regions.
 	Weights map[string]float64
 	// Floor is each region's smallest share of a key (flag --share-floor),
 	// in (0, 0.5]. With n regions and n × Floor > 1, each gets 1/n.
@@ -67,6 +76,13 @@ type Config struct {
 	// StaleAfter is how many intervals without a digest make a process
 	// stale. Default 3.
 	StaleAfter int
+	// WarmUp is how many intervals, at most, a new Node waits to compute
+	// from a digest of every region in Regions. Until it has one from each
+	// (or WarmUp intervals have passed), every key gets the default shares:
+	// the configured Weights split over all of Regions (equal without
+	// Weights), never the whole limit for want of news from the others.
+	// The first interval always only listens. At least 1; default 5.
+	WarmUp int
 	// ChangeThreshold is how much (absolute, as a fraction of the limit)
 	// this region's share of a key must move for OnChange to be called.
 	// Default 0.01.
@@ -101,12 +117,14 @@ type Config struct {
 	// Registerer, when set, gets the gossip metrics
 	// (quota_gossip_age_seconds{region}, quota_gossip_frozen,
 	// quota_gossip_keys, quota_gossip_digest_bytes,
-	// quota_gossip_bad_digests_total).
+	// quota_gossip_bad_digests_total,
+	// quota_gossip_rejected_digests_total{reason},
+	// quota_gossip_share_changes_total).
 	Registerer prometheus.Registerer
 }
 
-// DefaultConfig returns the documented defaults. Region and Process must
-// still be set.
+// DefaultConfig returns the documented defaults. Region, Process and
+// Regions must still be set.
 func DefaultConfig() Config {
 	return Config{
 		Interval:        time.Second,
@@ -118,6 +136,7 @@ func DefaultConfig() Config {
 		TopK:            1024,
 		MaxDigestBytes:  60 << 10,
 		StaleAfter:      3,
+		WarmUp:          5,
 		ChangeThreshold: 0.01,
 		Subject:         "quota.gossip",
 	}
@@ -138,6 +157,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("gossip: config Process: %w", err))
 	}
 	check(c.Interval > 0, "Interval", "must be positive, got %v", c.Interval)
+	errs = append(errs, c.validateRegions()...)
 	names := make([]string, 0, len(c.Weights))
 	for name := range c.Weights {
 		names = append(names, name)
@@ -160,7 +180,48 @@ func (c *Config) validate() error {
 	check(c.TopK >= 1, "TopK", "must be at least 1, got %d", c.TopK)
 	check(c.MaxDigestBytes >= 512 && c.MaxDigestBytes <= MaxDigestSize, "MaxDigestBytes", "must be in [512, %d], got %d", MaxDigestSize, c.MaxDigestBytes)
 	check(c.StaleAfter >= 1, "StaleAfter", "must be at least 1, got %d", c.StaleAfter)
+	check(c.WarmUp >= 1, "WarmUp", "must be at least 1, got %d", c.WarmUp)
 	check(finite(c.ChangeThreshold) && c.ChangeThreshold >= 0 && c.ChangeThreshold < 1, "ChangeThreshold", "must be in [0, 1), got %v", c.ChangeThreshold)
 	check(c.Subject != "", "Subject", "must not be empty")
 	return errors.Join(errs...)
+}
+
+// validateRegions checks Regions, and Weights against it.
+func (c *Config) validateRegions() []error {
+	var errs []error
+	if len(c.Regions) == 0 {
+		return []error{fmt.Errorf("gossip: config Regions: must name every region, %q included", c.Region)}
+	}
+	set := make(map[string]bool, len(c.Regions))
+	for _, r := range c.Regions {
+		if err := checkName("region", r); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: config Regions: %w", err))
+		}
+		if set[r] {
+			errs = append(errs, fmt.Errorf("gossip: config Regions: region %q repeated", r))
+		}
+		set[r] = true
+	}
+	if c.Region != "" && !set[c.Region] {
+		errs = append(errs, fmt.Errorf("gossip: config Regions: must include this region %q, got %v", c.Region, c.Regions))
+	}
+	if len(c.Weights) == 0 {
+		return errs
+	}
+	for _, r := range c.Regions {
+		if _, ok := c.Weights[r]; !ok {
+			errs = append(errs, fmt.Errorf("gossip: config Weights: no weight for region %q (weigh every region in Regions, or none)", r))
+		}
+	}
+	names := make([]string, 0, len(c.Weights))
+	for r := range c.Weights {
+		if !set[r] {
+			names = append(names, r)
+		}
+	}
+	sort.Strings(names)
+	for _, r := range names {
+		errs = append(errs, fmt.Errorf("gossip: config Weights: region %q is not in Regions %v", r, c.Regions))
+	}
+	return errs
 }

@@ -22,6 +22,18 @@
 //
 // Every process subscribes to <Subject>.> and keeps the latest digest per
 // (region, process); a region's demand is the sum over its processes.
+//
+// # Who may say what
+//
+// The regions that share limits are configuration (Config.Regions, flag
+// --regions): shares are split over exactly these. A digest is stored only
+// if it names the region and process of the subject it came on (a goodbye
+// ends only the process whose subject it came on) and its region is
+// configured; any other is counted in
+// quota_gossip_rejected_digests_total{reason} and changes nothing: it takes
+// no share and, never stored, cannot freeze shares by missing an epoch.
+// NATS permissions that let each region publish only on
+// <Subject>.<region>.> make the subject the sender's proof of identity.
 // Message volume is one digest per process per interval: O(processes), not
 // O(requests). A process that says goodbye (Stop) is dropped at once; one
 // not heard from for Config.StaleAfter intervals is dropped if other
@@ -62,9 +74,13 @@
 // removes it with Forget.
 //
 // A new process only listens during its first tick, so that by its second
-// it holds the previous epoch's digest of every live process. Meanwhile it
-// holds its floor if other regions are configured (Weights), or the whole
-// limit if none are (a single-region deployment).
+// it holds the previous epoch's digest of every live process, and it keeps
+// to the default shares until it has a digest of every configured region
+// or Config.WarmUp intervals have passed: the configured Weights split over
+// every region in Regions (equal without Weights). It never takes the whole
+// limit for want of news from the other regions; only a deployment that
+// configures one region (Regions holds just this one) gets the whole limit.
+// A configured region still unheard after the warm-up holds its floor.
 //
 // # Concurrency and time
 //

@@ -14,8 +14,8 @@ import (
 )
 
 // How the daemon wires a region's limiter to gossip and membership. Flags:
-// --region, --process-id, --gossip-interval, --region-weights,
-// --share-floor, --memberlist-bind, --memberlist-join.
+// --region, --process-id, --regions, --gossip-interval, --region-weights,
+// --share-floor, --memberlist-bind, --memberlist-join, --memberlist-key.
 func Example_wiring() {
 	nc, err := nats.Connect("nats://127.0.0.1:4222") // --nats: this region's servers
 	if err != nil {
@@ -34,6 +34,10 @@ func Example_wiring() {
 	mcfg := membership.DefaultConfig()
 	mcfg.NodeName, mcfg.BindAddr, mcfg.BindPort = "eu-host-1234", host, port
 	mcfg.Join = []string{"10.0.0.2:7946"} // --memberlist-join
+	// --memberlist-key (from a secret, never a literal): base64 of 32 bytes.
+	if mcfg.Keys, err = membership.ParseKeys("c2VjcmV0LWtleS1vZi0zMi1ieXRlcy4uLi4uLi4uLi4="); err != nil {
+		log.Fatal(err)
+	}
 	members, err := membership.New(mcfg)
 	if err != nil {
 		log.Fatal(err)
@@ -42,6 +46,8 @@ func Example_wiring() {
 	var lim *region.Limiter // set below; the callbacks run only after Start
 	gcfg := gossip.DefaultConfig()
 	gcfg.Region, gcfg.Process = "eu", "host-1234"
+	// --regions: every region, this one included.
+	gcfg.Regions = []string{"ap", "eu", "us"}
 	gcfg.Interval = time.Second // --gossip-interval
 	gcfg.Weights = weights
 	gcfg.Floor = 0.05 // --share-floor

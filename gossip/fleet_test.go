@@ -75,7 +75,7 @@ func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func
 				t.Fatal(err)
 			}
 			gcfg := DefaultConfig()
-			gcfg.Region, gcfg.Process = r, fmt.Sprintf("p%d", i)
+			gcfg.Region, gcfg.Process, gcfg.Regions = r, fmt.Sprintf("p%d", i), f.nats.Regions()
 			gcfg.Interval, gcfg.HalfLife = testInterval, envDuration(t, "QUOTA_MEASURE_HALFLIFE", time.Second)
 			gcfg.Weights = weights
 			var lim atomic.Pointer[region.Limiter]

@@ -15,6 +15,9 @@ var (
 		"Size of the last digest published.", nil, nil)
 	descBad = prometheus.NewDesc("quota_gossip_bad_digests_total",
 		"Digests rejected by the decoder.", nil, nil)
+	descRejected = prometheus.NewDesc("quota_gossip_rejected_digests_total",
+		"Well-formed digests refused: reason=\"subject_mismatch\" (region or process not the subject's), reason=\"unknown_region\" (region not in the configured region set).",
+		[]string{"reason"}, nil)
 	descChanges = prometheus.NewDesc("quota_gossip_share_changes_total",
 		"Share changes reported to the limiter (OnChange): keys whose share for this region moved by the change threshold or more.", nil, nil)
 )
@@ -28,6 +31,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKeys
 	ch <- descBytes
 	ch <- descBad
+	ch <- descRejected
 	ch <- descChanges
 }
 
@@ -46,5 +50,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(len(s.Keys)))
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(s.DigestBytes))
 	ch <- prometheus.MustNewConstMetric(descBad, prometheus.CounterValue, float64(s.BadDigests))
+	for reason, v := range s.RejectedDigests {
+		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(v), reason)
+	}
 	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(s.ShareChanges))
 }

@@ -11,8 +11,8 @@ import (
 func TestMetrics(t *testing.T) {
 	srv := testserver.StartNATS(t)
 	reg := prometheus.NewRegistry()
-	eu := startNode(t, srv.URL, "eu", "p1", func(c *Config) { c.Registerer = reg })
-	us := startNode(t, srv.URL, "us", "p1", nil)
+	eu := startNode(t, srv.URL, euUS, "eu", "p1", func(c *Config) { c.Registerer = reg })
+	us := startNode(t, srv.URL, euUS, "us", "p1", nil)
 	ready(t, 2, eu, us)
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -27,7 +27,8 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	want := map[string]int{"quota_gossip_age_seconds": 2, "quota_gossip_frozen": 1, "quota_gossip_keys": 1,
-		"quota_gossip_digest_bytes": 1, "quota_gossip_bad_digests_total": 1, "quota_gossip_share_changes_total": 1}
+		"quota_gossip_digest_bytes": 1, "quota_gossip_bad_digests_total": 1, "quota_gossip_share_changes_total": 1,
+		"quota_gossip_rejected_digests_total": 2}
 	for name, n := range want {
 		if got[name] != n {
 			t.Errorf("%s: %d series, want %d (all: %v)", name, got[name], n, got)

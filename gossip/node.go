@@ -49,13 +49,18 @@ type Node struct {
 	accMu sync.Mutex
 	acc   map[string]*pending // usage since the last tick; guarded by accMu
 
+	// regions is Config.Regions as a set; never modified after New.
+	regions map[string]bool
+
 	mu        sync.Mutex
 	peers     map[peerID]*peer     // latest digests; guarded by mu
 	heard     map[string]time.Time // last digest per region; guarded by mu
 	gone      map[string]bool      // regions that left or were forgotten; guarded by mu
 	frozen    bool                 // guarded by mu
+	warming   bool                 // warm-up not over (frozen too); guarded by mu
 	lastBytes int                  // size of the last digest published; guarded by mu
-	bad       uint64               // digests rejected; guarded by mu
+	bad       uint64               // digests the decoder refused; guarded by mu
+	rejected  [numReasons]uint64   // decoded digests refused, by reason; guarded by mu
 
 	// Touched by the Run goroutine only.
 	own      map[string]*keyState
@@ -111,18 +116,26 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		w[k] = v
 	}
 	cfg.Weights = w
+	cfg.Regions = append([]string(nil), cfg.Regions...)
+	sort.Strings(cfg.Regions)
+	regions := make(map[string]bool, len(cfg.Regions))
+	for _, r := range cfg.Regions {
+		regions[r] = true
+	}
 	n := &Node{
-		cfg:   cfg,
-		nc:    nc,
-		clock: cfg.Clock,
-		log:   cfg.Logger.With("component", "gossip", "region", cfg.Region, "process", cfg.Process),
-		acc:   make(map[string]*pending),
-		peers: make(map[peerID]*peer),
-		heard: make(map[string]time.Time),
-		gone:  make(map[string]bool),
-		own:   make(map[string]*keyState),
+		cfg:     cfg,
+		nc:      nc,
+		clock:   cfg.Clock,
+		log:     cfg.Logger.With("component", "gossip", "region", cfg.Region, "process", cfg.Process),
+		regions: regions,
+		acc:     make(map[string]*pending),
+		peers:   make(map[peerID]*peer),
+		heard:   make(map[string]time.Time),
+		gone:    make(map[string]bool),
+		own:     make(map[string]*keyState),
 		// Warming up: the first tick only listens.
-		frozen: true,
+		frozen:  true,
+		warming: true,
 	}
 	n.table.Store(n.warmupTable())
 	if cfg.Registerer != nil {
@@ -231,7 +244,7 @@ func (n *Node) run(ctx context.Context, ready chan<- error) error {
 		for {
 			select {
 			case m := <-inbox:
-				n.receive(m.Data)
+				n.receive(m.Subject, m.Data)
 			case <-timer.C():
 				n.tick(n.clock.Now())
 				break waiting
@@ -254,22 +267,6 @@ func (n *Node) untilNextTick(now time.Time) time.Duration {
 func (n *Node) epoch(now time.Time) uint64 {
 	// Round to the nearest boundary: a timer fires at or just after it.
 	return uint64((now.UnixNano() + int64(n.cfg.Interval)/2) / int64(n.cfg.Interval))
-}
-
-// receive stores one digest from the wire.
-func (n *Node) receive(data []byte) {
-	d, err := DecodeDigest(data)
-	if err != nil {
-		n.mu.Lock()
-		n.bad++
-		n.mu.Unlock()
-		n.log.Warn("bad gossip digest", "err", err)
-		return
-	}
-	if d.Region == n.cfg.Region && d.Process == n.cfg.Process {
-		return // our own, stored when published
-	}
-	n.store(&d, n.clock.Now())
 }
 
 func (n *Node) store(d *Digest, now time.Time) {
@@ -431,8 +428,12 @@ func (n *Node) goodbye() {
 // Forget removes region from the shares (its processes' digests are
 // dropped) until it is heard again: for a region known to be gone that
 // did not say goodbye. Forgetting a region that is only partitioned away
-// breaks the global bound by that region's share.
+// breaks the global bound by that region's share. Forgetting a region not
+// in Config.Regions does nothing.
 func (n *Node) Forget(r string) {
+	if !n.regions[r] {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for id := range n.peers {

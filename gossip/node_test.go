@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,14 +23,19 @@ func TestMain(m *testing.M) {
 
 const testInterval = 100 * time.Millisecond
 
-func startNode(t *testing.T, url, reg, proc string, mod func(*Config)) *Node {
+// euUS is the region set of the two-region tests.
+var euUS = []string{"eu", "us"}
+
+// startNode starts process proc of region reg, one of regions, on a NATS
+// server.
+func startNode(t *testing.T, url string, regions []string, reg, proc string, mod func(*Config)) *Node {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.Region, cfg.Process = reg, proc
+	cfg.Region, cfg.Process, cfg.Regions = reg, proc, regions
 	cfg.Interval = testInterval
 	cfg.HalfLife = testInterval
 	if mod != nil {
@@ -138,7 +144,7 @@ func ownSum(key string, nodes ...*Node) float64 {
 
 func TestSingleRegionShareIsOne(t *testing.T) {
 	nats := testserver.StartNATS(t)
-	n := startNode(t, nats.URL, "solo", "p1", nil)
+	n := startNode(t, nats.URL, []string{"solo"}, "solo", "p1", nil)
 	if got := n.Share("k"); got != 1 {
 		t.Fatalf("warm-up share %v, want 1", got)
 	}
@@ -153,10 +159,12 @@ func TestNoDataGetsHistoricalWeights(t *testing.T) {
 	w := map[string]float64{"eu": 0.5, "us": 0.3, "ap": 0.2}
 	var nodes []*Node
 	for _, r := range c.Regions() {
-		nodes = append(nodes, startNode(t, c.URL(r), r, "p1", func(c *Config) { c.Weights = w }))
+		nodes = append(nodes, startNode(t, c.URL(r), c.Regions(), r, "p1", func(c *Config) { c.Weights = w }))
 	}
-	if got := nodes[0].Share("k"); got != 0.05 {
-		t.Fatalf("warm-up share %v, want the floor 0.05", got)
+	// Warming up, a node counts every configured region at its weight:
+	// ap holds its 0.2, not the floor and not the whole limit.
+	if got := nodes[0].Share("k"); nodes[0].cfg.Region != "ap" || got != 0.2 {
+		t.Fatalf("%s's warm-up share %v, want ap's weight 0.2", nodes[0].cfg.Region, got)
 	}
 	ready(t, 3, nodes...)
 	for _, n := range nodes {
@@ -195,7 +203,7 @@ func TestSkewConvergesFollowsAndFreezes(t *testing.T) {
 	changed := map[string]int{}
 	for _, r := range c.Regions() {
 		r := r
-		n := startNode(t, c.URL(r), r, "p1", func(c *Config) {
+		n := startNode(t, c.URL(r), c.Regions(), r, "p1", func(c *Config) {
 			c.OnChange = func(key string) { mu.Lock(); changed[r+"/"+key]++; mu.Unlock() }
 		})
 		nodes[r] = n
@@ -287,15 +295,18 @@ func TestSkewConvergesFollowsAndFreezes(t *testing.T) {
 	t.Logf("after healing, shares followed in %v", took)
 }
 
+// TestRegionAppearsAndLeaves: a configured region that is not running holds
+// its floor once the warm-up is over; when it comes up it takes its share
+// of demand, and when it leaves cleanly its share goes back at once.
 func TestRegionAppearsAndLeaves(t *testing.T) {
 	c := testserver.StartNATSCluster(t, "ap", "eu", "us")
-	eu := startNode(t, c.URL("eu"), "eu", "p1", nil)
-	us := startNode(t, c.URL("us"), "us", "p1", nil)
-	ready(t, 2, eu, us)
+	eu := startNode(t, c.URL("eu"), c.Regions(), "eu", "p1", nil)
+	us := startNode(t, c.URL("us"), c.Regions(), "us", "p1", nil)
+	ready(t, 3, eu, us) // after WarmUp intervals without ap
 	f := startFeeder(t)
 	f.set(eu, "k", 500)
 	f.set(us, "k", 500)
-	converge(t, "k", map[string]float64{"eu": 0.5, "us": 0.5}, 0.02, 5*time.Second, eu, us)
+	converge(t, "k", map[string]float64{"eu": 0.475, "us": 0.475, "ap": 0.05}, 0.02, 5*time.Second, eu, us)
 
 	// ap appears with demand: everyone includes it.
 	apNC, err := nats.Connect(c.URL("ap"))
@@ -305,6 +316,7 @@ func TestRegionAppearsAndLeaves(t *testing.T) {
 	defer apNC.Close()
 	cfg := DefaultConfig()
 	cfg.Region, cfg.Process, cfg.Interval, cfg.HalfLife = "ap", "p1", testInterval, testInterval
+	cfg.Regions = c.Regions()
 	ap, err := New(apNC, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -332,9 +344,9 @@ func TestRegionAppearsAndLeaves(t *testing.T) {
 
 func TestProcessesOfARegionAdd(t *testing.T) {
 	nats := testserver.StartNATS(t)
-	eu1 := startNode(t, nats.URL, "eu", "p1", nil)
-	eu2 := startNode(t, nats.URL, "eu", "p2", nil)
-	us1 := startNode(t, nats.URL, "us", "p1", nil)
+	eu1 := startNode(t, nats.URL, euUS, "eu", "p1", nil)
+	eu2 := startNode(t, nats.URL, euUS, "eu", "p2", nil)
+	us1 := startNode(t, nats.URL, euUS, "us", "p1", nil)
 	ready(t, 2, eu1, eu2, us1)
 	f := startFeeder(t)
 	f.set(eu1, "k", 300)
@@ -357,25 +369,40 @@ func TestConfigValidation(t *testing.T) {
 	}
 	defer nc.Close()
 	tests := []struct {
-		name string
-		mod  func(*Config)
+		name  string
+		mod   func(*Config)
+		field string // the error names it
 	}{
-		{"no region", func(c *Config) { c.Region = "" }},
-		{"dotted process", func(c *Config) { c.Process = "a.b" }},
-		{"zero interval", func(c *Config) { c.Interval = 0 }},
-		{"floor zero", func(c *Config) { c.Floor = 0 }},
-		{"floor too big", func(c *Config) { c.Floor = 0.6 }},
-		{"bad weight", func(c *Config) { c.Weights = map[string]float64{"eu": -1} }},
-		{"digest too big", func(c *Config) { c.MaxDigestBytes = MaxDigestSize + 1 }},
-		{"hysteresis one", func(c *Config) { c.Hysteresis = 1 }},
+		{"no region", func(c *Config) { c.Region = "" }, "Region"},
+		{"dotted process", func(c *Config) { c.Process = "a.b" }, "Process"},
+		{"zero interval", func(c *Config) { c.Interval = 0 }, "Interval"},
+		{"floor zero", func(c *Config) { c.Floor = 0 }, "Floor"},
+		{"floor too big", func(c *Config) { c.Floor = 0.6 }, "Floor"},
+		{"bad weight", func(c *Config) { c.Weights = map[string]float64{"eu": -1, "us": 1} }, "Weights"},
+		{"no regions", func(c *Config) { c.Regions = nil }, "Regions"},
+		{"own region not in regions", func(c *Config) { c.Regions = []string{"us", "ap"} }, "Regions"},
+		{"region repeated", func(c *Config) { c.Regions = []string{"eu", "us", "eu"} }, "Regions"},
+		{"dotted region", func(c *Config) { c.Regions = []string{"eu", "us.east"} }, "Regions"},
+		{"weights miss a region", func(c *Config) { c.Weights = map[string]float64{"eu": 1} }, "Weights"},
+		{"weights name another region", func(c *Config) { c.Weights = map[string]float64{"eu": 1, "us": 1, "ap": 1} }, "Weights"},
+		{"zero warm-up", func(c *Config) { c.WarmUp = 0 }, "WarmUp"},
+		{"digest too big", func(c *Config) { c.MaxDigestBytes = MaxDigestSize + 1 }, "MaxDigestBytes"},
+		{"hysteresis one", func(c *Config) { c.Hysteresis = 1 }, "Hysteresis"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig()
-			cfg.Region, cfg.Process = "eu", "p1"
+			cfg.Region, cfg.Process, cfg.Regions = "eu", "p1", euUS
+			if _, err := New(nc, cfg); err != nil {
+				t.Fatalf("New refused the good config: %v", err)
+			}
 			tt.mod(&cfg)
-			if _, err := New(nc, cfg); err == nil {
+			_, err := New(nc, cfg)
+			if err == nil {
 				t.Fatal("New accepted a bad config")
+			}
+			if !strings.Contains(err.Error(), "config "+tt.field+":") {
+				t.Fatalf("error %q does not name %s", err, tt.field)
 			}
 		})
 	}

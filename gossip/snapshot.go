@@ -16,8 +16,11 @@ type Snapshot struct {
 	ComputedAt time.Time `json:"computed_at"`
 	// Frozen reports that a region is stale (or the node is warming up), so
 	// shares are being kept, not recomputed.
-	Frozen  bool           `json:"frozen"`
-	Regions []RegionStatus `json:"regions"`
+	Frozen bool `json:"frozen"`
+	// WarmingUp reports that the node has not yet had a digest of every
+	// configured region (Config.WarmUp): every key has the default shares.
+	WarmingUp bool           `json:"warming_up"`
+	Regions   []RegionStatus `json:"regions"`
 	// Default is the share of a key without digests, per region.
 	Default map[string]float64 `json:"default"`
 	// Keys holds every key with digests: key → region → share.
@@ -26,6 +29,10 @@ type Snapshot struct {
 	DigestBytes int `json:"digest_bytes"`
 	// BadDigests counts digests rejected by the decoder.
 	BadDigests uint64 `json:"bad_digests"`
+	// RejectedDigests counts well-formed digests refused, by reason:
+	// "subject_mismatch" (region or process not the subject's) and
+	// "unknown_region" (region not in Config.Regions).
+	RejectedDigests map[string]uint64 `json:"rejected_digests"`
 	// ShareChanges counts OnChange calls: keys whose share for this region
 	// moved by ChangeThreshold or more.
 	ShareChanges uint64 `json:"share_changes"`
@@ -66,7 +73,11 @@ func (n *Node) Snapshot() Snapshot {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	s.Frozen, s.DigestBytes, s.BadDigests = n.frozen, n.lastBytes, n.bad
+	s.Frozen, s.WarmingUp, s.DigestBytes, s.BadDigests = n.frozen, n.warming, n.lastBytes, n.bad
+	s.RejectedDigests = make(map[string]uint64, numReasons)
+	for r := rejectReason(0); r < numReasons; r++ {
+		s.RejectedDigests[r.String()] = n.rejected[r]
+	}
 	s.ShareChanges = n.shareChanges.Load()
 	names := map[string]bool{n.cfg.Region: true}
 	for _, r := range t.regions {

@@ -33,24 +33,16 @@ func (t *table) share(key string) float64 {
 	return float64(m) / partition.Micro
 }
 
-// warmupTable is the table until the first computation. With other
-// regions configured, this region holds only its floor of every key (others
-// may already have shares summing to 1 without it); with none, it assumes
-// it is alone and holds everything.
+// warmupTable is the table until the warm-up is over (see Config.WarmUp):
+// every key gets the default shares over every configured region, as if
+// all were present with their configured weights (equal without weights).
+// A new process must not assume it is alone: the others may already hold
+// shares summing to 1 without it.
 func (n *Node) warmupTable() *table {
-	set := map[string]bool{n.cfg.Region: true}
-	for r := range n.cfg.Weights {
-		set[r] = true
-	}
-	in := n.inputs(set, nil)
+	in := n.inputs(n.regions, nil)
 	t := &table{regions: in.regions, keys: map[string][]int64{}, at: n.clock.Now()}
 	t.own = indexOf(t.regions, n.cfg.Region)
-	t.def = make([]int64, len(in.regions))
-	if len(in.regions) == 1 {
-		t.def[0] = partition.Micro
-	} else {
-		t.def[t.own] = int64(n.cfg.floorFor(len(in.regions)) * partition.Micro)
-	}
+	t.def = n.shares(in, nil, 0)
 	return t
 }
 
@@ -146,13 +138,15 @@ func (n *Node) shares(in inputs, demand [][2]float64, age uint64) []int64 {
 }
 
 // compute recomputes every key's shares at tick epoch e from each live
-// process's digest of epoch e-1. If any known process has no digest of
-// epoch e-1 (it is late, partitioned away, or gone without a goodbye), the
-// current table is kept: every region notices the same missing epoch, so
-// they all freeze the same shares. A process not heard for StaleAfter
-// intervals is dropped if its region still has a live process; a region
-// with no live process keeps everyone frozen until it is heard again, says
-// goodbye or is forgotten. The first tick only listens (warm-up).
+// process's digest of epoch e-1, over the configured regions less those
+// that left. If any known process has no digest of epoch e-1 (it is late,
+// partitioned away, or gone without a goodbye), the current table is kept:
+// every region notices the same missing epoch, so they all freeze the same
+// shares. A process not heard for StaleAfter intervals is dropped if its
+// region still has a live process; a region with no live process keeps
+// everyone frozen until it is heard again, says goodbye or is forgotten.
+// The first tick only listens, and the warm-up table is kept until a
+// digest of every configured region is in (or WarmUp ticks have passed).
 func (n *Node) compute(now time.Time, e uint64) {
 	staleAfter := time.Duration(n.cfg.StaleAfter) * n.cfg.Interval
 	n.mu.Lock()
@@ -163,14 +157,18 @@ func (n *Node) compute(now time.Time, e uint64) {
 		}
 	}
 	set := map[string]bool{n.cfg.Region: true}
-	for r := range n.cfg.Weights {
+	for r := range n.regions {
 		if !n.gone[r] {
 			set[r] = true
 		}
 	}
 	missing := false
+	got := map[string]bool{n.cfg.Region: true} // regions with a digest of e-1
 	digests := make([]*Digest, 0, len(n.peers))
 	for id, p := range n.peers {
+		if !set[id.region] {
+			continue // not configured (never stored) or left
+		}
 		var d *Digest
 		switch {
 		case p.cur != nil && p.cur.Epoch == e-1:
@@ -184,14 +182,17 @@ func (n *Node) compute(now time.Time, e uint64) {
 			delete(n.peers, id) // its region carries on without it
 			continue
 		}
-		set[id.region] = true
 		if d == nil {
 			missing = true
 			continue
 		}
 		digests = append(digests, d)
+		got[id.region] = true
 	}
-	n.frozen = missing || n.ticks <= 1
+	if n.warming {
+		n.warming = n.ticks <= 1 || (n.ticks <= n.cfg.WarmUp && len(got) < len(set))
+	}
+	n.frozen = missing || n.warming
 	if n.frozen {
 		n.mu.Unlock()
 		return

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,7 +24,9 @@ type lockstep struct {
 	now   time.Time
 }
 
-func newLockstep(t *testing.T, names ...[2]string) *lockstep {
+// newLockstep makes a node per (region, process) of names; the regions of
+// names are the region set, unless mod changes it.
+func newLockstep(t *testing.T, mod func(*Config), names ...[2]string) *lockstep {
 	srv := testserver.StartNATS(t)
 	nc, err := nats.Connect(srv.URL)
 	if err != nil {
@@ -32,10 +35,19 @@ func newLockstep(t *testing.T, names ...[2]string) *lockstep {
 	t.Cleanup(nc.Close)
 	ls := &lockstep{t: t, now: time.Unix(1_700_000_000, 0)}
 	ls.clock = clock.NewManual(ls.now)
+	var regions []string
+	for _, rp := range names {
+		if !slices.Contains(regions, rp[0]) {
+			regions = append(regions, rp[0])
+		}
+	}
 	for _, rp := range names {
 		cfg := DefaultConfig()
-		cfg.Region, cfg.Process, cfg.Clock = rp[0], rp[1], ls.clock
+		cfg.Region, cfg.Process, cfg.Clock, cfg.Regions = rp[0], rp[1], ls.clock, regions
 		cfg.TrustRamp = cfg.Interval // trust demand at once
+		if mod != nil {
+			mod(&cfg)
+		}
 		n, err := New(nc, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +87,7 @@ func (ls *lockstep) step(key string, rates []float64, hears func(from, to int) b
 func micro(n *Node, key string) int64 { return n.table.Load().micro(key) }
 
 func TestLockstepDeterminismFreezeAndGoodbye(t *testing.T) {
-	ls := newLockstep(t, [2]string{"eu", "p1"}, [2]string{"eu", "p2"}, [2]string{"us", "p1"})
+	ls := newLockstep(t, nil, [2]string{"eu", "p1"}, [2]string{"eu", "p2"}, [2]string{"us", "p1"})
 	eu1, eu2, us1 := ls.nodes[0], ls.nodes[1], ls.nodes[2]
 	for i := 0; i < 20; i++ {
 		ls.step("k", []float64{350, 350, 300}, nil)
@@ -135,27 +147,60 @@ func TestLockstepDeterminismFreezeAndGoodbye(t *testing.T) {
 	}
 }
 
-func TestLockstepNewProcessHoldsFloor(t *testing.T) {
-	ls := newLockstep(t, [2]string{"eu", "p1"}, [2]string{"us", "p1"})
-	for _, n := range ls.nodes {
-		n.cfg.Weights = map[string]float64{"eu": 1, "us": 1}
-		n.table.Store(n.warmupTable())
+// TestLockstepWarmUp: until a node has a digest of every configured region
+// (or WarmUp intervals have passed), every key gets the configured weights
+// split over every configured region, never the whole limit: a node that
+// hears nobody does not assume it is alone.
+func TestLockstepWarmUp(t *testing.T) {
+	tests := []struct {
+		name    string
+		weights map[string]float64
+		regions []string // configured; only eu and us run
+		hears   bool     // eu and us hear each other
+		// eu's share of a key with demand only at eu: while warming up,
+		// and after.
+		warm, after float64
+	}{
+		{"weights, all heard", map[string]float64{"eu": 3, "us": 1}, []string{"eu", "us"}, true, 0.75, 0.95},
+		{"equal, all heard", nil, []string{"eu", "us"}, true, 0.5, 0.95},
+		{"nobody heard", nil, []string{"eu", "us"}, false, 0.5, 0.95},
+		{"a region never up", map[string]float64{"eu": 0.5, "us": 0.3, "ap": 0.2}, []string{"ap", "eu", "us"}, true, 0.5, 0.9},
 	}
-	if got := ls.nodes[0].Share("k"); got != 0.05 {
-		t.Fatalf("warm-up share %v, want the floor", got)
-	}
-	ls.step("k", []float64{100, 100}, nil) // first tick only listens
-	if !ls.nodes[0].Snapshot().Frozen {
-		t.Fatal("not warming up on the first tick")
-	}
-	ls.step("k", []float64{100, 100}, nil)
-	if got := ls.nodes[0].Share("k"); got != 0.5 {
-		t.Fatalf("share %v, want 0.5", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ls := newLockstep(t, func(c *Config) { c.Regions, c.Weights = tt.regions, tt.weights },
+				[2]string{"eu", "p1"}, [2]string{"us", "p1"})
+			eu := ls.nodes[0]
+			hears := func(from, to int) bool { return tt.hears }
+			if got := eu.Share("k"); got != tt.warm {
+				t.Fatalf("before the first tick: share %v, want %v", got, tt.warm)
+			}
+			// With every region heard, the warm-up ends at the second tick;
+			// else after WarmUp ticks.
+			warmTicks := eu.cfg.WarmUp
+			if tt.hears && len(tt.regions) == 2 {
+				warmTicks = 1
+			}
+			for i := 1; i <= warmTicks; i++ {
+				ls.step("k", []float64{1000, 0}, hears)
+				if s := eu.Snapshot(); !s.WarmingUp || !s.Frozen || eu.Share("k") != tt.warm {
+					t.Fatalf("tick %d: warming=%v frozen=%v share %v, want warming up at %v", i, s.WarmingUp, s.Frozen, eu.Share("k"), tt.warm)
+				}
+			}
+			ls.step("k", []float64{1000, 0}, hears)
+			if s := eu.Snapshot(); s.WarmingUp || s.Frozen || len(s.Default) != len(tt.regions) {
+				t.Fatalf("after the warm-up: %+v", s)
+			}
+			// Demand only at eu: every other configured region keeps its floor.
+			if got := eu.Share("k"); !near(got, tt.after, 1e-3) {
+				t.Fatalf("after the warm-up: share %v, want %v", got, tt.after)
+			}
+		})
 	}
 }
 
 func TestLockstepCrashedRegionFreezesUntilForgotten(t *testing.T) {
-	ls := newLockstep(t, [2]string{"eu", "p1"}, [2]string{"us", "p1"})
+	ls := newLockstep(t, nil, [2]string{"eu", "p1"}, [2]string{"us", "p1"})
 	eu := ls.nodes[0]
 	for i := 0; i < 10; i++ {
 		ls.step("k", []float64{500, 500}, nil)
@@ -188,7 +233,7 @@ func TestRunTicksOnIntervalBoundaries(t *testing.T) {
 	iv := testInterval
 	boundary := time.Unix(1_700_000_000, 0)
 	m := clock.NewManual(boundary.Add(iv / 4))
-	n := startNode(t, srv.URL, "solo", "p1", func(c *Config) { c.Clock = m })
+	n := startNode(t, srv.URL, []string{"solo"}, "solo", "p1", func(c *Config) { c.Clock = m })
 	warmup := n.Snapshot().ComputedAt
 
 	m.BlockUntil(1) // Run waits for its first tick

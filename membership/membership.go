@@ -36,6 +36,16 @@ type Config struct {
 	// Join lists host:port of existing members (flag --memberlist-join).
 	// Empty starts a new cluster. Start succeeds if any one answers.
 	Join []string
+	// Keys encrypt and authenticate every memberlist message, UDP and TCP
+	// (flag --memberlist-key): AES-GCM with Keys[0]; a message is accepted
+	// if any key opens it, so a rotation adds the new key second, then
+	// moves it first, then drops the old one, one rolling restart each.
+	// Messages that no key opens, and unencrypted ones, are refused: a
+	// process without a shared key cannot join and is not counted. Each
+	// key is 16, 24 or 32 bytes (AES-128, -192, -256). Empty means
+	// plaintext: anyone who reaches BindAddr can join and change the
+	// count.
+	Keys []Key
 	// LeaveTimeout bounds the leave broadcast on Stop. Default 1s.
 	LeaveTimeout time.Duration
 	// OnChange, when set, is called with the new live count after a member
@@ -104,10 +114,20 @@ func New(cfg Config) (*Membership, error) {
 	if cfg.LeaveTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("membership: config LeaveTimeout: must be positive, got %v", cfg.LeaveTimeout))
 	}
+	for i, k := range cfg.Keys {
+		if err := k.check(); err != nil {
+			errs = append(errs, fmt.Errorf("membership: config Keys[%d]: %w", i, err))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	cfg.Join = append([]string(nil), cfg.Join...)
+	keys := make([]Key, len(cfg.Keys))
+	for i, k := range cfg.Keys {
+		keys[i] = append(Key(nil), k...)
+	}
+	cfg.Keys = keys
 	return &Membership{cfg: cfg, alive: map[string]struct{}{}}, nil
 }
 
@@ -133,6 +153,9 @@ func (m *Membership) Start() error {
 		mc.LogOutput = io.Discard
 	}
 	mc.Events = &events{m: m}
+	if err := m.encrypt(mc); err != nil {
+		return err
+	}
 	if m.cfg.Tune != nil {
 		m.cfg.Tune(mc)
 	}

@@ -1,8 +1,14 @@
 package membership
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
+	"io"
+	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,4 +150,136 @@ func TestJoinRetriesUntilAPeerAppears(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// syncBuffer is a log sink shared by memberlist's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer // guarded by mu
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startKeyed starts a member with keys whose log, memberlist's debug lines
+// included, goes to log.
+func startKeyed(t *testing.T, name string, join []string, keys []Key, log io.Writer) *Membership {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.NodeName, cfg.Join, cfg.Keys = name, join, keys
+	cfg.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Tune = func(c *memberlist.Config) {
+		c.ProbeInterval = 50 * time.Millisecond
+		c.GossipInterval = 20 * time.Millisecond
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Stop() })
+	return m
+}
+
+// TestKeysDecideWhoIsCounted: with --memberlist-key, a process joins and is
+// counted only if it shares a key with the region's members; one without
+// the key, with another key, or with a key where the others have none is
+// refused at its join, runs alone, and nobody counts it. Keys never reach
+// the log.
+func TestKeysDecideWhoIsCounted(t *testing.T) {
+	k1 := Key(bytes.Repeat([]byte{0x11}, 32))
+	k2 := Key(bytes.Repeat([]byte{0x22}, 16))
+	tests := []struct {
+		name    string
+		members []Key // keys of the two members already counting each other
+		joiner  []Key
+		joins   bool
+	}{
+		{"same key", []Key{k1}, []Key{k1}, true},
+		{"rotation: old key first, new key second", []Key{k1}, []Key{k1, k2}, true},
+		{"no key", []Key{k1}, nil, false},
+		{"another key", []Key{k1}, []Key{k2}, false},
+		{"a key where the others have none", nil, []Key{k1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log syncBuffer
+			a := startKeyed(t, "a", nil, tt.members, &log)
+			b := startKeyed(t, "b", []string{a.Addr()}, tt.members, &log)
+			waitCount(t, 2, a, b)
+			c := startKeyed(t, "c", []string{a.Addr()}, tt.joiner, &log)
+			if tt.joins {
+				waitCount(t, 3, a, b, c)
+			} else {
+				// Start joins synchronously: its join has been refused.
+				if !strings.Contains(log.String(), "join failed") {
+					t.Fatalf("c's join was not refused; log:\n%s", log.String())
+				}
+				if na, nb, nc := a.Processes(), b.Processes(), c.Processes(); na != 2 || nb != 2 || nc != 1 {
+					t.Fatalf("counts a=%d b=%d c=%d, want 2, 2 and c alone", na, nb, nc)
+				}
+			}
+			for _, k := range []Key{k1, k2} {
+				for _, enc := range []string{string(k), base64.StdEncoding.EncodeToString(k)} {
+					if strings.Contains(log.String(), enc) {
+						t.Fatalf("a key is in the log:\n%s", log.String())
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestParseKeys(t *testing.T) {
+	b64 := func(n int) string { return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, n)) }
+	tests := []struct {
+		in   string
+		keys int // -1: an error
+	}{
+		{"", 0},
+		{b64(16), 1},
+		{b64(24), 1},
+		{b64(32), 1},
+		{b64(32) + ", " + b64(16), 2},
+		{b64(15), -1},
+		{b64(33), -1},
+		{"not base64!", -1},
+		{b64(32) + ",", -1},
+		{base64.RawStdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 16)), -1}, // no padding
+	}
+	for _, tt := range tests {
+		keys, err := ParseKeys(tt.in)
+		if tt.keys < 0 {
+			if err == nil {
+				t.Errorf("ParseKeys(%q) accepted", tt.in)
+			} else if tt.in != "" && strings.Contains(err.Error(), strings.Split(tt.in, ",")[0]) {
+				t.Errorf("ParseKeys(%q): error %q shows the key", tt.in, err)
+			}
+			continue
+		}
+		if err != nil || len(keys) != tt.keys {
+			t.Errorf("ParseKeys(%q) = %d keys, %v; want %d", tt.in, len(keys), err, tt.keys)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.NodeName = "x"
+	cfg.Keys = []Key{Key("0123456789abcdef")}
+	if s := fmt.Sprintf("%v %+v %#v %s", cfg, cfg, cfg, cfg.Keys); strings.Contains(s, "0123456789abcdef") {
+		t.Fatalf("a Config prints its key: %s", s)
+	}
+	cfg.Keys = []Key{Key("short")}
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "config Keys[0]") {
+		t.Fatalf("New with a 5-byte key: %v", err)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -86,6 +88,11 @@ func newGossip(lc fx.Lifecycle, o Options, nc *nats.Conn, reg *prometheus.Regist
 	cfg.Process = gossipProcessName(o.ProcessID)
 	cfg.Interval = o.GossipInterval
 	cfg.Floor = o.ShareFloor
+	regions, err := regionSet(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Regions = regions
 	if o.RegionWeights != "" {
 		w, err := gossip.ParseWeights(o.RegionWeights)
 		if err != nil {
@@ -104,11 +111,55 @@ func newGossip(lc fx.Lifecycle, o Options, nc *nats.Conn, reg *prometheus.Regist
 	if err != nil {
 		return nil, nil, fmt.Errorf("gossip: %w", err)
 	}
+	log.Info("gossip region set", "regions", regions)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return node.Start() },
 		OnStop:  node.Stop,
 	})
 	return node, link, nil
+}
+
+// regionSet is the set of regions whose limiters share every key's limit
+// over gossip, this one included: --regions, or the regions of
+// --region-weights (given both, they must name the same regions). With
+// neither, it is --region alone when NATS is embedded (--nats empty: no
+// other process can be heard), and an error with --nats, whose servers may
+// be joined to other regions' by gateways: a process that counted only its
+// own region would take every key's whole limit.
+func regionSet(o Options) ([]string, error) {
+	regions, err := gossip.ParseRegions(o.Regions)
+	if err != nil {
+		return nil, fmt.Errorf("--regions: %w", err)
+	}
+	weights, err := gossip.ParseWeights(o.RegionWeights)
+	if err != nil {
+		return nil, fmt.Errorf("--region-weights: %w", err)
+	}
+	weighed := make([]string, 0, len(weights))
+	for r := range weights {
+		weighed = append(weighed, r)
+	}
+	sort.Strings(weighed)
+	switch {
+	case len(regions) > 0 && len(weights) > 0:
+		given := append([]string(nil), regions...)
+		sort.Strings(given)
+		if !slices.Equal(given, weighed) {
+			return nil, fmt.Errorf("--regions and --region-weights disagree: --regions names %s, --region-weights %s; weigh every region of --regions, or drop one of the flags",
+				strings.Join(given, ","), strings.Join(weighed, ","))
+		}
+	case len(weights) > 0:
+		regions = weighed
+	case len(regions) > 0:
+	case o.NATS == "":
+		regions = []string{o.Region}
+	default:
+		return nil, fmt.Errorf("--regions: required with --nats (its servers may be joined to other regions'): name every region sharing limits, this one included (--regions eu,us,ap), or give --region-weights; a single-region deployment gives --regions %s", o.Region)
+	}
+	if !slices.Contains(regions, o.Region) {
+		return nil, fmt.Errorf("--regions: must include --region %q, got %s", o.Region, strings.Join(regions, ","))
+	}
+	return regions, nil
 }
 
 // gossipProcessName makes a process id a NATS subject token.
@@ -145,6 +196,12 @@ func newMembership(lc fx.Lifecycle, o Options, log *slog.Logger) (*membership.Me
 		if j = strings.TrimSpace(j); j != "" {
 			cfg.Join = append(cfg.Join, j)
 		}
+	}
+	if cfg.Keys, err = membership.ParseKeys(string(o.MemberlistKey)); err != nil {
+		return nil, fmt.Errorf("--memberlist-key: %w", err)
+	}
+	if len(cfg.Keys) == 0 {
+		log.Warn("no --memberlist-key: memberlist traffic is plaintext and unauthenticated; anyone who reaches --memberlist-bind can join and change the process count")
 	}
 	cfg.Logger = log.With("component", "membership")
 	cfg.OnChange = func(n int) { log.Info("region membership changed", "processes", n) }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 	"time"
@@ -16,12 +17,13 @@ import (
 // TestRegionModulesWired: the daemon reports usage to the ledger stream
 // (final reports on a graceful stop, spent equal to what clients were
 // allowed), serves the gossip shares on /debug/shares and GET /v1/keys,
-// and counts its memberlist peers.
+// and runs an encrypted memberlist.
 func TestRegionModulesWired(t *testing.T) {
 	srv := testserver.StartNATS(t)
 	o := testOptions(t, "", srv.URL, t.TempDir())
 	o.GossipInterval = 100 * time.Millisecond
 	o.MemberlistBind = "127.0.0.1:0"
+	o.MemberlistKey = secret(base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
 	o.ProcessID = "proc-a"
 	d := startDaemon(t, o)
 

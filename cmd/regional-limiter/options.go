@@ -16,6 +16,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/membership"
 )
 
 // Options are the daemon's settings; the "Flags" section of README.md in this
@@ -54,10 +55,16 @@ type Options struct {
 	Processes      int
 
 	GossipInterval time.Duration
+	// Regions is --regions as given; regionSet (modules.go) derives the
+	// region set from it, --region-weights and --nats.
+	Regions        string
 	RegionWeights  string
 	ShareFloor     float64
 	MemberlistBind string
 	MemberlistJoin string
+	// MemberlistKey is --memberlist-key as given (membership.ParseKeys);
+	// it prints without its secret.
+	MemberlistKey secret
 
 	LogLevel string
 
@@ -107,10 +114,12 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.DurationVar(&o.StoreTimeout, "store-timeout", 5*time.Millisecond, "hard timeout of one store call")
 	fs.IntVar(&o.Processes, "processes", 1, "estimate of the limiter processes sharing the region's store")
 	fs.DurationVar(&o.GossipInterval, "gossip-interval", time.Second, "cross-region demand gossip interval")
-	fs.StringVar(&o.RegionWeights, "region-weights", "", "historical region weights, e.g. eu=0.5,us=0.3,ap=0.2")
+	fs.StringVar(&o.Regions, "regions", "", "every region sharing limits over gossip, comma-separated, this one included; default: the regions of --region-weights, or --region alone with embedded NATS (required with --nats otherwise)")
+	fs.StringVar(&o.RegionWeights, "region-weights", "", "historical region weights, e.g. eu=0.5,us=0.3,ap=0.2 (one for every region of --regions)")
 	fs.Float64Var(&o.ShareFloor, "share-floor", 0.05, "smallest share of a key's limit a region keeps")
 	fs.StringVar(&o.MemberlistBind, "memberlist-bind", "", "memberlist host:port; empty = membership off")
 	fs.StringVar(&o.MemberlistJoin, "memberlist-join", "", "comma-separated memberlist host:port to join")
+	fs.Var(&o.MemberlistKey, "memberlist-key", "memberlist encryption key: base64 of 16, 24 or 32 bytes; comma-separated for rotation (the first encrypts, all decrypt); empty = plaintext")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Float64Var(&o.DefaultRate, "default-rate", 100, "built-in default plan rate (cost units per second) for keys with no plan while the catalogue has no \"default\" plan; 0 disables; off with --redis unless given")
 	fs.Float64Var(&o.DefaultCapacity, "default-capacity", 200, "built-in default plan capacity (burst, cost units); 0 disables; off with --redis unless given")
@@ -265,6 +274,11 @@ func (o *Options) validate() error {
 	check(o.Processes >= 1, "processes", "must be at least 1, got %d", o.Processes)
 	check(o.GossipInterval > 0, "gossip-interval", "must be positive, got %v", o.GossipInterval)
 	check(o.ShareFloor >= 0 && o.ShareFloor < 1, "share-floor", "must be in [0, 1), got %v", o.ShareFloor)
+	if _, err := regionSet(*o); err != nil {
+		errs = append(errs, err)
+	}
+	_, keyErr := membership.ParseKeys(string(o.MemberlistKey))
+	check(keyErr == nil, "memberlist-key", "%v", keyErr)
 	check((o.NATSTLSCert == "") == (o.NATSTLSKey == ""), "nats-tls-cert", "needs --nats-tls-key and the other way round")
 	check((o.DefaultRate == 0) == (o.DefaultCapacity == 0), "default-rate", "and --default-capacity must both be 0 (no built-in default plan) or both set")
 	check(o.DefaultRate >= 0, "default-rate", "must not be negative, got %v", o.DefaultRate)
