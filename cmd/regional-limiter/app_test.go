@@ -34,6 +34,9 @@ func testOptions(t *testing.T, redisURL, natsURL, dataDir string) Options {
 	}
 	o.Listen = "127.0.0.1:0"
 	o.Redis, o.NATS, o.DataDir, o.AdminToken = redisURL, natsURL, dataDir, adminToken
+	if natsURL != "" {
+		o.Regions = o.Region // one region: required with --nats
+	}
 	o.LogLevel = "warn"
 	o.ShutdownDelay = 0
 	return o
@@ -82,6 +85,7 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 type reply struct {
 	status int
 	header http.Header
+	closed bool // the server answered Connection: close
 	body   map[string]any
 	raw    string
 }
@@ -101,7 +105,7 @@ func (d *daemon) call(t *testing.T, method, path, body string, auth bool) reply 
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	r := reply{status: resp.StatusCode, header: resp.Header, closed: resp.Close, raw: string(raw)}
 	_ = json.Unmarshal(raw, &r.body)
 	return r
 }

@@ -117,7 +117,9 @@ const (
 )
 
 // newHTTPServer serves mux on --listen between start and stop. Stopping
-// drains: /readyz fails at once and keep-alive ends, requests are served
+// drains: /readyz fails at once and each connection closes after its next
+// answer (closing idle keep-alive connections at once would race a client
+// that just picked one for a POST, which it cannot retry), requests are served
 // for --shutdown-delay more (so that load balancers and probes see the
 // failure and move traffic), then the server shuts down, waiting for the
 // requests in flight. fx stops it before the limiter, the reporter and
@@ -128,7 +130,7 @@ func newHTTPServer(lc fx.Lifecycle, o Options, mux *http.ServeMux, ready *readin
 	reg.MustRegister(httpMetrics)
 	s := &httpServer{srv: &http.Server{
 		Addr:              o.Listen,
-		Handler:           httpMetrics.Wrap(mux),
+		Handler:           httpMetrics.Wrap(closeWhileDraining(ready, mux)),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -155,7 +157,6 @@ func newHTTPServer(lc fx.Lifecycle, o Options, mux *http.ServeMux, ready *readin
 		},
 		OnStop: func(ctx context.Context) error {
 			ready.draining.Store(true)
-			s.srv.SetKeepAlivesEnabled(false)
 			log.Info("draining: /readyz fails, serving until the shutdown delay ends", "shutdown_delay", o.ShutdownDelay)
 			delay := time.NewTimer(o.ShutdownDelay)
 			defer delay.Stop()
@@ -178,4 +179,15 @@ func writeStatus(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
+}
+
+// closeWhileDraining answers with Connection: close once draining has
+// begun, so that clients move to another instance one request at a time.
+func closeWhileDraining(ready *readiness, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ready.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -36,8 +36,12 @@ func TestGracefulDrain(t *testing.T) {
 		}
 		return nil
 	})
-	if r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_drain"}`, false, 200); r.body["allowed"] != true {
+	r := d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_drain"}`, false, 200)
+	if r.body["allowed"] != true {
 		t.Fatalf("check while draining: %s", r.raw)
+	}
+	if !r.closed {
+		t.Fatal("answer while draining lacks Connection: close: the client would keep the connection")
 	}
 	if time.Since(t0) >= o.ShutdownDelay {
 		t.Fatalf("the checks above took longer than the shutdown delay (%v): the test proves nothing", o.ShutdownDelay)
