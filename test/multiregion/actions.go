@@ -106,19 +106,75 @@ func (c *Cluster) CrashProcess(region string, i int) *Node {
 }
 
 // RestartProcess starts a stopped or crashed node again (under a new
-// process id) and waits until it is ready.
+// process id) and waits until it is ready. Clients route around the node
+// from the start (it is marked down before its SIGTERM), as after a
+// load balancer has been told.
 func (c *Cluster) RestartProcess(n *Node, skew time.Duration) {
 	c.t.Helper()
 	n.mu.Lock()
 	p := n.proc
-	n.restarts++
 	n.down = true
 	n.mu.Unlock()
 	if p != nil && p.running() {
-		if err := p.stop(15 * time.Second); err != nil {
+		if err := p.stop(c.stopTimeout()); err != nil {
 			c.t.Logf("multiregion: %s: %v", n.Name(), err)
 		}
 	}
+	c.relaunch(n, skew)
+	n.mu.Lock()
+	n.down = false
+	n.mu.Unlock()
+}
+
+// Restart is one node's turn in a rolling restart: its process ids before
+// and after, and when (elapsed since the turn began) the old process exited
+// and the new one was ready.
+type Restart struct {
+	Node     string // region/index
+	From, To string // process ids
+	Exited   time.Duration
+	Ready    time.Duration
+	// ExitErr is the old process's exit status ("" for a clean exit).
+	ExitErr string
+}
+
+// RollingRestart restarts the region's limiters one at a time, as a
+// deployment rolls out: each gets SIGTERM while the harness still counts it
+// serving (clients that route on /readyz must discover its drain, as a load
+// balancer does), the harness waits until it has exited, starts it again
+// under a new process id with the same clock skew, and waits until it is
+// ready before the next one's turn. It fails the test when a process does
+// not exit within its shutdown delay plus 15 s (it is then killed).
+func (c *Cluster) RollingRestart(region string) []Restart {
+	c.t.Helper()
+	var out []Restart
+	for _, n := range c.Region(region).Nodes() {
+		n.mu.Lock()
+		p, skew, from := n.proc, n.skew, n.id
+		n.mu.Unlock()
+		start := time.Now()
+		if err := p.stop(c.stopTimeout()); err != nil {
+			c.t.Errorf("multiregion: rolling restart of %s: %v", n.Name(), err)
+		}
+		r := Restart{Node: n.Name(), From: from, Exited: time.Since(start)}
+		if err := p.exitErr(); err != nil {
+			r.ExitErr = err.Error()
+		}
+		c.relaunch(n, skew)
+		r.To, r.Ready = n.ID(), time.Since(start)
+		out = append(out, r)
+	}
+	return out
+}
+
+// relaunch starts node n's next run (a new process id) with the given clock
+// skew, joining the region's other serving nodes, and waits until it is
+// ready. Its previous process must have exited.
+func (c *Cluster) relaunch(n *Node, skew time.Duration) {
+	c.t.Helper()
+	n.mu.Lock()
+	n.restarts++
+	n.mu.Unlock()
 	var join []string
 	for _, m := range c.Region(n.Region).Nodes() {
 		if m != n && m.serving() {
@@ -129,9 +185,6 @@ func (c *Cluster) RestartProcess(n *Node, skew time.Duration) {
 		c.t.Fatal(err)
 	}
 	testserver.WaitFor(c.t, 60*time.Second, 50*time.Millisecond, n.ready)
-	n.mu.Lock()
-	n.down = false
-	n.mu.Unlock()
 }
 
 // SkewClock restarts the node (gracefully: it hands back its leases and

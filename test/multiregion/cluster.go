@@ -1,6 +1,8 @@
 package multiregion
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -22,6 +24,8 @@ type Cluster struct {
 	spec Spec
 	dir  string
 	bin  string // regional-limiter
+
+	memberlistKey string // base64, one per cluster: the limiters' membership is encrypted
 
 	nats    *natsMesh
 	regions map[string]*Region
@@ -87,13 +91,14 @@ func Start(t testing.TB, spec Spec) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{
-		t:       t,
-		spec:    spec,
-		dir:     t.TempDir(),
-		bin:     limiterBin,
-		regions: make(map[string]*Region),
-		order:   append([]string(nil), spec.Regions...),
-		cutNATS: make(map[string]bool),
+		t:             t,
+		spec:          spec,
+		memberlistKey: newMemberlistKey(t),
+		dir:           t.TempDir(),
+		bin:           limiterBin,
+		regions:       make(map[string]*Region),
+		order:         append([]string(nil), spec.Regions...),
+		cutNATS:       make(map[string]bool),
 		client: &http.Client{
 			Timeout:   5 * time.Second,
 			Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute},
@@ -195,7 +200,7 @@ func Start(t testing.TB, spec Spec) *Cluster {
 				p := n.proc
 				n.mu.Unlock()
 				if p != nil {
-					_ = p.stop(15 * time.Second)
+					_ = p.stop(c.stopTimeout())
 				}
 			}()
 		}
@@ -204,6 +209,10 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	testserver.WaitFor(t, remaining(), 50*time.Millisecond, c.ready)
 	return c
 }
+
+// stopTimeout bounds the wait for a limiter to exit after SIGTERM: its
+// shutdown delay, then its drain.
+func (c *Cluster) stopTimeout() time.Duration { return c.spec.ShutdownDelay + 15*time.Second }
 
 // Spec returns the cluster's spec.
 func (c *Cluster) Spec() Spec { return c.spec }
@@ -343,6 +352,7 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 		"--window", s.Window.String(),
 		"--report-interval", s.ReportInterval.String(),
 		"--store-timeout", s.StoreTimeout.String(),
+		"--shutdown-delay", s.ShutdownDelay.String(),
 		"--processes", strconv.Itoa(s.Processes),
 		"--gossip-interval", s.GossipInterval.String(),
 		"--region-weights", s.weightsFlag(),
@@ -357,7 +367,9 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 		args = append(args, "--clock-skew", skew.String())
 	}
 	args = append(args, s.ExtraFlags...)
-	p := newProc("limiter-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.bin, n.c.dir, args, nil)
+	// The key goes by environment, as the deploy passes it: not in argv.
+	env := []string{"QUOTA_MEMBERLIST_KEY=" + n.c.memberlistKey}
+	p := newProc("limiter-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.bin, n.c.dir, args, env)
 	if err := p.start(); err != nil {
 		return err
 	}
@@ -389,4 +401,13 @@ func (n *Node) Log(lines int) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.proc.tail(lines)
+}
+
+// newMemberlistKey returns a random 32-byte memberlist key, base64.
+func newMemberlistKey(t testing.TB) string {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(k)
 }

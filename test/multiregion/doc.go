@@ -17,8 +17,13 @@
 // gateway URLs they learn, so cutting configured links alone would leak).
 //
 // Domain actions (KillRedis, SlowRedis, PartitionNATS, StopPostgres,
-// CrashProcess, SkewClock, SetPlan, WaitConverged) act on the processes and
-// links; every wait polls with a deadline, none sleeps as synchronisation.
+// CrashProcess, RollingRestart, SkewClock, SetPlan, WaitConverged) act on
+// the processes and links; every wait polls with a deadline, none sleeps as
+// synchronisation. The traffic generator routes each region's calls as a
+// load balancer does: to the limiters whose /readyz answered 200 at its last
+// health check (every 100 ms), so that it finds a draining limiter by
+// itself; processes the harness takes down (CrashProcess, RestartProcess)
+// it avoids at once.
 //
 // The scenarios are Go tests in this package. They are skipped unless
 // QUOTA_MULTIREGION is "short" (the CI form, under five minutes in all) or

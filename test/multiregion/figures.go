@@ -30,6 +30,9 @@ type Check struct {
 	Value  string
 	Target string
 	OK     bool
+	// Ungated: the figure is reported but never fails the test (every
+	// check of a counterfactual run, which shows that a check can fail).
+	Ungated bool
 }
 
 // Figures are one scenario's measured figures.

@@ -77,6 +77,15 @@ var reportFuncs = template.FuncMap{
 		}
 		return "**MISSED**"
 	},
+	"checkmark": func(c Check) string {
+		switch {
+		case c.OK:
+			return "ok"
+		case c.Ungated:
+			return "missed (not gated)"
+		}
+		return "**MISSED**"
+	},
 	"ledger": func(l LedgerCheck) string {
 		switch {
 		case !l.Wired:
@@ -102,7 +111,7 @@ Setup: {{.}}
 {{end}}
 | scenario | run | decisions | worst key admitted / limit | sliding window | fault admitted / bound | wrongly rejected | failed calls | p99 fast path: server / client | store calls / decision | ledger (spent == clients) | result |
 |---|---|---|---|---|---|---|---|---|---|---|---|
-{{range .Figures}}| {{.Scenario}} | {{secs .Duration}} | {{.Decisions}} | {{f3 .AccuracyRatio}} ({{.AccuracyKey}}) | {{f3 .WindowRatio}} ({{.WindowLen}} s) | {{if gt .FaultBound 0.0}}{{f0 .FaultAdmitted}} / {{f0 .FaultBound}}{{else}}—{{end}} | {{printf "%.2f" .WrongRejectPct}} % of {{.UnderDemand}} ({{.UnderKeys}} keys) | {{.Failed}}{{if .LostInCrash}} (+{{.LostInCrash}} in flight to the killed process){{end}} | {{ms .ServerFastP99}} / {{ms .FastP99}} ms | {{f3 .StoreCallsPerDec}} | {{ledger .Ledger}} | {{$ok := true}}{{range .Checks}}{{if not .OK}}{{$ok = false}}{{end}}{{end}}{{okmark $ok}} |
+{{range .Figures}}| {{.Scenario}} | {{secs .Duration}} | {{.Decisions}} | {{f3 .AccuracyRatio}} ({{.AccuracyKey}}) | {{f3 .WindowRatio}} ({{.WindowLen}} s) | {{if gt .FaultBound 0.0}}{{f0 .FaultAdmitted}} / {{f0 .FaultBound}}{{else}}—{{end}} | {{printf "%.2f" .WrongRejectPct}} % of {{.UnderDemand}} ({{.UnderKeys}} keys) | {{.Failed}}{{if .LostInCrash}} (+{{.LostInCrash}} in flight to the killed process){{end}} | {{ms .ServerFastP99}} / {{ms .FastP99}} ms | {{f3 .StoreCallsPerDec}} | {{ledger .Ledger}} | {{$ok := true}}{{range .Checks}}{{if and (not .OK) (not .Ungated)}}{{$ok = false}}{{end}}{{end}}{{okmark $ok}} |
 {{end}}
 Targets: admitted ≤ 1.01 × limit (rate·T + capacity) in normal operation; during a fault, admitted ≤ the documented
 degraded bound (other regions at 1.01 × their share, the faulty region at Σ max(local share, floor) × share × limit,
@@ -114,7 +123,7 @@ per process and key.
 
 | check | value | target | |
 |---|---|---|---|
-{{range .Checks}}| {{.Name}} | {{.Value}} | {{.Target}} | {{okmark .OK}} |
+{{range .Checks}}| {{.Name}} | {{.Value}} | {{.Target}}{{if .Ungated}} (not gated){{end}} | {{checkmark .}} |
 {{end}}
 {{range .Notes}}- {{.}}
 {{end}}

@@ -3,6 +3,8 @@ package multiregion
 import (
 	"context"
 	"fmt"
+	"strings"
+	"testing"
 	"time"
 )
 
@@ -220,4 +222,119 @@ var scenarios = []scenario{
 				fmt.Sprintf("%d of %d cost rejected", rej, dem), "0 rejected")
 		},
 	},
+}
+
+// rollingRestartDelay is the limiters' --shutdown-delay in the rolling
+// restart: well above the balancer's health check interval (100 ms), so
+// that the balancer has taken a draining limiter out before its HTTP server
+// closes.
+const rollingRestartDelay = time.Second
+
+// TestRollingRestart restarts every limiter, one at a time, under steady
+// load, on a cluster of its own whose limiters drain for rollingRestartDelay
+// on SIGTERM: the generator's balancer must find each drain on /readyz by
+// itself, and no call may fail. In the full form the same run with
+// --shutdown-delay 0 (no drain) shows that the check can fail. Run one with
+// -run 'TestRollingRestart/<name>'.
+func TestRollingRestart(t *testing.T) {
+	mode := requireMode(t)
+	for _, v := range []struct {
+		delay time.Duration
+		sc    scenario
+	}{
+		{rollingRestartDelay, rollingRestart("rolling-restart", "")},
+		{0, rollingRestart("rolling-restart-no-drain", "--shutdown-delay 0s, no drain")},
+	} {
+		t.Run(v.sc.name, func(t *testing.T) {
+			if v.sc.counterfactual != "" && mode != ModeFull {
+				t.Skip("the counterfactual runs in the full form only: its own cluster costs about a minute")
+			}
+			spec := scenarioSpec(mode)
+			spec.ShutdownDelay = v.delay
+			runScenario(t, startScenarioCluster(t, spec), mode, v.sc)
+		})
+	}
+}
+
+// rollingRestartPhases are the rolling restart's warm-up before the first
+// SIGTERM and the traffic's tail after the last limiter is ready again, and
+// the bound of the whole run.
+func rollingRestartPhases(m Mode) (warm, tail, bound time.Duration) {
+	if m == ModeFull {
+		return 30 * time.Second, 30 * time.Second, 3 * time.Minute
+	}
+	return 4 * time.Second, 4 * time.Second, time.Minute
+}
+
+// rollingRestart restarts every limiter of every region in turn under
+// steady Zipf traffic (RollingRestart, region by region), then lets the
+// traffic run for a tail and stops it. The run has no fault: the usual
+// accuracy and ledger checks apply, and no call may fail, unless
+// counterfactual says what the run leaves out.
+func rollingRestart(name, counterfactual string) scenario {
+	return scenario{
+		name:           name,
+		counterfactual: counterfactual,
+		run: func(m Mode) time.Duration {
+			_, _, bound := rollingRestartPhases(m)
+			return bound
+		},
+		traffic: func(s *scenarioRun) Traffic { return Traffic{Keys: s.zipf()} },
+		setup:   func(s *scenarioRun) { s.skipLatency = true },
+		act: func(s *scenarioRun, g *Generator) {
+			warm, tail, _ := rollingRestartPhases(s.mode)
+			g.At(warm)
+			from := g.Elapsed()
+			for _, r := range s.c.Regions() {
+				s.restarts = append(s.restarts, s.c.RollingRestart(r)...)
+			}
+			to := g.Elapsed()
+			g.At(to + tail)
+			g.Stop()
+			var turns []string
+			for _, r := range s.restarts {
+				turn := fmt.Sprintf("%s (%s → %s) exited %.2f s after SIGTERM, ready %.2f s after", r.Node, r.From, r.To, r.Exited.Seconds(), r.Ready.Seconds())
+				if r.ExitErr != "" {
+					turn += " (exit: " + r.ExitErr + ")"
+				}
+				turns = append(turns, turn)
+			}
+			s.note("limiters run with --shutdown-delay %v; the clients' balancer checks each limiter's /readyz every 100 ms and sends only to those answering 200. "+
+				"Rolling restart of all %d limiters from %.1f s to %.1f s, one at a time, each SIGTERMed without being taken out of the balancer first: %s",
+				s.c.Spec().ShutdownDelay, len(s.restarts), from.Seconds(), to.Seconds(), strings.Join(turns, "; "))
+		},
+		check: func(s *scenarioRun, rec *Record, f *Figures) {
+			allowed := rec.AllowedByProcess()
+			served := 0
+			for _, r := range s.restarts {
+				if len(allowed[r.To]) > 0 {
+					served++
+				}
+			}
+			nodes := len(s.c.Nodes())
+			f.check("restarted limiters that served checks again", served == nodes && len(s.restarts) == nodes,
+				fmt.Sprintf("%d of %d (%d restarted)", served, nodes, len(s.restarts)), "all")
+			if s.counterfactual == "" {
+				return
+			}
+			_, _, first := rec.Failures()
+			kinds := map[string]int{}
+			for _, fl := range first {
+				kind := "other"
+				for _, k := range []string{"connection refused", "connection reset", "EOF"} {
+					if strings.Contains(fl.Err, k) {
+						kind = k
+						break
+					}
+				}
+				kinds[kind] += fl.Checks
+			}
+			var parts []string
+			for _, k := range sortedKeys(kinds) {
+				parts = append(parts, fmt.Sprintf("%s %d", k, kinds[k]))
+			}
+			s.note("without a drain, failed checks by error (of the first %d failures recorded): %s. A call whose connection closed under it after the daemon had read it is in the ledger but not in the clients' count.",
+				len(first), strings.Join(parts, ", "))
+		},
+	}
 }

@@ -52,6 +52,12 @@ type Spec struct {
 	GossipInterval time.Duration
 	// StoreTimeout is --store-timeout. Default 5ms.
 	StoreTimeout time.Duration
+	// ShutdownDelay is --shutdown-delay: how long a limiter keeps serving
+	// after SIGTERM with /readyz answering 503, so that clients routing on
+	// /readyz move away before its HTTP server closes. Default 0 (the
+	// daemon's own default is 5s): a stop is immediate, which keeps the
+	// restarts of the fault scenarios short.
+	ShutdownDelay time.Duration
 	// ShareFloor is --share-floor (a region's least share). Default 0.05.
 	ShareFloor float64
 	// MinLocalShare and FloorFraction are the limiter's degraded-mode floor
@@ -118,6 +124,9 @@ func (s *Spec) validate() error {
 	}
 	if s.Window <= 0 || s.ReportInterval <= 0 || s.GossipInterval <= 0 || s.StoreTimeout <= 0 || s.StartTimeout <= 0 {
 		return fmt.Errorf("multiregion: spec durations must be positive")
+	}
+	if s.ShutdownDelay < 0 {
+		return fmt.Errorf("multiregion: spec ShutdownDelay: must not be negative, got %v", s.ShutdownDelay)
 	}
 	if s.AdminToken == "" {
 		return fmt.Errorf("multiregion: spec AdminToken: must not be empty")

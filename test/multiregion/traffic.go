@@ -43,7 +43,9 @@ type Burst struct {
 
 // Traffic describes the load. Demand is paced open-loop: every Tick each
 // (key, region) accrues rate × fraction × tick of credit and sends requests
-// while the credit covers the next request's cost.
+// while the credit covers the next request's cost. Each region's requests go
+// round-robin to its limiters as a load balancer routes them: only to the
+// nodes whose /readyz answered 200 at the last health check (see balancer).
 type Traffic struct {
 	Keys      []KeyLoad
 	Endpoints []Endpoint
@@ -61,18 +63,23 @@ type Traffic struct {
 	Batch int
 	// Workers is the number of concurrent clients per region. Default 6.
 	Workers int
+	// ReadyEvery is the interval of the load balancer's health check, a
+	// GET /readyz of every node. Default 100ms.
+	ReadyEvery time.Duration
 	// Seed makes endpoint choice reproducible. Default 1.
 	Seed uint64
 	// WatchShares are keys whose region shares are sampled (from each
-	// region's first serving node) every ShareEvery during the run.
+	// region's first node the balancer routes to) every ShareEvery during
+	// the run.
 	WatchShares []string
 	// ShareEvery is the share sampling interval. Default 500ms.
 	ShareEvery time.Duration
 	// Probe, when set, is a key on a plan far above its demand: one client
 	// per region sends it single checks back to back, every ProbeEvery,
-	// round-robin over the region's nodes. Its decisions always come from
-	// the local lease (the fast path), so their latency is the fast path's
-	// as a client sees it. They are kept apart from the other decisions.
+	// round-robin over the region's nodes (skipping a node the balancer
+	// does not route to). Its decisions always come from the local lease
+	// (the fast path), so their latency is the fast path's as a client sees
+	// it. They are kept apart from the other decisions.
 	Probe      string
 	ProbeEvery time.Duration
 }
@@ -118,6 +125,7 @@ type Generator struct {
 	tr     Traffic
 	rec    *Record
 	client *http.Client
+	lb     *balancer
 
 	start  time.Time
 	cancel context.CancelFunc
@@ -143,6 +151,9 @@ func NewGenerator(c *Cluster, tr Traffic) (*Generator, error) {
 	}
 	if tr.ProbeEvery <= 0 {
 		tr.ProbeEvery = 10 * time.Millisecond
+	}
+	if tr.ReadyEvery <= 0 {
+		tr.ReadyEvery = 100 * time.Millisecond
 	}
 	if tr.Duration <= 0 {
 		return nil, fmt.Errorf("multiregion: traffic Duration: must be positive")
@@ -171,19 +182,27 @@ func NewGenerator(c *Cluster, tr Traffic) (*Generator, error) {
 				IdleConnTimeout:     time.Minute,
 			},
 		},
+		lb:   newBalancer(c.Nodes(), tr.ReadyEvery),
 		done: make(chan struct{}),
 	}, nil
 }
 
-// Start begins sending. The generator stops after Duration, after
-// MaxRequests, or on Stop.
+// Start begins sending, once a first health check of every node has
+// answered. The generator stops after Duration, after MaxRequests, or on
+// Stop.
 func (g *Generator) Start() {
+	g.lb.checkAll(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), g.tr.Duration)
 	g.cancel = cancel
 	g.start = time.Now()
 	g.rec.start = g.start
 	jobs := make(map[string]chan batchJob, len(g.c.order))
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		g.lb.poll(ctx)
+	}()
 	for _, r := range g.c.order {
 		// Room for a few ticks of batches: a slow region delays its own
 		// demand instead of piling up without bound.
@@ -275,7 +294,7 @@ func (g *Generator) probe(ctx context.Context, region string) {
 		nodes := g.c.regions[region].Nodes()
 		n := nodes[i%len(nodes)]
 		i++
-		if !n.serving() {
+		if !g.lb.routes(n) {
 			continue
 		}
 		t0 := time.Now()
@@ -308,7 +327,7 @@ func (g *Generator) sampleShares(ctx context.Context) {
 				sh := map[string]float64{}
 				for _, r := range g.c.order {
 					for _, n := range g.c.regions[r].Nodes() {
-						if !n.serving() {
+						if !g.lb.routes(n) {
 							continue
 						}
 						if v, err := g.c.NodeShare(n, key); err == nil {
@@ -416,20 +435,12 @@ func (g *Generator) pace(ctx context.Context, jobs map[string]chan batchJob) {
 	}
 }
 
-// worker sends one region's batches, round-robin over its live nodes.
+// worker sends one region's batches, round-robin over its nodes as the
+// balancer routes them.
 func (g *Generator) worker(region string, w int, jobs <-chan batchJob) {
 	i := w
 	for job := range jobs {
-		nodes := g.c.regions[region].Nodes()
-		var n *Node
-		for range nodes {
-			cand := nodes[i%len(nodes)]
-			i++
-			if cand.serving() {
-				n = cand
-				break
-			}
-		}
+		n := g.lb.pick(g.c.regions[region].Nodes(), &i)
 		if n == nil {
 			g.rec.fail(region, "", len(job.checks), fmt.Errorf("no live limiter in region %s", region), false)
 			continue
