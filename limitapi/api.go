@@ -9,7 +9,6 @@ import (
 type API struct {
 	cfg           Config
 	log           *slog.Logger
-	checkers      tokenSet // check tokens; empty: checks are open
 	checkGuard    guard
 	readGuard     guard
 	adminGuard    guard

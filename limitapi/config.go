@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/region"
 )
@@ -60,12 +61,12 @@ type Config struct {
 	AdminToken string
 	// CheckTokens are the bearer tokens of the check API (POST /v1/allow,
 	// /v1/allow/batch), several for rotation. Empty leaves the check API
-	// open to anyone. Each is as ParseTokens says. Default none.
+	// open to anyone. Each is as bearer.Check says. Default none.
 	CheckTokens []string
 	// ReadTokens are bearer tokens that may read (GET /v1/keys/{key},
 	// /v1/limits/{plan}, /v1/costs/{endpoint}, and the daemon's /debug/
 	// routes) but not write. The admin token reads too; with neither, reads
-	// are refused (403). Each is as ParseTokens says. Default none.
+	// are refused (403). Each is as bearer.Check says. Default none.
 	ReadTokens []string
 	// HistoryRate and HistoryBurst bound the ?history=1 reads of each
 	// caller (each read or admin token): HistoryRate a second on average,
@@ -125,14 +126,9 @@ func (c *Config) validate() error {
 		field  string
 		tokens []string
 	}{{"CheckTokens", c.CheckTokens}, {"ReadTokens", c.ReadTokens}} {
-		seen := make(map[string]bool, len(list.tokens))
-		for i, t := range list.tokens {
-			err := checkToken(t)
-			if err == nil && seen[t] {
-				err = errors.New("the same token is listed twice")
-			}
-			seen[t] = true
-			check(err == nil, fmt.Sprintf("%s[%d]", list.field, i), "%v", err)
+		var bad *bearer.EntryError
+		if errors.As(bearer.CheckList(list.tokens), &bad) {
+			check(false, fmt.Sprintf("%s[%d]", list.field, bad.Index), "%v", bad.Err)
 		}
 	}
 	return errors.Join(errs...)

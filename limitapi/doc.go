@@ -20,7 +20,7 @@
 // token; writes and deletions the admin token. A missing token is 401
 // (WWW-Authenticate: Bearer), a wrong one 403. Tokens are kept as SHA-256
 // digests and compared in constant time; several check or read tokens may
-// be valid at once, for rotation (ParseTokens reads a list).
+// be valid at once, for rotation (bearer.ParseList reads a list).
 //
 // Bad input (malformed JSON, a field of the wrong type, an unknown field, an
 // empty, oversized or non-printable key, a cost ≤ 0 or above the plan's

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/catalog"
 )
 
@@ -45,7 +46,7 @@ func newHistoryLimits(perSecond float64, burst int, tokens ...string) *historyLi
 // how long until it could; it takes nothing then.
 func (h *historyLimits) reserve(r *http.Request, now time.Time) (wait time.Duration, ok bool) {
 	lim := h.other
-	if tok, has := bearer(r.Header.Get("Authorization")); has {
+	if tok, has := bearer.FromHeader(r.Header.Get("Authorization")); has {
 		if l, found := h.byToken[sha256.Sum256([]byte(tok))]; found {
 			lim = l
 		}

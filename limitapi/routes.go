@@ -1,9 +1,9 @@
 package limitapi
 
 import (
-	"crypto/sha256"
 	"net/http"
 
+	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/catalog"
 )
 
@@ -89,7 +89,7 @@ func (a *API) Guard(access Access, h http.Handler) http.Handler {
 	case AccessAnyone:
 		return h
 	case AccessCheck:
-		if len(a.checkers) == 0 {
+		if len(a.checkGuard.tokens) == 0 {
 			return h
 		}
 		return a.checkGuard.wrap(h)
@@ -105,7 +105,7 @@ func (a *API) Guard(access Access, h http.Handler) http.Handler {
 
 // guard is the token check of one Access.
 type guard struct {
-	tokens   tokenSet
+	tokens   bearer.Set
 	disabled string // the 403 message when tokens is empty
 	missing  string // the 401 message
 	wrong    string // the 403 message
@@ -117,14 +117,13 @@ func (g *guard) wrap(h http.Handler) http.Handler {
 			(&apiError{status: http.StatusForbidden, field: "Authorization", msg: g.disabled}).write(w)
 			return
 		}
-		tok, ok := bearer(r.Header.Get("Authorization"))
+		tok, ok := bearer.FromHeader(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="quota"`)
 			(&apiError{status: http.StatusUnauthorized, field: "Authorization", msg: g.missing}).write(w)
 			return
 		}
-		sum := sha256.Sum256([]byte(tok))
-		if !g.tokens.match(&sum) {
+		if g.tokens.Index(tok) < 0 {
 			(&apiError{status: http.StatusForbidden, field: "Authorization", msg: g.wrong}).write(w)
 			return
 		}
@@ -134,20 +133,19 @@ func (g *guard) wrap(h http.Handler) http.Handler {
 
 // newGuards builds the guards of the configured tokens.
 func (a *API) newGuards() {
-	a.checkers = newTokenSet(a.cfg.CheckTokens...)
 	a.checkGuard = guard{
-		tokens:  a.checkers,
+		tokens:  bearer.NewSet(a.cfg.CheckTokens...),
 		missing: "checks need an Authorization: Bearer <check token> header",
 		wrong:   "wrong check token",
 	}
 	a.readGuard = guard{
-		tokens:   newTokenSet(append([]string{a.cfg.AdminToken}, a.cfg.ReadTokens...)...),
+		tokens:   bearer.NewSet(append([]string{a.cfg.AdminToken}, a.cfg.ReadTokens...)...),
 		disabled: "reads are disabled: the daemon was started without a read token (--read-token) or an admin token (--admin-token)",
 		missing:  "reads need an Authorization: Bearer <read token or admin token> header",
 		wrong:    "wrong token: not a read token or the admin token",
 	}
 	a.adminGuard = guard{
-		tokens:   newTokenSet(a.cfg.AdminToken),
+		tokens:   bearer.NewSet(a.cfg.AdminToken),
 		disabled: "control-plane writes are disabled: the daemon was started without an admin token (--admin-token)",
 		missing:  "writes need an Authorization: Bearer <admin token> header",
 		wrong:    "wrong admin token",

@@ -174,44 +174,6 @@ func TestHistoryRateLimit(t *testing.T) {
 	}
 }
 
-func TestParseTokens(t *testing.T) {
-	a, b := "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb-with=and:"
-	tests := []struct {
-		name, list string
-		want       []string
-		err        string
-	}{
-		{"empty", "", nil, ""},
-		{"blank", "  ", nil, ""},
-		{"one", a, []string{a}, ""},
-		{"two with blanks", " " + a + " , " + b, []string{a, b}, ""},
-		{"empty entry", a + ",," + b, nil, "entry 2: empty"},
-		{"trailing comma", a + ",", nil, "entry 2: empty"},
-		{"short", a + ",short", nil, "entry 2: a token must be 16 to 256 bytes, this one is 5"},
-		{"long", strings.Repeat("x", 257), nil, "entry 1: a token must be 16 to 256 bytes"},
-		{"space inside", "aaaaaaaa aaaaaaaa", nil, "entry 1: token byte 8 is not printable ASCII"},
-		{"non-ASCII", "aaaaaaaaaaaaaaaé", nil, "entry 1: token byte 15"},
-		{"twice", a + "," + a, nil, "entry 2: the same token is listed twice"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := limitapi.ParseTokens(tt.list)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err = %v, want %q", err, tt.err)
-				}
-				if strings.Contains(err.Error(), a) || strings.Contains(err.Error(), "short") {
-					t.Fatalf("the error quotes a token: %v", err)
-				}
-				return
-			}
-			if err != nil || fmt.Sprint(got) != fmt.Sprint(tt.want) {
-				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
-			}
-		})
-	}
-}
-
 func TestConfigTokens(t *testing.T) {
 	tests := []struct {
 		name  string

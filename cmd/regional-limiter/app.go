@@ -14,6 +14,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
+	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/gossip"
@@ -253,10 +254,10 @@ func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip
 	cfg := limitapi.DefaultConfig()
 	cfg.Limiter, cfg.Catalog, cfg.AdminToken, cfg.Logger = lim, cat, string(o.AdminToken), log
 	var err error
-	if cfg.CheckTokens, err = limitapi.ParseTokens(string(o.CheckToken)); err != nil {
+	if cfg.CheckTokens, err = bearer.ParseList(string(o.CheckToken)); err != nil {
 		return nil, fmt.Errorf("--check-token: %w", err)
 	}
-	if cfg.ReadTokens, err = limitapi.ParseTokens(string(o.ReadToken)); err != nil {
+	if cfg.ReadTokens, err = bearer.ParseList(string(o.ReadToken)); err != nil {
 		return nil, fmt.Errorf("--read-token: %w", err)
 	}
 	cfg.Shares = shares

@@ -15,7 +15,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3"
 
-	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/membership"
 )
 
@@ -38,7 +38,7 @@ type Options struct {
 
 	DataDir string
 	// AdminToken, CheckToken and ReadToken are bearer tokens as given
-	// (CheckToken and ReadToken are limitapi.ParseTokens lists); they print
+	// (CheckToken and ReadToken are bearer.ParseList lists); they print
 	// without their secrets.
 	AdminToken secret
 	CheckToken secret
@@ -288,7 +288,7 @@ func (o *Options) validate() error {
 		name string
 		list secret
 	}{{"check-token", o.CheckToken}, {"read-token", o.ReadToken}} {
-		_, err := limitapi.ParseTokens(string(tf.list))
+		_, err := bearer.ParseList(string(tf.list))
 		check(err == nil, tf.name, "%v", err)
 	}
 	var lvl slog.Level

@@ -1,17 +1,11 @@
 package billing
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"strings"
-)
 
-// Token lengths, in bytes.
-const (
-	MinTokenLen = 16
-	MaxTokenLen = 256
+	"github.com/quotaplatform/quota/bearer"
 )
 
 // scopedTag starts a prefix-scoped entry of a token list.
@@ -30,8 +24,7 @@ var (
 // Token is one bearer token of the billing API and the keys it may read.
 // String hides Secret, so a Token can be logged.
 type Token struct {
-	// Secret is MinTokenLen to MaxTokenLen bytes of printable ASCII
-	// (0x21–0x7e) other than ','.
+	// Secret is a token as bearer.Check says, not starting with "prefix:".
 	Secret string
 	// Prefix limits the token to keys that start with it; "" reads every
 	// key.
@@ -62,13 +55,10 @@ func (t Token) GoString() string { return t.String() }
 // name the entry by position and never quote a secret. An empty list is
 // valid and grants nothing.
 func ParseTokens(list string) ([]Token, error) {
-	if strings.TrimSpace(list) == "" {
-		return nil, nil
-	}
 	var tokens []Token
 	seen := make(map[string]bool)
-	for i, entry := range strings.Split(list, ",") {
-		t, err := parseToken(strings.TrimSpace(entry))
+	for i, entry := range bearer.Entries(list) {
+		t, err := parseToken(entry)
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i+1, err)
 		}
@@ -82,9 +72,6 @@ func ParseTokens(list string) ([]Token, error) {
 }
 
 func parseToken(entry string) (Token, error) {
-	if entry == "" {
-		return Token{}, errors.New("empty (two commas in a row?)")
-	}
 	rest, scoped := strings.CutPrefix(entry, scopedTag)
 	if !scoped {
 		return Token{Secret: entry}, checkSecret(entry)
@@ -125,16 +112,11 @@ func checkPrefix(p string) error {
 }
 
 func checkSecret(s string) error {
-	if len(s) < MinTokenLen || len(s) > MaxTokenLen {
-		return fmt.Errorf("a token must be %d to %d bytes, this one is %d", MinTokenLen, MaxTokenLen, len(s))
+	if err := bearer.Check(s); err != nil {
+		return err
 	}
 	if strings.HasPrefix(s, scopedTag) {
 		return fmt.Errorf("a token must not start with %q", scopedTag)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x21 || c > 0x7e || c == ',' {
-			return fmt.Errorf("token byte %d is not printable ASCII other than ','", i)
-		}
 	}
 	return nil
 }
@@ -152,35 +134,31 @@ func (s Scope) Allows(key string) bool { return strings.HasPrefix(key, s.Prefix)
 // SHA-256 digests of the tokens. Its zero value and a nil *Access grant
 // nothing (ErrDisabled). It is immutable and safe for concurrent use.
 type Access struct {
-	grants []grant
-}
-
-type grant struct {
-	sum   [sha256.Size]byte
-	scope Scope
+	tokens bearer.Set
+	scopes []Scope // scopes[i] is what tokens[i] may read
 }
 
 // NewAccess returns an Access granting each token its scope. It checks the
 // tokens as ParseTokens does; no tokens is valid and grants nothing.
 func NewAccess(tokens []Token) (*Access, error) {
 	a := &Access{}
-	seen := make(map[[sha256.Size]byte]bool)
+	seen := make(map[string]bool)
 	for i, t := range tokens {
 		if err := t.check(); err != nil {
 			return nil, fmt.Errorf("billing: token %d: %w", i+1, err)
 		}
-		sum := sha256.Sum256([]byte(t.Secret))
-		if seen[sum] {
+		if seen[t.Secret] {
 			return nil, fmt.Errorf("billing: token %d: the same token is listed twice", i+1)
 		}
-		seen[sum] = true
-		a.grants = append(a.grants, grant{sum: sum, scope: Scope{Prefix: t.Prefix}})
+		seen[t.Secret] = true
+		a.tokens = append(a.tokens, bearer.NewSet(t.Secret)...)
+		a.scopes = append(a.scopes, Scope{Prefix: t.Prefix})
 	}
 	return a, nil
 }
 
 // Enabled reports whether any token is configured.
-func (a *Access) Enabled() bool { return a != nil && len(a.grants) > 0 }
+func (a *Access) Enabled() bool { return a != nil && len(a.tokens) > 0 }
 
 // Authorize reads an Authorization header value ("Bearer <token>", the
 // scheme in any case) and returns the token's scope. Errors: ErrDisabled,
@@ -192,29 +170,13 @@ func (a *Access) Authorize(header string) (Scope, error) {
 	if !a.Enabled() {
 		return Scope{}, ErrDisabled
 	}
-	tok, ok := bearer(header)
+	tok, ok := bearer.FromHeader(header)
 	if !ok {
 		return Scope{}, ErrNoToken
 	}
-	sum := sha256.Sum256([]byte(tok))
-	found := -1
-	for i := range a.grants {
-		if subtle.ConstantTimeCompare(sum[:], a.grants[i].sum[:]) == 1 {
-			found = i
-		}
-	}
-	if found < 0 {
+	i := a.tokens.Index(tok)
+	if i < 0 {
 		return Scope{}, ErrWrongToken
 	}
-	return a.grants[found].scope, nil
-}
-
-// bearer returns the token of "Bearer <token>".
-func bearer(header string) (string, bool) {
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(header), " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", false
-	}
-	return tok, true
+	return a.scopes[i], nil
 }
