@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quotaplatform/quota/internal/edge"
 	"log/slog"
 	"net"
 	"net/http"
@@ -288,18 +289,7 @@ func serveHTTP(lc fx.Lifecycle, o options, mux *http.ServeMux, ready *readiness,
 		OnStop: func(ctx context.Context) error {
 			ready.draining.Store(true)
 			log.Info("draining: /readyz fails, serving until the shutdown delay ends", "shutdown_delay", o.ShutdownDelay)
-			delay := time.NewTimer(o.ShutdownDelay)
-			defer delay.Stop()
-			select {
-			case <-delay.C:
-			case <-ctx.Done():
-			}
-			err := srv.Shutdown(ctx)
-			if err != nil {
-				_ = srv.Close()
-			}
-			<-done
-			return err
+			return edge.StopHTTP(ctx, srv, o.ShutdownDelay, done)
 		},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/quotaplatform/quota/internal/edge"
 	"io"
 	"net/url"
 	"strings"
@@ -32,7 +33,7 @@ type options struct {
 
 	// BillingToken is --billing-token as given (billing.ParseTokens
 	// syntax); it prints without its secrets.
-	BillingToken            secret
+	BillingToken            edge.Secret
 	BillingMaxConns         int
 	BillingStatementTimeout time.Duration
 	BillingMaxRows          int
@@ -73,19 +74,6 @@ const (
 	maxBillingStatementTimeout = 5 * time.Minute
 	maxShutdownDelay           = 5 * time.Minute
 )
-
-// secret is a flag value that never prints itself: not in -help, not in
-// %v of options, not in ff's "invalid value" errors (Set never fails).
-type secret string
-
-func (s *secret) Set(v string) error { *s = secret(v); return nil }
-
-func (s secret) String() string {
-	if s == "" {
-		return ""
-	}
-	return "<redacted>"
-}
 
 // envPrefix is the prefix of every flag's environment variable:
 // --batch-interval reads QUOTA_BATCH_INTERVAL.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/quotaplatform/quota/internal/edge"
 	"io"
 	"log/slog"
 	"net/http"
@@ -82,7 +83,7 @@ func startDaemon(t *testing.T, edit func(*options)) *daemon {
 // and Postgres.
 func TestRoutes(t *testing.T) {
 	d := startDaemon(t, func(o *options) {
-		o.BillingToken = secret(tokOld + "," + tokNew + ",prefix:acct_42_=" + tokTenant)
+		o.BillingToken = edge.Secret(tokOld + "," + tokNew + ",prefix:acct_42_=" + tokTenant)
 		o.BillingMaxRows = 48
 		o.BillingStatementTimeout = 1500 * time.Millisecond
 		o.BillingMaxConns = 3

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/quotaplatform/quota/internal/edge"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func TestRegionModulesWired(t *testing.T) {
 	o := testOptions(t, "", srv.URL, t.TempDir())
 	o.GossipInterval = 100 * time.Millisecond
 	o.MemberlistBind = "127.0.0.1:0"
-	o.MemberlistKey = secret(base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	o.MemberlistKey = edge.Secret(base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
 	o.ProcessID = "proc-a"
 	d := startDaemon(t, o)
 

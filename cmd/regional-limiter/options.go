@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/quotaplatform/quota/internal/edge"
 	"io"
 	iofs "io/fs"
 	"log/slog"
@@ -40,9 +41,9 @@ type Options struct {
 	// AdminToken, CheckToken and ReadToken are bearer tokens as given
 	// (CheckToken and ReadToken are bearer.ParseList lists); they print
 	// without their secrets.
-	AdminToken secret
-	CheckToken secret
-	ReadToken  secret
+	AdminToken edge.Secret
+	CheckToken edge.Secret
+	ReadToken  edge.Secret
 	ProcessID  string
 
 	// ShutdownDelay is how long the daemon keeps serving, with /readyz
@@ -64,7 +65,7 @@ type Options struct {
 	MemberlistJoin string
 	// MemberlistKey is --memberlist-key as given (membership.ParseKeys);
 	// it prints without its secret.
-	MemberlistKey secret
+	MemberlistKey edge.Secret
 
 	LogLevel string
 
@@ -127,22 +128,6 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.DurationVar(&o.ClockSkew, "clock-skew", 0, "testing: offset this process's wall clock by this much")
 	return fs
 }
-
-// secret is a flag value that never prints itself: not in -help, not in
-// %v or %#v of Options, not in ff's "invalid value" errors (Set never fails).
-type secret string
-
-func (s *secret) Set(v string) error { *s = secret(v); return nil }
-
-func (s secret) String() string {
-	if s == "" {
-		return ""
-	}
-	return "<redacted>"
-}
-
-// GoString is String, so that %#v hides the secret too.
-func (s secret) GoString() string { return s.String() }
 
 // Bounds of --shutdown-delay.
 const maxShutdownDelay = 5 * time.Minute
@@ -286,7 +271,7 @@ func (o *Options) validate() error {
 	check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay, "shutdown-delay", "must be 0 to %v, got %v", maxShutdownDelay, o.ShutdownDelay)
 	for _, tf := range []struct {
 		name string
-		list secret
+		list edge.Secret
 	}{{"check-token", o.CheckToken}, {"read-token", o.ReadToken}} {
 		_, err := bearer.ParseList(string(tf.list))
 		check(err == nil, tf.name, "%v", err)

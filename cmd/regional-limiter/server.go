@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quotaplatform/quota/internal/edge"
 	"log/slog"
 	"net"
 	"net/http"
@@ -158,18 +159,7 @@ func newHTTPServer(lc fx.Lifecycle, o Options, mux *http.ServeMux, ready *readin
 		OnStop: func(ctx context.Context) error {
 			ready.draining.Store(true)
 			log.Info("draining: /readyz fails, serving until the shutdown delay ends", "shutdown_delay", o.ShutdownDelay)
-			delay := time.NewTimer(o.ShutdownDelay)
-			defer delay.Stop()
-			select {
-			case <-delay.C:
-			case <-ctx.Done():
-			}
-			err := s.srv.Shutdown(ctx)
-			if err != nil {
-				_ = s.srv.Close()
-			}
-			<-done
-			return err
+			return edge.StopHTTP(ctx, s.srv, o.ShutdownDelay, done)
 		},
 	})
 	return s
