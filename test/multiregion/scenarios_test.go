@@ -53,12 +53,13 @@ var scenarios = []scenario{
 		act: func(s *scenarioRun, g *Generator) {
 			g.At(s.D / 3)
 			from := g.Elapsed()
-			s.c.SlowRedis("us", 10*time.Millisecond)
+			slow := 2 * s.c.Spec().StoreTimeout
+			s.c.SlowRedis("us", slow)
 			g.At(s.D/3 + s.F)
 			to := g.Elapsed()
 			s.c.SlowRedis("us", 0)
-			s.faults = append(s.faults, Fault{Name: "us Redis slowed to 10 ms", Region: "us", From: from, To: to})
-			s.note("us's Redis round trip +10 ms (store timeout %v) from %.1f s to %.1f s", s.c.Spec().StoreTimeout, from.Seconds(), to.Seconds())
+			s.faults = append(s.faults, Fault{Name: fmt.Sprintf("us Redis slowed by %v", slow), Region: "us", From: from, To: to})
+			s.note("us's Redis round trip +%v (store timeout %v) from %.1f s to %.1f s", slow, s.c.Spec().StoreTimeout, from.Seconds(), to.Seconds())
 		},
 		check: func(s *scenarioRun, rec *Record, f *Figures) {
 			f.check("degraded decisions flagged while slow", f.DegradedCost > 0,

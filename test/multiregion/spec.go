@@ -50,7 +50,10 @@ type Spec struct {
 	ReportInterval time.Duration
 	// GossipInterval is --gossip-interval. Default 200ms.
 	GossipInterval time.Duration
-	// StoreTimeout is --store-timeout. Default 5ms.
+	// StoreTimeout is --store-timeout. Default 20ms, not the daemon's 5 ms:
+	// six limiters, their Redis and NATS servers and the load share two
+	// cores here, and a scheduling stall past the timeout would put keys
+	// in degraded mode with no fault injected.
 	StoreTimeout time.Duration
 	// ShutdownDelay is --shutdown-delay: how long a limiter keeps serving
 	// after SIGTERM with /readyz answering 503, so that clients routing on
@@ -88,7 +91,7 @@ func DefaultSpec() Spec {
 		Window:         10 * time.Second,
 		ReportInterval: time.Second,
 		GossipInterval: 200 * time.Millisecond,
-		StoreTimeout:   5 * time.Millisecond,
+		StoreTimeout:   20 * time.Millisecond,
 		ShareFloor:     0.05,
 		MinLocalShare:  0.02,
 		FloorFraction:  0.25,
