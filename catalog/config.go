@@ -20,6 +20,10 @@ type Config struct {
 	// Replicas is the bucket's replication factor when this process creates
 	// it. Default 1; use 3 on a clustered NATS.
 	Replicas int
+	// ReadOnly: this process is not the control plane (its NATS user may
+	// only read the bucket). It never creates the bucket, waiting for the
+	// control plane to, and its writes fail with ErrReadOnly. Default false.
+	ReadOnly bool
 
 	// CachePath is the file holding the last known good catalogue, written
 	// after every applied change and read by New. Empty disables the cache.

@@ -21,4 +21,7 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrInUse: a plan cannot be deleted while keys are assigned to it.
 	ErrInUse = errors.New("in use")
+	// ErrReadOnly: this Catalog was configured ReadOnly (the process is
+	// not the control plane).
+	ErrReadOnly = errors.New("catalogue is read-only here")
 )

@@ -37,7 +37,8 @@ func (c *Catalog) run(ctx context.Context, js jetstream.JetStream) {
 	}
 }
 
-// bind returns the bucket, creating it when it does not exist.
+// bind returns the bucket, creating it when it does not exist (unless
+// ReadOnly: then the control plane will).
 func (c *Catalog) bind(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
@@ -47,6 +48,9 @@ func (c *Catalog) bind(ctx context.Context, js jetstream.JetStream) (jetstream.K
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("catalog: bind bucket %q: %w", c.cfg.Bucket, err)
+	}
+	if c.cfg.ReadOnly {
+		return nil, fmt.Errorf("catalog: bucket %q does not exist yet: waiting for the control plane to create it", c.cfg.Bucket)
 	}
 	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      c.cfg.Bucket,

@@ -83,8 +83,11 @@ func (c *Catalog) Delete(ctx context.Context, actor string, kind Kind, name stri
 
 // put writes e and waits until this process's watch has applied it, so
 // that a read after the write sees it. It fails with ErrUnavailable while
-// the bucket cannot be reached.
+// the bucket cannot be reached, and with ErrReadOnly on a ReadOnly Catalog.
 func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
+	if c.cfg.ReadOnly {
+		return 0, fmt.Errorf("%w: %s %q not written", ErrReadOnly, e.Kind, e.Name)
+	}
 	if e.Actor == "" {
 		e.Actor = "unknown"
 	}

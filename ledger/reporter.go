@@ -22,7 +22,7 @@ import (
 // Config configures a Reporter. Start from DefaultConfig; NewReporter
 // validates a copy.
 type Config struct {
-	// Region of this process; reports go to Stream.Subject(Region).
+	// Region of this process; reports go to Stream.Subject(Region, process).
 	// Default "local".
 	Region string
 	// ProcessID names this process in the ledger. Required. Reports are
@@ -181,7 +181,8 @@ var _ region.UsageSink = (*Reporter)(nil)
 
 // NewReporter returns a Reporter publishing on js. It opens the spool file
 // and sends nothing until Start or Flush. Its first flush while connected
-// creates or updates the stream (EnsureStream with Config.Stream).
+// creates the stream when it is missing (EnsureStream: an existing one is
+// never changed).
 func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 	if js == nil {
 		return nil, errors.New("ledger: NewReporter: nil JetStream")
@@ -259,7 +260,7 @@ func (r *Reporter) newEntryLocked(k entryKey, u *region.Usage, now time.Time) *e
 	e := &entry{key: u.Key, start: u.WindowStart.UTC(), processID: r.cfg.ProcessID}
 	if now.After(e.start.Add(r.cfg.Window+r.cfg.FinalGrace+r.cfg.Retention)) || k.start <= r.freedThrough {
 		r.lateN++
-		e.processID = r.cfg.ProcessID + "~late" + strconv.FormatInt(now.UnixNano(), 36) + "." + strconv.FormatInt(r.lateN, 36)
+		e.processID = r.cfg.ProcessID + lateMark + strconv.FormatInt(now.UnixNano(), 36) + "." + strconv.FormatInt(r.lateN, 36)
 		r.m.LateDeltas.Inc()
 	}
 	return e
@@ -335,7 +336,7 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 	return err
 }
 
-// ensureStreamOnce creates or updates the stream on the first flush while
+// ensureStreamOnce creates the stream, when missing, on the first flush while
 // connected, so that reports are not refused when the reconciler has not
 // created it yet. A failure is logged, not retried: publishing goes on.
 func (r *Reporter) ensureStreamOnce(ctx context.Context) {
@@ -344,7 +345,7 @@ func (r *Reporter) ensureStreamOnce(ctx context.Context) {
 	}
 	r.streamOK = true
 	if _, err := EnsureStream(ctx, r.js, r.cfg.Stream); err != nil {
-		r.log.Warn("ledger: could not create or update the usage stream; publishing anyway", "err", err)
+		r.log.Warn("ledger: could not find or create the usage stream; publishing anyway", "err", err)
 	}
 }
 
@@ -538,7 +539,6 @@ func (r *Reporter) connected() bool {
 // publish sends reports in batches of PublishBatch and returns those that
 // JetStream acknowledged.
 func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
-	subject := r.cfg.Stream.Subject(r.cfg.Region)
 	var ok []Report
 	for lo := 0; lo < len(reps); lo += r.cfg.PublishBatch {
 		hi := min(lo+r.cfg.PublishBatch, len(reps))
@@ -551,7 +551,7 @@ func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
 				r.log.Error("ledger: encode report", "err", err)
 				continue
 			}
-			msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+			msg := &nats.Msg{Subject: r.cfg.Stream.Subject(reps[i].Region, reps[i].ProcessID), Data: data, Header: nats.Header{}}
 			f, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(reps[i].MsgID()))
 			if err != nil {
 				r.m.PublishErr.Inc()
@@ -581,7 +581,7 @@ func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
 		}
 		timer.Stop()
 		if failed {
-			r.log.Warn("ledger: publishing usage reports failed; spooling", "subject", subject, "acked", len(ok))
+			r.log.Warn("ledger: publishing usage reports failed; spooling", "acked", len(ok))
 			break
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,18 +15,22 @@ const (
 	// DefaultStream is the JetStream stream that holds usage reports.
 	DefaultStream = "QUOTA_USAGE"
 	// DefaultSubjectPrefix is the subject prefix of usage reports; a report
-	// from region R is published on DefaultSubjectPrefix + "." + R.
+	// of process P in region R is published on
+	// DefaultSubjectPrefix + "." + R + "." + P.
 	DefaultSubjectPrefix = "quota.usage"
 	// DefaultDuplicateWindow is how long the stream remembers message IDs.
 	DefaultDuplicateWindow = 10 * time.Minute
+	// DefaultStreamMaxBytes is the usage stream's byte limit: at about
+	// 300 bytes a report, some 3.5 million unconsumed reports.
+	DefaultStreamMaxBytes = 1 << 30
 )
 
 // StreamConfig names the usage stream.
 type StreamConfig struct {
 	// Name of the stream. Default DefaultStream.
 	Name string
-	// SubjectPrefix: reports go to SubjectPrefix.<region>. Default
-	// DefaultSubjectPrefix.
+	// SubjectPrefix: reports go to SubjectPrefix.<region>.<process>.
+	// Default DefaultSubjectPrefix.
 	SubjectPrefix string
 	// DuplicateWindow is the stream's message-ID memory. Default
 	// DefaultDuplicateWindow.
@@ -34,6 +39,11 @@ type StreamConfig struct {
 	MaxAge time.Duration
 	// Replicas of the stream in a clustered JetStream. Default 1.
 	Replicas int
+	// MaxBytes bounds the stream's size. A full stream refuses new
+	// reports (DiscardNew), never dropping old ones: publishers keep
+	// theirs in the spool and retry, and the refusals show in
+	// quota_ledger_publish_errors_total. Default DefaultStreamMaxBytes.
+	MaxBytes int64
 }
 
 // DefaultStreamConfig returns the documented defaults.
@@ -44,6 +54,7 @@ func DefaultStreamConfig() StreamConfig {
 		DuplicateWindow: DefaultDuplicateWindow,
 		MaxAge:          7 * 24 * time.Hour,
 		Replicas:        1,
+		MaxBytes:        DefaultStreamMaxBytes,
 	}
 }
 
@@ -59,21 +70,44 @@ func (c *StreamConfig) validate() error {
 		return fmt.Errorf("ledger: stream config MaxAge: must be at least DuplicateWindow, got %v", c.MaxAge)
 	case c.Replicas < 1:
 		return fmt.Errorf("ledger: stream config Replicas: must be at least 1, got %d", c.Replicas)
+	case c.MaxBytes < 1<<20:
+		return fmt.Errorf("ledger: stream config MaxBytes: must be at least 1 MiB, got %d", c.MaxBytes)
 	}
 	return nil
 }
 
-// Subject returns the subject a region's reports are published on.
-func (c StreamConfig) Subject(region string) string { return c.SubjectPrefix + "." + region }
+// Subject returns the subject a report of process in region is published
+// on. A late row ("<process>~late…") goes on its base process's subject,
+// and a spooled report of an earlier incarnation on that incarnation's, so
+// that the subject always names the process that wrote the report (the
+// reconciler checks it).
+func (c StreamConfig) Subject(region, process string) string {
+	if i := strings.Index(process, lateMark); i >= 0 {
+		process = process[:i]
+	}
+	return c.SubjectPrefix + "." + region + "." + process
+}
 
-// EnsureStream creates the usage stream, or updates it to cfg, and returns
-// it. Both the Reporter's owner and the reconciler call it, so either may
-// start first.
+// lateMark starts the suffix of a late row's process ID.
+const lateMark = "~late"
+
+// EnsureStream returns the usage stream, creating it from cfg when it is
+// missing. An existing stream is never changed: its replicas, limits and
+// age are the operator's. Its subjects must cover cfg's, or reports would
+// be refused: that is an error. Both the Reporter's owner and the
+// reconciler call it, so either may start first.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	s, err := js.Stream(ctx, cfg.Name)
+	if err == nil {
+		return s, checkSubjects(s.CachedInfo().Config, cfg)
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("ledger: look up stream %s: %w", cfg.Name, err)
+	}
+	s, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.Name,
 		Description: "quota usage reports (cumulative per key, window, process)",
 		Subjects:    []string{cfg.SubjectPrefix + ".>"},
@@ -82,9 +116,25 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		MaxAge:      cfg.MaxAge,
 		Duplicates:  cfg.DuplicateWindow,
 		Replicas:    cfg.Replicas,
+		MaxBytes:    cfg.MaxBytes,
+		Discard:     jetstream.DiscardNew,
 	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return EnsureStream(ctx, js, cfg) // another process created it meanwhile
+	}
 	if err != nil {
-		return nil, fmt.Errorf("ledger: ensure stream %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("ledger: create stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// checkSubjects reports an existing stream whose subjects do not take
+// reports under cfg's prefix.
+func checkSubjects(have jetstream.StreamConfig, cfg StreamConfig) error {
+	for _, s := range have.Subjects {
+		if s == cfg.SubjectPrefix+".>" || s == ">" {
+			return nil
+		}
+	}
+	return fmt.Errorf("ledger: stream %s takes subjects %q, not %q: reports would be refused; add the subject to the stream", cfg.Name, have.Subjects, cfg.SubjectPrefix+".>")
 }

@@ -77,6 +77,11 @@ type Config struct {
 	// AdminActor is the name recorded as the writer of changes made with
 	// AdminToken, for history. Default "admin".
 	AdminActor string
+	// ReadOnly: this process is not the control plane, and its NATS user
+	// may not write the catalogue. Writes (AccessAdmin routes) that pass
+	// the token check answer 403, saying where writes go; reads are
+	// unchanged. Default false.
+	ReadOnly bool
 
 	// MaxBodyBytes caps the body of a single check and of a control-plane
 	// write. Default 4 KiB.

@@ -96,12 +96,21 @@ func (a *API) Guard(access Access, h http.Handler) http.Handler {
 	case AccessRead:
 		return a.readGuard.wrap(h)
 	case AccessAdmin:
+		if a.cfg.ReadOnly {
+			h = readOnly
+		}
 		return a.adminGuard.wrap(h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		(&apiError{status: http.StatusForbidden, field: "Authorization", msg: "this route has no access rule"}).write(w)
 	})
 }
+
+// readOnly answers a write on a process that is not the control plane.
+var readOnly = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	(&apiError{status: http.StatusForbidden, msg: "this process does not write the catalogue: " +
+		"send plan, key and cost changes to the control plane (a regional-limiter started with --control-plane)"}).write(w)
+})
 
 // guard is the token check of one Access.
 type guard struct {

@@ -85,15 +85,7 @@ func natsOptions(o options, log *slog.Logger) ([]nats.Option, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", redact(nc.ConnectedUrl())) }),
 	}
-	if o.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(o.NATSCreds))
-	}
-	if o.NATSTLSCA != "" {
-		opts = append(opts, nats.RootCAs(o.NATSTLSCA))
-	}
-	if o.NATSTLSCert != "" {
-		opts = append(opts, nats.ClientCert(o.NATSTLSCert, o.NATSTLSKey))
-	}
+	opts = append(opts, o.NATSAuth.Options()...)
 	return opts, nil
 }
 
@@ -124,6 +116,8 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 	cfg := reconcile.DefaultConfig()
 	cfg.Stream = ledger.DefaultStreamConfig()
 	cfg.Stream.Name = o.Stream
+	cfg.Stream.Replicas = o.StreamReplicas
+	cfg.Stream.MaxBytes = o.StreamMaxBytes
 	cfg.Durable = o.Durable
 	cfg.BatchSize = o.BatchSize
 	cfg.BatchInterval = o.BatchInterval

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/quotaplatform/quota/internal/edge"
 	"io"
 	"net/url"
 	"strings"
@@ -12,24 +11,25 @@ import (
 
 	"github.com/peterbourgon/ff/v3"
 
+	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 )
 
 // options are the reconciler's settings from flags and environment.
 type options struct {
-	NATS        string
-	NATSCreds   string
-	NATSTLSCA   string
-	NATSTLSCert string
-	NATSTLSKey  string
-	Postgres    string
-	Listen      string
-	LogLevel    string
+	NATS     string
+	NATSAuth edge.NATSAuth
+	Postgres string
+	Listen   string
+	LogLevel string
 
-	Stream        string
-	Durable       string
-	BatchSize     int
-	BatchInterval time.Duration
+	Stream         string
+	StreamReplicas int
+	StreamMaxBytes int64
+	Durable        string
+	BatchSize      int
+	BatchInterval  time.Duration
 
 	// BillingToken is --billing-token as given (billing.ParseTokens
 	// syntax); it prints without its secrets.
@@ -48,14 +48,16 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		NATS:          "nats://127.0.0.1:4222",
-		Postgres:      "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",
-		Listen:        ":8081",
-		LogLevel:      "info",
-		Stream:        "QUOTA_USAGE",
-		Durable:       "reconciler",
-		BatchSize:     5000,
-		BatchInterval: 200 * time.Millisecond,
+		NATS:           "nats://127.0.0.1:4222",
+		Postgres:       "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",
+		Listen:         ":8081",
+		LogLevel:       "info",
+		Stream:         "QUOTA_USAGE",
+		StreamReplicas: 1,
+		StreamMaxBytes: ledger.DefaultStreamConfig().MaxBytes,
+		Durable:        "reconciler",
+		BatchSize:      5000,
+		BatchInterval:  200 * time.Millisecond,
 
 		BillingMaxConns:         int(billing.DefaultConfig().MaxConns),
 		BillingStatementTimeout: billing.DefaultConfig().StatementTimeout,
@@ -96,10 +98,14 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	}
 	if cmd == "serve" {
 		fs.StringVar(&o.NATS, "nats", o.NATS, "NATS URL (comma-separated list allowed)")
-		fs.StringVar(&o.NATSCreds, "nats-creds", "", "NATS credentials file")
-		fs.StringVar(&o.NATSTLSCA, "nats-tls-ca", "", "CA file to verify the NATS server")
-		fs.StringVar(&o.NATSTLSCert, "nats-tls-cert", "", "client certificate for NATS")
-		fs.StringVar(&o.NATSTLSKey, "nats-tls-key", "", "client key for NATS")
+		fs.StringVar(&o.NATSAuth.User, "nats-user", "", "NATS user (the reconciler role); needs --nats-password")
+		fs.Var(&o.NATSAuth.Password, "nats-password", "password of --nats-user (use the environment: QUOTA_NATS_PASSWORD)")
+		fs.StringVar(&o.NATSAuth.Creds, "nats-creds", "", "NATS credentials file (JWT auth), instead of --nats-user")
+		fs.StringVar(&o.NATSAuth.TLSCA, "nats-tls-ca", "", "CA file to verify the NATS server")
+		fs.StringVar(&o.NATSAuth.TLSCert, "nats-tls-cert", "", "client certificate for NATS")
+		fs.StringVar(&o.NATSAuth.TLSKey, "nats-tls-key", "", "client key for NATS")
+		fs.IntVar(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "replicas of the usage stream when this process creates it (never changes an existing one)")
+		fs.Int64Var(&o.StreamMaxBytes, "stream-max-bytes", o.StreamMaxBytes, "byte limit of the usage stream when this process creates it")
 		fs.StringVar(&o.Listen, "listen", o.Listen, "HTTP address for /v1/usage, /metrics, /healthz, /readyz")
 		fs.StringVar(&o.Stream, "stream", o.Stream, "JetStream stream of usage reports")
 		fs.StringVar(&o.Durable, "durable", o.Durable, "durable consumer name")
@@ -146,7 +152,11 @@ func (o *options) validate(cmd string) error {
 	switch cmd {
 	case "serve":
 		check(o.NATS != "", "--nats: required")
-		check((o.NATSTLSCert == "") == (o.NATSTLSKey == ""), "--nats-tls-cert and --nats-tls-key: give both or neither")
+		if err := o.NATSAuth.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		check(o.StreamReplicas >= 1 && o.StreamReplicas <= 5, "--stream-replicas: must be 1 to 5, got %d", o.StreamReplicas)
+		check(o.StreamMaxBytes >= 1<<20, "--stream-max-bytes: must be at least 1 MiB, got %d", o.StreamMaxBytes)
 		check(o.BatchSize >= 1, "--batch-size: must be at least 1, got %d", o.BatchSize)
 		check(o.BatchInterval > 0, "--batch-interval: must be positive, got %v", o.BatchInterval)
 		check(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns,

@@ -124,6 +124,7 @@ func newObserver(reg *prometheus.Registry) (*limitmetrics.Observer, error) {
 func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, js jetstream.JetStream, log *slog.Logger) (*catalog.Catalog, error) {
 	cfg := catalog.DefaultConfig()
 	cfg.CachePath = filepath.Join(o.DataDir, "catalog.json")
+	cfg.Replicas, cfg.ReadOnly = o.CatalogReplicas, !o.ControlPlane
 	cfg.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
 	if o.DefaultRate == 0 {
 		log.Info("no built-in default plan: a key with no plan assignment gets 404 until a \"default\" plan is written" +
@@ -253,6 +254,7 @@ func (f usageFanout) Record(batch []region.Usage) {
 func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip.Node, reg *prometheus.Registry, log *slog.Logger) (*limitapi.API, error) {
 	cfg := limitapi.DefaultConfig()
 	cfg.Limiter, cfg.Catalog, cfg.AdminToken, cfg.Logger = lim, cat, string(o.AdminToken), log
+	cfg.ReadOnly = !o.ControlPlane
 	var err error
 	if cfg.CheckTokens, err = bearer.ParseList(string(o.CheckToken)); err != nil {
 		return nil, fmt.Errorf("--check-token: %w", err)

@@ -37,6 +37,7 @@ func testOptions(t *testing.T, redisURL, natsURL, dataDir string) Options {
 	if natsURL != "" {
 		o.Regions = o.Region // one region: required with --nats
 	}
+	o.ControlPlane = true // these tests write the catalogue through any daemon
 	o.LogLevel = "warn"
 	o.ShutdownDelay = 0
 	// These tests are about wiring, not the store's latency: on a loaded CI

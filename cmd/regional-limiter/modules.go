@@ -58,6 +58,7 @@ func newReporter(lc fx.Lifecycle, o Options, js jetstream.JetStream, clk clock.C
 	cfg.Window = o.Window
 	cfg.ReportInterval = o.ReportInterval
 	cfg.SpoolDir = filepath.Join(o.DataDir, "spool")
+	cfg.Stream.Replicas, cfg.Stream.MaxBytes = o.UsageStreamReplicas, o.UsageStreamMaxBytes
 	cfg.Clock = clk
 	cfg.Logger = log.With("component", "ledger")
 	cfg.Metrics = ledger.NewMetrics(reg)

@@ -93,15 +93,7 @@ func (l *natsLink) connect() error {
 		opts = append(opts, l.embedded.ConnectOption())
 		l.log.Info("started embedded NATS server with JetStream", "store_dir", filepath.Join(l.o.DataDir, "nats"))
 	}
-	if l.o.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(l.o.NATSCreds))
-	}
-	if l.o.NATSTLSCA != "" {
-		opts = append(opts, nats.RootCAs(l.o.NATSTLSCA))
-	}
-	if l.o.NATSTLSCert != "" {
-		opts = append(opts, nats.ClientCert(l.o.NATSTLSCert, l.o.NATSTLSKey))
-	}
+	opts = append(opts, l.o.NATSAuth.Options()...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		l.stopEmbedded()

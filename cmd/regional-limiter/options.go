@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/quotaplatform/quota/internal/edge"
 	"io"
 	iofs "io/fs"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/quotaplatform/quota/bearer"
+	"github.com/quotaplatform/quota/internal/edge"
 	"github.com/quotaplatform/quota/membership"
 )
 
@@ -31,11 +31,19 @@ type Options struct {
 	Redis        string
 	RedisCluster bool
 
-	NATS        string
-	NATSCreds   string
-	NATSTLSCA   string
-	NATSTLSCert string
-	NATSTLSKey  string
+	NATS string
+	// NATSAuth is how the process authenticates to --nats: the role's user
+	// and password, or a credentials file, and TLS.
+	NATSAuth edge.NATSAuth
+	// ControlPlane: this process may write the catalogue (PUT and DELETE
+	// of /v1/limits, /v1/keys, /v1/costs). Always true with embedded NATS;
+	// with --nats only with --control-plane, and its NATS user must hold
+	// the control-plane role. Usage stream and catalogue bucket settings
+	// apply when this process creates them.
+	ControlPlane        bool
+	UsageStreamReplicas int
+	UsageStreamMaxBytes int64
+	CatalogReplicas     int
 
 	DataDir string
 	// AdminToken, CheckToken and ReadToken are bearer tokens as given
@@ -100,10 +108,16 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.StringVar(&o.Redis, "redis", "", "Redis URL (redis://[:password@]host:port/db, rediss:// for TLS); empty = in-process store")
 	fs.BoolVar(&o.RedisCluster, "redis-cluster", false, "treat --redis as a comma-separated list of Redis Cluster seed URLs")
 	fs.StringVar(&o.NATS, "nats", "", "NATS URL (comma-separated list allowed); empty = embedded NATS server with JetStream in --data-dir")
-	fs.StringVar(&o.NATSCreds, "nats-creds", "", "NATS credentials file")
-	fs.StringVar(&o.NATSTLSCA, "nats-tls-ca", "", "NATS TLS CA certificate file")
-	fs.StringVar(&o.NATSTLSCert, "nats-tls-cert", "", "NATS TLS client certificate file")
-	fs.StringVar(&o.NATSTLSKey, "nats-tls-key", "", "NATS TLS client key file")
+	fs.StringVar(&o.NATSAuth.User, "nats-user", "", "NATS user (its role: limiter-<region>, or control-plane with --control-plane); needs --nats-password")
+	fs.Var(&o.NATSAuth.Password, "nats-password", "password of --nats-user (use the environment: QUOTA_NATS_PASSWORD)")
+	fs.StringVar(&o.NATSAuth.Creds, "nats-creds", "", "NATS credentials file (JWT auth), instead of --nats-user")
+	fs.StringVar(&o.NATSAuth.TLSCA, "nats-tls-ca", "", "NATS TLS CA certificate file")
+	fs.StringVar(&o.NATSAuth.TLSCert, "nats-tls-cert", "", "NATS TLS client certificate file")
+	fs.StringVar(&o.NATSAuth.TLSKey, "nats-tls-key", "", "NATS TLS client key file")
+	fs.BoolVar(&o.ControlPlane, "control-plane", false, "this process writes the catalogue (its NATS user needs the control-plane role); always on with embedded NATS")
+	fs.IntVar(&o.UsageStreamReplicas, "usage-stream-replicas", 1, "replicas of the usage stream when this process creates it (never changes an existing one)")
+	fs.Int64Var(&o.UsageStreamMaxBytes, "usage-stream-max-bytes", 1<<30, "byte limit of the usage stream when this process creates it; a full stream refuses new reports, which wait in the spool")
+	fs.IntVar(&o.CatalogReplicas, "catalog-replicas", 1, "replicas of the catalogue bucket when this process creates it")
 	fs.StringVar(&o.DataDir, "data-dir", "./data", "data directory: embedded NATS store, catalogue cache, usage spool")
 	fs.Var(&o.AdminToken, "admin-token", "control-plane bearer token (writes and reads); empty disables control-plane writes")
 	fs.Var(&o.CheckToken, "check-token", "bearer tokens of POST /v1/allow and /v1/allow/batch, comma-separated (rotation); empty leaves the check API open")
@@ -174,10 +188,14 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 
 // implicitDefaults applies the defaults that depend on other flags: with
 // --redis, several processes share limits, so no key gets a plan nobody
-// wrote unless --default-rate or --default-capacity is given.
+// wrote unless --default-rate or --default-capacity is given; with embedded
+// NATS the process is its own control plane.
 func (o *Options) implicitDefaults(set map[string]bool) {
 	if o.Redis != "" && !set["default-rate"] && !set["default-capacity"] {
 		o.DefaultRate, o.DefaultCapacity = 0, 0
+	}
+	if o.NATS == "" {
+		o.ControlPlane = true // the embedded server is this process's own
 	}
 }
 
@@ -264,7 +282,13 @@ func (o *Options) validate() error {
 	}
 	_, keyErr := membership.ParseKeys(string(o.MemberlistKey))
 	check(keyErr == nil, "memberlist-key", "%v", keyErr)
-	check((o.NATSTLSCert == "") == (o.NATSTLSKey == ""), "nats-tls-cert", "needs --nats-tls-key and the other way round")
+	if err := o.NATSAuth.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	check(o.NATS != "" || (o.NATSAuth == edge.NATSAuth{}), "nats-user", "and the other NATS client flags need --nats (the embedded server has no users)")
+	check(o.UsageStreamReplicas >= 1 && o.UsageStreamReplicas <= 5, "usage-stream-replicas", "must be 1 to 5, got %d", o.UsageStreamReplicas)
+	check(o.UsageStreamMaxBytes >= 1<<20, "usage-stream-max-bytes", "must be at least 1 MiB, got %d", o.UsageStreamMaxBytes)
+	check(o.CatalogReplicas >= 1 && o.CatalogReplicas <= 5, "catalog-replicas", "must be 1 to 5, got %d", o.CatalogReplicas)
 	check((o.DefaultRate == 0) == (o.DefaultCapacity == 0), "default-rate", "and --default-capacity must both be 0 (no built-in default plan) or both set")
 	check(o.DefaultRate >= 0, "default-rate", "must not be negative, got %v", o.DefaultRate)
 	check(o.DefaultCapacity == 0 || o.DefaultCapacity >= 1, "default-capacity", "must be 0 or at least 1, got %v", o.DefaultCapacity)

@@ -103,8 +103,9 @@ const lateMark = "~late"
 // region and process. Two layouts are accepted under prefix (the stream's
 // SubjectPrefix):
 //
-//	<prefix>.<region>            today's (ledger.StreamConfig.Subject)
-//	<prefix>.<region>.<process>  per process (planned)
+//	<prefix>.<region>.<process>  ledger.StreamConfig.Subject
+//	<prefix>.<region>            limiters before per-process subjects, so
+//	                             that a rolling upgrade loses nothing
 //
 // The region must equal the report's Region; when the subject names a
 // process, it must equal the report's ProcessID or, for a late row

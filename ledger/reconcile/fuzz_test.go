@@ -178,9 +178,9 @@ func FuzzBatch(f *testing.F) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				subject := ledger.DefaultStreamConfig().Subject(rep.Region)
-				if rep.Seq%2 == 0 { // the per-process layout
-					subject += "." + rep.ProcessID
+				subject := ledger.DefaultStreamConfig().Subject(rep.Region, rep.ProcessID)
+				if rep.Seq%2 == 0 { // the region-only layout of limiters before per-process subjects
+					subject = ledger.DefaultSubjectPrefix + "." + rep.Region
 				}
 				m := &fakeMsg{subject: subject, data: body, seq: uint64(len(all) + 1), published: fuzzBase}
 				all = append(all, m)

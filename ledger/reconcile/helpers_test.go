@@ -69,7 +69,7 @@ func publish(t testing.TB, js jetstream.JetStream, msgID string, reps ...ledger.
 		if id == "" {
 			id = reps[i].MsgID()
 		}
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: ledger.DefaultStreamConfig().Subject(reps[i].Region), Data: data},
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: ledger.DefaultStreamConfig().Subject(reps[i].Region, reps[i].ProcessID), Data: data},
 			jetstream.WithMsgID(id))
 		if err != nil {
 			t.Fatal(err)

@@ -33,7 +33,7 @@ func (m message) encode(t testing.TB) (subject string, data []byte) {
 			t.Fatal(err)
 		}
 		if subject == "" {
-			subject = ledger.DefaultStreamConfig().Subject(m.rep.Region)
+			subject = ledger.DefaultStreamConfig().Subject(m.rep.Region, m.rep.ProcessID)
 		}
 	}
 	return subject, data
