@@ -52,7 +52,7 @@ multiregion: ## full multi-region harness (90 s runs, 30 s faults); writes docs/
 	QUOTA_MULTIREGION=full QUOTA_MULTIREGION_REPORT=docs/multiregion.md $(GO) test -count=1 -timeout 60m -v ./test/multiregion/
 
 .PHONY: multiregion-short
-multiregion-short: ## the harness's CI form (under 5 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
+multiregion-short: ## the harness's CI form (about 5 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
 	QUOTA_MULTIREGION=short $(GO) test -count=1 -timeout 15m ./test/multiregion/
 
 .PHONY: migrate

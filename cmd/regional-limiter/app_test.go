@@ -485,3 +485,36 @@ func TestRedisCluster(t *testing.T) {
 		t.Errorf("store errors against the cluster")
 	}
 }
+
+// Only the control plane writes the catalogue: a limiter started with
+// --nats and without --control-plane answers writes with 403, saying where
+// they go, still reads, and serves the plan the control plane wrote.
+func TestOnlyTheControlPlaneWrites(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	cp := startDaemon(t, testOptions(t, "", ns.URL, t.TempDir()))
+	o := testOptions(t, "", ns.URL, t.TempDir())
+	o.ControlPlane = false
+	lim := startDaemon(t, o)
+
+	cp.mustCall(t, "PUT", "/v1/limits/cp", `{"rate":1,"capacity":3}`, true, 204)
+	for _, w := range []struct{ method, path, body string }{
+		{"PUT", "/v1/limits/cp", `{"rate":1000,"capacity":1000}`},
+		{"DELETE", "/v1/limits/cp", ""},
+		{"PUT", "/v1/keys/acct_1", `{"plan":"cp"}`},
+		{"PUT", "/v1/costs/search", `{"cost":0}`},
+	} {
+		r := lim.mustCall(t, w.method, w.path, w.body, true, 403)
+		if msg, _ := r.body["error"].(string); !strings.Contains(msg, "--control-plane") {
+			t.Errorf("%s %s: 403 without saying where writes go: %s", w.method, w.path, r.raw)
+		}
+	}
+	// The token is checked first: no token is still 401.
+	lim.mustCall(t, "PUT", "/v1/limits/cp", `{"rate":1,"capacity":1}`, false, 401)
+	testserver.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		r := lim.call(t, "GET", "/v1/limits/cp", "", true)
+		if r.status != 200 || r.body["capacity"] != float64(3) {
+			return fmt.Errorf("limiter reads %d %s", r.status, r.raw)
+		}
+		return nil
+	})
+}

@@ -69,7 +69,7 @@ func Users(regions []string) []string {
 }
 
 // PasswordEnv is the environment variable nats-server reads the password of
-// user (a user, "route" or "gateway") from.
+// user (one of Users, or "gateway") from.
 func PasswordEnv(user string) string {
 	return "QUOTA_NATS_PASSWORD_" + strings.ToUpper(strings.ReplaceAll(user, "-", "_"))
 }

@@ -1,0 +1,290 @@
+package natsconf_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/migrations"
+	"github.com/quotaplatform/quota/region"
+)
+
+// client connects to n as user (password from n; "" for none) and returns
+// the connection and the first asynchronous error the server sent it
+// (permission violations arrive that way).
+func client(t *testing.T, n *testserver.ShippedNATS, user string) (*nats.Conn, jetstream.JetStream, <-chan error) {
+	t.Helper()
+	errs := make(chan error, 16)
+	opts := []nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	})}
+	if user != "" {
+		opts = append(opts, nats.UserInfo(user, n.Passwords[user]))
+	}
+	nc, err := nats.Connect(n.URL("eu"), opts...)
+	if err != nil {
+		t.Fatalf("connect as %q: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, errs
+}
+
+// refused waits for the server's permission violation naming subject.
+func refused(t *testing.T, errs <-chan error, subject string) {
+	t.Helper()
+	select {
+	case err := <-errs:
+		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), subject) {
+			t.Fatalf("want a permissions violation on %s, got %v", subject, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the server did not refuse %s", subject)
+	}
+}
+
+// Clients without credentials, or with another user's password, cannot
+// connect to a server on the shipped configuration.
+func TestShippedConfigRefusesStrangers(t *testing.T) {
+	n := testserver.StartShippedNATS(t, "eu", "us")
+	for _, tc := range []struct {
+		name string
+		opts []nats.Option
+	}{
+		{"no credentials", nil},
+		{"unknown user", []nats.Option{nats.UserInfo("admin", "admin")}},
+		{"another user's password", []nats.Option{nats.UserInfo("limiter-eu", n.Passwords["reconciler"])}},
+		{"the gateway's credentials", []nats.Option{nats.UserInfo("gateway", n.Passwords["gateway"])}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := nats.Connect(n.URL("eu"), tc.opts...)
+			if err == nil {
+				nc.Close()
+				t.Fatal("connected")
+			}
+			if !errors.Is(err, nats.ErrAuthorization) {
+				t.Fatalf("want an authorization violation, got %v", err)
+			}
+		})
+	}
+}
+
+// The roles of the shipped configuration, exercised by the project's own
+// code on a real nats-server: each role can do its job and nothing it does
+// not need. A limiter of eu reports usage through ledger.Reporter and the
+// reconciler writes it to Postgres; the control plane writes the catalogue
+// and a limiter reads it; every forgery below is refused by the server.
+func TestShippedRoles(t *testing.T) {
+	n := testserver.StartShippedNATS(t, "eu", "us")
+	defer func() {
+		if t.Failed() {
+			t.Log(n.LogTail("eu"))
+			t.Log(n.LogTail("us"))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// The control plane creates and writes the catalogue; a limiter reads
+	// it but never writes or creates it.
+	_, cpJS, _ := client(t, n, "control-plane")
+	limNC, limJS, limErrs := client(t, n, "limiter-eu")
+	reader := startCatalog(t, limJS, true, quiet)
+	writer := startCatalog(t, cpJS, false, quiet)
+	for _, c := range []*catalog.Catalog{writer, reader} {
+		if err := c.WaitSynced(ctx); err != nil {
+			t.Fatalf("catalogue not synced: %v", err)
+		}
+	}
+	if _, err := writer.PutPlan(ctx, "test", "gold", region.Plan{Rate: 5, Capacity: 10}); err != nil {
+		t.Fatalf("control plane writes a plan: %v", err)
+	}
+	if _, err := writer.Assign(ctx, "test", "acct_1", "gold"); err != nil {
+		t.Fatalf("control plane assigns a key: %v", err)
+	}
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if p, err := reader.Plan("acct_1"); err != nil || p.Capacity != 10 {
+			return fmt.Errorf("the limiter's catalogue answers %v, %v", p, err)
+		}
+		return nil
+	})
+	if hist, err := reader.History(ctx, catalog.KindPlan, "gold"); err != nil || len(hist) != 1 {
+		t.Fatalf("the limiter reads history: %d entries, %v", len(hist), err)
+	}
+	if _, err := reader.PutPlan(ctx, "test", "gold", region.Plan{Rate: 1e6, Capacity: 1e6}); !errors.Is(err, catalog.ErrReadOnly) {
+		t.Fatalf("a read-only catalogue wrote: %v", err)
+	}
+	kv, err := limJS.KeyValue(ctx, "quota-catalog")
+	if err != nil {
+		t.Fatalf("the limiter binds the bucket: %v", err)
+	}
+	putCtx, putCancel := context.WithTimeout(ctx, 2*time.Second) // refused: no reply comes
+	_, err = kv.Put(putCtx, "plan.gold", []byte(`{"rate":1000000,"capacity":1000000}`))
+	putCancel()
+	if err == nil {
+		t.Fatal("the limiter's credentials wrote the catalogue")
+	}
+	refused(t, limErrs, "$KV.quota-catalog.plan.gold")
+	// A refused request gets no reply: each waits out its own deadline.
+	createCtx, createCancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = limJS.CreateKeyValue(createCtx, jetstream.KeyValueConfig{Bucket: "forged"})
+	createCancel()
+	if err == nil {
+		t.Fatal("the limiter's credentials created a bucket")
+	}
+	refused(t, limErrs, "$JS.API.STREAM.CREATE.KV_forged")
+
+	// Usage: the limiter's Reporter publishes on its own subject, the
+	// reconciler ingests it. The limiter cannot publish as another region.
+	pool := migratedPool(t, testserver.NewDatabase(t))
+	_, recJS, recErrs := client(t, n, "reconciler")
+	cfg := reconcile.DefaultConfig()
+	cfg.Logger = quiet
+	cfg.Metrics = reconcile.NewMetrics(nil)
+	rec, err := reconcile.New(recJS, reconcile.NewWriter(pool), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	rcfg := ledger.DefaultConfig()
+	rcfg.Region, rcfg.ProcessID, rcfg.SpoolDir, rcfg.Logger = "eu", "eu-1", t.TempDir(), quiet
+	rep, err := ledger.NewReporter(limJS, rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Record([]region.Usage{{Key: "acct_1", WindowStart: time.Now().Truncate(time.Minute), Spent: 7, Leased: 7}})
+	if err := rep.Flush(ctx); err != nil {
+		t.Fatalf("the limiter reports usage: %v", err)
+	}
+	testserver.WaitFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		var spent int64
+		err := pool.QueryRow(ctx, `SELECT coalesce(sum(spent), 0) FROM usage_reports WHERE key = 'acct_1'`).Scan(&spent)
+		if err != nil || spent != 7 {
+			return fmt.Errorf("ledger holds %d (%v), want 7", spent, err)
+		}
+		return nil
+	})
+	closeCtx, closeCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer closeCancel()
+	if err := rep.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
+
+	forged := []byte(`{"key":"acct_victim","process_id":"us-1","region":"us","spent":1000000}`)
+	for _, tc := range []struct {
+		name    string
+		nc      *nats.Conn
+		errs    <-chan error
+		subject string
+	}{
+		{"limiter reports as another region", limNC, limErrs, "quota.usage.us.us-1"},
+		{"limiter gossips as another region", limNC, limErrs, "quota.gossip.us.us-1"},
+		{"reconciler publishes usage", recJS.Conn(), recErrs, "quota.usage.eu.eu-1"},
+		{"reconciler writes the catalogue", recJS.Conn(), recErrs, "$KV.quota-catalog.plan.gold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.nc.Publish(tc.subject, forged); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			refused(t, tc.errs, tc.subject)
+		})
+	}
+	var spent int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(spent), 0) FROM usage_reports WHERE key = 'acct_victim'`).Scan(&spent); err != nil || spent != 0 {
+		t.Fatalf("forged usage reached the ledger: %d (%v)", spent, err)
+	}
+	if _, err := reader.Plan("acct_victim"); !errors.Is(err, region.ErrUnknownPlan) {
+		t.Fatalf("acct_victim has a plan: %v", err)
+	}
+}
+
+// Gossip crosses between limiters of a region, and a limiter of one region
+// hears another's, but only on the sender's own subject: a digest that
+// eu's credentials publish as us never reaches anyone. The refused message
+// is published before a permitted one on the same connection, so it would
+// have arrived first.
+func TestShippedGossipSubjects(t *testing.T) {
+	n := testserver.StartShippedNATS(t, "eu", "us")
+	eu, _, euErrs := client(t, n, "limiter-eu")
+	us, _, _ := client(t, n, "limiter-us")
+	sub, err := us.SubscribeSync("quota.gossip.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := us.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := eu.Publish("quota.gossip.us.us-1", []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	if err := eu.Publish("quota.gossip.eu.eu-1", []byte("genuine")); err != nil {
+		t.Fatal(err)
+	}
+	if err := eu.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != "quota.gossip.eu.eu-1" || string(msg.Data) != "genuine" {
+		t.Fatalf("first gossip heard: %s %q", msg.Subject, msg.Data)
+	}
+	refused(t, euErrs, "quota.gossip.us.us-1")
+}
+
+func startCatalog(t *testing.T, js jetstream.JetStream, readOnly bool, log *slog.Logger) *catalog.Catalog {
+	t.Helper()
+	cfg := catalog.DefaultConfig()
+	cfg.ReadOnly, cfg.Logger, cfg.RetryInterval = readOnly, log, 50*time.Millisecond
+	c, err := catalog.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(js); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+func migratedPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := migrations.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
