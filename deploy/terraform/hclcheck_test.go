@@ -625,18 +625,20 @@ module "c" {
 // cmd/regional-limiter/README.md documents): a typo, or a flag the binary does not have yet, would
 // otherwise only show up as a crash-looping pod.
 func TestFlagsMatchContract(t *testing.T) {
+	limiter := daemonFlags(t, "../../cmd/regional-limiter")
 	tests := []struct {
 		dir   string
-		file  string // the file that configures the binary's containers
+		file  string // a file that configures the binary's containers
 		flags map[string]bool
 	}{
-		{"modules/region", "limiter.tf", daemonFlags(t, "../../cmd/regional-limiter")},
+		{"modules/region", "limiter.tf", limiter},
+		{"modules/region", "controlplane.tf", limiter},
 		{"modules/ledger", "main.tf", daemonFlags(t, "../../cmd/reconciler")},
 	}
 	flagRE := regexp.MustCompile(`"--([a-z][a-z-]*)`)
 	envRE := regexp.MustCompile(`"QUOTA_([A-Z_]+)"`)
 	for _, tt := range tests {
-		t.Run(tt.dir, func(t *testing.T) {
+		t.Run(tt.dir+"/"+tt.file, func(t *testing.T) {
 			src, err := os.ReadFile(filepath.Join(tt.dir, tt.file))
 			if err != nil {
 				t.Fatal(err)

@@ -21,6 +21,15 @@ output "limiter_args" {
   value       = { for name, m in local.region_out : name => m.limiter_args }
 }
 
+output "control_plane" {
+  description = "The control-plane limiter (the only catalogue writer): region, admin API service, arguments."
+  value = {
+    region  = local.control_region
+    service = local.region_out[local.control_region].control_plane_service
+    args    = local.region_out[local.control_region].control_plane_args
+  }
+}
+
 output "ledger" {
   description = "Reconciler service and Postgres target (host:port/database, no credentials)."
   value = {

@@ -1,5 +1,6 @@
 locals {
-  weights = { for name, r in var.regions : name => r.weight }
+  weights        = { for name, r in var.regions : name => r.weight }
+  control_region = coalesce(var.control_region, var.ledger_region)
 
   # The input of modules/region for each region: everything but the secrets.
   region_specs = {
@@ -13,14 +14,25 @@ locals {
       peers                       = { for other, o in var.regions : other => o.gateway_url if other != name }
       gateway_service_type        = r.gateway_service_type
       gateway_service_annotations = r.gateway_service_annotations
+      gateway_source_ranges       = var.gateway_source_ranges
+      allow_gateway_from_anywhere = var.allow_gateway_from_anywhere
       labels                      = var.labels
       limiter                     = r.limiter
       redis                       = r.redis
       nats                        = r.nats
+      nats_tls_secret             = var.nats_tls_secret
+      usage_stream_max_bytes      = var.ledger.usage_stream_max_bytes
+      control_region              = local.control_region
+      # The reconciler runs in the ledger region's namespace and connects to that region's NATS.
+      reconciler_namespace = name == var.ledger_region ? r.namespace : null
       network = {
         api_client_namespaces       = var.api_client_namespaces
         api_client_namespace_labels = var.api_client_namespace_labels
         prometheus_namespace        = var.prometheus_namespace
+        admin_client_namespaces     = var.admin_client_namespaces
+        nats_monitor_namespaces     = var.nats_monitor_namespaces
+        # Where the other regions' NATS pods run, for in-cluster gateways (one cluster).
+        peer_namespaces = distinct([for other, o in var.regions : o.namespace if other != name])
       }
       allow_unauthenticated_checks = var.allow_unauthenticated_checks
     }
@@ -47,6 +59,7 @@ module "region_0" {
   spec           = local.region_specs[local.slot_region["0"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["0"]]
+  nats_passwords = var.nats_passwords
   check_tokens   = var.check_tokens
   read_tokens    = var.read_tokens
 }
@@ -59,6 +72,7 @@ module "region_1" {
   spec           = local.region_specs[local.slot_region["1"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["1"]]
+  nats_passwords = var.nats_passwords
   check_tokens   = var.check_tokens
   read_tokens    = var.read_tokens
 }
@@ -71,6 +85,7 @@ module "region_2" {
   spec           = local.region_specs[local.slot_region["2"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["2"]]
+  nats_passwords = var.nats_passwords
   check_tokens   = var.check_tokens
   read_tokens    = var.read_tokens
 }
@@ -83,6 +98,7 @@ module "region_3" {
   spec           = local.region_specs[local.slot_region["3"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["3"]]
+  nats_passwords = var.nats_passwords
   check_tokens   = var.check_tokens
   read_tokens    = var.read_tokens
 }
@@ -95,6 +111,7 @@ module "region_4" {
   spec           = local.region_specs[local.slot_region["4"]]
   admin_token    = var.admin_token
   redis_password = var.redis_passwords[local.slot_region["4"]]
+  nats_passwords = var.nats_passwords
   check_tokens   = var.check_tokens
   read_tokens    = var.read_tokens
 }

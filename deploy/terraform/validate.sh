@@ -12,7 +12,9 @@
 #   2. per module (root, modules/region, modules/ledger, examples/single-cluster):
 #      terraform init -backend=false -plugin-dir=<mirror>, terraform validate
 #   3. terraform test (mock_provider) in the root module
-#   4. the NATS config template, rendered by terraform, parsed by `nats-server -t` (when installed)
+#   4. the NATS config template, rendered by terraform with every variable the region module passes
+#      (without and with TLS), parsed by `nats-server -t` with the password variables set as the
+#      NATS Secret sets them (when nats-server is installed)
 #   5. go test ./deploy/terraform/ (HCL reference check, covers examples/eks which needs the AWS
 #      provider and therefore cannot be validated by terraform here)
 #
@@ -126,15 +128,33 @@ done
 step "terraform test (mock_provider): deploy/terraform"
 run "test ." "$TERRAFORM" -chdir="$work/terraform" test -no-color
 
-# check_nats_conf renders modules/region/nats.conf.tftpl, as the region module does, for region
-# eu of three, and has nats-server parse it.
+# nats_password_envs: the variables the region module gives the NATS pods (modules/region/nats.tf;
+# tests/regions.tftest.hcl asserts the same list) for regions ap, eu, us.
+nats_password_envs=(
+	QUOTA_NATS_PASSWORD_LIMITER_AP QUOTA_NATS_PASSWORD_LIMITER_EU QUOTA_NATS_PASSWORD_LIMITER_US
+	QUOTA_NATS_PASSWORD_CONTROL_PLANE QUOTA_NATS_PASSWORD_RECONCILER QUOTA_NATS_PASSWORD_GATEWAY
+)
+
+# check_nats_conf renders modules/region/nats.conf.tftpl with every variable the region module
+# passes, for region eu of three (control and ledger region eu), without and with TLS, and has
+# nats-server parse it with the password variables set as the NATS Secret sets them (each value
+# double-quoted; the passwords here carry characters nats-server would misread unquoted). It also
+# checks that the template references exactly the variables the module sets, and that nats-server
+# refuses the config when one of them is unset.
 check_nats_conf() {
-	local dir=$work/natsconf
-	mkdir -p "$dir"
+	local dir=$work/natsconf rc=0
+	mkdir -p "$dir/tls"
 	cat >"$dir/main.tf" <<EOF
-output "conf" {
-  value = templatefile("$work/terraform/modules/region/nats.conf.tftpl", {
+locals {
+  vars = {
     name           = "eu"
+    regions        = ["ap", "eu", "us"]
+    control_region = "eu"
+    listen_host    = "0.0.0.0"
+    client_port    = 4222
+    http_port      = 8222
+    cluster_port   = 6222
+    gateway_port   = 7222
     store_dir      = "$dir/jetstream"
     max_file_store = "8G"
     routes         = [for i in range(3) : "nats://nats-eu-\${i}.nats-eu-headless.quota.svc.cluster.local:6222"]
@@ -143,17 +163,76 @@ output "conf" {
       { name = "ap", urls = ["nats://gw.ap.example.com:7222"] },
       { name = "us", urls = ["nats://gw.us.example.com:7222"] },
     ]
-  })
+    tls            = null
+    usage_subject  = "quota.usage"
+    gossip_subject = "quota.gossip"
+    usage_stream   = "QUOTA_USAGE"
+    catalog_bucket = "quota-catalog"
+    durable        = "reconciler"
+  }
+  tls = { cert_file = "$dir/tls/tls.crt", key_file = "$dir/tls/tls.key", ca_file = "$dir/tls/ca.crt" }
+}
+output "conf" {
+  value = templatefile("$work/terraform/modules/region/nats.conf.tftpl", local.vars)
+}
+output "conf_tls" {
+  value = templatefile("$work/terraform/modules/region/nats.conf.tftpl", merge(local.vars, { tls = local.tls }))
 }
 EOF
-	"$TERRAFORM" -chdir="$dir" init -backend=false -input=false -no-color >/dev/null &&
+	if ! { "$TERRAFORM" -chdir="$dir" init -backend=false -input=false -no-color >/dev/null &&
 		"$TERRAFORM" -chdir="$dir" apply -auto-approve -input=false -no-color >/dev/null &&
 		"$TERRAFORM" -chdir="$dir" output -raw conf >"$dir/nats.conf" &&
-		POD_NAME=nats-eu-0 nats-server -t -c "$dir/nats.conf" || {
-		echo "rendered config:" >&2
-		cat "$dir/nats.conf" >&2 2>/dev/null
+		"$TERRAFORM" -chdir="$dir" output -raw conf_tls >"$dir/nats-tls.conf"; }; then
+		echo "rendering nats.conf.tftpl failed" >&2
 		return 1
+	fi
+
+	local referenced expected
+	referenced=$(grep -v '^[[:space:]]*#' "$dir/nats.conf" | grep -o '\$QUOTA_NATS_PASSWORD_[A-Z0-9_]\+' | tr -d '$' | sort -u)
+	expected=$(printf '%s\n' "${nats_password_envs[@]}" | sort -u)
+	if [[ $referenced != "$expected" ]]; then
+		echo "the template's password variables (>) differ from those modules/region/nats.tf sets (<):" >&2
+		diff <(echo "$expected") <(echo "$referenced") >&2
+		rc=1
+	fi
+
+	# As the NATS Secret holds them: double-quoted; ';', '#', '9e1' would break an unquoted value.
+	local -a env=(POD_NAME=nats-eu-0)
+	local v i=0
+	for v in "${nats_password_envs[@]}"; do
+		env+=("$v=\"9e1$i;pw#{x}'y\$z-0123456789abcdef\"")
+		i=$((i + 1))
+	done
+	env "${env[@]}" nats-server -t -c "$dir/nats.conf" || {
+		echo "rendered config:" >&2
+		cat "$dir/nats.conf" >&2
+		rc=1
 	}
+	# Every variable is needed: with the last one unset, nats-server must refuse the file.
+	if env "${env[@]:0:${#env[@]}-1}" nats-server -t -c "$dir/nats.conf" >/dev/null 2>&1; then
+		echo "nats-server accepted the config with ${nats_password_envs[-1]} unset" >&2
+		rc=1
+	fi
+
+	# TLS, with a throwaway CA and server certificate (nats-server -t loads the files).
+	if ! command -v openssl >/dev/null; then
+		echo "TLS variant skipped: openssl not in PATH"
+	elif openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=quota-test-ca \
+		-keyout "$dir/tls/ca.key" -out "$dir/tls/ca.crt" >/dev/null 2>&1 &&
+		openssl req -newkey rsa:2048 -nodes -subj /CN=nats-eu -keyout "$dir/tls/tls.key" \
+			-out "$dir/tls/tls.csr" >/dev/null 2>&1 &&
+		openssl x509 -req -in "$dir/tls/tls.csr" -CA "$dir/tls/ca.crt" -CAkey "$dir/tls/ca.key" \
+			-CAcreateserial -days 1 -out "$dir/tls/tls.crt" >/dev/null 2>&1; then
+		env "${env[@]}" nats-server -t -c "$dir/nats-tls.conf" || {
+			echo "rendered config (TLS):" >&2
+			cat "$dir/nats-tls.conf" >&2
+			rc=1
+		}
+	else
+		echo "could not make a test certificate with openssl" >&2
+		rc=1
+	fi
+	return "$rc"
 }
 
 step "nats.conf template: nats-server -t"

@@ -9,6 +9,8 @@ variable "regions" {
                    + exec (e.g. aws eks get-token); config_path defaults to ~/.kube/config
       gateway_url  nats://host:7222 at which the OTHER regions reach this region's NATS gateway
                    (a DNS name you point at the nats-<region>-gateway LoadBalancer)
+      gateway_service_type  LoadBalancer (default; needs var.gateway_source_ranges), NodePort
+                   (the same), or ClusterIP (regions in one cluster dial each other in-cluster)
       redis        endpoint = managed Redis host:port (or comma-separated cluster seeds with
                    cluster = true); null deploys a Redis StatefulSet in the region
       limiter      replicas and resources of the regional-limiter Deployment
@@ -93,6 +95,10 @@ variable "regions" {
     error_message = "regions: every region needs its own gateway_url."
   }
   validation {
+    condition     = alltrue([for r in values(var.regions) : contains(["LoadBalancer", "NodePort", "ClusterIP"], r.gateway_service_type)])
+    error_message = "regions: gateway_service_type must be LoadBalancer, NodePort or ClusterIP."
+  }
+  validation {
     condition = alltrue([for r in values(var.regions) :
       r.limiter.shutdown_delay_seconds >= 0 && r.limiter.shutdown_delay_seconds <= 300 && floor(r.limiter.shutdown_delay_seconds) == r.limiter.shutdown_delay_seconds
     ])
@@ -120,8 +126,15 @@ variable "ledger_region" {
 }
 
 variable "ledger" {
-  description = "Reconciler and Postgres settings; postgres.host = null deploys Postgres in the ledger region."
+  description = <<-EOT
+    Reconciler and Postgres settings; postgres.host = null deploys Postgres in the ledger region.
+    usage_stream_max_bytes is the byte limit of the JetStream usage stream (QUOTA_USAGE) when a
+    limiter or the reconciler creates it (--usage-stream-max-bytes, --stream-max-bytes; an
+    existing stream is never changed). Keep it well below regions.<r>.nats.max_file_store: each
+    replica of the stream lives on one NATS server of the region that created it.
+  EOT
   type = object({
+    usage_stream_max_bytes = optional(number, 1073741824)
     reconciler = optional(object({
       replicas       = optional(number, 1)
       cpu_request    = optional(string, "250m")
@@ -152,6 +165,26 @@ variable "ledger" {
   validation {
     condition     = var.ledger.reconciler.drain_seconds >= 10 && floor(var.ledger.reconciler.drain_seconds) == var.ledger.reconciler.drain_seconds
     error_message = "ledger: reconciler.drain_seconds must be an integer of at least 10."
+  }
+  validation {
+    condition     = var.ledger.usage_stream_max_bytes >= 1048576 && floor(var.ledger.usage_stream_max_bytes) == var.ledger.usage_stream_max_bytes
+    error_message = "ledger: usage_stream_max_bytes must be an integer of at least 1048576 (1 MiB)."
+  }
+}
+
+variable "control_region" {
+  description = <<-EOT
+    Region (a key of var.regions) that runs the control-plane Deployment: one regional-limiter
+    with --control-plane and NATS user control-plane, the only process that writes the
+    catalogue (PUT/DELETE /v1/limits, /v1/keys, /v1/costs), behind its own Service
+    control-plane-<region>:8080. null = var.ledger_region.
+  EOT
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.control_region == null || contains(keys(var.regions), coalesce(var.control_region, "-"))
+    error_message = "control_region must be one of the regions (or null: the ledger region)."
   }
 }
 
@@ -207,6 +240,80 @@ variable "billing_client_namespaces" {
   }
 }
 
+variable "admin_client_namespaces" {
+  description = "Namespaces whose pods may reach the control-plane limiter's HTTP port (8080: catalogue writes and reads with the admin token). Empty = the control region's own namespace only."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for n in var.admin_client_namespaces : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", n))])
+    error_message = "admin_client_namespaces: namespace names are DNS labels."
+  }
+}
+
+variable "nats_monitor_namespaces" {
+  description = "Namespaces whose pods may reach the NATS monitoring port (8222: /varz, /jsz, /gatewayz; e.g. a prometheus-nats-exporter or NATS surveyor). Empty = none (kubelet probes need no rule)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for n in var.nats_monitor_namespaces : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", n))])
+    error_message = "nats_monitor_namespaces: namespace names are DNS labels."
+  }
+}
+
+variable "gateway_source_ranges" {
+  description = <<-EOT
+    CIDRs that may reach the NATS gateway port (7222) of every region: the egress addresses (NAT
+    gateways) of the other regions' clusters. Set as the gateway Service's
+    loadBalancerSourceRanges and as ipBlocks of the NATS NetworkPolicy. Required (non-empty) when
+    any region exposes its gateway (gateway_service_type LoadBalancer or NodePort); a /0 range
+    (0.0.0.0/0, ::/0) is refused unless allow_gateway_from_anywhere = true.
+  EOT
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.gateway_source_ranges : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])
+    error_message = "gateway_source_ranges: every entry must be a CIDR (e.g. 203.0.113.0/24)."
+  }
+  validation {
+    condition = length(var.gateway_source_ranges) > 0 || alltrue([
+      for r in values(var.regions) : r.gateway_service_type == "ClusterIP"
+    ])
+    error_message = "gateway_source_ranges is empty but a region exposes its NATS gateway (gateway_service_type LoadBalancer or NodePort): list the other regions' egress CIDRs. There is no open default."
+  }
+  validation {
+    condition     = var.allow_gateway_from_anywhere || !anytrue([for c in var.gateway_source_ranges : endswith(c, "/0")])
+    error_message = "gateway_source_ranges contains a /0 range (the whole Internet): set allow_gateway_from_anywhere = true if that is really meant."
+  }
+}
+
+variable "allow_gateway_from_anywhere" {
+  description = "Permit a /0 range (0.0.0.0/0, ::/0) in gateway_source_ranges, i.e. a NATS gateway open to the Internet (still authenticated by the gateway password). Default false."
+  type        = bool
+  default     = false
+}
+
+variable "nats_tls_secret" {
+  description = <<-EOT
+    Name of a kubernetes.io/tls Secret (keys tls.crt, tls.key, ca.crt; e.g. from cert-manager)
+    that exists in every region's namespace. null = no TLS. When set, the NATS servers serve TLS
+    to clients and on the gateways with it (the template's tls blocks), and the limiters, the
+    control plane and the reconciler get only its ca.crt (--nats-tls-ca). The certificate must
+    name nats-<region>.<namespace>.svc.cluster.local and the host of the region's gateway_url,
+    allow server and client auth (gateways verify each other), and be signed by a CA whose
+    ca.crt every region shares.
+  EOT
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.nats_tls_secret == null || can(regex("^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$", coalesce(var.nats_tls_secret, "-")))
+    error_message = "nats_tls_secret must be a Secret name (DNS subdomain) or null."
+  }
+}
+
 variable "allow_unauthenticated_checks" {
   description = "Serve POST /v1/allow and /v1/allow/batch without a bearer token. Must be set explicitly to deploy with an empty check_tokens; refused together with check tokens."
   type        = bool
@@ -236,6 +343,43 @@ variable "redis_passwords" {
   validation {
     condition     = alltrue([for n in keys(var.regions) : length(lookup(var.redis_passwords, n, "")) > 0])
     error_message = "redis_passwords needs a non-empty password for every region."
+  }
+}
+
+variable "nats_passwords" {
+  description = <<-EOT
+    NATS passwords by user (README "NATS users and passwords"): limiter-<region> for every
+    region, control-plane, reconciler, and gateway (the gateways between regions authenticate
+    with it). Every key is required, no other is accepted, and no two users
+    may share a password. Each is 16..256 bytes of printable ASCII without spaces, '"' or '\'
+    (e.g. openssl rand -hex 32). A limiter, the control plane and the reconciler each get only
+    their own (env QUOTA_NATS_PASSWORD from their Secret); the NATS servers get theirs from
+    Secret nats-<region> (env QUOTA_NATS_PASSWORD_<USER>).
+  EOT
+  type        = map(string)
+  sensitive   = true
+
+  validation {
+    condition = alltrue([
+      for u in concat([for r in keys(var.regions) : "limiter-${r}"], ["control-plane", "reconciler", "gateway"]) :
+      contains(keys(var.nats_passwords), u)
+    ])
+    error_message = "nats_passwords needs a password for every user: limiter-<region> for each region, control-plane, reconciler and gateway."
+  }
+  validation {
+    condition = alltrue([
+      for u in keys(var.nats_passwords) :
+      contains(concat([for r in keys(var.regions) : "limiter-${r}"], ["control-plane", "reconciler", "gateway"]), u)
+    ])
+    error_message = "nats_passwords has a key that is no NATS user (users: limiter-<region> for each region, control-plane, reconciler, gateway)."
+  }
+  validation {
+    condition     = alltrue([for p in values(var.nats_passwords) : can(regex("^[\\x21\\x23-\\x5b\\x5d-\\x7e]{16,256}$", p))])
+    error_message = "nats_passwords: every password must be 16..256 bytes of printable ASCII without spaces, '\"' or '\\'."
+  }
+  validation {
+    condition     = length(distinct(values(var.nats_passwords))) == length(var.nats_passwords)
+    error_message = "nats_passwords: two users share a password (each role must be its own secret)."
   }
 }
 

@@ -21,16 +21,28 @@ run "region_tokens_network_shutdown" {
       gateway_url = "nats://gw.eu.example.com:7222"
       peers       = { us = "nats://gw.us.example.com:7222" }
       limiter     = { shutdown_delay_seconds = 7, drain_seconds = 15 }
+      # The control region (control_region null = this one) and the ledger region.
+      reconciler_namespace  = "quota"
+      gateway_source_ranges = ["198.51.100.0/24", "203.0.113.7/32"]
       network = {
         api_client_namespaces       = ["checkout", "search"]
         api_client_namespace_labels = { "quota.dev/client" = "true" }
         prometheus_namespace        = "monitoring"
+        admin_client_namespaces     = ["ops"]
+        nats_monitor_namespaces     = ["nats-monitoring"]
       }
     }
     admin_token    = "TEST-ADMIN-TOKEN-0123456789"
     redis_password = "TEST-REDIS-EU"
-    check_tokens   = ["TEST-CHECK-TOKEN-0001", "TEST-CHECK-TOKEN-0002"]
-    read_tokens    = ["TEST-READ-TOKEN-00001"]
+    nats_passwords = {
+      "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+      "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+    check_tokens = ["TEST-CHECK-TOKEN-0001", "TEST-CHECK-TOKEN-0002"]
+    read_tokens  = ["TEST-READ-TOKEN-00001"]
   }
 
   # The Secret holds the token lists, comma-joined (the daemon's flag format).
@@ -123,6 +135,191 @@ run "region_tokens_network_shutdown" {
     )
     error_message = "memberlist (7946 TCP+UDP) must be open between this region's limiters"
   }
+
+  # NATS: the servers' Secret holds every user's password, double-quoted (nats-server parses an
+  # environment value as config); the users that connect here have their real one.
+  assert {
+    condition     = toset(keys(kubernetes_secret.nats.data)) == toset(["limiter-eu", "limiter-us", "control-plane", "reconciler", "gateway"])
+    error_message = "Secret nats-eu must hold one key per NATS user"
+  }
+  assert {
+    condition = alltrue([
+      for u, p in {
+        "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+        "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+        "reconciler"    = "TEST-NATS-RECONCILER-0001"
+        "gateway"       = "TEST-NATS-GATEWAY-000001"
+      } : kubernetes_secret.nats.data[u] == "\"${p}\""
+    ])
+    error_message = "the control and ledger region's NATS Secret must hold the real, quoted passwords of limiter-eu, control-plane, reconciler and gateway"
+  }
+  assert {
+    condition     = startswith(kubernetes_secret.nats.data["limiter-us"], "\"disabled-") && !strcontains(kubernetes_secret.nats.data["limiter-us"], "TEST-NATS-LIMITER-US")
+    error_message = "another region's limiter user must be disabled here (a password no client has)"
+  }
+  assert {
+    condition = alltrue([
+      for u, env in { "limiter-eu" = "QUOTA_NATS_PASSWORD_LIMITER_EU", "limiter-us" = "QUOTA_NATS_PASSWORD_LIMITER_US", "control-plane" = "QUOTA_NATS_PASSWORD_CONTROL_PLANE", "reconciler" = "QUOTA_NATS_PASSWORD_RECONCILER", "gateway" = "QUOTA_NATS_PASSWORD_GATEWAY" } :
+      [
+        for e in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].env :
+        "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == env
+      ] == ["nats-eu/${u}"]
+    ])
+    error_message = "every QUOTA_NATS_PASSWORD_<USER> of the NATS pods must come from Secret nats-eu by secretKeyRef"
+  }
+  assert {
+    condition = (
+      length(kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].env) == 6 &&
+      !anytrue([for e in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].env : strcontains(coalesce(e.value, "-"), "TEST-")]) &&
+      !strcontains(jsonencode(kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].args), "TEST-") &&
+      contains(keys(kubernetes_stateful_set.nats.spec[0].template[0].metadata[0].annotations), "quota.dev/secret-hash") &&
+      !strcontains(jsonencode(kubernetes_stateful_set.nats.spec[0].template[0].metadata[0].annotations), "TEST-") &&
+      kubernetes_stateful_set.nats.wait_for_rollout
+    )
+    error_message = "NATS pods: POD_NAME plus 5 password variables, no literal secret, a secret-hash annotation (a new password rolls them), wait_for_rollout"
+  }
+  # The rendered config: every user, this region's subjects for its limiter user, the control
+  # region, gateway auth; no password, no TLS unless asked.
+  assert {
+    condition = alltrue([for want in [
+      "user: \"limiter-eu\"", "user: \"limiter-us\"", "user: \"control-plane\"", "user: \"reconciler\"", "user: \"gateway\"",
+      "password: $QUOTA_NATS_PASSWORD_LIMITER_EU", "password: $QUOTA_NATS_PASSWORD_LIMITER_US", "password: $QUOTA_NATS_PASSWORD_CONTROL_PLANE",
+      "password: $QUOTA_NATS_PASSWORD_RECONCILER", "password: $QUOTA_NATS_PASSWORD_GATEWAY",
+      "\"quota.usage.eu.>\"", "\"quota.gossip.us.>\"", "\"$KV.quota-catalog.>\"", "$JS.API.CONSUMER.MSG.NEXT.QUOTA_USAGE.reconciler",
+      "reject_unknown_cluster: true", "listen: \"0.0.0.0:4222\"", "http: \"0.0.0.0:8222\"", "listen: \"0.0.0.0:6222\"", "listen: \"0.0.0.0:7222\"",
+      ] : strcontains(kubernetes_config_map.nats.data["nats.conf"], want)
+    ]) && !strcontains(kubernetes_config_map.nats.data["nats.conf"], "TEST-") && !strcontains(kubernetes_config_map.nats.data["nats.conf"], "tls {")
+    error_message = "nats.conf must define every user with its password variable, the region's subjects, gateway auth, and no password or TLS:\n${kubernetes_config_map.nats.data["nats.conf"]}"
+  }
+
+  # The limiters: their own NATS user and password, R3 usage stream (3 NATS servers), no
+  # catalogue writes.
+  assert {
+    condition = (
+      contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-eu") &&
+      contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=3") &&
+      contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=1073741824") &&
+      !anytrue([for a in kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args : startswith(a, "--control-plane") || startswith(a, "--nats-password") || startswith(a, "--catalog-replicas") || startswith(a, "--nats-tls")])
+    )
+    error_message = "limiter args: ${jsonencode(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args)}"
+  }
+  assert {
+    condition = [
+      for e in kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].env :
+      "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == "QUOTA_NATS_PASSWORD"
+    ] == ["quota-limiter-eu/nats-password"] && kubernetes_secret.limiter.data["nats-password"] == "TEST-NATS-LIMITER-EU-0001"
+    error_message = "QUOTA_NATS_PASSWORD of the limiters must come from their Secret, which holds limiter-eu's password"
+  }
+  assert {
+    condition     = !anytrue([for k, v in kubernetes_secret.limiter.data : strcontains(v, "TEST-NATS-") && k != "nats-password"]) && !strcontains(jsonencode(kubernetes_secret.limiter.data), "TEST-NATS-CONTROL") && !strcontains(jsonencode(kubernetes_secret.limiter.data), "TEST-NATS-GATEWAY")
+    error_message = "the limiter Secret must hold no other NATS password"
+  }
+
+  # The control plane: one process, --control-plane, its own user, Secret, Service and policy.
+  assert {
+    condition = (
+      length(kubernetes_deployment.control_plane) == 1 &&
+      kubernetes_deployment.control_plane[0].spec[0].replicas == 1 &&
+      alltrue([for a in ["--control-plane", "--nats-user=control-plane", "--region=eu", "--catalog-replicas=3", "--usage-stream-replicas=3", "--nats=nats://nats-eu.quota.svc.cluster.local:4222"] :
+      contains(kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args, a)]) &&
+      !anytrue([for a in kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args : startswith(a, "--memberlist") || strcontains(a, "TEST-")])
+    )
+    error_message = "control-plane args: ${jsonencode(kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args)}"
+  }
+  assert {
+    condition = alltrue([
+      for name, key in { QUOTA_NATS_PASSWORD = "nats-password", QUOTA_ADMIN_TOKEN = "admin-token", QUOTA_REDIS = "redis-url", QUOTA_CHECK_TOKEN = "check-token" } :
+      [
+        for e in kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].env :
+        "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == name
+      ] == ["quota-control-plane-eu/${key}"]
+    ]) && kubernetes_secret.control_plane[0].data["nats-password"] == "TEST-NATS-CONTROL-PLANE-01"
+    error_message = "the control plane must read its secrets from Secret quota-control-plane-eu, which holds the control-plane NATS password"
+  }
+  assert {
+    condition = (
+      kubernetes_service.control_plane[0].spec[0].selector == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
+      !alltrue([for k, v in kubernetes_service.limiter.spec[0].selector : lookup(kubernetes_deployment.control_plane[0].spec[0].template[0].metadata[0].labels, k, "") == v])
+    )
+    error_message = "the control plane has its own Service, and the check Service limiter-eu must not select it"
+  }
+  assert {
+    condition = (
+      kubernetes_network_policy.control_plane[0].spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
+      length(kubernetes_network_policy.control_plane[0].spec[0].ingress) == 2 &&
+      kubernetes_network_policy.control_plane[0].spec[0].ingress[0].ports[0].port == "8080" &&
+      kubernetes_network_policy.control_plane[0].spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].values == toset(["ops"]) &&
+      kubernetes_network_policy.control_plane[0].spec[0].ingress[1].from[0].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "monitoring" })
+    )
+    error_message = "the control plane's :8080 must admit the admin namespaces and Prometheus only"
+  }
+
+  # The gateway Service: only the source ranges, client addresses kept for the NetworkPolicy.
+  assert {
+    condition = (
+      kubernetes_service.nats_gateway.spec[0].type == "LoadBalancer" &&
+      kubernetes_service.nats_gateway.spec[0].load_balancer_source_ranges == toset(["198.51.100.0/24", "203.0.113.7/32"]) &&
+      kubernetes_service.nats_gateway.spec[0].external_traffic_policy == "Local"
+    )
+    error_message = "the gateway LoadBalancer must be restricted to gateway_source_ranges, with externalTrafficPolicy Local"
+  }
+
+  # NATS NetworkPolicy: clients = limiters, control plane, reconciler; routes = this region's
+  # servers; gateways = the source ranges; monitor = the monitoring namespaces.
+  assert {
+    condition = (
+      kubernetes_network_policy.nats.spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats", "quota.dev/region" = "eu" }) &&
+      kubernetes_network_policy.nats.spec[0].policy_types == tolist(["Ingress"]) &&
+      length(kubernetes_network_policy.nats.spec[0].ingress) == 4
+    )
+    error_message = "the NATS NetworkPolicy must select this region's servers with four ingress rules: ${jsonencode(kubernetes_network_policy.nats.spec[0].ingress)}"
+  }
+  assert {
+    condition = (
+      [for p in kubernetes_network_policy.nats.spec[0].ingress[0].ports : p.port] == ["4222"] &&
+      length(kubernetes_network_policy.nats.spec[0].ingress[0].from) == 3 &&
+      kubernetes_network_policy.nats.spec[0].ingress[0].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" }) &&
+      length(kubernetes_network_policy.nats.spec[0].ingress[0].from[0].namespace_selector) == 0 &&
+      kubernetes_network_policy.nats.spec[0].ingress[0].from[1].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
+      kubernetes_network_policy.nats.spec[0].ingress[0].from[2].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = "eu" }) &&
+      kubernetes_network_policy.nats.spec[0].ingress[0].from[2].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "quota" })
+    )
+    error_message = "NATS :4222 must admit the limiters, the control plane and the reconciler only: ${jsonencode(kubernetes_network_policy.nats.spec[0].ingress[0])}"
+  }
+  assert {
+    condition = (
+      [for p in kubernetes_network_policy.nats.spec[0].ingress[1].ports : p.port] == ["6222"] &&
+      length(kubernetes_network_policy.nats.spec[0].ingress[1].from) == 1 &&
+      kubernetes_network_policy.nats.spec[0].ingress[1].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats", "quota.dev/region" = "eu" })
+    )
+    error_message = "NATS :6222 (routes) must admit this region's servers only"
+  }
+  assert {
+    condition = (
+      [for p in kubernetes_network_policy.nats.spec[0].ingress[2].ports : p.port] == ["7222"] &&
+      [for f in kubernetes_network_policy.nats.spec[0].ingress[2].from : f.ip_block[0].cidr] == ["198.51.100.0/24", "203.0.113.7/32"]
+    )
+    error_message = "NATS :7222 (gateways) must admit the source ranges: ${jsonencode(kubernetes_network_policy.nats.spec[0].ingress[2])}"
+  }
+  assert {
+    condition = (
+      [for p in kubernetes_network_policy.nats.spec[0].ingress[3].ports : p.port] == ["8222"] &&
+      kubernetes_network_policy.nats.spec[0].ingress[3].from[0].namespace_selector[0].match_expressions[0].values == toset(["nats-monitoring"])
+    )
+    error_message = "NATS :8222 must admit the monitoring namespaces only"
+  }
+
+  # Redis: this region's limiters and the control plane.
+  assert {
+    condition = (
+      kubernetes_network_policy.redis[0].spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "redis", "quota.dev/region" = "eu" }) &&
+      length(kubernetes_network_policy.redis[0].spec[0].ingress) == 1 &&
+      [for p in kubernetes_network_policy.redis[0].spec[0].ingress[0].ports : p.port] == ["6379"] &&
+      [for f in kubernetes_network_policy.redis[0].spec[0].ingress[0].from : f.pod_selector[0].match_labels["app.kubernetes.io/name"]] == ["regional-limiter", "control-plane"] &&
+      alltrue([for f in kubernetes_network_policy.redis[0].spec[0].ingress[0].from : f.pod_selector[0].match_labels["quota.dev/region"] == "eu" && length(f.namespace_selector) == 0])
+    )
+    error_message = "Redis :6379 must admit this region's limiters and control plane only"
+  }
 }
 
 run "region_default_network_is_own_namespace" {
@@ -133,17 +330,29 @@ run "region_default_network_is_own_namespace" {
   }
 
   variables {
+    # Not the control region, not the ledger region, one NATS server, gateways in one cluster.
     spec = {
-      name        = "us"
-      namespace   = "quota-us"
-      image       = "registry.example.com/quota:test"
-      weights     = { eu = 0.6, us = 0.4 }
-      gateway_url = "nats://gw.us.example.com:7222"
-      peers       = { eu = "nats://gw.eu.example.com:7222" }
+      name                 = "us"
+      namespace            = "quota-us"
+      image                = "registry.example.com/quota:test"
+      weights              = { eu = 0.6, us = 0.4 }
+      gateway_url          = "nats://nats-us-gateway.quota-us.svc.cluster.local:7222"
+      gateway_service_type = "ClusterIP"
+      peers                = { eu = "nats://nats-eu-gateway.quota-eu.svc.cluster.local:7222" }
+      control_region       = "eu"
+      nats                 = { replicas = 1 }
+      network              = { peer_namespaces = ["quota-eu"] }
     }
     admin_token    = "TEST-ADMIN-TOKEN-0123456789"
     redis_password = "TEST-REDIS-US"
-    check_tokens   = ["TEST-CHECK-TOKEN-0001"]
+    nats_passwords = {
+      "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+      "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+    check_tokens = ["TEST-CHECK-TOKEN-0001"]
   }
 
   assert {
@@ -162,6 +371,111 @@ run "region_default_network_is_own_namespace" {
     condition     = kubernetes_deployment.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds > 5 + 20
     error_message = "the default grace period must exceed the default delay + drain"
   }
+
+  # No control plane here; only this region's limiters reach NATS and Redis.
+  assert {
+    condition     = length(kubernetes_deployment.control_plane) == 0 && length(kubernetes_service.control_plane) == 0 && length(kubernetes_secret.control_plane) == 0 && length(kubernetes_network_policy.control_plane) == 0
+    error_message = "the control plane runs in the control region only"
+  }
+  assert {
+    condition = (
+      kubernetes_secret.nats.data["limiter-us"] == "\"TEST-NATS-LIMITER-US-0001\"" &&
+      kubernetes_secret.nats.data["gateway"] == "\"TEST-NATS-GATEWAY-000001\"" &&
+      alltrue([for u in ["limiter-eu", "control-plane", "reconciler"] : startswith(kubernetes_secret.nats.data[u], "\"disabled-")]) &&
+      !strcontains(jsonencode(kubernetes_secret.nats.data), "TEST-NATS-LIMITER-EU") &&
+      !strcontains(jsonencode(kubernetes_secret.nats.data), "TEST-NATS-CONTROL") &&
+      !strcontains(jsonencode(kubernetes_secret.nats.data), "TEST-NATS-RECONCILER")
+    )
+    error_message = "outside the control and ledger regions, only limiter-us and gateway have their real passwords in Secret nats-us"
+  }
+  assert {
+    condition     = strcontains(kubernetes_config_map.nats.data["nats.conf"], "\"quota.usage.eu.>\"") && strcontains(kubernetes_config_map.nats.data["nats.conf"], "user: \"control-plane\"")
+    error_message = "every region's config defines the control-plane user with the control region's subjects"
+  }
+  assert {
+    condition     = contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=1") && contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-us")
+    error_message = "one NATS server: the limiters create an R1 usage stream"
+  }
+  assert {
+    condition = (
+      length(kubernetes_network_policy.nats.spec[0].ingress) == 3 &&
+      length(kubernetes_network_policy.nats.spec[0].ingress[0].from) == 1 &&
+      [for p in kubernetes_network_policy.nats.spec[0].ingress[2].ports : p.port] == ["7222"] &&
+      length(kubernetes_network_policy.nats.spec[0].ingress[2].from) == 1 &&
+      kubernetes_network_policy.nats.spec[0].ingress[2].from[0].namespace_selector[0].match_expressions[0].values == toset(["quota-eu"]) &&
+      kubernetes_network_policy.nats.spec[0].ingress[2].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats" }) &&
+      kubernetes_network_policy.nats.spec[0].ingress[2].from[0].pod_selector[0].match_expressions[0].values == toset(["eu"])
+    )
+    error_message = "NATS us: clients = its limiters only; gateways = eu's NATS pods in quota-eu; no monitor rule: ${jsonencode(kubernetes_network_policy.nats.spec[0].ingress)}"
+  }
+  assert {
+    condition     = length(kubernetes_network_policy.redis[0].spec[0].ingress[0].from) == 1
+    error_message = "Redis us: its limiters only"
+  }
+  assert {
+    condition     = kubernetes_service.nats_gateway.spec[0].type == "ClusterIP" && length(coalesce(kubernetes_service.nats_gateway.spec[0].load_balancer_source_ranges, [])) == 0
+    error_message = "an in-cluster gateway is a ClusterIP Service without source ranges"
+  }
+}
+
+# NATS TLS from a kubernetes.io/tls Secret: the servers mount all of it and serve TLS to clients
+# and on the gateways; the limiters and the control plane get its ca.crt only.
+run "region_nats_tls" {
+  command = plan
+
+  module {
+    source = "./modules/region"
+  }
+
+  variables {
+    spec = {
+      name                   = "eu"
+      image                  = "registry.example.com/quota:test"
+      weights                = { eu = 1 }
+      gateway_url            = "nats://gw.eu.example.com:7222"
+      peers                  = {}
+      gateway_source_ranges  = ["198.51.100.0/24"]
+      nats_tls_secret        = "nats-tls"
+      usage_stream_max_bytes = 4294967296
+    }
+    admin_token    = "TEST-ADMIN-TOKEN-0123456789"
+    redis_password = "TEST-REDIS-EU"
+    nats_passwords = {
+      "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+    check_tokens = ["TEST-CHECK-TOKEN-0001"]
+  }
+
+  assert {
+    condition = (
+      strcontains(kubernetes_config_map.nats.data["nats.conf"], "tls {\n  cert_file: \"/etc/nats-tls/tls.crt\"\n  key_file: \"/etc/nats-tls/tls.key\"\n  ca_file: \"/etc/nats-tls/ca.crt\"\n}") &&
+      length(regexall("tls \\{", kubernetes_config_map.nats.data["nats.conf"])) == 2
+    )
+    error_message = "nats.conf must serve TLS to clients and on the gateway with the mounted Secret:\n${kubernetes_config_map.nats.data["nats.conf"]}"
+  }
+  assert {
+    condition = (
+      [for v in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].volume : v.secret[0].secret_name if v.name == "tls"] == ["nats-tls"] &&
+      [for m in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].volume_mount : m.mount_path if m.name == "tls"] == ["/etc/nats-tls"]
+    )
+    error_message = "the NATS pods must mount Secret nats-tls at /etc/nats-tls"
+  }
+  assert {
+    condition = alltrue([
+      for pod in [kubernetes_deployment.limiter.spec[0].template[0].spec[0], kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0]] :
+      contains(pod.container[0].args, "--nats-tls-ca=/etc/quota/nats-tls/ca.crt") &&
+      [for v in pod.volume : "${v.secret[0].secret_name}:${join(",", [for i in v.secret[0].items : "${i.key}=${i.path}"])}" if v.name == "nats-tls-ca"] == ["nats-tls:ca.crt=ca.crt"] &&
+      [for m in pod.container[0].volume_mount : m.mount_path if m.name == "nats-tls-ca"] == ["/etc/quota/nats-tls"]
+    ])
+    error_message = "the limiters and the control plane must mount only ca.crt of the NATS TLS Secret and pass --nats-tls-ca"
+  }
+  assert {
+    condition     = contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296") && contains(kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296")
+    error_message = "--usage-stream-max-bytes must follow spec.usage_stream_max_bytes"
+  }
 }
 
 run "region_requires_check_tokens" {
@@ -178,9 +492,17 @@ run "region_requires_check_tokens" {
       weights     = { us = 1 }
       gateway_url = "nats://gw.us.example.com:7222"
       peers       = {}
+      # An exposed gateway would need source ranges (another failure than the one tested).
+      gateway_service_type = "ClusterIP"
     }
     admin_token    = "TEST-ADMIN-TOKEN-0123456789"
     redis_password = "TEST-REDIS-US"
+    nats_passwords = {
+      "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
   }
 
   expect_failures = [var.check_tokens]
@@ -206,6 +528,7 @@ run "ledger_tokens_network_shutdown" {
       }
     }
     postgres_password = "TEST-PG-PASSWORD"
+    nats_password     = "TEST-NATS-RECONCILER-0001"
     billing_tokens    = ["TEST-BILLING-TOKEN-001", "prefix:acct_=TEST-BILLING-TOKEN-002"]
   }
 
@@ -242,6 +565,32 @@ run "ledger_tokens_network_shutdown" {
     )
     error_message = "the reconciler's :8081 must admit the billing namespaces and Prometheus' only: ${jsonencode(kubernetes_network_policy.reconciler.spec[0].ingress)}"
   }
+
+  # NATS: user reconciler, password from the ledger Secret, stream flags (defaults: R1, 1 GiB).
+  assert {
+    condition = (
+      alltrue([for a in ["--nats-user=reconciler", "--stream-replicas=1", "--stream-max-bytes=1073741824"] : contains(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args, a)]) &&
+      !anytrue([for a in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args : startswith(a, "--nats-password") || startswith(a, "--nats-tls")])
+    )
+    error_message = "reconciler args: ${jsonencode(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args)}"
+  }
+  assert {
+    condition = [
+      for e in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].env :
+      "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == "QUOTA_NATS_PASSWORD"
+    ] == ["quota-ledger-eu/nats-password"] && kubernetes_secret.ledger.data["nats-password"] == "TEST-NATS-RECONCILER-0001"
+    error_message = "QUOTA_NATS_PASSWORD of the reconciler must come from the ledger Secret, which holds the reconciler's NATS password"
+  }
+  # Postgres (in-cluster): the reconciler only.
+  assert {
+    condition = (
+      length(kubernetes_network_policy.postgres) == 1 &&
+      [for p in kubernetes_network_policy.postgres[0].spec[0].ingress[0].ports : p.port] == ["5432"] &&
+      length(kubernetes_network_policy.postgres[0].spec[0].ingress[0].from) == 1 &&
+      kubernetes_network_policy.postgres[0].spec[0].ingress[0].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = "eu" })
+    )
+    error_message = "Postgres :5432 must admit the reconciler only"
+  }
 }
 
 run "ledger_closed_by_default" {
@@ -253,12 +602,28 @@ run "ledger_closed_by_default" {
 
   variables {
     spec = {
-      region    = "eu"
-      namespace = "quota"
-      image     = "registry.example.com/quota:test"
-      nats_url  = "nats://nats-eu.quota.svc.cluster.local:4222"
+      region          = "eu"
+      namespace       = "quota"
+      image           = "registry.example.com/quota:test"
+      nats_url        = "nats://nats-eu.quota.svc.cluster.local:4222"
+      nats_tls_secret = "nats-tls"
+      usage_stream    = { replicas = 3, max_bytes = 2147483648 }
+      postgres        = { host = "ledger.example.internal" }
     }
     postgres_password = "TEST-PG-PASSWORD"
+    nats_password     = "TEST-NATS-RECONCILER-0001"
+  }
+
+  assert {
+    condition = (
+      alltrue([for a in ["--stream-replicas=3", "--stream-max-bytes=2147483648", "--nats-tls-ca=/etc/quota/nats-tls/ca.crt"] : contains(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args, a)]) &&
+      [for v in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].volume : "${v.secret[0].secret_name}:${join(",", [for i in v.secret[0].items : i.key])}" if v.name == "nats-tls-ca"] == ["nats-tls:ca.crt"]
+    )
+    error_message = "reconciler: stream flags from spec.usage_stream, and the CA of the NATS TLS Secret only: ${jsonencode(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args)}"
+  }
+  assert {
+    condition     = length(kubernetes_network_policy.postgres) == 0
+    error_message = "a managed Postgres gets no NetworkPolicy"
   }
 
   assert {

@@ -31,6 +31,15 @@ variables {
     us = "TEST-REDIS-US"
     ap = "TEST-REDIS-AP"
   }
+  nats_passwords = {
+    "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+    "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
+    "limiter-ap"    = "TEST-NATS-LIMITER-AP-0001"
+    "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+    "reconciler"    = "TEST-NATS-RECONCILER-0001"
+    "gateway"       = "TEST-NATS-GATEWAY-000001"
+  }
+  gateway_source_ranges     = ["198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/24"]
   check_tokens              = ["TEST-CHECK-TOKEN-0001", "TEST-CHECK-TOKEN-0002"]
   read_tokens               = ["TEST-READ-TOKEN-00001"]
   billing_tokens            = ["TEST-BILLING-TOKEN-001", "prefix:acct_=TEST-BILLING-TOKEN-002"]
@@ -182,15 +191,51 @@ run "three_regions" {
     error_message = "--processes must follow the replica count"
   }
 
+  # NATS roles: each region's limiters as limiter-<region>, R3 streams (3 NATS servers each), the
+  # control plane in the ledger region (control_region unset), the reconciler as reconciler.
+  assert {
+    condition = alltrue([for n, args in output.limiter_args :
+      contains(args, "--nats-user=limiter-${n}") && contains(args, "--usage-stream-replicas=3") && !contains(args, "--control-plane")
+    ])
+    error_message = "every region's limiters need --nats-user=limiter-<region> and --usage-stream-replicas=3: ${jsonencode(output.limiter_args)}"
+  }
+  assert {
+    condition     = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) : contains(m.limiter_env_names, "QUOTA_NATS_PASSWORD")])
+    error_message = "limiters must get QUOTA_NATS_PASSWORD from the environment"
+  }
+  assert {
+    condition = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) :
+      toset(m.nats_env_names) == toset(["POD_NAME", "QUOTA_NATS_PASSWORD_LIMITER_AP", "QUOTA_NATS_PASSWORD_LIMITER_EU", "QUOTA_NATS_PASSWORD_LIMITER_US", "QUOTA_NATS_PASSWORD_CONTROL_PLANE", "QUOTA_NATS_PASSWORD_RECONCILER", "QUOTA_NATS_PASSWORD_GATEWAY"])
+    ])
+    error_message = "every region's NATS pods need every password variable the template references"
+  }
+  assert {
+    condition = (
+      output.control_plane.region == "eu" &&
+      output.control_plane.service == "control-plane-eu.quota.svc.cluster.local:8080" &&
+      contains(output.control_plane.args, "--control-plane") && contains(output.control_plane.args, "--nats-user=control-plane") &&
+      contains(output.control_plane.args, "--catalog-replicas=3") &&
+      module.region_1[0].control_plane_service == null && module.region_2[0].control_plane_service == null
+    )
+    error_message = "one control plane, in the ledger region: ${jsonencode(output.control_plane)}"
+  }
+  assert {
+    condition = (
+      contains(module.ledger.reconciler_args, "--nats-user=reconciler") && contains(module.ledger.reconciler_args, "--stream-replicas=3") &&
+      contains(module.ledger.reconciler_args, "--stream-max-bytes=1073741824") && contains(module.ledger.reconciler_env_names, "QUOTA_NATS_PASSWORD")
+    )
+    error_message = "the reconciler connects as NATS user reconciler (password from the environment) with R3 stream flags"
+  }
+
   # Secrets never reach an output.
   assert {
-    condition     = !issensitive(output.regions) && !issensitive(output.limiter_args) && !issensitive(output.ledger)
+    condition     = !issensitive(output.regions) && !issensitive(output.limiter_args) && !issensitive(output.ledger) && !issensitive(output.control_plane)
     error_message = "an output carries a sensitive value"
   }
   assert {
     condition = alltrue([
-      for s in ["TEST-ADMIN-TOKEN", "TEST-PG-PASSWORD", "TEST-REDIS-", "TEST-CHECK-TOKEN", "TEST-READ-TOKEN", "TEST-BILLING-TOKEN"] :
-      !strcontains(jsonencode([output.regions, output.limiter_args, output.ledger]), s)
+      for s in ["TEST-ADMIN-TOKEN", "TEST-PG-PASSWORD", "TEST-REDIS-", "TEST-CHECK-TOKEN", "TEST-READ-TOKEN", "TEST-BILLING-TOKEN", "TEST-NATS-"] :
+      !strcontains(jsonencode([output.regions, output.limiter_args, output.ledger, output.control_plane]), s)
     ])
     error_message = "an output contains a secret value"
   }
@@ -203,6 +248,32 @@ run "three_regions" {
   assert {
     condition     = contains(module.ledger.reconciler_args, "--nats=nats://nats-eu.quota.svc.cluster.local:4222")
     error_message = "the reconciler must use the ledger region's NATS"
+  }
+}
+
+run "control_region_elsewhere" {
+  command = plan
+
+  variables {
+    control_region = "ap"
+    regions = {
+      eu = { slot = 0, weight = 0.5, gateway_url = "nats://gw.eu.example.com:7222" }
+      us = { slot = 1, weight = 0.3, gateway_url = "nats://gw.us.example.com:7222" }
+      ap = { slot = 2, weight = 0.2, gateway_url = "nats://gw.ap.example.com:7222", nats = { replicas = 1 } }
+    }
+  }
+
+  assert {
+    condition = (
+      output.control_plane.region == "ap" && output.control_plane.service == "control-plane-ap.quota.svc.cluster.local:8080" &&
+      contains(output.control_plane.args, "--region=ap") && contains(output.control_plane.args, "--catalog-replicas=1") &&
+      module.region_0[0].control_plane_service == null
+    )
+    error_message = "control_region = ap puts the control plane in ap (R1: one NATS server there): ${jsonencode(output.control_plane)}"
+  }
+  assert {
+    condition     = contains(output.limiter_args["ap"], "--usage-stream-replicas=1") && contains(output.limiter_args["eu"], "--usage-stream-replicas=3")
+    error_message = "usage stream replicas follow each region's NATS servers"
   }
 }
 

@@ -24,8 +24,16 @@ variables {
   admin_token       = "TEST-ADMIN-TOKEN-0123456789"
   postgres_password = "TEST-PG-PASSWORD"
   redis_passwords   = { eu = "a", us = "b" }
-  check_tokens      = ["TEST-CHECK-TOKEN-0001"]
-  ledger_region     = "eu"
+  nats_passwords = {
+    "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+    "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
+    "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+    "reconciler"    = "TEST-NATS-RECONCILER-0001"
+    "gateway"       = "TEST-NATS-GATEWAY-000001"
+  }
+  gateway_source_ranges = ["198.51.100.0/24", "203.0.113.7/32"]
+  check_tokens          = ["TEST-CHECK-TOKEN-0001"]
+  ledger_region         = "eu"
   regions = {
     eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
     us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
@@ -184,4 +192,175 @@ run "drain_too_short" {
     }
   }
   expect_failures = [var.regions]
+}
+
+# NATS passwords: one per user, every user, nothing else, long enough, distinct, quotable.
+
+run "missing_nats_password" {
+  command = plan
+  variables {
+    nats_passwords = {
+      "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+  }
+  expect_failures = [var.nats_passwords]
+}
+
+run "unknown_nats_user" {
+  command = plan
+  variables {
+    nats_passwords = {
+      "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+      "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
+      "limiter_ap"    = "TEST-NATS-LIMITER-AP-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+  }
+  expect_failures = [var.nats_passwords]
+}
+
+run "short_nats_password" {
+  command = plan
+  variables {
+    nats_passwords = {
+      "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+      "limiter-us"    = "short"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+  }
+  expect_failures = [var.nats_passwords]
+}
+
+run "quote_in_nats_password" {
+  command = plan
+  variables {
+    nats_passwords = {
+      "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+      "limiter-us"    = "TEST-NATS-LIMITER-\"US\"-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+  }
+  expect_failures = [var.nats_passwords]
+}
+
+run "shared_nats_password" {
+  command = plan
+  variables {
+    nats_passwords = {
+      "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
+      "limiter-us"    = "TEST-NATS-LIMITER-EU-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+  }
+  expect_failures = [var.nats_passwords]
+}
+
+# Characters nats-server would misread in an unquoted value (';', '#', a leading 9e1...) are
+# fine: the NATS Secret stores every password double-quoted.
+run "nats_password_special_characters_ok" {
+  command = plan
+  variables {
+    nats_passwords = {
+      "limiter-eu"    = "9e10;a#b{c}[d]$e'f<g>&h"
+      "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
+      "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
+      "reconciler"    = "TEST-NATS-RECONCILER-0001"
+      "gateway"       = "TEST-NATS-GATEWAY-000001"
+    }
+  }
+}
+
+# The gateway load balancer: no open default.
+
+run "loadbalancer_gateway_needs_source_ranges" {
+  command = plan
+  variables {
+    gateway_source_ranges = []
+  }
+  expect_failures = [var.gateway_source_ranges]
+}
+
+run "nodeport_gateway_needs_source_ranges" {
+  command = plan
+  variables {
+    gateway_source_ranges = []
+    regions = {
+      eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", gateway_service_type = "NodePort" }
+      us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222", gateway_service_type = "ClusterIP" }
+    }
+  }
+  expect_failures = [var.gateway_source_ranges]
+}
+
+run "in_cluster_gateways_need_no_source_ranges" {
+  command = plan
+  variables {
+    gateway_source_ranges = []
+    regions = {
+      eu = { slot = 0, weight = 0.6, namespace = "quota-eu", gateway_url = "nats://nats-eu-gateway.quota-eu.svc.cluster.local:7222", gateway_service_type = "ClusterIP" }
+      us = { slot = 1, weight = 0.4, namespace = "quota-us", gateway_url = "nats://nats-us-gateway.quota-us.svc.cluster.local:7222", gateway_service_type = "ClusterIP" }
+    }
+  }
+}
+
+run "open_gateway_needs_opt_in" {
+  command = plan
+  variables {
+    gateway_source_ranges = ["198.51.100.0/24", "0.0.0.0/0"]
+  }
+  expect_failures = [var.gateway_source_ranges]
+}
+
+run "open_gateway_opt_in" {
+  command = plan
+  variables {
+    gateway_source_ranges       = ["0.0.0.0/0"]
+    allow_gateway_from_anywhere = true
+  }
+}
+
+run "bad_gateway_source_range" {
+  command = plan
+  variables {
+    gateway_source_ranges = ["198.51.100.0"]
+  }
+  expect_failures = [var.gateway_source_ranges]
+}
+
+run "bad_gateway_service_type" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", gateway_service_type = "ExternalName" }
+      us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "unknown_control_region" {
+  command = plan
+  variables {
+    control_region = "mars"
+  }
+  expect_failures = [var.control_region]
+}
+
+run "small_usage_stream" {
+  command = plan
+  variables {
+    ledger = { usage_stream_max_bytes = 1000 }
+  }
+  expect_failures = [var.ledger]
 }

@@ -92,9 +92,13 @@ module "quota" {
   admin_token       = var.admin_token
   redis_passwords   = var.redis_passwords
   postgres_password = var.postgres_password
+  nats_passwords    = var.nats_passwords
   check_tokens      = var.check_tokens
   read_tokens       = var.read_tokens
   billing_tokens    = var.billing_tokens
+
+  gateway_source_ranges = var.gateway_source_ranges
+  nats_tls_secret       = var.nats_tls_secret
 
   api_client_namespaces     = var.api_client_namespaces
   billing_client_namespaces = var.billing_client_namespaces

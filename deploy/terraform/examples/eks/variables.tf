@@ -45,6 +45,23 @@ variable "postgres_password" {
   sensitive = true
 }
 
+variable "nats_passwords" {
+  description = "NATS password per user: limiter-<region> for each region, control-plane, reconciler, gateway."
+  type        = map(string)
+  sensitive   = true
+}
+
+variable "gateway_source_ranges" {
+  description = "Egress CIDRs of the three clusters (their NAT gateways' Elastic IPs, /32 each): the only sources the NATS gateway NLBs accept."
+  type        = list(string)
+}
+
+variable "nats_tls_secret" {
+  description = "kubernetes.io/tls Secret in each region's namespace for NATS client and gateway TLS (e.g. from cert-manager); null = none."
+  type        = string
+  default     = null
+}
+
 variable "check_tokens" {
   description = "Bearer tokens of /v1/allow (at least one; 16+ characters each)."
   type        = list(string)

@@ -4,10 +4,13 @@
 #
 #   terraform init && terraform apply -var image=quota:dev \
 #     -var admin_token=... -var 'redis_passwords={eu="...",us="...",ap="..."}' -var postgres_password=... \
-#     -var 'check_tokens=["..."]'
+#     -var 'check_tokens=["..."]' \
+#     -var 'nats_passwords={"limiter-eu"="...","limiter-us"="...","limiter-ap"="...","control-plane"="...","reconciler"="...","gateway"="..."}'
 #
 # NetworkPolicies: each region's limiters take HTTP from their own namespace only (api_client_namespaces
-# unset); kind's default CNI does not enforce NetworkPolicy, a Calico/Cilium cluster does.
+# unset); NATS takes clients from its region's limiters (and the control plane and reconciler in
+# eu), gateways from the other regions' NATS pods (ClusterIP gateways: no source ranges needed).
+# kind's default CNI does not enforce NetworkPolicy, a Calico/Cilium cluster does.
 #
 # Validated here: terraform validate (with the source-built kubernetes provider 1.13.4).
 # Not validated here: an apply against a real cluster.
@@ -47,6 +50,12 @@ variable "redis_passwords" {
 variable "postgres_password" {
   type      = string
   sensitive = true
+}
+
+variable "nats_passwords" {
+  description = "NATS password per user: limiter-eu, limiter-us, limiter-ap, control-plane, reconciler, gateway (16+ characters each, all different)."
+  type        = map(string)
+  sensitive   = true
 }
 
 variable "check_tokens" {
@@ -105,6 +114,7 @@ module "quota" {
   admin_token       = var.admin_token
   redis_passwords   = var.redis_passwords
   postgres_password = var.postgres_password
+  nats_passwords    = var.nats_passwords
   check_tokens      = var.check_tokens
   read_tokens       = var.read_tokens
   billing_tokens    = var.billing_tokens

@@ -15,13 +15,19 @@ locals {
   postgres_target = "${local.pg_host}:${local.pg.port}/${local.pg.database}"
   postgres_url    = "postgres://${urlencode(local.pg.user)}:${urlencode(var.postgres_password)}@${local.postgres_target}?sslmode=${local.pg_sslmode}"
 
-  # --postgres and --billing-token come from env QUOTA_POSTGRES / QUOTA_BILLING_TOKEN (Secret).
-  reconciler_args = [
+  # --postgres, --billing-token and --nats-password come from env QUOTA_POSTGRES,
+  # QUOTA_BILLING_TOKEN and QUOTA_NATS_PASSWORD (Secret).
+  nats_client_tls_dir = "/etc/quota/nats-tls"
+  reconciler_args = concat([
     "serve",
     "--listen=:8081",
     "--nats=${var.spec.nats_url}",
+    "--nats-user=reconciler",
+    "--stream-replicas=${var.spec.usage_stream.replicas}",
+    "--stream-max-bytes=${var.spec.usage_stream.max_bytes}",
     "--shutdown-delay=${var.spec.reconciler.shutdown_delay_seconds}s",
-  ]
+    ], var.spec.nats_tls_secret == null ? [] : ["--nats-tls-ca=${local.nats_client_tls_dir}/ca.crt"],
+  )
   # Namespaces allowed to reach :8081: billing clients and Prometheus (for /metrics).
   reconciler_client_namespaces = distinct(concat(
     var.spec.network.billing_client_namespaces,
@@ -44,6 +50,8 @@ resource "kubernetes_secret" "ledger" {
     "postgres-password" = var.postgres_password
     # Comma-joined, the --billing-token format; empty counts as unset (billing API off, 503).
     "billing-token" = join(",", var.billing_tokens)
+    # NATS user reconciler only.
+    "nats-password" = var.nats_password
   }
 }
 
@@ -138,6 +146,15 @@ resource "kubernetes_deployment" "reconciler" {
               }
             }
           }
+          env {
+            name = "QUOTA_NATS_PASSWORD"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.ledger.metadata[0].name
+                key  = "nats-password"
+              }
+            }
+          }
 
           # Fails as soon as the shutdown delay starts (two probes 1 s apart).
           readiness_probe {
@@ -174,6 +191,30 @@ resource "kubernetes_deployment" "reconciler" {
             read_only_root_filesystem  = true
             capabilities {
               drop = ["ALL"]
+            }
+          }
+
+          dynamic "volume_mount" {
+            for_each = var.spec.nats_tls_secret == null ? [] : [local.nats_client_tls_dir]
+            content {
+              name       = "nats-tls-ca"
+              mount_path = volume_mount.value
+              read_only  = true
+            }
+          }
+        }
+
+        # The CA of the NATS servers' certificate, and nothing else of their TLS Secret.
+        dynamic "volume" {
+          for_each = var.spec.nats_tls_secret == null ? [] : [var.spec.nats_tls_secret]
+          content {
+            name = "nats-tls-ca"
+            secret {
+              secret_name = volume.value
+              items {
+                key  = "ca.crt"
+                path = "ca.crt"
+              }
             }
           }
         }

@@ -24,3 +24,8 @@ output "reconciler_termination_grace_seconds" {
   description = "terminationGracePeriodSeconds of the reconciler pods (> shutdown delay + drain)."
   value       = kubernetes_deployment.reconciler.spec[0].template[0].spec[0].termination_grace_period_seconds
 }
+
+output "reconciler_env_names" {
+  description = "Names (not values) of the reconciler container's environment variables."
+  value       = [for e in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].env : e.name]
+}

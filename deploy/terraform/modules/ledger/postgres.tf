@@ -136,3 +136,34 @@ resource "kubernetes_stateful_set" "postgres" {
     }
   }
 }
+
+# Ingress to the in-cluster Postgres: the reconciler pods (the migrate init container and
+# `reconciler serve`) only.
+resource "kubernetes_network_policy" "postgres" {
+  count = local.pg_in_cluster ? 1 : 0
+
+  metadata {
+    name      = local.pg_name
+    namespace = var.spec.namespace
+    labels    = merge(local.labels, { "app.kubernetes.io/name" = "postgres" })
+  }
+
+  spec {
+    pod_selector {
+      match_labels = local.pg_selector
+    }
+    policy_types = ["Ingress"]
+
+    ingress {
+      ports {
+        port     = "5432"
+        protocol = "TCP"
+      }
+      from {
+        pod_selector {
+          match_labels = local.selector
+        }
+      }
+    }
+  }
+}

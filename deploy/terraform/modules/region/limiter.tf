@@ -5,12 +5,17 @@ locals {
   limiter_selector   = { "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = local.name }
 
   # The daemon's flags (cmd/regional-limiter/README.md). Secrets are not here: --admin-token,
-  # --redis, --check-token and --read-token come from env QUOTA_ADMIN_TOKEN, QUOTA_REDIS,
-  # QUOTA_CHECK_TOKEN and QUOTA_READ_TOKEN (Secret). $(POD_IP) is expanded by the kubelet.
+  # --redis, --check-token, --read-token and --nats-password come from env QUOTA_ADMIN_TOKEN,
+  # QUOTA_REDIS, QUOTA_CHECK_TOKEN, QUOTA_READ_TOKEN and QUOTA_NATS_PASSWORD (Secret). $(POD_IP)
+  # is expanded by the kubelet. No --control-plane: these limiters read the catalogue, never
+  # write it (PUT/DELETE answer 403; see controlplane.tf).
   limiter_args = concat([
     "--region=${local.name}",
     "--listen=:8080",
     "--nats=${local.nats_client_url}",
+    "--nats-user=limiter-${local.name}",
+    "--usage-stream-replicas=${local.js_replicas}",
+    "--usage-stream-max-bytes=${var.spec.usage_stream_max_bytes}",
     "--data-dir=/var/lib/quota",
     "--processes=${var.spec.limiter.replicas}",
     "--region-weights=${local.region_weights}",
@@ -19,6 +24,7 @@ locals {
     "--log-level=${var.spec.limiter.log_level}",
     "--shutdown-delay=${var.spec.limiter.shutdown_delay_seconds}s",
     ], var.spec.redis.cluster ? ["--redis-cluster"] : [],
+    local.nats_client_tls_args,
   var.spec.limiter.extra_args)
 
   # SIGTERM -> /readyz fails, the daemon serves on for the shutdown delay (no preStop hook: the
@@ -27,6 +33,9 @@ locals {
 }
 
 resource "kubernetes_deployment" "limiter" {
+  # After the NATS servers have rolled (wait_for_rollout): see nats.tf.
+  depends_on = [kubernetes_stateful_set.nats]
+
   metadata {
     name      = local.limiter_name
     namespace = local.ns
@@ -160,6 +169,15 @@ resource "kubernetes_deployment" "limiter" {
               }
             }
           }
+          env {
+            name = "QUOTA_NATS_PASSWORD"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret.limiter.metadata[0].name
+                key  = "nats-password"
+              }
+            }
+          }
 
           # Fails as soon as the shutdown delay starts: two failed probes 1 s apart take the pod
           # out of the Service's endpoints well within the default 5 s delay.
@@ -205,6 +223,14 @@ resource "kubernetes_deployment" "limiter" {
             name       = "data"
             mount_path = "/var/lib/quota"
           }
+          dynamic "volume_mount" {
+            for_each = var.spec.nats_tls_secret == null ? [] : [local.nats_client_tls_dir]
+            content {
+              name       = "nats-tls-ca"
+              mount_path = volume_mount.value
+              read_only  = true
+            }
+          }
         }
 
         # Usage spool and config cache. Final usage reports are sent on SIGTERM, after the
@@ -213,6 +239,20 @@ resource "kubernetes_deployment" "limiter" {
         volume {
           name = "data"
           empty_dir {}
+        }
+        # The CA of the NATS servers' certificate, and nothing else of their TLS Secret.
+        dynamic "volume" {
+          for_each = var.spec.nats_tls_secret == null ? [] : [var.spec.nats_tls_secret]
+          content {
+            name = "nats-tls-ca"
+            secret {
+              secret_name = volume.value
+              items {
+                key  = "ca.crt"
+                path = "ca.crt"
+              }
+            }
+          }
         }
       }
     }

@@ -1,6 +1,18 @@
 # One NATS cluster per region (JetStream on), joined to the other regions' clusters by gateways
 # into one super-cluster: gossip digests and config pushes cross regions over the gateways, and
 # usage reports reach the ledger region's reconciler over JetStream.
+#
+# Users (nats.conf.tftpl): limiter-<region> for every region, control-plane, reconciler, and the
+# gateway user of the gateway authorization (cluster routes carry no credentials: the NATS
+# NetworkPolicy admits only this region's servers to the route port). Every server's config
+# defines every user, and nats-server refuses to start while one of their
+# $QUOTA_NATS_PASSWORD_<USER> variables is unset, so the NATS pods get all of them from Secret
+# nats-<region>. Only the users that connect to THIS region's servers get their real password
+# there: this region's limiters, gateway, control-plane in the control region, reconciler in
+# the ledger region. Every other user gets a password no client has (derived from the gateway
+# password, which whoever can read this Secret holds anyway): it cannot log in here, the Secret
+# carries no other region's client password, and rotating a client password rolls the NATS pods
+# of its own region only.
 locals {
   nats_name       = "nats-${local.name}"
   nats_headless   = "nats-${local.name}-headless"
@@ -13,15 +25,77 @@ locals {
   nats_routes   = [for i in range(var.spec.nats.replicas) : "nats://${local.nats_name}-${i}.${local.nats_headless}.${local.svc}:6222"]
   gateway_host  = regex("^(?:nats://)?([^/]+)$", var.spec.gateway_url)[0]
 
+  nats_regions      = sort(keys(var.spec.weights))
+  control_region    = coalesce(var.spec.control_region, local.name)
+  is_control_region = local.control_region == local.name
+  hosts_reconciler  = var.spec.reconciler_namespace != null
+
+  # JetStream replicas of what this region's processes create (usage stream, catalogue bucket):
+  # R3 when the region runs three NATS servers or more, else R1.
+  js_replicas = var.spec.nats.replicas >= 3 ? 3 : 1
+
+  # TLS (spec.nats_tls_secret): the servers mount the whole kubernetes.io/tls Secret, the clients
+  # only its ca.crt.
+  nats_tls_dir = "/etc/nats-tls"
+  nats_tls = var.spec.nats_tls_secret == null ? null : {
+    cert_file = "${local.nats_tls_dir}/tls.crt"
+    key_file  = "${local.nats_tls_dir}/tls.key"
+    ca_file   = "${local.nats_tls_dir}/ca.crt"
+  }
+  nats_client_tls_dir  = "/etc/quota/nats-tls"
+  nats_client_tls_args = var.spec.nats_tls_secret == null ? [] : ["--nats-tls-ca=${local.nats_client_tls_dir}/ca.crt"]
+
+  nats_users = concat([for r in local.nats_regions : "limiter-${r}"], ["control-plane", "reconciler", "gateway"])
+  nats_users_here = concat(
+    ["limiter-${local.name}", "gateway"],
+    local.is_control_region ? ["control-plane"] : [],
+    local.hosts_reconciler ? ["reconciler"] : [],
+  )
+  nats_server_passwords = {
+    for u in local.nats_users : u => (contains(local.nats_users_here, u)
+      ? var.nats_passwords[u]
+      : "disabled-${sha256("quota-nats-disabled-user\n${var.nats_passwords["gateway"]}\n${local.name}\n${u}")}"
+    )
+  }
+  # user => the variable nats-server resolves its password from (internal/natsconf.PasswordEnv).
+  nats_password_env = { for u in local.nats_users : u => "QUOTA_NATS_PASSWORD_${upper(replace(u, "-", "_"))}" }
+
   # validate.sh renders this template with sample values and checks it with `nats-server -t`.
+  # Subjects, stream, bucket and durable are the daemons' defaults.
   nats_conf = templatefile("${path.module}/nats.conf.tftpl", {
     name           = local.name
+    regions        = local.nats_regions
+    control_region = local.control_region
+    listen_host    = "0.0.0.0"
+    client_port    = 4222
+    http_port      = 8222
+    cluster_port   = 6222
+    gateway_port   = 7222
     store_dir      = "/data/jetstream"
     max_file_store = var.spec.nats.max_file_store
     routes         = local.nats_routes
     advertise      = local.gateway_host
     gateways       = [for g in local.gateway_names : { name = g, urls = [var.spec.peers[g]] }]
+    tls            = local.nats_tls
+    usage_subject  = "quota.usage"
+    gossip_subject = "quota.gossip"
+    usage_stream   = "QUOTA_USAGE"
+    catalog_bucket = "quota-catalog"
+    durable        = "reconciler"
   })
+}
+
+# The servers' passwords, one key per user. nats-server parses the value of an environment
+# variable as a config value (an unquoted 1e10... is a number, a ';' ends it), so each value is
+# stored double-quoted: the password itself has no '"' or '\' (validated).
+resource "kubernetes_secret" "nats" {
+  metadata {
+    name      = local.nats_name
+    namespace = local.ns
+    labels    = local.nats_labels
+  }
+
+  data = { for u in local.nats_users : u => "\"${local.nats_server_passwords[u]}\"" }
 }
 
 resource "kubernetes_config_map" "nats" {
@@ -93,6 +167,10 @@ resource "kubernetes_service" "nats_gateway" {
   spec {
     type     = var.spec.gateway_service_type
     selector = local.nats_selector
+    # Exposed gateways: only the listed ranges get through the cloud load balancer, and the
+    # client address is kept (Local) so that the NetworkPolicy's ipBlocks see it.
+    load_balancer_source_ranges = var.spec.gateway_service_type == "LoadBalancer" ? var.spec.gateway_source_ranges : null
+    external_traffic_policy     = var.spec.gateway_service_type == "ClusterIP" ? null : "Local"
 
     port {
       name        = "gateway"
@@ -109,6 +187,11 @@ resource "kubernetes_stateful_set" "nats" {
     labels    = local.nats_labels
   }
 
+  # Terraform waits until every server runs the new template: the limiters, the control plane
+  # and (through the nats_client_url output) the reconciler roll only after it, which is the
+  # order a password rotation needs (deploy/README.md, "Rotating a NATS password").
+  wait_for_rollout = true
+
   spec {
     service_name          = local.nats_headless
     replicas              = var.spec.nats.replicas
@@ -123,6 +206,8 @@ resource "kubernetes_stateful_set" "nats" {
         labels = local.nats_labels
         annotations = {
           "quota.dev/config-hash" = sha256(local.nats_conf)
+          # nats-server reads its environment only at start: a changed password rolls the pods.
+          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret.nats.data))
         }
       }
 
@@ -154,6 +239,18 @@ resource "kubernetes_stateful_set" "nats" {
             value_from {
               field_ref {
                 field_path = "metadata.name"
+              }
+            }
+          }
+          dynamic "env" {
+            for_each = local.nats_users
+            content {
+              name = local.nats_password_env[env.value]
+              value_from {
+                secret_key_ref {
+                  name = kubernetes_secret.nats.metadata[0].name
+                  key  = env.value
+                }
               }
             }
           }
@@ -210,12 +307,30 @@ resource "kubernetes_stateful_set" "nats" {
             name       = "data"
             mount_path = "/data"
           }
+          dynamic "volume_mount" {
+            for_each = var.spec.nats_tls_secret == null ? [] : [local.nats_tls_dir]
+            content {
+              name       = "tls"
+              mount_path = volume_mount.value
+              read_only  = true
+            }
+          }
         }
 
         volume {
           name = "config"
           config_map {
             name = kubernetes_config_map.nats.metadata[0].name
+          }
+        }
+        dynamic "volume" {
+          for_each = var.spec.nats_tls_secret == null ? [] : [var.spec.nats_tls_secret]
+          content {
+            name = "tls"
+            secret {
+              secret_name  = volume.value
+              default_mode = "0400"
+            }
           }
         }
       }

@@ -93,3 +93,233 @@ resource "kubernetes_network_policy" "limiter" {
     }
   }
 }
+
+# Ingress to the control-plane limiter (control region only): its HTTP port from the admin client
+# namespaces (this namespace only when none is named) and from Prometheus' namespace.
+locals {
+  admin_ns_names = length(var.spec.network.admin_client_namespaces) > 0 ? var.spec.network.admin_client_namespaces : [local.ns]
+}
+
+resource "kubernetes_network_policy" "control_plane" {
+  count = local.is_control_region ? 1 : 0
+
+  metadata {
+    name      = local.control_plane_name
+    namespace = local.ns
+    labels    = local.control_plane_labels
+  }
+
+  spec {
+    pod_selector {
+      match_labels = local.control_plane_selector
+    }
+    policy_types = ["Ingress"]
+
+    ingress {
+      ports {
+        port     = "8080"
+        protocol = "TCP"
+      }
+      from {
+        namespace_selector {
+          match_expressions {
+            key      = "kubernetes.io/metadata.name"
+            operator = "In"
+            values   = local.admin_ns_names
+          }
+        }
+      }
+    }
+
+    dynamic "ingress" {
+      for_each = local.prometheus_ns
+      content {
+        ports {
+          port     = "8080"
+          protocol = "TCP"
+        }
+        from {
+          namespace_selector {
+            match_labels = { "kubernetes.io/metadata.name" = ingress.value }
+          }
+        }
+      }
+    }
+  }
+}
+
+# Ingress to the NATS servers:
+#   4222 (clients)  this region's limiters; the control plane (control region); the reconciler
+#                   (ledger region), from its namespace (spec.reconciler_namespace)
+#   6222 (routes)   this region's NATS servers
+#   7222 (gateways) spec.gateway_source_ranges (ipBlocks: the other regions' egress addresses,
+#                   seen as such because the gateway Service keeps client addresses), and the
+#                   other regions' NATS pods in spec.network.peer_namespaces (gateways dialled
+#                   inside one cluster). Neither: no rule, nobody.
+#   8222 (monitor)  spec.network.nats_monitor_namespaces only (an exporter or surveyor); the
+#                   kubelet's probes need no rule.
+locals {
+  nats_peer_regions = sort(keys(var.spec.peers))
+  nats_gateway_from = length(var.spec.gateway_source_ranges) + (
+    length(local.nats_peer_regions) > 0 && length(var.spec.network.peer_namespaces) > 0 ? 1 : 0
+  )
+  reconciler_selector = { "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = local.name }
+}
+
+resource "kubernetes_network_policy" "nats" {
+  metadata {
+    name      = local.nats_name
+    namespace = local.ns
+    labels    = local.nats_labels
+  }
+
+  spec {
+    pod_selector {
+      match_labels = local.nats_selector
+    }
+    policy_types = ["Ingress"]
+
+    # Clients: limiters, control plane, reconciler.
+    ingress {
+      ports {
+        port     = "4222"
+        protocol = "TCP"
+      }
+      from {
+        pod_selector {
+          match_labels = local.limiter_selector
+        }
+      }
+      dynamic "from" {
+        for_each = local.is_control_region ? [local.control_plane_selector] : []
+        content {
+          pod_selector {
+            match_labels = from.value
+          }
+        }
+      }
+      dynamic "from" {
+        for_each = local.hosts_reconciler ? [var.spec.reconciler_namespace] : []
+        content {
+          namespace_selector {
+            match_labels = { "kubernetes.io/metadata.name" = from.value }
+          }
+          pod_selector {
+            match_labels = local.reconciler_selector
+          }
+        }
+      }
+    }
+
+    # Cluster routes: this region's servers.
+    ingress {
+      ports {
+        port     = "6222"
+        protocol = "TCP"
+      }
+      from {
+        pod_selector {
+          match_labels = local.nats_selector
+        }
+      }
+    }
+
+    # Gateways. An ingress rule without any from would admit everybody: only with sources.
+    dynamic "ingress" {
+      for_each = local.nats_gateway_from > 0 ? [1] : []
+      content {
+        ports {
+          port     = "7222"
+          protocol = "TCP"
+        }
+        dynamic "from" {
+          for_each = var.spec.gateway_source_ranges
+          content {
+            ip_block {
+              cidr = from.value
+            }
+          }
+        }
+        dynamic "from" {
+          for_each = length(local.nats_peer_regions) > 0 && length(var.spec.network.peer_namespaces) > 0 ? [1] : []
+          content {
+            namespace_selector {
+              match_expressions {
+                key      = "kubernetes.io/metadata.name"
+                operator = "In"
+                values   = var.spec.network.peer_namespaces
+              }
+            }
+            pod_selector {
+              match_labels = { "app.kubernetes.io/name" = "nats" }
+              match_expressions {
+                key      = "quota.dev/region"
+                operator = "In"
+                values   = local.nats_peer_regions
+              }
+            }
+          }
+        }
+      }
+    }
+
+    # Monitoring.
+    dynamic "ingress" {
+      for_each = length(var.spec.network.nats_monitor_namespaces) > 0 ? [var.spec.network.nats_monitor_namespaces] : []
+      content {
+        ports {
+          port     = "8222"
+          protocol = "TCP"
+        }
+        from {
+          namespace_selector {
+            match_expressions {
+              key      = "kubernetes.io/metadata.name"
+              operator = "In"
+              values   = ingress.value
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+# Ingress to the in-cluster Redis: this region's limiters and control plane only (it also needs
+# the password). A managed Redis is outside the cluster: restrict it with its security group.
+resource "kubernetes_network_policy" "redis" {
+  count = local.redis_in_cluster ? 1 : 0
+
+  metadata {
+    name      = local.redis_name
+    namespace = local.ns
+    labels    = merge(local.labels, { "app.kubernetes.io/name" = "redis" })
+  }
+
+  spec {
+    pod_selector {
+      match_labels = local.redis_selector
+    }
+    policy_types = ["Ingress"]
+
+    ingress {
+      ports {
+        port     = "6379"
+        protocol = "TCP"
+      }
+      from {
+        pod_selector {
+          match_labels = local.limiter_selector
+        }
+      }
+      dynamic "from" {
+        for_each = local.is_control_region ? [local.control_plane_selector] : []
+        content {
+          pod_selector {
+            match_labels = from.value
+          }
+        }
+      }
+    }
+  }
+}

@@ -31,8 +31,9 @@ output "redis_in_cluster" {
 }
 
 output "nats_client_url" {
-  description = "NATS URL for clients in this region (--nats)."
+  description = "NATS URL for clients in this region (--nats). Known once the NATS servers have rolled out, so that a client of another module (the reconciler) rolls after them."
   value       = local.nats_client_url
+  depends_on  = [kubernetes_stateful_set.nats]
 }
 
 output "nats_gateway_names" {
@@ -58,4 +59,19 @@ output "limiter_env_names" {
 output "limiter_termination_grace_seconds" {
   description = "terminationGracePeriodSeconds of the limiter pods (> shutdown delay + drain)."
   value       = kubernetes_deployment.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds
+}
+
+output "nats_env_names" {
+  description = "Names (not values) of the NATS container's environment variables: POD_NAME and one QUOTA_NATS_PASSWORD_<USER> per user."
+  value       = [for e in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].env : e.name]
+}
+
+output "control_plane_service" {
+  description = "In-cluster address of the control-plane limiter's admin API; null outside the control region."
+  value       = local.is_control_region ? "${kubernetes_service.control_plane[0].metadata[0].name}.${local.svc}:8080" : null
+}
+
+output "control_plane_args" {
+  description = "The control-plane container's arguments; [] outside the control region."
+  value       = local.is_control_region ? kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args : []
 }

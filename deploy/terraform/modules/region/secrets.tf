@@ -25,5 +25,27 @@ resource "kubernetes_secret" "limiter" {
     "redis-password" = var.redis_password
     "check-token"    = join(",", var.check_tokens)
     "read-token"     = join(",", var.read_tokens)
+    # This region's limiter user only (--nats-user=limiter-<region>).
+    "nats-password" = var.nats_passwords["limiter-${local.name}"]
+  }
+}
+
+# The control-plane limiter's Secret (control region only): the limiter's tokens and Redis, and
+# the control-plane NATS password instead of the limiters' one.
+resource "kubernetes_secret" "control_plane" {
+  count = local.is_control_region ? 1 : 0
+
+  metadata {
+    name      = "quota-control-plane-${local.name}"
+    namespace = local.ns
+    labels    = local.labels
+  }
+
+  data = {
+    "admin-token"   = var.admin_token
+    "redis-url"     = local.redis_url
+    "check-token"   = join(",", var.check_tokens)
+    "read-token"    = join(",", var.read_tokens)
+    "nats-password" = var.nats_passwords["control-plane"]
   }
 }

@@ -11,10 +11,24 @@ variable "spec" {
       limiter.shutdown_delay_seconds  --shutdown-delay: on SIGTERM /readyz fails and the daemon
                       keeps serving this long; limiter.drain_seconds: then the time to finish
                       requests, return leases, send final reports. Grace = delay + drain + 5 s.
+      gateway_source_ranges  CIDRs allowed to the gateway port: loadBalancerSourceRanges of the
+                    gateway Service and ipBlocks of the NATS NetworkPolicy. Required for a
+                    LoadBalancer or NodePort gateway; a /0 needs allow_gateway_from_anywhere.
+      control_region  the region whose control-plane limiter writes the catalogue (null = this
+                    one); the control-plane Deployment is created in that region only.
+      reconciler_namespace  namespace of the reconciler when it connects to THIS region's NATS
+                    (the ledger region), else null: the NATS NetworkPolicy admits it from there.
+      nats_tls_secret  kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt) in this namespace for
+                    NATS client and gateway TLS; null = none.
+      usage_stream_max_bytes  --usage-stream-max-bytes (the stream's limit when a limiter creates it)
       network       who may reach the limiters' HTTP port (NetworkPolicy): pods in
                     api_client_namespaces (names) or in namespaces carrying all of
                     api_client_namespace_labels; both empty = this namespace only. Plus
-                    prometheus_namespace (null = none) for /metrics.
+                    prometheus_namespace (null = none) for /metrics. admin_client_namespaces:
+                    who may reach the control plane (empty = this namespace only).
+                    nats_monitor_namespaces: who may reach NATS :8222 (empty = nobody).
+                    peer_namespaces: namespaces of the other regions' NATS pods when the
+                    gateways are dialled inside one cluster.
       allow_unauthenticated_checks  permit an empty check_tokens (open /v1/allow)
   EOT
   type = object({
@@ -28,7 +42,13 @@ variable "spec" {
     peers                       = map(string)
     gateway_service_type        = optional(string, "LoadBalancer")
     gateway_service_annotations = optional(map(string), {})
+    gateway_source_ranges       = optional(list(string), [])
+    allow_gateway_from_anywhere = optional(bool, false)
     labels                      = optional(map(string), {})
+    control_region              = optional(string)
+    reconciler_namespace        = optional(string)
+    nats_tls_secret             = optional(string)
+    usage_stream_max_bytes      = optional(number, 1073741824)
 
     limiter = optional(object({
       replicas       = optional(number, 3)
@@ -63,6 +83,9 @@ variable "spec" {
       api_client_namespaces       = optional(list(string), [])
       api_client_namespace_labels = optional(map(string), {})
       prometheus_namespace        = optional(string)
+      admin_client_namespaces     = optional(list(string), [])
+      nats_monitor_namespaces     = optional(list(string), [])
+      peer_namespaces             = optional(list(string), [])
     }), {})
 
     allow_unauthenticated_checks = optional(bool, false)
@@ -79,6 +102,30 @@ variable "spec" {
   validation {
     condition     = !contains(keys(var.spec.peers), var.spec.name)
     error_message = "spec.peers must list the other regions only."
+  }
+  validation {
+    condition     = var.spec.control_region == null || contains(keys(var.spec.weights), coalesce(var.spec.control_region, "-"))
+    error_message = "spec.control_region must be one of the regions of spec.weights (or null: this region)."
+  }
+  validation {
+    condition     = contains(["LoadBalancer", "NodePort", "ClusterIP"], var.spec.gateway_service_type)
+    error_message = "spec.gateway_service_type must be LoadBalancer, NodePort or ClusterIP."
+  }
+  validation {
+    condition     = var.spec.gateway_service_type == "ClusterIP" || length(var.spec.gateway_source_ranges) > 0
+    error_message = "spec.gateway_source_ranges is empty but the gateway is exposed (LoadBalancer or NodePort): there is no open default."
+  }
+  validation {
+    condition     = alltrue([for c in var.spec.gateway_source_ranges : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])
+    error_message = "spec.gateway_source_ranges: every entry must be a CIDR."
+  }
+  validation {
+    condition     = var.spec.allow_gateway_from_anywhere || !anytrue([for c in var.spec.gateway_source_ranges : endswith(c, "/0")])
+    error_message = "spec.gateway_source_ranges contains a /0 range: set spec.allow_gateway_from_anywhere = true if that is really meant."
+  }
+  validation {
+    condition     = var.spec.usage_stream_max_bytes >= 1048576 && floor(var.spec.usage_stream_max_bytes) == var.spec.usage_stream_max_bytes
+    error_message = "spec.usage_stream_max_bytes must be an integer of at least 1048576 (1 MiB)."
   }
   validation {
     condition     = var.spec.limiter.replicas >= 1 && var.spec.nats.replicas >= 1
@@ -104,6 +151,29 @@ variable "redis_password" {
   description = "Password of this region's Redis (managed endpoint or the in-cluster StatefulSet)."
   type        = string
   sensitive   = true
+}
+
+variable "nats_passwords" {
+  description = <<-EOT
+    NATS passwords by user: limiter-<region> for every region of spec.weights, control-plane,
+    reconciler, gateway. This region's limiters get limiter-<this region> (Secret
+    quota-limiter-<region>), the control plane control-plane (in spec.control_region only), the
+    NATS servers the users that connect here (Secret nats-<region>); see nats.tf.
+  EOT
+  type        = map(string)
+  sensitive   = true
+
+  validation {
+    condition = alltrue([
+      for u in concat([for r in keys(var.spec.weights) : "limiter-${r}"], ["control-plane", "reconciler", "gateway"]) :
+      length(lookup(var.nats_passwords, u, "")) >= 16
+    ])
+    error_message = "nats_passwords needs a password of at least 16 characters for limiter-<region> (every region), control-plane, reconciler and gateway."
+  }
+  validation {
+    condition     = alltrue([for p in values(var.nats_passwords) : !strcontains(p, "\"") && !strcontains(p, "\\") && !strcontains(p, " ")])
+    error_message = "nats_passwords: a password must not contain '\"', '\\' or spaces (nats-server reads it as a quoted config string)."
+  }
 }
 
 variable "check_tokens" {
