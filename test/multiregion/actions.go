@@ -2,6 +2,7 @@ package multiregion
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/quotaplatform/quota/internal/testserver"
@@ -192,4 +193,65 @@ func (c *Cluster) relaunch(n *Node, skew time.Duration) {
 func (c *Cluster) SkewClock(n *Node, d time.Duration) {
 	c.t.Helper()
 	c.RestartProcess(n, d)
+}
+
+// ColdRestart stops every limiter of every region at once (SIGTERM, as a
+// fleet-wide rollout or an outage of the whole fleet would) and starts them
+// all again at once, each under a new process id with its clock skew and
+// told to join its region's other processes (none is up yet: each runs
+// alone and joins the others as they come up, membership.Start). Clients
+// route around the limiters until every one is ready. It returns when every
+// limiter answers /readyz, with the time the new processes were launched.
+// Redis, NATS (and so the catalogue) and the ledger keep running: the
+// limiters' own state (leases, gossip tables, memberlists) starts empty.
+func (c *Cluster) ColdRestart() (launched time.Time) {
+	c.t.Helper()
+	nodes := c.Nodes()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		n.mu.Lock()
+		p := n.proc
+		n.down = true
+		n.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p != nil && p.running() {
+				if err := p.stop(c.stopTimeout()); err != nil {
+					c.t.Logf("multiregion: %s: %v", n.Name(), err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	launched = time.Now()
+	for _, n := range nodes {
+		n.mu.Lock()
+		n.restarts++
+		skew := n.skew
+		n.mu.Unlock()
+		var join []string
+		for _, m := range c.Region(n.Region).Nodes() {
+			if m != n {
+				join = append(join, m.memberlist)
+			}
+		}
+		if err := n.launch(skew, join); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	testserver.WaitFor(c.t, 60*time.Second, 20*time.Millisecond, func() error {
+		for _, n := range nodes {
+			if err := n.ready(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, n := range nodes {
+		n.mu.Lock()
+		n.down = false
+		n.mu.Unlock()
+	}
+	return launched
 }

@@ -108,10 +108,13 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	deadline := time.Now().Add(spec.StartTimeout)
 	remaining := func() time.Duration { return max(time.Until(deadline), time.Second) }
 
+	began := time.Now()
 	// NATS first: the limiters' catalogue and the ledger stream need it.
-	c.nats = startNATSMesh(t, spec.Regions, spec.CrossRegionRTT, c.dir)
-	testserver.WaitFor(t, remaining(), 50*time.Millisecond, func() error { return c.nats.connected(nil) })
-	testserver.WaitFor(t, remaining(), 100*time.Millisecond, func() error { return c.nats.jetStreamReady(nil) })
+	// The first region is the control region: its process 0 is the one
+	// limiter with --control-plane (the catalogue's only writer). Redis,
+	// Postgres and the migrations start while the servers connect their
+	// gateways and elect a JetStream meta leader (several seconds).
+	c.nats = startNATSMesh(t, spec.Regions, c.order[0], spec.CrossRegionRTT, c.dir)
 
 	for _, r := range c.order {
 		rd := testserver.StartRedis(t)
@@ -143,11 +146,21 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	if err := migrate.exitErr(); err != nil {
 		t.Fatalf("multiregion: reconciler migrate: %v\n%s", err, migrate.tail(40))
 	}
+
+	testserver.WaitFor(t, remaining(), 50*time.Millisecond, func() error { return c.nats.connected(nil) })
+	testserver.WaitFor(t, remaining(), 100*time.Millisecond, func() error { return c.nats.jetStreamReady(nil) })
+	natsReady := time.Since(began)
+	// Authentication is on: a stranger is refused, a limiter's user cannot
+	// report as another region (cheap: a few connections).
+	if err := c.nats.checkAuth(); err != nil {
+		t.Fatalf("multiregion: %v", err)
+	}
+
 	reconListen := hostPort(testserver.FreePort(t))
 	c.reconURL = "http://" + reconListen
 	c.reconProc = newProc("reconciler", reconBin, c.dir, []string{"serve",
-		"--nats", c.nats.URL(c.order[0]), "--postgres", c.pgURL, "--listen", reconListen,
-		"--batch-interval", "100ms"}, nil)
+		"--nats", c.nats.URL(c.order[0]), "--nats-user", "reconciler", "--postgres", c.pgURL, "--listen", reconListen,
+		"--batch-interval", "100ms"}, []string{"QUOTA_NATS_PASSWORD=" + c.nats.Password("reconciler")})
 	if err := c.reconProc.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +168,8 @@ func Start(t testing.TB, spec Spec) *Cluster {
 
 	// Limiter processes, in rounds: the i-th process of every region starts
 	// once the ones before it are ready, and joins their memberlist (as a
-	// rolling deployment does; the daemon refuses to start when none of
-	// its join addresses answers).
+	// rolling deployment does). ColdRestart starts them all at once
+	// instead.
 	for i := 0; i < spec.Processes; i++ {
 		var round []*Node
 		for _, r := range c.order {
@@ -207,6 +220,8 @@ func Start(t testing.TB, spec Spec) *Cluster {
 		wg.Wait()
 	})
 	testserver.WaitFor(t, remaining(), 50*time.Millisecond, c.ready)
+	t.Logf("multiregion: cluster ready in %.1f s (NATS super-cluster with a JetStream meta leader after %.1f s)",
+		time.Since(began).Seconds(), natsReady.Seconds())
 	return c
 }
 
@@ -311,6 +326,12 @@ func (n *Node) IDs() []string {
 	return append([]string(nil), n.ids...)
 }
 
+// ControlPlane reports whether the node is the control-plane limiter:
+// process 0 of the first region (the control region), run with
+// --control-plane and the control-plane NATS user. Every catalogue write of
+// the harness goes to it; the other limiters answer 403 to them.
+func (n *Node) ControlPlane() bool { return n.Index == 0 && n.Region == n.c.order[0] }
+
 // Name is region/index.
 func (n *Node) Name() string { return n.Region + "/" + strconv.Itoa(n.Index) }
 
@@ -341,11 +362,13 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 		id = fmt.Sprintf("%s-%d.r%d", n.Region, n.Index, n.restarts)
 	}
 	reg := n.c.regions[n.Region]
+	user := clientUser(n.Region, n.ControlPlane())
 	args := []string{
 		"--region", n.Region,
 		"--listen", n.listen,
 		"--redis", "redis://" + reg.RedisProxy.Addr() + "/0",
 		"--nats", "nats://" + reg.NATSProxy.Addr(),
+		"--nats-user", user,
 		"--data-dir", n.dataDir,
 		"--admin-token", s.AdminToken,
 		"--process-id", id,
@@ -355,6 +378,7 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 		"--shutdown-delay", s.ShutdownDelay.String(),
 		"--processes", strconv.Itoa(s.Processes),
 		"--gossip-interval", s.GossipInterval.String(),
+		"--regions", strings.Join(s.Regions, ","),
 		"--region-weights", s.weightsFlag(),
 		"--share-floor", strconv.FormatFloat(s.ShareFloor, 'g', -1, 64),
 		"--memberlist-bind", n.memberlist,
@@ -363,12 +387,18 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 	if len(join) > 0 {
 		args = append(args, "--memberlist-join", strings.Join(join, ","))
 	}
+	if n.ControlPlane() {
+		args = append(args, "--control-plane")
+	}
 	if skew != 0 {
 		args = append(args, "--clock-skew", skew.String())
 	}
 	args = append(args, s.ExtraFlags...)
-	// The key goes by environment, as the deploy passes it: not in argv.
-	env := []string{"QUOTA_MEMBERLIST_KEY=" + n.c.memberlistKey}
+	// The secrets go by environment, as the deploy passes them: not in argv.
+	env := []string{
+		"QUOTA_MEMBERLIST_KEY=" + n.c.memberlistKey,
+		"QUOTA_NATS_PASSWORD=" + n.c.nats.Password(user),
+	}
 	p := newProc("limiter-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.bin, n.c.dir, args, env)
 	if err := p.start(); err != nil {
 		return err

@@ -14,16 +14,15 @@ import (
 	"github.com/quotaplatform/quota/internal/testserver"
 )
 
-// controlNode is the first live node: control-plane writes go there (the
-// catalogue is one JetStream KV bucket, so any node will do).
+// controlNode is the control-plane limiter (Node.ControlPlane): the only
+// process whose NATS user may write the catalogue, so every control-plane
+// write of the harness goes to it. While it restarts, put retries.
 func (c *Cluster) controlNode() *Node {
-	for _, n := range c.Nodes() {
-		if !n.Crashed() {
-			return n
-		}
+	n := c.Node(c.order[0], 0)
+	if n.Crashed() {
+		c.t.Fatalf("multiregion: the control-plane limiter %s is crashed: no catalogue write or control read is possible", n.Name())
 	}
-	c.t.Fatal("multiregion: no live limiter for a control-plane call")
-	return nil
+	return n
 }
 
 // put sends an authorised control-plane PUT, retrying 503 (catalogue
@@ -56,6 +55,29 @@ func (c *Cluster) put(path string, body any, timeout time.Duration) {
 		c.t.Fatalf("multiregion: PUT %s: %s %s", path, resp.Status, msg)
 		return nil
 	})
+}
+
+// PutTo sends one authorised control-plane PUT to node n and returns its
+// status: only the control-plane limiter may write the catalogue, the
+// others answer 403.
+func (c *Cluster) PutTo(n *Node, path string, body any) (int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequest(http.MethodPut, n.URL()+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.spec.AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 // SetPlan creates or changes a plan through the control-plane API.
@@ -151,8 +173,13 @@ func (c *Cluster) WaitConverged(timeout time.Duration, keys ...string) {
 
 // GossipWired reports whether the daemons serve /debug/shares.
 func (c *Cluster) GossipWired() bool {
-	_, err := c.sharesOf(c.controlNode(), "probe")
-	return !errors.Is(err, errGossipOff)
+	for _, n := range c.Nodes() {
+		if !n.Crashed() {
+			_, err := c.sharesOf(n, "probe")
+			return !errors.Is(err, errGossipOff)
+		}
+	}
+	return false
 }
 
 // configConverged compares the catalogue version metric of every live node.

@@ -1,7 +1,9 @@
 // Package multiregion is the multi-region harness: it runs the real
 // regional-limiter and reconciler binaries on loopback, three regions by
 // default, each with its own redis-server, its own nats-server (the regions'
-// servers joined by gateways, as operators deploy them) and N limiter
+// servers joined by gateways, as operators deploy them, on the shipped
+// configuration with its users and permissions: every daemon authenticates
+// as its role, and one limiter is the control plane) and N limiter
 // processes, plus Postgres and the reconciler, and drives them through the
 // failure table of the design with a traffic generator that records every
 // decision the clients saw.
@@ -17,16 +19,16 @@
 // gateway URLs they learn, so cutting configured links alone would leak).
 //
 // Domain actions (KillRedis, SlowRedis, PartitionNATS, StopPostgres,
-// CrashProcess, RollingRestart, SkewClock, SetPlan, WaitConverged) act on
-// the processes and links; every wait polls with a deadline, none sleeps as
-// synchronisation. The traffic generator routes each region's calls as a
-// load balancer does: to the limiters whose /readyz answered 200 at its last
-// health check (every 100 ms), so that it finds a draining limiter by
-// itself; processes the harness takes down (CrashProcess, RestartProcess)
-// it avoids at once.
+// CrashProcess, RollingRestart, ColdRestart, SkewClock, SetPlan,
+// WaitConverged) act on the processes and links; every wait polls with a
+// deadline, none sleeps as synchronisation. The traffic generator routes
+// each region's calls as a load balancer does: to the limiters whose
+// /readyz answered 200 at its last health check (every 100 ms), so that it
+// finds a draining limiter by itself; processes the harness takes down
+// (CrashProcess, RestartProcess, ColdRestart) it avoids at once.
 //
 // The scenarios are Go tests in this package. They are skipped unless
-// QUOTA_MULTIREGION is "short" (the CI form, under five minutes in all) or
+// QUOTA_MULTIREGION is "short" (the CI form, about five minutes in all) or
 // "full" (the on-demand form), and always under go test -short. With
 // QUOTA_MULTIREGION_REPORT=path the run writes a Markdown report of every
 // scenario's figures to path and its SVG plots next to it under img/.

@@ -223,6 +223,8 @@ var scenarios = []scenario{
 				fmt.Sprintf("%d of %d cost rejected", rej, dem), "0 rejected")
 		},
 	},
+	// Last: it restarts every limiter (coldstart_test.go).
+	coldStart(),
 }
 
 // rollingRestartDelay is the limiters' --shutdown-delay in the rolling
