@@ -114,6 +114,13 @@ type Config struct {
 	// BreakerCooldown is how long the breaker stays open before one probe
 	// call may try the store. Default 250ms.
 	BreakerCooldown time.Duration
+	// ProbeTimeout bounds the first call of a background probe (Run, with
+	// Config.Clock nil, probes an open breaker itself instead of waiting
+	// for a miss to): long enough for the store client to dial again and
+	// the store to load its script after a restart, none of which a
+	// decision waits for. The probe's second call must still answer within
+	// StoreTimeout for the breaker to close. Default 1s.
+	ProbeTimeout time.Duration
 
 	// Clock is the time source for decisions and the tickers of Run. nil
 	// (the default) means the system clock, read cheaply: while Run runs,
@@ -165,6 +172,7 @@ func DefaultConfig() Config {
 		LocalSharePrior:    20,
 		BreakerThreshold:   3,
 		BreakerCooldown:    250 * time.Millisecond,
+		ProbeTimeout:       time.Second,
 	}
 }
 
@@ -193,5 +201,6 @@ func (c *Config) validate() error {
 	check(c.LocalSharePrior >= 0 && !math.IsInf(c.LocalSharePrior, 0), "LocalSharePrior", "must be a finite number ≥ 0, got %v", c.LocalSharePrior)
 	check(c.BreakerThreshold >= 1, "BreakerThreshold", "must be at least 1, got %d", c.BreakerThreshold)
 	check(c.BreakerCooldown > 0, "BreakerCooldown", "must be positive, got %v", c.BreakerCooldown)
+	check(c.ProbeTimeout >= c.StoreTimeout, "ProbeTimeout", "must be at least StoreTimeout (%v), got %v", c.StoreTimeout, c.ProbeTimeout)
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -546,5 +547,76 @@ func TestKeyErrorStaysWithItsKey(t *testing.T) {
 	}
 	if h := u["healthy"]; h.Spent != 5 || h.Degraded != 0 {
 		t.Fatalf("healthy key's usage %+v", h)
+	}
+}
+
+// TestRecoveryAfterRedisRestart: Redis, 10 ms of round trip away, is killed
+// for long enough that the client's pool gives up dialling (go-redis then
+// dials in the background once a second), and restarted empty. A fresh
+// connection costs several round trips (dial, HELLO, CLIENT SETNAME, the
+// script's NOSCRIPT and EVAL), more than the 25 ms store timeout, so a probe
+// within the store timeout would lose its connection every time. A limiter
+// that makes no decision at all closes its breaker by itself (Run probes in
+// the background, with ProbeTimeout for the reconnection and the script
+// reload, then a call within the store timeout), and the next decision is
+// on the regional bucket again.
+func TestRecoveryAfterRedisRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := testserver.StartRedis(t)
+	proxy := testserver.StartProxy(t, srv.Addr)
+	if err := proxy.Latency(5 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, ClientName: "recovery-test"})
+	t.Cleanup(func() { rdb.Close() })
+	lim, _ := newRedisLimiter(t, rdb, "recovery:", region.Plan{Rate: 100, Capacity: 100}, func(c *region.Config) {
+		c.StoreTimeout = 25 * time.Millisecond
+		c.BreakerCooldown = 50 * time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lim.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	if err := rdb.Ping(ctx).Err(); err != nil { // a connection, before the first decision
+		t.Fatal(err)
+	}
+	if d, err := lim.Allow(ctx, "k", 1); err != nil || d.Degraded {
+		t.Fatalf("healthy decision: %+v %v", d, err)
+	}
+	srv.Stop()
+	// Decisions go on, degraded, while the pool's dial errors pile up past
+	// its size (10 per core), each probe one of them.
+	calls := lim.Stats().StoreCalls
+	testserver.WaitFor(t, 20*time.Second, 5*time.Millisecond, func() error {
+		d, err := lim.Allow(ctx, "k", 1)
+		if err != nil {
+			return err
+		}
+		failed := lim.Stats().StoreCalls - calls
+		if !d.Degraded || rdb.PoolStats().TotalConns != 0 || failed < 12*int64(runtime.GOMAXPROCS(0)) {
+			return fmt.Errorf("degraded %v, %d connections, %d failed store calls", d.Degraded, rdb.PoolStats().TotalConns, failed)
+		}
+		return nil
+	})
+	srv.Restart(t)
+	restarted := time.Now()
+	testserver.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if s := lim.Stats().Breaker; s != region.BreakerClosed {
+			return fmt.Errorf("breaker %v", s)
+		}
+		return nil
+	})
+	took := time.Since(restarted)
+	t.Logf("breaker closed %v after the restart, with no decision to trigger it", took)
+	if d, err := lim.Allow(ctx, "k", 1); err != nil || d.Degraded {
+		t.Fatalf("decision after recovery: %+v %v", d, err)
+	}
+	// go-redis dials again at most a second after the server is back; a
+	// probe follows within the cooldown.
+	if took > 2*time.Second {
+		t.Errorf("recovery took %v, want within 2 s", took)
 	}
 }

@@ -16,6 +16,9 @@ const coarseTick = 500 * time.Microsecond
 // idle process hoards nothing for longer than LeaseTTL + SweepInterval;
 // every FlushInterval it hands usage deltas to Config.Usage. When ctx ends
 // it returns every lease and flushes usage (Drain), then returns nil.
+// With Config.Clock nil it also probes an open breaker in the background
+// (probeInBackground), so that recovery waits neither for a miss nor for a
+// store client's reconnection within StoreTimeout.
 func (l *Limiter) Run(ctx context.Context) error {
 	var tick <-chan time.Time
 	if l.system {
@@ -24,6 +27,9 @@ func (l *Limiter) Run(ctx context.Context) error {
 		tick = t.C()
 		l.coarse.Store(int64(time.Since(l.start)) + 1)
 		defer l.coarse.Store(0)
+		l.bgProbes.Store(true)
+		defer l.probes.Wait()
+		defer l.bgProbes.Store(false)
 	}
 	sweeps := l.clock.NewTicker(l.cfg.SweepInterval)
 	defer sweeps.Stop()
@@ -33,6 +39,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 		select {
 		case <-tick:
 			l.coarse.Store(int64(time.Since(l.start)) + 1)
+			l.probeInBackground(ctx)
 		case <-sweeps.C():
 			l.sweep(ctx)
 		case <-flushes.C():
@@ -45,6 +52,41 @@ func (l *Limiter) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// probeKey is the key background probes read; a probe writes nothing.
+const probeKey = "quota-breaker-probe"
+
+// probeInBackground starts one probe when the breaker is open and its
+// cooldown has passed. The probe's first call may take ProbeTimeout: after
+// a store restart the client dials anew and the store reloads its script,
+// which a decision must not wait for and which alone would exceed
+// StoreTimeout. Its second call is the test: the breaker closes only when
+// the store answers that within StoreTimeout, so a store that is up but
+// slow stays bypassed. Both calls only read.
+func (l *Limiter) probeInBackground(ctx context.Context) {
+	if l.breaker.current() != BreakerOpen || !l.probing.CompareAndSwap(false, true) {
+		return
+	}
+	if !l.breaker.allow(l.now()) {
+		l.probing.Store(false)
+		return
+	}
+	l.probes.Add(1)
+	go func() {
+		defer l.probes.Done()
+		defer l.probing.Store(false)
+		req := LeaseRequest{Key: probeKey, Rate: 1, Capacity: 1, Spread: 1}
+		if _, _, err := l.callStoreWithin(ctx, req, l.cfg.ProbeTimeout); isTransient(err) {
+			l.breaker.failure(l.now())
+			return
+		}
+		if _, lat, err := l.callStore(ctx, req); isTransient(err) || lat > l.cfg.StoreTimeout {
+			l.breaker.failure(l.now())
+			return
+		}
+		l.breaker.success()
+	}()
 }
 
 // sweep gives back the unspent permits of expired leases and of evicted keys,
@@ -69,6 +111,9 @@ func (l *Limiter) Drain(ctx context.Context) {
 func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 	probing := false
 	if l.breaker.current() != BreakerClosed {
+		if l.bgProbes.Load() && !all {
+			return 0 // the background probe closes the breaker first
+		}
 		probing = l.breaker.allow(l.now())
 		if !probing && !all {
 			return 0

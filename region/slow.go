@@ -130,6 +130,9 @@ func (l *Limiter) refusedLocked(m *miss, now int64) bool {
 // It returns the limiter time after any call.
 func (l *Limiter) mayCallStoreLocked(ctx context.Context, m *miss, now int64) (int64, bool) {
 	probe := l.breaker.current() != BreakerClosed
+	if probe && l.bgProbes.Load() {
+		return now, false // Run probes in the background
+	}
 	if !l.breaker.allow(now) {
 		return now, false
 	}
@@ -262,7 +265,12 @@ func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64)
 // calls the store refused for their key (ErrStoreRejected); telling the
 // breaker is the caller's.
 func (l *Limiter) callStore(ctx context.Context, req LeaseRequest) (LeaseReply, time.Duration, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
+	return l.callStoreWithin(ctx, req, l.cfg.StoreTimeout)
+}
+
+// callStoreWithin is callStore under timeout instead of StoreTimeout.
+func (l *Limiter) callStoreWithin(ctx context.Context, req LeaseRequest, timeout time.Duration) (LeaseReply, time.Duration, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	t0 := l.clock.Now()
 	rep, err := l.store.Lease(cctx, req)
 	t1 := l.clock.Now()
