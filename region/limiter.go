@@ -44,9 +44,10 @@ type Limiter struct {
 	keyErrors  atomic.Int64 // store calls refused for their key's own reason (ErrStoreRejected)
 	// bgProbes is set while Run probes an open breaker in the background
 	// (Config.Clock nil): misses then never probe themselves.
-	bgProbes atomic.Bool
-	probing  atomic.Bool    // a background probe is in flight
-	probes   sync.WaitGroup // the background probe in flight, for Run to wait on
+	bgProbes  atomic.Bool
+	inflight  atomic.Int32   // background probes in flight
+	lastProbe atomic.Int64   // limiter ns the last background probe started
+	probes    sync.WaitGroup // background probes in flight, for Run to wait on
 
 	shards [shardCount]shard
 	slow   [slowStripes]sync.Mutex

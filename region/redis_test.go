@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -550,9 +549,8 @@ func TestKeyErrorStaysWithItsKey(t *testing.T) {
 	}
 }
 
-// TestRecoveryAfterRedisRestart: Redis, 10 ms of round trip away, is killed
-// for long enough that the client's pool gives up dialling (go-redis then
-// dials in the background once a second), and restarted empty. A fresh
+// TestRecoveryAfterRedisRestart: Redis, 10 ms of round trip away behind a
+// proxy, is killed, and restarted empty. A fresh
 // connection costs several round trips (dial, HELLO, CLIENT SETNAME, the
 // script's NOSCRIPT and EVAL), more than the 25 ms store timeout, so a probe
 // within the store timeout would lose its connection every time. A limiter
@@ -583,12 +581,16 @@ func TestRecoveryAfterRedisRestart(t *testing.T) {
 	if err := rdb.Ping(ctx).Err(); err != nil { // a connection, before the first decision
 		t.Fatal(err)
 	}
-	if d, err := lim.Allow(ctx, "k", 1); err != nil || d.Degraded {
-		t.Fatalf("healthy decision: %+v %v", d, err)
-	}
+	testserver.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if d, err := lim.Allow(ctx, "k", 1); err != nil || d.Degraded {
+			return fmt.Errorf("not a healthy decision yet: %+v %v", d, err)
+		}
+		return nil
+	})
 	srv.Stop()
-	// Decisions go on, degraded, while the pool's dial errors pile up past
-	// its size (10 per core), each probe one of them.
+	// Decisions go on, degraded, while probes fail: the proxy accepts each
+	// connection and closes it, as a load balancer in front of a dead
+	// Redis would.
 	calls := lim.Stats().StoreCalls
 	testserver.WaitFor(t, 20*time.Second, 5*time.Millisecond, func() error {
 		d, err := lim.Allow(ctx, "k", 1)
@@ -596,8 +598,8 @@ func TestRecoveryAfterRedisRestart(t *testing.T) {
 			return err
 		}
 		failed := lim.Stats().StoreCalls - calls
-		if !d.Degraded || rdb.PoolStats().TotalConns != 0 || failed < 12*int64(runtime.GOMAXPROCS(0)) {
-			return fmt.Errorf("degraded %v, %d connections, %d failed store calls", d.Degraded, rdb.PoolStats().TotalConns, failed)
+		if !d.Degraded || failed < 20 {
+			return fmt.Errorf("degraded %v, %d failed store calls", d.Degraded, failed)
 		}
 		return nil
 	})

@@ -57,35 +57,46 @@ func (l *Limiter) Run(ctx context.Context) error {
 // probeKey is the key background probes read; a probe writes nothing.
 const probeKey = "quota-breaker-probe"
 
-// probeInBackground starts one probe when the breaker is open and its
-// cooldown has passed. The probe's first call may take ProbeTimeout: after
+// maxProbes bounds the background probes in flight.
+const maxProbes = 4
+
+// probeInBackground starts a probe every BreakerCooldown while the breaker
+// is not closed, up to maxProbes at once: a probe whose connection hangs
+// on a store that is still away (a proxy that accepts and then waits) does
+// not hold up the next. A probe's first call may take ProbeTimeout: after
 // a store restart the client dials anew and the store reloads its script,
-// which a decision must not wait for and which alone would exceed
+// which a decision must not wait for and which alone may exceed
 // StoreTimeout. Its second call is the test: the breaker closes only when
 // the store answers that within StoreTimeout, so a store that is up but
 // slow stays bypassed. Both calls only read.
 func (l *Limiter) probeInBackground(ctx context.Context) {
-	if l.breaker.current() != BreakerOpen || !l.probing.CompareAndSwap(false, true) {
+	if l.breaker.current() == BreakerClosed || l.inflight.Load() >= maxProbes {
 		return
 	}
-	if !l.breaker.allow(l.now()) {
-		l.probing.Store(false)
+	now := l.now()
+	last := l.lastProbe.Load()
+	if last != 0 && time.Duration(now-last) < l.cfg.BreakerCooldown || !l.lastProbe.CompareAndSwap(last, now) {
 		return
 	}
+	l.inflight.Add(1)
 	l.probes.Add(1)
 	go func() {
 		defer l.probes.Done()
-		defer l.probing.Store(false)
+		defer l.inflight.Add(-1)
 		req := LeaseRequest{Key: probeKey, Rate: 1, Capacity: 1, Spread: 1}
-		if _, _, err := l.callStoreWithin(ctx, req, l.cfg.ProbeTimeout); isTransient(err) {
-			l.breaker.failure(l.now())
-			return
+		_, _, err := l.callStoreWithin(ctx, req, l.cfg.ProbeTimeout)
+		var lat time.Duration
+		if !isTransient(err) {
+			_, lat, err = l.callStore(ctx, req)
 		}
-		if _, lat, err := l.callStore(ctx, req); isTransient(err) || lat > l.cfg.StoreTimeout {
+		switch {
+		case !isTransient(err) && lat <= l.cfg.StoreTimeout:
+			l.breaker.success()
+		case l.breaker.current() != BreakerClosed:
+			// A probe that failed after another closed the breaker says
+			// nothing about the store now.
 			l.breaker.failure(l.now())
-			return
 		}
-		l.breaker.success()
 	}()
 }
 

@@ -50,6 +50,7 @@ type Record struct {
 	failed    int                         // checks lost to failures (unexpected); guarded by mu
 	expected  int                         // checks lost with a process being killed; guarded by mu
 	marks     map[string]time.Duration    // guarded by mu
+	lastDeg   map[string]time.Duration    // region → when its last degraded decision was seen; guarded by mu
 	samples   map[string][]ShareSample    // key → samples; guarded by mu
 }
 
@@ -69,6 +70,7 @@ func newRecord(regions []string) *Record {
 		byProcess: make(map[string]map[string]int64),
 		degByProc: make(map[string]map[string]int64),
 		marks:     make(map[string]time.Duration),
+		lastDeg:   make(map[string]time.Duration),
 		samples:   make(map[string][]ShareSample),
 	}
 }
@@ -83,6 +85,9 @@ func (r *Record) decision(ch check, region, process string, allowed, degraded bo
 		r.cells[k] = c
 	}
 	c.Decisions++
+	if degraded && !r.start.IsZero() {
+		r.lastDeg[region] = max(r.lastDeg[region], time.Since(r.start))
+	}
 	if !allowed {
 		c.Rejected += ch.cost
 		if degraded {
@@ -235,6 +240,14 @@ func (r *Record) AllowedByProcess() map[string]map[string]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return copyNested(r.byProcess)
+}
+
+// LastDegraded returns when, since the start of the run, the clients last
+// saw a decision of region flagged degraded (0: never).
+func (r *Record) LastDegraded(region string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastDeg[region]
 }
 
 // DegradedByProcess returns process → key → cost allowed in degraded mode.

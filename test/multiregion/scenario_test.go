@@ -43,6 +43,7 @@ type scenarioRun struct {
 	plans   map[string][]PlanPhase
 	faults  []Fault
 	crashed map[string]bool // process ids SIGKILLed
+	back    time.Duration   // when a restarted store answered again (redis-killed)
 	watch   string          // the key plotted and whose shares are sampled
 	notes   []string
 	// skipLatency: the run restarts processes on purpose; p99 is reported

@@ -39,12 +39,18 @@ var scenarios = []scenario{
 			g.At(s.D/3 + s.F)
 			to := g.Elapsed()
 			s.c.RestoreRedis("eu")
+			s.back = g.Elapsed() // the server answers again
 			s.faults = append(s.faults, Fault{Name: "eu Redis killed", Region: "eu", From: from, To: to, StoreLost: true})
-			s.note("eu's redis-server killed from %.1f s to %.1f s, restarted empty", from.Seconds(), to.Seconds())
+			s.note("eu's redis-server killed from %.1f s to %.1f s, restarted empty and answering at %.3f s", from.Seconds(), to.Seconds(), s.back.Seconds())
 		},
 		check: func(s *scenarioRun, rec *Record, f *Figures) {
 			f.check("degraded decisions flagged during the outage", f.DegradedCost > 0,
 				fmt.Sprintf("%d cost allowed degraded", f.DegradedCost), "> 0")
+			// Every eu process is back on the regional bucket within 2 s:
+			// the background probe reconnects within ProbeTimeout.
+			after := rec.LastDegraded("eu") - s.back
+			f.check("eu's last degraded decision after its Redis answered again", after <= 2*time.Second,
+				fmt.Sprintf("%.3f s", after.Seconds()), "≤ 2 s")
 		},
 	},
 	{
