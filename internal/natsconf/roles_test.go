@@ -1,12 +1,13 @@
 package natsconf_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,15 +96,19 @@ func TestShippedConfigRefusesStrangers(t *testing.T) {
 // and a limiter reads it; every forgery below is refused by the server.
 func TestShippedRoles(t *testing.T) {
 	n := testserver.StartShippedNATS(t, "eu", "us")
+	// The clients' logs are shown only when the test fails: they say
+	// which step waited (a loaded CI machine once took 60 s here).
+	var clientLog lockedBuffer
+	quiet := slog.New(slog.NewTextHandler(&clientLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	defer func() {
 		if t.Failed() {
 			t.Log(n.LogTail("eu"))
 			t.Log(n.LogTail("us"))
+			t.Log("clients:\n" + clientLog.String())
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	// The control plane creates and writes the catalogue; a limiter reads
 	// it but never writes or creates it.
@@ -180,7 +185,8 @@ func TestShippedRoles(t *testing.T) {
 	if err := rep.Flush(ctx); err != nil {
 		t.Fatalf("the limiter reports usage: %v", err)
 	}
-	testserver.WaitFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	quiet.Info("test: usage flushed; waiting for the ledger")
+	testserver.WaitFor(t, 45*time.Second, 20*time.Millisecond, func() error {
 		var spent int64
 		err := pool.QueryRow(ctx, `SELECT coalesce(sum(spent), 0) FROM usage_reports WHERE key = 'acct_1'`).Scan(&spent)
 		if err != nil || spent != 7 {
@@ -287,4 +293,22 @@ func migratedPool(t *testing.T, url string) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// lockedBuffer is a bytes.Buffer safe for the concurrent writes of slog.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
