@@ -20,6 +20,13 @@ type Config struct {
 	// Replicas is the bucket's replication factor when this process creates
 	// it. Default 1; use 3 on a clustered NATS.
 	Replicas int
+	// Cluster is the NATS cluster (region name) the bucket is placed in
+	// when this process creates it (jetstream.Placement). Empty: wherever
+	// the creating client is connected. The deploy sets the ledger region.
+	// An existing bucket's replicas and placement are never changed; when
+	// they differ from Replicas and Cluster, the Logger hears so once at
+	// info. Default "".
+	Cluster string
 	// ReadOnly: this process is not the control plane (its NATS user may
 	// only read the bucket). It never creates the bucket, waiting for the
 	// control plane to, and its writes fail with ErrReadOnly. Default false.
@@ -67,6 +74,9 @@ func (c *Config) validate() error {
 	check(c.Bucket != "", "Bucket", "must not be empty")
 	check(c.History >= 1 && c.History <= 64, "History", "must be in [1, 64], got %d", c.History)
 	check(c.Replicas >= 1, "Replicas", "must be at least 1, got %d", c.Replicas)
+	if err := checkClusterName(c.Cluster); err != nil {
+		errs = append(errs, fmt.Errorf("catalog: config Cluster: %w", err))
+	}
 	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive, got %v", c.WriteTimeout)
 	check(c.RetryInterval > 0, "RetryInterval", "must be positive, got %v", c.RetryInterval)
 	if c.DefaultPlan != (region.Plan{}) {
@@ -75,4 +85,22 @@ func (c *Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkClusterName returns an error when name, not empty, cannot be a NATS
+// cluster name: whitespace or control characters, a dot, or a wildcard.
+// (ledger.CheckClusterName is the same rule; the catalogue does not import
+// the ledger.)
+func checkClusterName(name string) error {
+	for _, r := range name {
+		switch {
+		case r <= ' ' || r == 0x7f:
+			return fmt.Errorf("%q is not a NATS cluster name: no spaces or control characters", name)
+		case r == '.':
+			return fmt.Errorf("%q is not a NATS cluster name: no dots", name)
+		case r == '*' || r == '>':
+			return fmt.Errorf("%q is not a NATS cluster name: no wildcards ('*', '>')", name)
+		}
+	}
+	return nil
 }

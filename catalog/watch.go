@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,12 +41,17 @@ func (c *Catalog) run(ctx context.Context, js jetstream.JetStream) {
 }
 
 // bind returns the bucket, creating it when it does not exist (unless
-// ReadOnly: then the control plane will).
+// ReadOnly: then the control plane will) with Replicas placed in Cluster.
+// An existing bucket is never changed; one whose replicas or cluster differ
+// from the config's is logged once.
 func (c *Catalog) bind(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, c.cfg.Bucket)
 	if err == nil {
+		if !c.cfg.ReadOnly {
+			c.noteDifferences(ctx, kv)
+		}
 		return kv, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -52,11 +60,16 @@ func (c *Catalog) bind(ctx context.Context, js jetstream.JetStream) (jetstream.K
 	if c.cfg.ReadOnly {
 		return nil, fmt.Errorf("catalog: bucket %q does not exist yet: waiting for the control plane to create it", c.cfg.Bucket)
 	}
+	var placement *jetstream.Placement
+	if c.cfg.Cluster != "" {
+		placement = &jetstream.Placement{Cluster: c.cfg.Cluster}
+	}
 	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      c.cfg.Bucket,
 		Description: "quota plan catalogue: plans, key assignments, endpoint weights",
 		History:     uint8(c.cfg.History),
 		Replicas:    c.cfg.Replicas,
+		Placement:   placement,
 		Storage:     jetstream.FileStorage,
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
@@ -65,8 +78,58 @@ func (c *Catalog) bind(ctx context.Context, js jetstream.JetStream) (jetstream.K
 	if err != nil {
 		return nil, fmt.Errorf("catalog: create bucket %q: %w", c.cfg.Bucket, err)
 	}
-	c.log.Info("created catalogue bucket", "bucket", c.cfg.Bucket)
+	c.log.Info("created catalogue bucket", "bucket", c.cfg.Bucket, "replicas", c.cfg.Replicas, "cluster", c.cfg.Cluster)
 	return kv, nil
+}
+
+// noted holds the differences already logged, by logger, bucket and
+// difference, so that binding again after every reconnection says it once.
+var noted sync.Map // notedKey → struct{}
+
+type notedKey struct {
+	log               *slog.Logger
+	bucket, differing string
+}
+
+// noteDifferences logs, once, how an existing bucket's replicas and cluster
+// differ from the config's. Nothing is changed: they are the operator's.
+// Not being able to tell is no reason to fail the bind.
+func (c *Catalog) noteDifferences(ctx context.Context, kv jetstream.KeyValue) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		c.log.Debug("cannot read the catalogue bucket's settings", "bucket", c.cfg.Bucket, "err", err)
+		return
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return
+	}
+	info := bs.StreamInfo()
+	var diffs []string
+	if have := info.Config.Replicas; have != c.cfg.Replicas && !(have == 0 && c.cfg.Replicas == 1) {
+		diffs = append(diffs, fmt.Sprintf("replicas %d (this process's setting: %d)", have, c.cfg.Replicas))
+	}
+	if c.cfg.Cluster != "" {
+		have := ""
+		if info.Cluster != nil {
+			have = info.Cluster.Name
+		}
+		if have == "" && info.Config.Placement != nil {
+			have = info.Config.Placement.Cluster
+		}
+		if have != c.cfg.Cluster {
+			diffs = append(diffs, fmt.Sprintf("cluster %q (this process's setting: %q)", have, c.cfg.Cluster))
+		}
+	}
+	if len(diffs) == 0 {
+		return
+	}
+	differing := strings.Join(diffs, ", ")
+	if _, dup := noted.LoadOrStore(notedKey{c.log, c.cfg.Bucket, differing}, struct{}{}); dup {
+		return
+	}
+	c.log.Info("the catalogue bucket exists with other settings; leaving them as they are (an operator's, never downgraded)",
+		"bucket", c.cfg.Bucket, "differs", differing)
 }
 
 // cacheDelay is how long a change waits before the cache file is written,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,11 +41,20 @@ type StreamConfig struct {
 	MaxAge time.Duration
 	// Replicas of the stream in a clustered JetStream. Default 1.
 	Replicas int
+	// Cluster is the NATS cluster (region name) the stream is placed in
+	// when EnsureStream creates it: jetstream.Placement{Cluster: Cluster}.
+	// Empty: wherever the creating client is connected. The deploy sets
+	// the ledger region. Default "".
+	Cluster string
 	// MaxBytes bounds the stream's size. A full stream refuses new
 	// reports (DiscardNew), never dropping old ones: publishers keep
 	// theirs in the spool and retry, and the refusals show in
 	// quota_ledger_publish_errors_total. Default DefaultStreamMaxBytes.
 	MaxBytes int64
+	// Logger receives one info line when the stream exists with other
+	// replicas or another cluster than Replicas and Cluster (it is left as
+	// it is). nil discards.
+	Logger *slog.Logger
 }
 
 // DefaultStreamConfig returns the documented defaults.
@@ -73,6 +84,26 @@ func (c *StreamConfig) validate() error {
 	case c.MaxBytes < 1<<20:
 		return fmt.Errorf("ledger: stream config MaxBytes: must be at least 1 MiB, got %d", c.MaxBytes)
 	}
+	if err := CheckClusterName(c.Cluster); err != nil {
+		return fmt.Errorf("ledger: stream config Cluster: %w", err)
+	}
+	return nil
+}
+
+// CheckClusterName returns an error when name, not empty, cannot be a NATS
+// cluster name: one with whitespace or control characters, a dot, or a
+// wildcard ('*', '>'). Empty is valid (no placement).
+func CheckClusterName(name string) error {
+	for _, r := range name {
+		switch {
+		case r <= ' ' || r == 0x7f:
+			return fmt.Errorf("%q is not a NATS cluster name: no spaces or control characters", name)
+		case r == '.':
+			return fmt.Errorf("%q is not a NATS cluster name: no dots", name)
+		case r == '*' || r == '>':
+			return fmt.Errorf("%q is not a NATS cluster name: no wildcards ('*', '>')", name)
+		}
+	}
 	return nil
 }
 
@@ -92,20 +123,27 @@ func (c StreamConfig) Subject(region, process string) string {
 const lateMark = "~late"
 
 // EnsureStream returns the usage stream, creating it from cfg when it is
-// missing. An existing stream is never changed: its replicas, limits and
-// age are the operator's. Its subjects must cover cfg's, or reports would
-// be refused: that is an error. Both the Reporter's owner and the
-// reconciler call it, so either may start first.
+// missing, with cfg.Replicas placed in cfg.Cluster. An existing stream is
+// never changed: its replicas, placement, limits and age are the
+// operator's. When its replicas or cluster differ from cfg's, cfg.Logger
+// hears so once (per logger and difference) at info. Its subjects must
+// cover cfg's, or reports would be refused: that is an error. Both the
+// Reporter's owner and the reconciler call it, so either may start first.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
+		noteDifferences(s.CachedInfo(), cfg)
 		return s, checkSubjects(s.CachedInfo().Config, cfg)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("ledger: look up stream %s: %w", cfg.Name, err)
+	}
+	var placement *jetstream.Placement
+	if cfg.Cluster != "" {
+		placement = &jetstream.Placement{Cluster: cfg.Cluster}
 	}
 	s, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.Name,
@@ -116,6 +154,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		MaxAge:      cfg.MaxAge,
 		Duplicates:  cfg.DuplicateWindow,
 		Replicas:    cfg.Replicas,
+		Placement:   placement,
 		MaxBytes:    cfg.MaxBytes,
 		Discard:     jetstream.DiscardNew,
 	})
@@ -137,4 +176,52 @@ func checkSubjects(have jetstream.StreamConfig, cfg StreamConfig) error {
 		}
 	}
 	return fmt.Errorf("ledger: stream %s takes subjects %q, not %q: reports would be refused; add the subject to the stream", cfg.Name, have.Subjects, cfg.SubjectPrefix+".>")
+}
+
+// noted holds the differences already logged, by logger, stream and
+// difference, so that a reconciler binding again after every lost consumer
+// says it once.
+var noted sync.Map // notedKey → struct{}
+
+type notedKey struct {
+	log               *slog.Logger
+	stream, differing string
+}
+
+// noteDifferences logs, once, how an existing stream's replicas and
+// cluster differ from cfg's. Nothing is changed: they are the operator's.
+func noteDifferences(info *jetstream.StreamInfo, cfg StreamConfig) {
+	if cfg.Logger == nil || info == nil {
+		return
+	}
+	var diffs []string
+	if have := info.Config.Replicas; have != cfg.Replicas && !(have == 0 && cfg.Replicas == 1) {
+		diffs = append(diffs, fmt.Sprintf("replicas %d (this process's setting: %d)", have, cfg.Replicas))
+	}
+	if cfg.Cluster != "" {
+		if have := streamCluster(info); have != cfg.Cluster {
+			diffs = append(diffs, fmt.Sprintf("cluster %q (this process's setting: %q)", have, cfg.Cluster))
+		}
+	}
+	if len(diffs) == 0 {
+		return
+	}
+	differing := strings.Join(diffs, ", ")
+	if _, dup := noted.LoadOrStore(notedKey{cfg.Logger, cfg.Name, differing}, struct{}{}); dup {
+		return
+	}
+	cfg.Logger.Info("ledger: the usage stream exists with other settings; leaving them as they are (an operator's, never downgraded)",
+		"stream", cfg.Name, "differs", differing)
+}
+
+// streamCluster is the cluster a stream lives in: the one its leader
+// reports, else its placement's; "" on a JetStream that is not clustered.
+func streamCluster(info *jetstream.StreamInfo) string {
+	if info.Cluster != nil && info.Cluster.Name != "" {
+		return info.Cluster.Name
+	}
+	if info.Config.Placement != nil {
+		return info.Config.Placement.Cluster
+	}
+	return ""
 }

@@ -1,8 +1,11 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +70,113 @@ func TestEnsureStreamKeepsTheOperatorsSettings(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "billing.usage.>") || !strings.Contains(err.Error(), "quota.usage.>") {
 		t.Fatalf("a stream that refuses reports: %v", err)
 	}
+}
+
+// An existing stream with other replicas or another cluster than this
+// process's settings is left as it is, and the difference is logged once,
+// however often EnsureStream runs (the reconciler runs it at every rebind).
+// A new stream is created with the placement asked for.
+func TestEnsureStreamLogsOtherReplicasAndClusterOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(testserver.StartNATS(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The operator made the stream: one replica, no placement.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: ledger.DefaultStream, Subjects: []string{"quota.usage.>"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	cfg := ledger.DefaultStreamConfig()
+	cfg.Replicas, cfg.Cluster = 3, "eu"
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	for range 3 {
+		if _, err := ledger.EnsureStream(ctx, js, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := js.Stream(ctx, ledger.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo().Config; c.Replicas != 1 || c.Placement != nil {
+		t.Fatalf("EnsureStream changed the operator's stream: replicas %d, placement %+v", c.Replicas, c.Placement)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=INFO"); n != 1 {
+		t.Fatalf("want one info line, got %d:\n%s", n, out)
+	}
+	for _, want := range []string{"stream=QUOTA_USAGE", "replicas 1 (this process's setting: 3)", `cluster \"\" (this process's setting: \"eu\")`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Settings that match say nothing.
+	var quiet syncBuffer
+	same := ledger.DefaultStreamConfig()
+	same.Logger = slog.New(slog.NewTextHandler(&quiet, nil))
+	if _, err := ledger.EnsureStream(ctx, js, same); err != nil {
+		t.Fatal(err)
+	}
+	if quiet.String() != "" {
+		t.Fatalf("matching settings logged: %s", quiet.String())
+	}
+
+	// A stream this process creates carries the placement.
+	placed := ledger.DefaultStreamConfig()
+	placed.Name, placed.SubjectPrefix, placed.Cluster = "PLACED", "placed.usage", "eu"
+	ps, err := ledger.EnsureStream(ctx, js, placed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ps.CachedInfo().Config.Placement; p == nil || p.Cluster != "eu" {
+		t.Fatalf("created stream's placement: %+v", p)
+	}
+}
+
+func TestStreamConfigChecksTheClusterName(t *testing.T) {
+	for _, name := range []string{"e u", "eu.west", "eu*", "eu>", "eu\t"} {
+		cfg := ledger.DefaultStreamConfig()
+		cfg.Cluster = name
+		_, err := ledger.EnsureStream(context.Background(), nil, cfg)
+		if err == nil || !strings.Contains(err.Error(), "Cluster") {
+			t.Errorf("Cluster %q: err = %v, want one naming Cluster", name, err)
+		}
+		if ledger.CheckClusterName(name) == nil {
+			t.Errorf("CheckClusterName(%q) = nil", name)
+		}
+	}
+	for _, name := range []string{"", "eu", "us-west_2"} {
+		if err := ledger.CheckClusterName(name); err != nil {
+			t.Errorf("CheckClusterName(%q) = %v", name, err)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestStreamSubject(t *testing.T) {

@@ -118,6 +118,8 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 	cfg.Stream.Name = o.Stream
 	cfg.Stream.Replicas = o.StreamReplicas
 	cfg.Stream.MaxBytes = o.StreamMaxBytes
+	cfg.Stream.Cluster = o.StreamCluster
+	cfg.Stream.Logger = log
 	cfg.Durable = o.Durable
 	cfg.BatchSize = o.BatchSize
 	cfg.BatchInterval = o.BatchInterval

@@ -27,6 +27,7 @@ type options struct {
 	Stream         string
 	StreamReplicas int
 	StreamMaxBytes int64
+	StreamCluster  string // placement of the usage stream when this process creates it
 	Durable        string
 	BatchSize      int
 	BatchInterval  time.Duration
@@ -106,6 +107,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.StringVar(&o.NATSAuth.TLSKey, "nats-tls-key", "", "client key for NATS")
 		fs.IntVar(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "replicas of the usage stream when this process creates it (never changes an existing one)")
 		fs.Int64Var(&o.StreamMaxBytes, "stream-max-bytes", o.StreamMaxBytes, "byte limit of the usage stream when this process creates it")
+		fs.StringVar(&o.StreamCluster, "stream-cluster", o.StreamCluster, "the NATS cluster (region name) the usage stream is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected")
 		fs.StringVar(&o.Listen, "listen", o.Listen, "HTTP address for /v1/usage, /metrics, /healthz, /readyz")
 		fs.StringVar(&o.Stream, "stream", o.Stream, "JetStream stream of usage reports")
 		fs.StringVar(&o.Durable, "durable", o.Durable, "durable consumer name")
@@ -157,6 +159,9 @@ func (o *options) validate(cmd string) error {
 		}
 		check(o.StreamReplicas >= 1 && o.StreamReplicas <= 5, "--stream-replicas: must be 1 to 5, got %d", o.StreamReplicas)
 		check(o.StreamMaxBytes >= 1<<20, "--stream-max-bytes: must be at least 1 MiB, got %d", o.StreamMaxBytes)
+		if err := ledger.CheckClusterName(o.StreamCluster); err != nil {
+			errs = append(errs, fmt.Errorf("--stream-cluster: %w", err))
+		}
 		check(o.BatchSize >= 1, "--batch-size: must be at least 1, got %d", o.BatchSize)
 		check(o.BatchInterval > 0, "--batch-interval: must be positive, got %v", o.BatchInterval)
 		check(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns,

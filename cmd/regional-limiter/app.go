@@ -124,7 +124,7 @@ func newObserver(reg *prometheus.Registry) (*limitmetrics.Observer, error) {
 func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, js jetstream.JetStream, log *slog.Logger) (*catalog.Catalog, error) {
 	cfg := catalog.DefaultConfig()
 	cfg.CachePath = filepath.Join(o.DataDir, "catalog.json")
-	cfg.Replicas, cfg.ReadOnly = o.CatalogReplicas, !o.ControlPlane
+	cfg.Replicas, cfg.Cluster, cfg.ReadOnly = o.CatalogReplicas, o.CatalogCluster, !o.ControlPlane
 	cfg.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
 	if o.DefaultRate == 0 {
 		log.Info("no built-in default plan: a key with no plan assignment gets 404 until a \"default\" plan is written" +

@@ -59,8 +59,10 @@ func newReporter(lc fx.Lifecycle, o Options, js jetstream.JetStream, clk clock.C
 	cfg.ReportInterval = o.ReportInterval
 	cfg.SpoolDir = filepath.Join(o.DataDir, "spool")
 	cfg.Stream.Replicas, cfg.Stream.MaxBytes = o.UsageStreamReplicas, o.UsageStreamMaxBytes
+	cfg.Stream.Cluster = o.UsageStreamCluster
 	cfg.Clock = clk
 	cfg.Logger = log.With("component", "ledger")
+	cfg.Stream.Logger = cfg.Logger
 	cfg.Metrics = ledger.NewMetrics(reg)
 	rep, err := ledger.NewReporter(js, cfg)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
 )
 
@@ -44,6 +45,11 @@ type Options struct {
 	UsageStreamReplicas int
 	UsageStreamMaxBytes int64
 	CatalogReplicas     int
+	// UsageStreamCluster and CatalogCluster are the NATS clusters (region
+	// names) the usage stream and the catalogue bucket are placed in when
+	// this process creates them; empty: where this process is connected.
+	UsageStreamCluster string
+	CatalogCluster     string
 
 	DataDir string
 	// AdminToken, CheckToken and ReadToken are bearer tokens as given
@@ -117,7 +123,9 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.BoolVar(&o.ControlPlane, "control-plane", false, "this process writes the catalogue (its NATS user needs the control-plane role); always on with embedded NATS")
 	fs.IntVar(&o.UsageStreamReplicas, "usage-stream-replicas", 1, "replicas of the usage stream when this process creates it (never changes an existing one)")
 	fs.Int64Var(&o.UsageStreamMaxBytes, "usage-stream-max-bytes", 1<<30, "byte limit of the usage stream when this process creates it; a full stream refuses new reports, which wait in the spool")
+	fs.StringVar(&o.UsageStreamCluster, "usage-stream-cluster", "", "the NATS cluster (region name) the usage stream is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected")
 	fs.IntVar(&o.CatalogReplicas, "catalog-replicas", 1, "replicas of the catalogue bucket when this process creates it")
+	fs.StringVar(&o.CatalogCluster, "catalog-cluster", "", "the NATS cluster (region name) the catalogue bucket is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected")
 	fs.StringVar(&o.DataDir, "data-dir", "./data", "data directory: embedded NATS store, catalogue cache, usage spool")
 	fs.Var(&o.AdminToken, "admin-token", "control-plane bearer token (writes and reads); empty disables control-plane writes")
 	fs.Var(&o.CheckToken, "check-token", "bearer tokens of POST /v1/allow and /v1/allow/batch, comma-separated (rotation); empty leaves the check API open")
@@ -289,6 +297,10 @@ func (o *Options) validate() error {
 	check(o.UsageStreamReplicas >= 1 && o.UsageStreamReplicas <= 5, "usage-stream-replicas", "must be 1 to 5, got %d", o.UsageStreamReplicas)
 	check(o.UsageStreamMaxBytes >= 1<<20, "usage-stream-max-bytes", "must be at least 1 MiB, got %d", o.UsageStreamMaxBytes)
 	check(o.CatalogReplicas >= 1 && o.CatalogReplicas <= 5, "catalog-replicas", "must be 1 to 5, got %d", o.CatalogReplicas)
+	for _, f := range []struct{ name, value string }{{"usage-stream-cluster", o.UsageStreamCluster}, {"catalog-cluster", o.CatalogCluster}} {
+		err := ledger.CheckClusterName(f.value)
+		check(err == nil, f.name, "%v", err)
+	}
 	check((o.DefaultRate == 0) == (o.DefaultCapacity == 0), "default-rate", "and --default-capacity must both be 0 (no built-in default plan) or both set")
 	check(o.DefaultRate >= 0, "default-rate", "must not be negative, got %v", o.DefaultRate)
 	check(o.DefaultCapacity == 0 || o.DefaultCapacity >= 1, "default-capacity", "must be 0 or at least 1, got %v", o.DefaultCapacity)
