@@ -1,12 +1,12 @@
 package httplimit
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/quotaplatform/quota/region"
 )
@@ -18,16 +18,89 @@ type ErrorBody struct {
 	Field string `json:"field,omitempty"`
 }
 
-// WriteError answers status with an ErrorBody.
+// WriteError answers status with an ErrorBody. The body is written by
+// hand, as encoding/json writes it without HTML escaping (messages quote
+// "<admin token>" and keys as they are), from a pooled buffer.
 func WriteError(w http.ResponseWriter, status int, field, msg string) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // messages quote "<admin token>" and keys as they are
-	_ = enc.Encode(ErrorBody{Error: msg, Field: field})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	buf := errorBufs.Get().(*[]byte)
+	b := append((*buf)[:0], `{"error":`...)
+	b = appendJSONString(b, msg)
+	if field != "" {
+		b = append(b, `,"field":`...)
+		b = appendJSONString(b, field)
+	}
+	b = append(b, "}\n"...)
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(status)
-	w.Write(b.Bytes())
+	w.Write(b)
+	if cap(b) <= 4<<10 {
+		*buf = b
+		errorBufs.Put(buf)
+	}
+}
+
+var errorBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// Header values shared by every answer; a capacity of one makes an Add by
+// a later handler copy them rather than write into them.
+var (
+	contentTypeJSON = []string{"application/json"}
+	nosniff         = []string{"nosniff"}
+)
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it with SetEscapeHTML(false): '"', '\\' and control characters
+// escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // Classify maps a limiter error to an HTTP status and the request field it

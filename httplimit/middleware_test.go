@@ -2,9 +2,12 @@ package httplimit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/quotaplatform/quota/httplimit"
@@ -168,4 +171,49 @@ func TestRedactKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errorBodyJSON is the body encoding/json writes for an ErrorBody without
+// HTML escaping, as WriteError wrote it before it wrote it by hand.
+func errorBodyJSON(field, msg string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(httplimit.ErrorBody{Error: msg, Field: field})
+	return b.String()
+}
+
+func checkWriteError(t *testing.T, field, msg string) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	httplimit.WriteError(w, http.StatusTeapot, field, msg)
+	if want := errorBodyJSON(field, msg); w.Body.String() != want {
+		t.Fatalf("WriteError(%q, %q) wrote %q, want %q", field, msg, w.Body.String(), want)
+	}
+	if w.Code != http.StatusTeapot || w.Header().Get("Content-Type") != "application/json" || w.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("WriteError: status %d, header %v", w.Code, w.Header())
+	}
+}
+
+// WriteError writes what encoding/json writes, escapes included.
+func TestWriteError(t *testing.T) {
+	for _, s := range []string{"", "rate limit exceeded", `a "quoted" \ back`, "<admin token> & co", "tab\tnl\nrc\rbs\bff\f\x00\x01\x1f\x7f",
+		"ключ", "bad \xff\xfe utf-8 \xe2\x82", "line\u2028para\u2029", "emoji 😀", "\xed\xa0\x80"} {
+		checkWriteError(t, "", s)
+		checkWriteError(t, s, "msg")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		b := make([]byte, rng.IntN(12))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		checkWriteError(t, "key", string(b))
+	}
+}
+
+func FuzzWriteError(f *testing.F) {
+	f.Add("key", "rate limit exceeded")
+	f.Add("", "bad \xff \u2028 \x01 \"<>&\"")
+	f.Fuzz(func(t *testing.T, field, msg string) { checkWriteError(t, field, msg) })
 }

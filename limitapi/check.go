@@ -28,46 +28,65 @@ type batchRequest struct {
 	Checks []checkRequest `json:"checks"`
 }
 
+// check is a decoded checkRequest without pointers, so that one decoded
+// on the stack stays there.
+type check struct {
+	key, endpoint        string
+	cost                 int64
+	hasCost, hasEndpoint bool
+}
+
+func (c checkRequest) check() check {
+	k := check{key: c.Key}
+	if c.Cost != nil {
+		k.cost, k.hasCost = *c.Cost, true
+	}
+	if c.Endpoint != nil {
+		k.endpoint, k.hasEndpoint = *c.Endpoint, true
+	}
+	return k
+}
+
 // decide runs one check. prefix goes before field names ("checks[3].").
 // The key is validated once, by Allow; a bad key is named before any other
 // bad field.
-func (a *API) decide(ctx context.Context, c checkRequest, prefix string) (region.Decision, *apiError) {
+func (a *API) decide(ctx context.Context, c check, prefix string) (region.Decision, *apiError) {
 	cost, e := a.cost(c, prefix)
 	if e != nil {
-		if ke := keyError(c.Key, prefix); ke != nil {
+		if ke := keyError(c.key, prefix); ke != nil {
 			return region.Decision{}, ke
 		}
 		return region.Decision{}, e
 	}
-	d, err := a.cfg.Limiter.Allow(ctx, c.Key, cost)
+	d, err := a.cfg.Limiter.Allow(ctx, c.key, cost)
 	if err != nil {
 		if errors.Is(err, region.ErrInvalidKey) {
-			if ke := keyError(c.Key, prefix); ke != nil {
+			if ke := keyError(c.key, prefix); ke != nil {
 				return region.Decision{}, ke
 			}
 		}
-		return region.Decision{}, a.limiterError(err, prefix, c.Key)
+		return region.Decision{}, a.limiterError(err, prefix, c.key)
 	}
 	return d, nil
 }
 
 // cost is the check's cost: given, the endpoint's weight, or 1.
-func (a *API) cost(c checkRequest, prefix string) (int64, *apiError) {
+func (a *API) cost(c check, prefix string) (int64, *apiError) {
 	switch {
-	case c.Cost != nil && c.Endpoint != nil:
+	case c.hasCost && c.hasEndpoint:
 		return 0, badRequest(prefix+"endpoint", "give cost or endpoint, not both")
-	case c.Cost != nil:
-		if *c.Cost <= 0 {
-			return 0, badRequest(prefix+"cost", "cost must be a positive integer, got %d", *c.Cost)
+	case c.hasCost:
+		if c.cost <= 0 {
+			return 0, badRequest(prefix+"cost", "cost must be a positive integer, got %d", c.cost)
 		}
-		return *c.Cost, nil
-	case c.Endpoint != nil:
-		if err := catalog.CheckName("endpoint", *c.Endpoint); err != nil {
+		return c.cost, nil
+	case c.hasEndpoint:
+		if err := catalog.CheckName("endpoint", c.endpoint); err != nil {
 			return 0, badRequest(prefix+"endpoint", "%v", err)
 		}
-		cost, err := a.cfg.Limiter.EndpointCost(*c.Endpoint)
+		cost, err := a.cfg.Limiter.EndpointCost(c.endpoint)
 		if err != nil {
-			return 0, a.limiterError(err, prefix, c.Key)
+			return 0, a.limiterError(err, prefix, c.key)
 		}
 		return cost, nil
 	}
@@ -95,11 +114,16 @@ func (a *API) limiterError(err error, prefix, key string) *apiError {
 	return &apiError{status: status, field: prefix + field, msg: err.Error()}
 }
 
-// allow serves POST /v1/allow.
+// allow serves POST /v1/allow. The body is read into a pooled buffer and
+// decoded by hand (decodeCheck), and the answer is written from the same
+// buffer: a check allocates its key, its header values and nothing else
+// of its own.
 func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
-	var c checkRequest
-	if e := decodeBody(w, r, a.cfg.MaxBodyBytes, &c); e != nil {
+	buf := getBuf()
+	defer putBuf(buf)
+	c, e := decodeCheck(w, r, a.cfg.MaxBodyBytes, buf)
+	if e != nil {
 		e.write(w)
 		return
 	}
@@ -111,7 +135,8 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	// The decision carries the plan it was taken against: no second lookup.
 	plan := d.Plan()
 	httplimit.WriteHeaders(w.Header(), httplimit.Policy{Name: plan.Name, Plan: plan}, d)
-	writeRaw(w, http.StatusOK, append(appendDecision(make([]byte, 0, 160), d), '\n'))
+	buf.b = append(appendDecision(buf.b[:0], d), '\n')
+	writeRaw(w, http.StatusOK, buf.b)
 	if a.cfg.Checks != nil {
 		a.cfg.Checks.ObserveCheck(d.Path, time.Since(t0))
 	}
@@ -174,7 +199,7 @@ type checkResult struct {
 func (a *API) decideAll(ctx context.Context, checks []checkRequest) []checkResult {
 	out := make([]checkResult, len(checks))
 	decide := func(i int) {
-		out[i].d, out[i].err = a.decide(ctx, checks[i], "checks["+strconv.Itoa(i)+"].")
+		out[i].d, out[i].err = a.decide(ctx, checks[i].check(), "checks["+strconv.Itoa(i)+"].")
 	}
 	deadline := time.Now().Add(spreadAfter)
 	i := 0

@@ -28,7 +28,12 @@ func badRequest(field, format string, args ...any) *apiError {
 // into v. Unknown fields, wrong types, trailing data and oversized bodies
 // are errors naming the field.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
-	body := http.MaxBytesReader(w, r.Body, limit)
+	return decodeFrom(w, r.Body, limit, v)
+}
+
+// decodeFrom is decodeBody reading body.
+func decodeFrom(w http.ResponseWriter, body io.ReadCloser, limit int64, v any) *apiError {
+	body = http.MaxBytesReader(w, body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

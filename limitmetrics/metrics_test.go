@@ -3,6 +3,8 @@ package limitmetrics_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -113,5 +115,76 @@ func TestChecks(t *testing.T) {
 		if got := value(t, fams, "quota_check_duration_seconds", map[string]string{"path": path}); got != want {
 			t.Errorf("checks on the %s path = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// nopWriter is a ResponseWriter that keeps nothing.
+type nopWriter struct{ h http.Header }
+
+func (w nopWriter) Header() http.Header         { return w.h }
+func (w nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w nopWriter) WriteHeader(int)             {}
+
+// Requests are counted by route and code, and timed by route; once a route
+// and code have been seen, counting allocates nothing.
+func TestHTTP(t *testing.T) {
+	m := limitmetrics.NewHTTP()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/allow", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("bad") {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("GET /flush", func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).Flush(); err == nil || !errors.Is(err, http.ErrNotSupported) {
+			t.Errorf("Flush through the wrapper: %v, want the writer's own answer", err)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	h := m.Wrap(mux)
+	w := nopWriter{h: http.Header{}}
+	serve := func(method, target string) {
+		h.ServeHTTP(w, httptest.NewRequest(method, target, nil))
+	}
+	for range 3 {
+		serve("POST", "/v1/allow")
+	}
+	serve("POST", "/v1/allow?bad")
+	serve("GET", "/flush")
+	serve("GET", "/nowhere")
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		route, code string
+		want        float64
+	}{
+		{"POST /v1/allow", "200", 3},
+		{"POST /v1/allow", "400", 1},
+		{"GET /flush", "202", 1},
+		{"unmatched", "404", 1},
+	} {
+		if got := value(t, fams, "quota_http_requests_total", map[string]string{"route": tt.route, "code": tt.code}); got != tt.want {
+			t.Errorf("requests %s %s = %v, want %v", tt.route, tt.code, got, tt.want)
+		}
+	}
+	if got := value(t, fams, "quota_http_request_duration_seconds", map[string]string{"route": "POST /v1/allow"}); got != 4 {
+		t.Errorf("timed requests of POST /v1/allow = %v, want 4", got)
+	}
+
+	if raceEnabled {
+		return
+	}
+	r := httptest.NewRequest("POST", "/v1/allow", nil)
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { r.Pattern = "POST /v1/allow" })
+	wrapped := m.Wrap(bare)
+	wrapped.ServeHTTP(w, r)
+	if n := testing.AllocsPerRun(1000, func() { wrapped.ServeHTTP(w, r) }); n != 0 {
+		t.Errorf("%v allocations per request, want 0", n)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package limitapi_test
+
+const raceEnabled = true

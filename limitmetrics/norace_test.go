@@ -1,0 +1,5 @@
+//go:build !race
+
+package limitmetrics_test
+
+const raceEnabled = false
