@@ -48,6 +48,9 @@ type config struct {
 	planCap     float64
 	wait        time.Duration
 	serverPID   int
+	grpcAddr    string
+	domain      string
+	descKey     string
 }
 
 func main() {
@@ -57,7 +60,10 @@ func main() {
 	flag.IntVar(&c.concurrency, "concurrency", 32, "concurrent workers (one keep-alive connection each)")
 	flag.IntVar(&c.batch, "batch", 100, "checks per batch request")
 	flag.IntVar(&c.keys, "keys", 10000, "distinct keys, picked uniformly at random")
-	flag.StringVar(&c.mode, "mode", "both", "single, batch or both")
+	flag.StringVar(&c.mode, "mode", "both", "single, batch, both, or grpc (Envoy's rate limit service on -grpc-addr)")
+	flag.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:8081", "the daemon's --grpc-listen address, for -mode grpc")
+	flag.StringVar(&c.domain, "domain", "loadtest", "rate limit domain of -mode grpc (must be in the daemon's --rls-config)")
+	flag.StringVar(&c.descKey, "descriptor-key", "user", "descriptor key of -mode grpc; each request carries one entry of it with one of -keys values")
 	flag.Float64Var(&c.rate, "rate", 0, "target decisions per second (0: as fast as possible)")
 	flag.BoolVar(&c.half, "half", false, "after each full-speed phase, run one at half the rate reached")
 	flag.StringVar(&c.adminToken, "admin-token", "", "when set, first PUT the `default` plan to -plan-rate/-plan-capacity so that most checks are allowed")
@@ -110,6 +116,8 @@ func run(c config, out io.Writer) error {
 	}
 	var modes []int // batch size per phase; 0 = single
 	switch c.mode {
+	case "grpc":
+		return runGRPC(client, c, out)
 	case "single":
 		modes = []int{0}
 	case "batch":
@@ -117,31 +125,58 @@ func run(c config, out io.Writer) error {
 	case "both":
 		modes = []int{0, c.batch}
 	default:
-		return fmt.Errorf("-mode %q: want single, batch or both", c.mode)
+		return fmt.Errorf("-mode %q: want single, batch, both or grpc", c.mode)
 	}
-	fmt.Fprintf(out, "target %s, %d workers, %d keys, %v per phase\n", c.url, c.concurrency, c.keys, c.duration)
-	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s %12s %14s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "max", "allowed", "errors", "server-cpu", "store-calls")
+	printHeader(out, c.url, c)
 	for _, b := range modes {
 		name := "single"
 		if b > 0 {
 			name = "batch(" + strconv.Itoa(b) + ")"
 		}
-		r := measured(client, c, b, c.rate)
+		per, check := httpChecker(client, c, b)
+		r := measured(client, c, per, c.rate, check)
 		r.print(out, name)
 		if c.half && c.rate == 0 {
-			h := measured(client, c, b, r.decisionsPerSec()/2)
+			h := measured(client, c, per, r.decisionsPerSec()/2, check)
 			h.print(out, name+" @50%")
 		}
 	}
 	return nil
 }
 
+func printHeader(out io.Writer, target string, c config) {
+	fmt.Fprintf(out, "target %s, %d workers, %d keys, %v per phase\n", target, c.concurrency, c.keys, c.duration)
+	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s %12s %14s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "max", "allowed", "errors", "server-cpu", "store-calls")
+}
+
+// checker sends worker w's next request and returns how many of its
+// decisions were allowed. Each worker calls it from its own goroutine.
+type checker func(w int, rng *rand.Rand) (allowed int64, err error)
+
+// httpChecker sends single checks (batch 0) or batches of checks to the
+// check API; per is the decisions per request.
+func httpChecker(client *http.Client, c config, batch int) (per int64, check checker) {
+	per = 1
+	path := c.url + "/v1/allow"
+	if batch > 0 {
+		per, path = int64(batch), c.url+"/v1/allow/batch"
+	}
+	bodies := make([]bytes.Buffer, c.concurrency)
+	answers := make([]bytes.Buffer, c.concurrency)
+	return per, func(w int, rng *rand.Rand) (int64, error) {
+		body := &bodies[w]
+		body.Reset()
+		writeBody(body, rng, c.keys, batch)
+		return send(client, path, c.checkToken, body.Bytes(), &answers[w])
+	}
+}
+
 // measured runs a phase and reads the daemon's CPU time and store-call
 // counter around it.
-func measured(client *http.Client, c config, batch int, rate float64) *result {
+func measured(client *http.Client, c config, per int64, rate float64, check checker) *result {
 	cpu0, cpuErr := processCPU(c.serverPID)
 	calls0, callsErr := scrapeCounter(client, c.url, "quota_store_calls_total")
-	r := phase(client, c, batch, rate)
+	r := phase(c, per, rate, check)
 	if cpu1, err := processCPU(c.serverPID); c.serverPID != 0 && cpuErr == nil && err == nil {
 		r.serverCPU = cpu1 - cpu0
 	}
@@ -204,16 +239,12 @@ func round(d time.Duration) time.Duration {
 	return d.Round(time.Microsecond)
 }
 
-// phase runs the workers for c.duration. batch 0 sends single checks. rate
-// > 0 paces the sends (decisions per second, over all workers).
-func phase(client *http.Client, c config, batch int, rate float64) *result {
+// phase runs the workers for c.duration, each sending requests of per
+// decisions with check. rate > 0 paces the sends (decisions per second,
+// over all workers).
+func phase(c config, per int64, rate float64, check checker) *result {
 	ctx, cancel := context.WithTimeout(context.Background(), c.duration)
 	defer cancel()
-	per := int64(1)
-	path := c.url + "/v1/allow"
-	if batch > 0 {
-		per, path = int64(batch), c.url+"/v1/allow/batch"
-	}
 	var interval time.Duration // between one worker's requests
 	if rate > 0 {
 		interval = time.Duration(float64(time.Second) * float64(per) * float64(c.concurrency) / rate)
@@ -227,7 +258,6 @@ func phase(client *http.Client, c config, batch int, rate float64) *result {
 			defer wg.Done()
 			r := &results[w]
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			var body, answer bytes.Buffer
 			r.lats = make([]time.Duration, 0, 1<<14)
 			next := start.Add(time.Duration(rng.Int64N(int64(max(interval, 1)))))
 			for ctx.Err() == nil {
@@ -249,9 +279,7 @@ func phase(client *http.Client, c config, batch int, rate float64) *result {
 				if ctx.Err() != nil {
 					break
 				}
-				body.Reset()
-				writeBody(&body, rng, c.keys, batch)
-				allowed, err := send(client, path, c.checkToken, body.Bytes(), &answer)
+				allowed, err := check(w, rng)
 				lat := time.Since(sent)
 				r.requests++
 				if err != nil {

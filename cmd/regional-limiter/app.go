@@ -51,6 +51,7 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 			provideJetStream,
 			newCatalog,
 			newObserver,
+			newPlanResolver,
 			newLimiterConfig,
 			newLimiter,
 			newAPI,
@@ -68,6 +69,7 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 		// and the reporter.
 		fx.StopTimeout(o.ShutdownDelay+20*time.Second),
 		regionModules(o),
+		grpcModules(o),
 		fx.Options(extra...),
 		fx.Invoke(func(*httpServer) {}),
 	)
@@ -201,12 +203,13 @@ func newLimiterConfig(in limiterInputs) region.Config {
 	return cfg
 }
 
-// newLimiter builds the limiter, invalidates its leases on every catalogue
-// change, and runs its background loop between start and stop. Stop
-// cancels the loop and waits: it returns every lease and flushes usage.
-func newLimiter(lc fx.Lifecycle, store region.Store, cat *catalog.Catalog, cfg region.Config,
+// newLimiter builds the limiter on plans (newPlanResolver), invalidates its
+// leases on every catalogue change, and runs its background loop between
+// start and stop. Stop cancels the loop and waits: it returns every lease
+// and flushes usage.
+func newLimiter(lc fx.Lifecycle, store region.Store, cat *catalog.Catalog, plans region.PlanResolver, cfg region.Config,
 	reg *prometheus.Registry, log *slog.Logger) (*region.Limiter, error) {
-	lim, err := region.New(store, cat, cfg)
+	lim, err := region.New(store, plans, cfg)
 	if err != nil {
 		return nil, err
 	}

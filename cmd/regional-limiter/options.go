@@ -32,6 +32,14 @@ type Options struct {
 	Redis        string
 	RedisCluster bool
 
+	// GRPCListen is the address of Envoy's rate limit service (gRPC);
+	// empty: off. RLSConfig is its envoyproxy/ratelimit YAML (a file or a
+	// directory), required with it; RLSResponseHeaders: its answers carry
+	// rate limit response headers.
+	GRPCListen         string
+	RLSConfig          string
+	RLSResponseHeaders bool
+
 	NATS string
 	// NATSAuth is how the process authenticates to --nats: the role's user
 	// and password, or a credentials file, and TLS.
@@ -111,6 +119,9 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("regional-limiter", flag.ContinueOnError)
 	fs.StringVar(&o.Region, "region", "local", "region name")
 	fs.StringVar(&o.Listen, "listen", ":8080", "HTTP listen address")
+	fs.StringVar(&o.GRPCListen, "grpc-listen", "", "gRPC address of Envoy's rate limit service (envoy.service.ratelimit.v3), with health and reflection; empty = off")
+	fs.StringVar(&o.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration YAML for --grpc-listen: a file, or a directory of *.yaml files; reloaded on change")
+	fs.BoolVar(&o.RLSResponseHeaders, "rls-response-headers", false, "rate limit service answers carry RateLimit-*, X-RateLimit-* and RateLimit-Policy response headers")
 	fs.StringVar(&o.Redis, "redis", "", "Redis URL (redis://[:password@]host:port/db, rediss:// for TLS); empty = in-process store")
 	fs.BoolVar(&o.RedisCluster, "redis-cluster", false, "treat --redis as a comma-separated list of Redis Cluster seed URLs")
 	fs.StringVar(&o.NATS, "nats", "", "NATS URL (comma-separated list allowed); empty = embedded NATS server with JetStream in --data-dir")
@@ -276,6 +287,9 @@ func (o *Options) validate() error {
 	}
 	check(o.Region != "", "region", "must not be empty")
 	check(o.Listen != "", "listen", "must not be empty")
+	check(o.GRPCListen == "" || o.RLSConfig != "", "grpc-listen", "needs --rls-config (the rate limit service's limits)")
+	check(o.RLSConfig == "" || o.GRPCListen != "", "rls-config", "needs --grpc-listen (it configures the gRPC rate limit service)")
+	check(!o.RLSResponseHeaders || o.GRPCListen != "", "rls-response-headers", "needs --grpc-listen")
 	check(!o.RedisCluster || o.Redis != "", "redis-cluster", "needs --redis seed URLs")
 	check(o.DataDir != "", "data-dir", "must not be empty")
 	check(o.ProcessID != "", "process-id", "must not be empty")
