@@ -48,6 +48,9 @@ type moduleCall struct {
 	source string
 	args   []string
 	rng    hcl.Range
+	// providers: the module's provider name => the caller's provider it is bound to, e.g.
+	// "kubernetes" => "kubernetes.slot2".
+	providers map[string]string
 }
 
 // metaArgs are module block arguments that are not input variables.
@@ -133,12 +136,18 @@ func (m *moduleInfo) addBody(body *hclsyntax.Body) error {
 					if !ok {
 						return fmt.Errorf("module %s: providers must be an object", b.Labels[0])
 					}
+					call.providers = map[string]string{}
 					for _, item := range obj.Items {
 						t, diags := hcl.AbsTraversalForExpr(item.ValueExpr)
 						if diags.HasErrors() {
 							return fmt.Errorf("module %s: providers value: %w", b.Labels[0], diags)
 						}
 						m.provRefs = append(m.provRefs, t)
+						if key := hcl.ExprAsKeyword(item.KeyExpr); key != "" && len(t) == 2 {
+							if attr, ok := t[1].(hcl.TraverseAttr); ok {
+								call.providers[key] = t.RootName() + "." + attr.Name
+							}
+						}
 					}
 					continue
 				case !metaArgs[name]:
@@ -366,26 +375,41 @@ func TestProviderSlots(t *testing.T) {
 		if s != fmt.Sprint(i) {
 			t.Fatalf("provider slots must be numbered 0..n-1 without gaps, got %v", slots)
 		}
-		call, ok := m.modules["region_"+s]
-		if !ok {
-			t.Errorf("provider kubernetes.slot%s has no module \"region_%s\"", s, s)
-			continue
-		}
-		if call.source != "./modules/region" {
-			t.Errorf("module region_%s: source %q, want ./modules/region", s, call.source)
+		// Each slot has one region module and one ledger module, bound to that slot's provider
+		// and no other: whatever Terraform does for a region, it does through its own cluster.
+		for _, kind := range []string{"region", "ledger"} {
+			call, ok := m.modules[kind+"_"+s]
+			if !ok {
+				t.Errorf("provider kubernetes.slot%s has no module \"%s_%s\"", s, kind, s)
+				continue
+			}
+			if call.source != "./modules/"+kind {
+				t.Errorf("module %s_%s: source %q, want ./modules/%s", kind, s, call.source, kind)
+			}
+			if got, want := call.providers, map[string]string{"kubernetes": "kubernetes.slot" + s}; len(got) != 1 || got["kubernetes"] != want["kubernetes"] {
+				t.Errorf("module %s_%s: providers %v, want exactly %v", kind, s, got, want)
+			}
 		}
 	}
 	for name := range m.modules {
-		if s, ok := strings.CutPrefix(name, "region_"); ok && !m.providers["kubernetes.slot"+s] {
-			t.Errorf("module %s has no provider kubernetes.slot%s", name, s)
+		for _, kind := range []string{"region_", "ledger_"} {
+			if s, ok := strings.CutPrefix(name, kind); ok && !m.providers["kubernetes.slot"+s] {
+				t.Errorf("module %s has no provider kubernetes.slot%s", name, s)
+			}
+		}
+	}
+	for p := range m.providers {
+		if p != "kubernetes" && !strings.HasPrefix(p, "kubernetes.slot") {
+			t.Errorf("provider %s: the root module has slot providers only", p)
 		}
 	}
 	n := len(slots)
-	src := string(m.sources["variables.tf"]) + string(m.sources["providers.tf"]) + string(m.sources["regions.tf"])
+	src := string(m.sources["variables.tf"]) + string(m.sources["providers.tf"]) + string(m.sources["regions.tf"]) + string(m.sources["ledger.tf"])
 	for _, want := range []string{
 		fmt.Sprintf("length(var.regions) <= %d", n),
 		fmt.Sprintf("r.slot <= %d", n-1),
-		fmt.Sprintf(`for s in [%s, "ledger"]`, quotedRange(n)),
+		fmt.Sprintf(`slots        = [%s]`, quotedRange(n)),
+		"module.ledger_" + fmt.Sprint(n-1) + ")",
 	} {
 		if !strings.Contains(src, want) {
 			t.Errorf("root module does not contain %q: update it for %d slots", want, n)

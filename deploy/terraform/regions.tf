@@ -1,17 +1,32 @@
 locals {
-  weights        = { for name, r in var.regions : name => r.weight }
+  # Regions being decommissioned (step 1 of "Removing a region", deploy/README.md) keep their slot
+  # and provider, but get no module instance: their objects are destroyed through their own
+  # slot, and no other region refers to them any more.
+  active         = { for name, r in var.regions : name => r if !r.decommission }
+  weights        = { for name, r in local.active : name => r.weight }
+  namespaces     = { for name, r in var.regions : name => coalesce(r.namespace, "quota-${name}") }
   control_region = coalesce(var.control_region, var.ledger_region)
+
+  # The usage stream and the catalogue bucket live in the ledger region's NATS cluster
+  # (JetStream placement), R3 when that cluster has three servers or more. Every process that
+  # may create one of them is given the same placement.
+  jetstream = {
+    cluster  = var.ledger_region
+    replicas = var.regions[var.ledger_region].nats.replicas >= 3 ? 3 : 1
+  }
 
   # The input of modules/region for each region: everything but the secrets.
   region_specs = {
-    for name, r in var.regions : name => {
+    for name, r in local.active : name => {
       name                        = name
-      namespace                   = r.namespace
+      namespace                   = local.namespaces[name]
       create_namespace            = r.create_namespace
-      image                       = var.image
+      zones                       = r.zones
+      images                      = { quota = var.images.quota, nats = var.images.nats, redis = var.images.redis }
+      allow_image_tags            = var.allow_image_tags
       weights                     = local.weights
       gateway_url                 = r.gateway_url
-      peers                       = { for other, o in var.regions : other => o.gateway_url if other != name }
+      peers                       = { for other, o in local.active : other => o.gateway_url if other != name }
       gateway_service_type        = r.gateway_service_type
       gateway_service_annotations = r.gateway_service_annotations
       gateway_source_ranges       = var.gateway_source_ranges
@@ -22,9 +37,10 @@ locals {
       nats                        = r.nats
       nats_tls_secret             = var.nats_tls_secret
       usage_stream_max_bytes      = var.ledger.usage_stream_max_bytes
+      jetstream                   = local.jetstream
       control_region              = local.control_region
       # The reconciler runs in the ledger region's namespace and connects to that region's NATS.
-      reconciler_namespace = name == var.ledger_region ? r.namespace : null
+      reconciler_namespace = name == var.ledger_region ? local.namespaces[name] : null
       network = {
         api_client_namespaces       = var.api_client_namespaces
         api_client_namespace_labels = var.api_client_namespace_labels
@@ -32,14 +48,14 @@ locals {
         admin_client_namespaces     = var.admin_client_namespaces
         nats_monitor_namespaces     = var.nats_monitor_namespaces
         # Where the other regions' NATS pods run, for in-cluster gateways (one cluster).
-        peer_namespaces = distinct([for other, o in var.regions : o.namespace if other != name])
+        peer_namespaces = distinct([for other, o in local.active : local.namespaces[other] if other != name])
       }
       allow_unauthenticated_checks = var.allow_unauthenticated_checks
     }
   }
 
-  # slot number => region name, for the slots in use.
-  slot_region = { for name, r in var.regions : tostring(r.slot) => name }
+  # slot number => region name, for the slots of active regions.
+  slot_region = { for name, r in local.active : tostring(r.slot) => name }
 
   # Region module outputs by region name, whatever the slot.
   region_out = merge(

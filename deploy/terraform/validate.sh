@@ -4,7 +4,10 @@
 # No Terraform registry is reachable here, so the kubernetes provider is built from source
 # (github.com/hashicorp/terraform-provider-kubernetes, through the Go module proxy) in a throwaway
 # module outside the repo, cached under $QUOTA_CACHE_DIR (default ~/.cache/quota), and handed to
-# `terraform init -plugin-dir`. The repo's go.mod is never touched, and nothing is written inside
+# `terraform init -plugin-dir` as version $PROVIDER_VERSION. The provider's module path has no
+# /v2 or /v3 suffix, so the proxy serves its 2.x and 3.x releases only as pseudo-versions of v1:
+# PROVIDER_MODULE_VERSION is commit 3a33fb6 on main, which is the v3.2.1 release plus a grpc
+# dependency bump and a CODEOWNERS change (no provider code change), hence the label 3.2.1. The repo's go.mod is never touched, and nothing is written inside
 # the repo: every Terraform working directory is a temporary copy of deploy/terraform.
 #
 # Steps (all run; the script exits non-zero and lists every step that failed):
@@ -26,7 +29,8 @@ repo=$(cd "$here/../.." && pwd)
 
 TERRAFORM=${TERRAFORM:-/usr/local/bin/terraform}
 PROVIDER_MODULE=github.com/hashicorp/terraform-provider-kubernetes
-PROVIDER_VERSION=1.13.4
+PROVIDER_VERSION=3.2.1
+PROVIDER_MODULE_VERSION=v1.13.4-0.20260821094251-3a33fb6cc605
 cache_dir=${QUOTA_CACHE_DIR:-${HOME:?set HOME or QUOTA_CACHE_DIR}/.cache/quota}
 mirror=$cache_dir/terraform-plugins
 
@@ -57,9 +61,7 @@ plugin_dir=$mirror/registry.terraform.io/hashicorp/kubernetes/$PROVIDER_VERSION/
 plugin=$plugin_dir/terraform-provider-kubernetes_v$PROVIDER_VERSION
 
 # build_provider builds the provider from a copy of its module source, as the main module so
-# that its own replace directives apply. One of its 2020 dependencies, vbom.ml/util, is no
-# longer served by the module proxy; only its go.mod is needed (no package of it is built),
-# and github.com/fvbommel/util is the same repository at the same commit.
+# that its own replace directives apply.
 build_provider() {
 	local tmp rc=0
 	tmp=$(mktemp -d)
@@ -71,20 +73,18 @@ build_provider() {
 
 build_provider_in() {
 	local tmp=$1 src
-	src=$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "$PROVIDER_MODULE@v$PROVIDER_VERSION" |
+	src=$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "$PROVIDER_MODULE@$PROVIDER_MODULE_VERSION" |
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	[[ -n $src && -d $src ]] || {
-		echo "could not download $PROVIDER_MODULE@v$PROVIDER_VERSION" >&2
+		echo "could not download $PROVIDER_MODULE@$PROVIDER_MODULE_VERSION" >&2
 		return 1
 	}
 	cp -R "$src" "$tmp/src"
 	chmod -R u+w "$tmp/src"
-	rm -rf "$tmp/src/vendor" # the module zip holds only vendor/modules.txt
+	rm -rf "$tmp/src/vendor"
 	(
 		cd "$tmp/src" &&
-			go mod edit -replace vbom.ml/util=github.com/fvbommel/util@v0.0.0-20160121211510-db5cfe13f5cc &&
-			GOFLAGS='-mod=mod -buildvcs=false' GONOSUMDB=github.com/fvbommel/util CGO_ENABLED=0 \
-				go build -trimpath -o "$tmp/provider" .
+			GOFLAGS='-mod=mod -buildvcs=false' CGO_ENABLED=0 go build -trimpath -o "$tmp/provider" .
 	) || return 1
 	mkdir -p "$plugin_dir"
 	mv "$tmp/provider" "$plugin.tmp.$$"
@@ -95,9 +95,9 @@ step "kubernetes provider v$PROVIDER_VERSION"
 if [[ -x $plugin ]]; then
 	echo "cached: $plugin"
 else
-	echo "building into $plugin (about a minute on first run)"
+	echo "building into $plugin (several minutes on first run)"
 	start=$SECONDS
-	build_provider || fatal "building $PROVIDER_MODULE v$PROVIDER_VERSION failed (see go output above)"
+	build_provider || fatal "building $PROVIDER_MODULE $PROVIDER_MODULE_VERSION failed (see go output above)"
 	echo "built in $((SECONDS - start))s"
 fi
 
@@ -149,6 +149,9 @@ locals {
   vars = {
     name           = "eu"
     regions        = ["ap", "eu", "us"]
+    pid_file       = "$dir/nats.pid"
+    lame_duck_duration     = "30s"
+    lame_duck_grace_period = "10s"
     control_region = "eu"
     listen_host    = "0.0.0.0"
     client_port    = 4222

@@ -5,21 +5,33 @@ variable "regions" {
       slot         provider slot 0..4, unique; never change it for a live region (its resources
                    would be planned for the cluster of the new slot)
       weight       historical traffic weight, passed to every limiter's --region-weights
-      kube         how to reach the cluster: config_path/context, or host + cluster_ca_certificate
-                   + exec (e.g. aws eks get-token); config_path defaults to ~/.kube/config
+      kube         how to reach the cluster, explicitly: config_path AND context, or host +
+                   cluster_ca_certificate + exec (e.g. aws eks get-token). No default: a region
+                   never lands in whatever kube context is current.
+      decommission true = step 1 of removing the region (deploy/README.md "Removing a region"):
+                   its objects are destroyed through its own slot, the other regions forget it;
+                   keep slot and kube until that apply is done, then delete the entry
+      namespace    default quota-<region>; unique across regions
+      zones        the cluster's zones (topology.kubernetes.io/zone values) the region's pods
+                   may use; [] = the cluster has no zones (spread by node only). With zones, the
+                   NATS servers are required to be in different zones (nats.replicas <= zones),
+                   the limiters are spread over them (maxSkew 1, DoNotSchedule)
       gateway_url  nats://host:7222 at which the OTHER regions reach this region's NATS gateway
                    (a DNS name you point at the nats-<region>-gateway LoadBalancer)
       gateway_service_type  LoadBalancer (default; needs var.gateway_source_ranges), NodePort
                    (the same), or ClusterIP (regions in one cluster dial each other in-cluster)
       redis        endpoint = managed Redis host:port (or comma-separated cluster seeds with
-                   cluster = true); null deploys a Redis StatefulSet in the region
-      limiter      replicas and resources of the regional-limiter Deployment
-      nats         NATS servers per region (3 for JetStream R3), image, volume size
+                   cluster = true); null deploys a one-node Redis StatefulSet (AOF on a volume)
+                   in the region. allow_eviction: whether its PodDisruptionBudget lets a drain
+                   evict it (false: a drain waits until you delete the pod yourself)
+      limiter      replicas, QoS and resources of the regional-limiter StatefulSet (each pod
+                   keeps its data dir, catalogue cache and usage spool, on its own volume)
+      nats         NATS servers per region (3 for JetStream R3), volume, lame-duck duration
   EOT
   type = map(object({
     slot   = number
     weight = number
-    kube = optional(object({
+    kube = object({
       config_path            = optional(string)
       context                = optional(string)
       host                   = optional(string)
@@ -30,22 +42,29 @@ variable "regions" {
         args        = optional(list(string), [])
         env         = optional(map(string), {})
       }))
-    }), {})
-    namespace                   = optional(string, "quota")
+    })
+    decommission                = optional(bool, false)
+    namespace                   = optional(string)
     create_namespace            = optional(bool, true)
+    zones                       = optional(list(string), [])
     gateway_url                 = string
     gateway_service_type        = optional(string, "LoadBalancer")
     gateway_service_annotations = optional(map(string), {})
     redis = optional(object({
-      endpoint     = optional(string)
-      tls          = optional(bool, false)
-      cluster      = optional(bool, false)
-      image        = optional(string, "redis:7.2-alpine")
-      storage_size = optional(string, "5Gi")
-      maxmemory    = optional(string, "1gb")
+      endpoint       = optional(string)
+      tls            = optional(bool, false)
+      cluster        = optional(bool, false)
+      storage_size   = optional(string, "5Gi")
+      storage_class  = optional(string)
+      maxmemory      = optional(string, "1gb")
+      allow_eviction = optional(bool, false)
     }), {})
     limiter = optional(object({
-      replicas       = optional(number, 3)
+      replicas = optional(number, 3)
+      # Guaranteed: requests = limits = cpu_limit (whole CPUs, so that a kubelet with the static
+      # CPU manager policy gives the pod exclusive cores) and memory_limit. Burstable: the
+      # requests below. GOMEMLIMIT is 90 % of memory_limit either way.
+      qos            = optional(string, "Guaranteed")
       cpu_request    = optional(string, "500m")
       cpu_limit      = optional(string, "2")
       memory_request = optional(string, "256Mi")
@@ -57,12 +76,18 @@ variable "regions" {
       # return leases and send final usage reports. Grace period = delay + drain + 5.
       shutdown_delay_seconds = optional(number, 5)
       drain_seconds          = optional(number, 20)
+      # The per-pod volume of --data-dir (catalogue cache, usage spool).
+      data_volume_size = optional(string, "1Gi")
+      storage_class    = optional(string)
     }), {})
     nats = optional(object({
       replicas       = optional(number, 3)
-      image          = optional(string, "nats:2.10-alpine")
       storage_size   = optional(string, "10Gi")
+      storage_class  = optional(string)
       max_file_store = optional(string, "8G")
+      # On stop (preStop) a server enters lame-duck mode: it stops accepting clients and moves
+      # its clients away over this many seconds before it exits.
+      lame_duck_seconds = optional(number, 30)
     }), {})
   }))
 
@@ -83,6 +108,31 @@ variable "regions" {
     error_message = "regions: every region needs its own slot."
   }
   validation {
+    condition = alltrue([for r in values(var.regions) :
+      (r.kube.host == null && r.kube.config_path != null && r.kube.context != null && r.kube.cluster_ca_certificate == null && r.kube.exec == null) ||
+      (r.kube.host != null && r.kube.config_path == null && r.kube.context == null && r.kube.cluster_ca_certificate != null && r.kube.exec != null)
+    ])
+    error_message = "regions: kube must name either a kubeconfig file and a context (config_path + context) or a cluster (host + cluster_ca_certificate + exec), not both and nothing less: no region may fall back to the current kube context."
+  }
+  validation {
+    condition     = alltrue([for r in values(var.regions) : r.kube.host == null || startswith(coalesce(r.kube.host, "-"), "https://")])
+    error_message = "regions: kube.host must be an https:// URL."
+  }
+  validation {
+    condition     = anytrue([for r in values(var.regions) : !r.decommission])
+    error_message = "regions: at least one region must not be decommissioned."
+  }
+  validation {
+    condition = alltrue([for n, r in var.regions :
+      can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", coalesce(r.namespace, "quota-${n}")))
+    ])
+    error_message = "regions: namespace must be a DNS label."
+  }
+  validation {
+    condition     = length(distinct([for n, r in var.regions : coalesce(r.namespace, "quota-${n}")])) == length(var.regions)
+    error_message = "regions: every region needs its own namespace (default quota-<region>)."
+  }
+  validation {
     condition     = alltrue([for r in values(var.regions) : r.weight > 0])
     error_message = "regions: weight must be positive."
   }
@@ -100,6 +150,37 @@ variable "regions" {
   }
   validation {
     condition = alltrue([for r in values(var.regions) :
+      length(distinct(r.zones)) == length(r.zones) && alltrue([for z in r.zones : length(z) > 0]) &&
+      (length(r.zones) == 0 || r.nats.replicas <= length(r.zones))
+    ])
+    error_message = "regions: zones must be distinct, non-empty names, and at least as many as nats.replicas (one NATS server per zone, required)."
+  }
+  validation {
+    condition = alltrue([for r in values(var.regions) :
+      r.limiter.replicas >= 1 && floor(r.limiter.replicas) == r.limiter.replicas &&
+      r.nats.replicas >= 1 && floor(r.nats.replicas) == r.nats.replicas
+    ])
+    error_message = "regions: limiter.replicas and nats.replicas must be integers of at least 1."
+  }
+  validation {
+    condition = alltrue([for r in values(var.regions) :
+      contains(["Guaranteed", "Burstable"], r.limiter.qos) &&
+      (r.limiter.qos == "Burstable" || can(regex("^[1-9][0-9]*$|^[1-9][0-9]*000m$", r.limiter.cpu_limit)))
+    ])
+    error_message = "regions: limiter.qos must be Guaranteed or Burstable; Guaranteed needs a whole number of CPUs as cpu_limit (e.g. \"2\" or \"2000m\")."
+  }
+  validation {
+    condition     = alltrue([for r in values(var.regions) : can(regex("^[1-9][0-9]*(Ki|Mi|Gi|Ti|k|M|G|T)?$", r.limiter.memory_limit))])
+    error_message = "regions: limiter.memory_limit must be a whole quantity such as 1Gi, 512Mi or 2G (GOMEMLIMIT is derived from it)."
+  }
+  validation {
+    condition = alltrue([for r in values(var.regions) :
+      r.nats.lame_duck_seconds >= 5 && r.nats.lame_duck_seconds <= 300 && floor(r.nats.lame_duck_seconds) == r.nats.lame_duck_seconds
+    ])
+    error_message = "regions: nats.lame_duck_seconds must be an integer in 5..300."
+  }
+  validation {
+    condition = alltrue([for r in values(var.regions) :
       r.limiter.shutdown_delay_seconds >= 0 && r.limiter.shutdown_delay_seconds <= 300 && floor(r.limiter.shutdown_delay_seconds) == r.limiter.shutdown_delay_seconds
     ])
     error_message = "regions: limiter.shutdown_delay_seconds must be an integer in 0..300."
@@ -110,28 +191,71 @@ variable "regions" {
   }
 }
 
-variable "image" {
-  description = "Container image with both binaries (the repo's Dockerfile), e.g. registry.example.com/quota:v1.2.3."
-  type        = string
+variable "images" {
+  description = <<-EOT
+    Container images, by digest (name@sha256:<64 hex>), so that what runs is what was reviewed
+    and every pod of a set runs the same bytes:
+      quota     the repo's Dockerfile (both binaries)
+      nats      nats-server >= 2.10, a variant with nats-server on PATH (e.g. nats:2.10-alpine):
+                the preStop hook runs `nats-server --signal ldm=...`
+      redis     redis >= 7 (needed when a region runs the in-cluster Redis)
+      postgres  postgres >= 15 (needed with ledger.postgres.development_in_cluster; its psql
+                reads the password with \getenv)
+    Tags are refused unless allow_image_tags = true (a kind cluster with locally built images).
+  EOT
+  type = object({
+    quota    = string
+    nats     = string
+    redis    = optional(string)
+    postgres = optional(string)
+  })
+
+  validation {
+    condition = var.allow_image_tags || alltrue([
+      for i in [var.images.quota, var.images.nats, var.images.redis, var.images.postgres] :
+      i == null || can(regex("^[^@\\s]+@sha256:[0-9a-f]{64}$", i))
+    ])
+    error_message = "images: every image must be pinned by digest (name@sha256:<64 hex digits>); set allow_image_tags = true to accept tags."
+  }
+  validation {
+    condition     = var.images.redis != null || alltrue([for r in values(var.regions) : r.decommission || r.redis.endpoint != null])
+    error_message = "images.redis is needed: a region runs the in-cluster Redis (regions.<r>.redis.endpoint is null)."
+  }
+  validation {
+    condition     = var.images.postgres != null || !var.ledger.postgres.development_in_cluster
+    error_message = "images.postgres is needed with ledger.postgres.development_in_cluster = true."
+  }
+}
+
+variable "allow_image_tags" {
+  description = "Accept images by tag instead of digest (development only, e.g. kind with locally built images). Default false."
+  type        = bool
+  default     = false
 }
 
 variable "ledger_region" {
-  description = "Region that runs the reconciler and the Postgres ledger (a key of var.regions)."
+  description = "Region that runs the reconciler and the Postgres ledger, and whose NATS cluster holds the usage stream and the catalogue bucket (a key of var.regions, not decommissioned). Moving it: deploy/README.md \"Moving the ledger region\"."
   type        = string
 
   validation {
-    condition     = contains(keys(var.regions), var.ledger_region)
-    error_message = "ledger_region must be one of the regions."
+    condition     = contains(keys(var.regions), var.ledger_region) && !try(var.regions[var.ledger_region].decommission, false)
+    error_message = "ledger_region must be one of the regions, and not one being decommissioned."
   }
 }
 
 variable "ledger" {
   description = <<-EOT
-    Reconciler and Postgres settings; postgres.host = null deploys Postgres in the ledger region.
+    Reconciler and Postgres settings.
+    postgres: production = a managed or operator-run Postgres with backups (RDS/Aurora, Cloud
+    SQL, CloudNativePG, ...): host, port, user, database, and TLS: sslmode (default verify-full)
+    with ca_secret, a Secret in the ledger region's namespace whose key ca.crt is the CA of the
+    server's certificate (sslrootcert; null = the image's system roots, which do not include
+    e.g. the RDS CAs). Development only: host = null with development_in_cluster = true deploys a
+    one-instance Postgres StatefulSet (no replica, no backups, sslmode disable).
     usage_stream_max_bytes is the byte limit of the JetStream usage stream (QUOTA_USAGE) when a
     limiter or the reconciler creates it (--usage-stream-max-bytes, --stream-max-bytes; an
-    existing stream is never changed). Keep it well below regions.<r>.nats.max_file_store: each
-    replica of the stream lives on one NATS server of the region that created it.
+    existing stream is never changed). Keep it well below regions.<ledger>.nats.max_file_store:
+    the stream's replicas live on the ledger region's NATS servers.
   EOT
   type = object({
     usage_stream_max_bytes = optional(number, 1073741824)
@@ -147,17 +271,35 @@ variable "ledger" {
       drain_seconds          = optional(number, 30)
     }), {})
     postgres = optional(object({
-      host         = optional(string)
-      port         = optional(number, 5432)
-      user         = optional(string, "quota")
-      database     = optional(string, "quota")
-      sslmode      = optional(string)
-      image        = optional(string, "postgres:16-alpine")
-      storage_size = optional(string, "50Gi")
+      host                   = optional(string)
+      port                   = optional(number, 5432)
+      user                   = optional(string, "quota")
+      database               = optional(string, "quota")
+      sslmode                = optional(string)
+      ca_secret              = optional(string)
+      development_in_cluster = optional(bool, false)
+      storage_size           = optional(string, "50Gi")
+      storage_class          = optional(string)
     }), {})
   })
   default = {}
 
+  validation {
+    condition     = (var.ledger.postgres.host == null) == var.ledger.postgres.development_in_cluster
+    error_message = "ledger.postgres: set host (a managed or operator-run Postgres with backups: the production path), or, for development only, leave host null and set development_in_cluster = true (one instance, no backups)."
+  }
+  validation {
+    condition     = var.ledger.postgres.sslmode == null || contains(["disable", "allow", "prefer", "require", "verify-ca", "verify-full"], coalesce(var.ledger.postgres.sslmode, "-"))
+    error_message = "ledger.postgres.sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full (default verify-full for an external Postgres)."
+  }
+  validation {
+    condition     = var.ledger.postgres.ca_secret == null || var.ledger.postgres.host != null
+    error_message = "ledger.postgres.ca_secret is for an external Postgres (host set)."
+  }
+  validation {
+    condition     = can(regex("^[1-9][0-9]*(Ki|Mi|Gi|Ti|k|M|G|T)?$", var.ledger.reconciler.memory_limit))
+    error_message = "ledger: reconciler.memory_limit must be a whole quantity such as 1Gi or 512Mi (GOMEMLIMIT is derived from it)."
+  }
   validation {
     condition     = var.ledger.reconciler.shutdown_delay_seconds >= 0 && var.ledger.reconciler.shutdown_delay_seconds <= 300 && floor(var.ledger.reconciler.shutdown_delay_seconds) == var.ledger.reconciler.shutdown_delay_seconds
     error_message = "ledger: reconciler.shutdown_delay_seconds must be an integer in 0..300."
@@ -183,8 +325,8 @@ variable "control_region" {
   default     = null
 
   validation {
-    condition     = var.control_region == null || contains(keys(var.regions), coalesce(var.control_region, "-"))
-    error_message = "control_region must be one of the regions (or null: the ledger region)."
+    condition     = var.control_region == null || (contains(keys(var.regions), coalesce(var.control_region, "-")) && !try(var.regions[coalesce(var.control_region, "-")].decommission, false))
+    error_message = "control_region must be one of the regions, not one being decommissioned (or null: the ledger region)."
   }
 }
 
@@ -336,20 +478,25 @@ variable "admin_token" {
 }
 
 variable "redis_passwords" {
-  description = "Redis password per region (region name => password), for managed and in-cluster Redis alike."
+  description = "Redis password per region (region name => password), for managed and in-cluster Redis alike; printable ASCII. Needed for every region not being decommissioned."
   type        = map(string)
   sensitive   = true
 
   validation {
-    condition     = alltrue([for n in keys(var.regions) : length(lookup(var.redis_passwords, n, "")) > 0])
+    condition     = alltrue([for n, r in var.regions : r.decommission || length(lookup(var.redis_passwords, n, "")) > 0])
     error_message = "redis_passwords needs a non-empty password for every region."
+  }
+  validation {
+    condition     = alltrue([for p in values(var.redis_passwords) : can(regex("^[\\x20-\\x7e]*$", p))])
+    error_message = "redis_passwords: printable ASCII only (the in-cluster Redis reads it from a config file)."
   }
 }
 
 variable "nats_passwords" {
   description = <<-EOT
     NATS passwords by user (README "NATS users and passwords"): limiter-<region> for every
-    region, control-plane, reconciler, and gateway (the gateways between regions authenticate
+    region (a decommissioned region's may stay until its entry is removed), control-plane,
+    reconciler, and gateway (the gateways between regions authenticate
     with it). Every key is required, no other is accepted, and no two users
     may share a password. Each is 16..256 bytes of printable ASCII without spaces, '"' or '\'
     (e.g. openssl rand -hex 32). A limiter, the control plane and the reconciler each get only
@@ -361,7 +508,7 @@ variable "nats_passwords" {
 
   validation {
     condition = alltrue([
-      for u in concat([for r in keys(var.regions) : "limiter-${r}"], ["control-plane", "reconciler", "gateway"]) :
+      for u in concat([for n, r in var.regions : "limiter-${n}" if !r.decommission], ["control-plane", "reconciler", "gateway"]) :
       contains(keys(var.nats_passwords), u)
     ])
     error_message = "nats_passwords needs a password for every user: limiter-<region> for each region, control-plane, reconciler and gateway."

@@ -3,11 +3,12 @@ terraform {
   required_version = ">= 1.9"
 
   required_providers {
-    # Pinned to the 1.13 series: the HCL uses its block syntax (e.g. resources { limits { } }),
-    # which 2.x changed, and 1.13.4 is the version validated offline by validate.sh.
+    # 3.2: policy/v1 PodDisruptionBudgets (kubernetes_pod_disruption_budget_v1), startup probes,
+    # topology spread constraints, StatefulSet PVC retention, all through the *_v1 resources
+    # (which 2.x has too). validate.sh builds 3.2.1 from source and validates against it.
     kubernetes = {
       source  = "hashicorp/kubernetes"
-      version = "~> 1.13.4"
+      version = "~> 3.2.1"
     }
   }
 }

@@ -51,6 +51,13 @@ type Params struct {
 	Gateways      []Gateway
 	TLS           *TLS
 
+	// PIDFile is where the server writes its pid, which the pod's preStop
+	// hook signals into lame duck. Default StoreDir + ".pid", beside the
+	// store (in its parent, which exists before the server starts).
+	PIDFile             string
+	LameDuckDuration    string // default "30s"
+	LameDuckGracePeriod string // default "10s"
+
 	UsageSubject  string // default "quota.usage"
 	GossipSubject string // default "quota.gossip"
 	UsageStream   string // default "QUOTA_USAGE"
@@ -130,6 +137,11 @@ func (p *Params) defaults() {
 	setPort(&p.ClusterPort, 6222)
 	setPort(&p.GatewayPort, 7222)
 	set(&p.MaxFileStore, "1G")
+	if p.StoreDir != "" {
+		set(&p.PIDFile, filepath.Clean(p.StoreDir)+".pid")
+	}
+	set(&p.LameDuckDuration, "30s")
+	set(&p.LameDuckGracePeriod, "10s")
 	set(&p.UsageSubject, "quota.usage")
 	set(&p.GossipSubject, "quota.gossip")
 	set(&p.UsageStream, "QUOTA_USAGE")
@@ -184,6 +196,10 @@ func (p *Params) vars() map[string]cty.Value {
 		"usage_stream":   cty.StringVal(p.UsageStream),
 		"catalog_bucket": cty.StringVal(p.CatalogBucket),
 		"durable":        cty.StringVal(p.Durable),
+
+		"pid_file":               cty.StringVal(p.PIDFile),
+		"lame_duck_duration":     cty.StringVal(p.LameDuckDuration),
+		"lame_duck_grace_period": cty.StringVal(p.LameDuckGracePeriod),
 	}
 }
 

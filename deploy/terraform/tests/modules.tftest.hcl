@@ -16,7 +16,8 @@ run "region_tokens_network_shutdown" {
   variables {
     spec = {
       name        = "eu"
-      image       = "registry.example.com/quota:test"
+      namespace   = "quota"
+      images      = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", nats = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", redis = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
       weights     = { eu = 0.6, us = 0.4 }
       gateway_url = "nats://gw.eu.example.com:7222"
       peers       = { us = "nats://gw.us.example.com:7222" }
@@ -47,11 +48,11 @@ run "region_tokens_network_shutdown" {
 
   # The Secret holds the token lists, comma-joined (the daemon's flag format).
   assert {
-    condition     = kubernetes_secret.limiter.data["check-token"] == "TEST-CHECK-TOKEN-0001,TEST-CHECK-TOKEN-0002"
+    condition     = kubernetes_secret_v1.limiter.data["check-token"] == "TEST-CHECK-TOKEN-0001,TEST-CHECK-TOKEN-0002"
     error_message = "the limiter Secret must hold the check tokens under check-token"
   }
   assert {
-    condition     = kubernetes_secret.limiter.data["read-token"] == "TEST-READ-TOKEN-00001"
+    condition     = kubernetes_secret_v1.limiter.data["read-token"] == "TEST-READ-TOKEN-00001"
     error_message = "the limiter Secret must hold the read tokens under read-token"
   }
 
@@ -60,43 +61,43 @@ run "region_tokens_network_shutdown" {
     condition = alltrue([
       for name, key in { QUOTA_CHECK_TOKEN = "check-token", QUOTA_READ_TOKEN = "read-token", QUOTA_ADMIN_TOKEN = "admin-token" } :
       [
-        for e in kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].env :
+        for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env :
         "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == name
-      ] == ["${kubernetes_secret.limiter.metadata[0].name}/${key}"]
+      ] == ["${kubernetes_secret_v1.limiter.metadata[0].name}/${key}"]
     ])
     error_message = "QUOTA_CHECK_TOKEN, QUOTA_READ_TOKEN and QUOTA_ADMIN_TOKEN must come from the limiter Secret by secretKeyRef"
   }
   assert {
     condition = !anytrue([
-      for e in kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].env :
+      for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env :
       e.value != null && strcontains(coalesce(e.value, "-"), "TEST-")
     ])
     error_message = "a secret is set as a literal environment value"
   }
   assert {
-    condition     = !anytrue([for a in kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args : strcontains(a, "TEST-") || startswith(a, "--check-token") || startswith(a, "--read-token")])
+    condition     = !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args : strcontains(a, "TEST-") || startswith(a, "--check-token") || startswith(a, "--read-token")])
     error_message = "a token is in the limiter arguments"
   }
   assert {
-    condition     = !strcontains(jsonencode(kubernetes_deployment.limiter.spec[0].template[0].metadata[0].annotations), "TEST-")
+    condition     = !strcontains(jsonencode(kubernetes_stateful_set_v1.limiter.spec[0].template[0].metadata[0].annotations), "TEST-")
     error_message = "a secret is in the pod annotations"
   }
 
   # Graceful stop: explicit --shutdown-delay, grace > delay + drain, /readyz readiness, no preStop.
   assert {
-    condition     = contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=7s")
+    condition     = contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=7s")
     error_message = "--shutdown-delay must be passed explicitly"
   }
   assert {
-    condition     = kubernetes_deployment.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds > 7 + 15
-    error_message = "terminationGracePeriodSeconds (${kubernetes_deployment.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds}) must exceed shutdown delay + drain (22)"
+    condition     = kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds > 7 + 15
+    error_message = "terminationGracePeriodSeconds (${kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds}) must exceed shutdown delay + drain (22)"
   }
   assert {
-    condition     = kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].readiness_probe[0].http_get[0].path == "/readyz"
+    condition     = kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].readiness_probe[0].http_get[0].path == "/readyz"
     error_message = "the readiness probe must be /readyz"
   }
   assert {
-    condition     = length(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].lifecycle) == 0
+    condition     = length(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].lifecycle) == 0
     error_message = "no preStop hook: the daemon implements the shutdown delay"
   }
 
@@ -104,34 +105,34 @@ run "region_tokens_network_shutdown" {
   # memberlist from this region's limiters.
   assert {
     condition = (
-      kubernetes_network_policy.limiter.spec[0].policy_types == tolist(["Ingress"]) &&
-      kubernetes_network_policy.limiter.spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" })
+      kubernetes_network_policy_v1.limiter.spec[0].policy_types == tolist(["Ingress"]) &&
+      kubernetes_network_policy_v1.limiter.spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" })
     )
     error_message = "the NetworkPolicy must select this region's limiters, for ingress"
   }
   assert {
     condition = (
-      kubernetes_network_policy.limiter.spec[0].ingress[0].ports[0].port == "8080" &&
-      length(kubernetes_network_policy.limiter.spec[0].ingress[0].from) == 2 &&
-      kubernetes_network_policy.limiter.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].key == "kubernetes.io/metadata.name" &&
-      kubernetes_network_policy.limiter.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].operator == "In" &&
-      kubernetes_network_policy.limiter.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].values == toset(["checkout", "search"]) &&
-      kubernetes_network_policy.limiter.spec[0].ingress[0].from[1].namespace_selector[0].match_labels == tomap({ "quota.dev/client" = "true" })
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[0].ports[0].port == "8080" &&
+      length(kubernetes_network_policy_v1.limiter.spec[0].ingress[0].from) == 2 &&
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].key == "kubernetes.io/metadata.name" &&
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].operator == "In" &&
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].values == toset(["checkout", "search"]) &&
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[0].from[1].namespace_selector[0].match_labels == tomap({ "quota.dev/client" = "true" })
     )
-    error_message = "HTTP ingress must list the API namespaces and the label selector: ${jsonencode(kubernetes_network_policy.limiter.spec[0].ingress[0])}"
+    error_message = "HTTP ingress must list the API namespaces and the label selector: ${jsonencode(kubernetes_network_policy_v1.limiter.spec[0].ingress[0])}"
   }
   assert {
     condition = (
-      length(kubernetes_network_policy.limiter.spec[0].ingress) == 3 &&
-      kubernetes_network_policy.limiter.spec[0].ingress[1].ports[0].port == "8080" &&
-      kubernetes_network_policy.limiter.spec[0].ingress[1].from[0].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "monitoring" })
+      length(kubernetes_network_policy_v1.limiter.spec[0].ingress) == 3 &&
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[1].ports[0].port == "8080" &&
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[1].from[0].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "monitoring" })
     )
     error_message = "Prometheus' namespace must reach :8080"
   }
   assert {
     condition = (
-      toset([for p in kubernetes_network_policy.limiter.spec[0].ingress[2].ports : "${p.port}/${p.protocol}"]) == toset(["7946/TCP", "7946/UDP"]) &&
-      kubernetes_network_policy.limiter.spec[0].ingress[2].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" })
+      toset([for p in kubernetes_network_policy_v1.limiter.spec[0].ingress[2].ports : "${p.port}/${p.protocol}"]) == toset(["7946/TCP", "7946/UDP"]) &&
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[2].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" })
     )
     error_message = "memberlist (7946 TCP+UDP) must be open between this region's limiters"
   }
@@ -139,7 +140,7 @@ run "region_tokens_network_shutdown" {
   # NATS: the servers' Secret holds every user's password, double-quoted (nats-server parses an
   # environment value as config); the users that connect here have their real one.
   assert {
-    condition     = toset(keys(kubernetes_secret.nats.data)) == toset(["limiter-eu", "limiter-us", "control-plane", "reconciler", "gateway"])
+    condition     = toset(keys(kubernetes_secret_v1.nats.data)) == toset(["limiter-eu", "limiter-us", "control-plane", "reconciler", "gateway"])
     error_message = "Secret nats-eu must hold one key per NATS user"
   }
   assert {
@@ -149,19 +150,19 @@ run "region_tokens_network_shutdown" {
         "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
         "reconciler"    = "TEST-NATS-RECONCILER-0001"
         "gateway"       = "TEST-NATS-GATEWAY-000001"
-      } : kubernetes_secret.nats.data[u] == "\"${p}\""
+      } : kubernetes_secret_v1.nats.data[u] == "\"${p}\""
     ])
     error_message = "the control and ledger region's NATS Secret must hold the real, quoted passwords of limiter-eu, control-plane, reconciler and gateway"
   }
   assert {
-    condition     = startswith(kubernetes_secret.nats.data["limiter-us"], "\"disabled-") && !strcontains(kubernetes_secret.nats.data["limiter-us"], "TEST-NATS-LIMITER-US")
+    condition     = startswith(kubernetes_secret_v1.nats.data["limiter-us"], "\"disabled-") && !strcontains(kubernetes_secret_v1.nats.data["limiter-us"], "TEST-NATS-LIMITER-US")
     error_message = "another region's limiter user must be disabled here (a password no client has)"
   }
   assert {
     condition = alltrue([
       for u, env in { "limiter-eu" = "QUOTA_NATS_PASSWORD_LIMITER_EU", "limiter-us" = "QUOTA_NATS_PASSWORD_LIMITER_US", "control-plane" = "QUOTA_NATS_PASSWORD_CONTROL_PLANE", "reconciler" = "QUOTA_NATS_PASSWORD_RECONCILER", "gateway" = "QUOTA_NATS_PASSWORD_GATEWAY" } :
       [
-        for e in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].env :
+        for e in kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].env :
         "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == env
       ] == ["nats-eu/${u}"]
     ])
@@ -169,12 +170,12 @@ run "region_tokens_network_shutdown" {
   }
   assert {
     condition = (
-      length(kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].env) == 6 &&
-      !anytrue([for e in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].env : strcontains(coalesce(e.value, "-"), "TEST-")]) &&
-      !strcontains(jsonencode(kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].args), "TEST-") &&
-      contains(keys(kubernetes_stateful_set.nats.spec[0].template[0].metadata[0].annotations), "quota.dev/secret-hash") &&
-      !strcontains(jsonencode(kubernetes_stateful_set.nats.spec[0].template[0].metadata[0].annotations), "TEST-") &&
-      kubernetes_stateful_set.nats.wait_for_rollout
+      length(kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].env) == 6 &&
+      !anytrue([for e in kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].env : strcontains(coalesce(e.value, "-"), "TEST-")]) &&
+      !strcontains(jsonencode(kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].args), "TEST-") &&
+      contains(keys(kubernetes_stateful_set_v1.nats.spec[0].template[0].metadata[0].annotations), "quota.dev/secret-hash") &&
+      !strcontains(jsonencode(kubernetes_stateful_set_v1.nats.spec[0].template[0].metadata[0].annotations), "TEST-") &&
+      kubernetes_stateful_set_v1.nats.wait_for_rollout
     )
     error_message = "NATS pods: POD_NAME plus 5 password variables, no literal secret, a secret-hash annotation (a new password rolls them), wait_for_rollout"
   }
@@ -187,69 +188,70 @@ run "region_tokens_network_shutdown" {
       "password: $QUOTA_NATS_PASSWORD_RECONCILER", "password: $QUOTA_NATS_PASSWORD_GATEWAY",
       "\"quota.usage.eu.>\"", "\"quota.gossip.us.>\"", "\"$KV.quota-catalog.>\"", "$JS.API.CONSUMER.MSG.NEXT.QUOTA_USAGE.reconciler",
       "reject_unknown_cluster: true", "listen: \"0.0.0.0:4222\"", "http: \"0.0.0.0:8222\"", "listen: \"0.0.0.0:6222\"", "listen: \"0.0.0.0:7222\"",
-      ] : strcontains(kubernetes_config_map.nats.data["nats.conf"], want)
-    ]) && !strcontains(kubernetes_config_map.nats.data["nats.conf"], "TEST-") && !strcontains(kubernetes_config_map.nats.data["nats.conf"], "tls {")
-    error_message = "nats.conf must define every user with its password variable, the region's subjects, gateway auth, and no password or TLS:\n${kubernetes_config_map.nats.data["nats.conf"]}"
+      ] : strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], want)
+    ]) && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "TEST-") && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "tls {")
+    error_message = "nats.conf must define every user with its password variable, the region's subjects, gateway auth, and no password or TLS:\n${kubernetes_config_map_v1.nats.data["nats.conf"]}"
   }
 
   # The limiters: their own NATS user and password, R3 usage stream (3 NATS servers), no
   # catalogue writes.
   assert {
     condition = (
-      contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-eu") &&
-      contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=3") &&
-      contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=1073741824") &&
-      !anytrue([for a in kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args : startswith(a, "--control-plane") || startswith(a, "--nats-password") || startswith(a, "--catalog-replicas") || startswith(a, "--nats-tls")])
+      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-eu") &&
+      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=3") &&
+      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=1073741824") &&
+      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--catalog-replicas=3") &&
+      !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args : startswith(a, "--control-plane") || startswith(a, "--nats-password") || startswith(a, "--nats-tls")])
     )
-    error_message = "limiter args: ${jsonencode(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args)}"
+    error_message = "limiter args: ${jsonencode(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args)}"
   }
   assert {
     condition = [
-      for e in kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].env :
+      for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env :
       "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == "QUOTA_NATS_PASSWORD"
-    ] == ["quota-limiter-eu/nats-password"] && kubernetes_secret.limiter.data["nats-password"] == "TEST-NATS-LIMITER-EU-0001"
+    ] == ["quota-limiter-eu/nats-password"] && kubernetes_secret_v1.limiter.data["nats-password"] == "TEST-NATS-LIMITER-EU-0001"
     error_message = "QUOTA_NATS_PASSWORD of the limiters must come from their Secret, which holds limiter-eu's password"
   }
   assert {
-    condition     = !anytrue([for k, v in kubernetes_secret.limiter.data : strcontains(v, "TEST-NATS-") && k != "nats-password"]) && !strcontains(jsonencode(kubernetes_secret.limiter.data), "TEST-NATS-CONTROL") && !strcontains(jsonencode(kubernetes_secret.limiter.data), "TEST-NATS-GATEWAY")
+    condition     = !anytrue([for k, v in kubernetes_secret_v1.limiter.data : strcontains(v, "TEST-NATS-") && k != "nats-password"]) && !strcontains(jsonencode(kubernetes_secret_v1.limiter.data), "TEST-NATS-CONTROL") && !strcontains(jsonencode(kubernetes_secret_v1.limiter.data), "TEST-NATS-GATEWAY")
     error_message = "the limiter Secret must hold no other NATS password"
   }
 
   # The control plane: one process, --control-plane, its own user, Secret, Service and policy.
   assert {
     condition = (
-      length(kubernetes_deployment.control_plane) == 1 &&
-      kubernetes_deployment.control_plane[0].spec[0].replicas == 1 &&
+      length(kubernetes_deployment_v1.control_plane) == 1 &&
+      tostring(kubernetes_deployment_v1.control_plane[0].spec[0].replicas) == "1" &&
       alltrue([for a in ["--control-plane", "--nats-user=control-plane", "--region=eu", "--catalog-replicas=3", "--usage-stream-replicas=3", "--nats=nats://nats-eu.quota.svc.cluster.local:4222"] :
-      contains(kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args, a)]) &&
-      !anytrue([for a in kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args : startswith(a, "--memberlist") || strcontains(a, "TEST-")])
+      contains(kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].container[0].args, a)]) &&
+      !anytrue([for a in kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].container[0].args : startswith(a, "--memberlist") || strcontains(a, "TEST-")])
     )
-    error_message = "control-plane args: ${jsonencode(kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args)}"
+    error_message = "control-plane args: ${jsonencode(kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].container[0].args)}"
   }
   assert {
     condition = alltrue([
       for name, key in { QUOTA_NATS_PASSWORD = "nats-password", QUOTA_ADMIN_TOKEN = "admin-token", QUOTA_REDIS = "redis-url", QUOTA_CHECK_TOKEN = "check-token" } :
       [
-        for e in kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].env :
+        for e in kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].container[0].env :
         "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == name
       ] == ["quota-control-plane-eu/${key}"]
-    ]) && kubernetes_secret.control_plane[0].data["nats-password"] == "TEST-NATS-CONTROL-PLANE-01"
+    ]) && kubernetes_secret_v1.control_plane[0].data["nats-password"] == "TEST-NATS-CONTROL-PLANE-01"
     error_message = "the control plane must read its secrets from Secret quota-control-plane-eu, which holds the control-plane NATS password"
   }
   assert {
     condition = (
-      kubernetes_service.control_plane[0].spec[0].selector == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
-      !alltrue([for k, v in kubernetes_service.limiter.spec[0].selector : lookup(kubernetes_deployment.control_plane[0].spec[0].template[0].metadata[0].labels, k, "") == v])
+      kubernetes_service_v1.control_plane[0].spec[0].selector == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
+      !alltrue([for k, v in kubernetes_service_v1.limiter.spec[0].selector : lookup(kubernetes_deployment_v1.control_plane[0].spec[0].template[0].metadata[0].labels, k, "") == v])
     )
     error_message = "the control plane has its own Service, and the check Service limiter-eu must not select it"
   }
   assert {
     condition = (
-      kubernetes_network_policy.control_plane[0].spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
-      length(kubernetes_network_policy.control_plane[0].spec[0].ingress) == 2 &&
-      kubernetes_network_policy.control_plane[0].spec[0].ingress[0].ports[0].port == "8080" &&
-      kubernetes_network_policy.control_plane[0].spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].values == toset(["ops"]) &&
-      kubernetes_network_policy.control_plane[0].spec[0].ingress[1].from[0].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "monitoring" })
+      kubernetes_network_policy_v1.control_plane[0].spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
+      length(kubernetes_network_policy_v1.control_plane[0].spec[0].ingress) == 2 &&
+      kubernetes_network_policy_v1.control_plane[0].spec[0].ingress[0].ports[0].port == "8080" &&
+      kubernetes_network_policy_v1.control_plane[0].spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].values == toset(["ops"]) &&
+      kubernetes_network_policy_v1.control_plane[0].spec[0].ingress[1].from[0].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "monitoring" })
     )
     error_message = "the control plane's :8080 must admit the admin namespaces and Prometheus only"
   }
@@ -257,9 +259,9 @@ run "region_tokens_network_shutdown" {
   # The gateway Service: only the source ranges, client addresses kept for the NetworkPolicy.
   assert {
     condition = (
-      kubernetes_service.nats_gateway.spec[0].type == "LoadBalancer" &&
-      kubernetes_service.nats_gateway.spec[0].load_balancer_source_ranges == toset(["198.51.100.0/24", "203.0.113.7/32"]) &&
-      kubernetes_service.nats_gateway.spec[0].external_traffic_policy == "Local"
+      kubernetes_service_v1.nats_gateway.spec[0].type == "LoadBalancer" &&
+      kubernetes_service_v1.nats_gateway.spec[0].load_balancer_source_ranges == toset(["198.51.100.0/24", "203.0.113.7/32"]) &&
+      kubernetes_service_v1.nats_gateway.spec[0].external_traffic_policy == "Local"
     )
     error_message = "the gateway LoadBalancer must be restricted to gateway_source_ranges, with externalTrafficPolicy Local"
   }
@@ -268,43 +270,43 @@ run "region_tokens_network_shutdown" {
   # servers; gateways = the source ranges; monitor = the monitoring namespaces.
   assert {
     condition = (
-      kubernetes_network_policy.nats.spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats", "quota.dev/region" = "eu" }) &&
-      kubernetes_network_policy.nats.spec[0].policy_types == tolist(["Ingress"]) &&
-      length(kubernetes_network_policy.nats.spec[0].ingress) == 4
+      kubernetes_network_policy_v1.nats.spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats", "quota.dev/region" = "eu" }) &&
+      kubernetes_network_policy_v1.nats.spec[0].policy_types == tolist(["Ingress"]) &&
+      length(kubernetes_network_policy_v1.nats.spec[0].ingress) == 4
     )
-    error_message = "the NATS NetworkPolicy must select this region's servers with four ingress rules: ${jsonencode(kubernetes_network_policy.nats.spec[0].ingress)}"
+    error_message = "the NATS NetworkPolicy must select this region's servers with four ingress rules: ${jsonencode(kubernetes_network_policy_v1.nats.spec[0].ingress)}"
   }
   assert {
     condition = (
-      [for p in kubernetes_network_policy.nats.spec[0].ingress[0].ports : p.port] == ["4222"] &&
-      length(kubernetes_network_policy.nats.spec[0].ingress[0].from) == 3 &&
-      kubernetes_network_policy.nats.spec[0].ingress[0].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" }) &&
-      length(kubernetes_network_policy.nats.spec[0].ingress[0].from[0].namespace_selector) == 0 &&
-      kubernetes_network_policy.nats.spec[0].ingress[0].from[1].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
-      kubernetes_network_policy.nats.spec[0].ingress[0].from[2].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = "eu" }) &&
-      kubernetes_network_policy.nats.spec[0].ingress[0].from[2].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "quota" })
+      [for p in kubernetes_network_policy_v1.nats.spec[0].ingress[0].ports : p.port] == ["4222"] &&
+      length(kubernetes_network_policy_v1.nats.spec[0].ingress[0].from) == 3 &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[0].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" }) &&
+      length(kubernetes_network_policy_v1.nats.spec[0].ingress[0].from[0].namespace_selector) == 0 &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[0].from[1].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = "eu" }) &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[0].from[2].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = "eu" }) &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[0].from[2].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "quota" })
     )
-    error_message = "NATS :4222 must admit the limiters, the control plane and the reconciler only: ${jsonencode(kubernetes_network_policy.nats.spec[0].ingress[0])}"
+    error_message = "NATS :4222 must admit the limiters, the control plane and the reconciler only: ${jsonencode(kubernetes_network_policy_v1.nats.spec[0].ingress[0])}"
   }
   assert {
     condition = (
-      [for p in kubernetes_network_policy.nats.spec[0].ingress[1].ports : p.port] == ["6222"] &&
-      length(kubernetes_network_policy.nats.spec[0].ingress[1].from) == 1 &&
-      kubernetes_network_policy.nats.spec[0].ingress[1].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats", "quota.dev/region" = "eu" })
+      [for p in kubernetes_network_policy_v1.nats.spec[0].ingress[1].ports : p.port] == ["6222"] &&
+      length(kubernetes_network_policy_v1.nats.spec[0].ingress[1].from) == 1 &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[1].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats", "quota.dev/region" = "eu" })
     )
     error_message = "NATS :6222 (routes) must admit this region's servers only"
   }
   assert {
     condition = (
-      [for p in kubernetes_network_policy.nats.spec[0].ingress[2].ports : p.port] == ["7222"] &&
-      [for f in kubernetes_network_policy.nats.spec[0].ingress[2].from : f.ip_block[0].cidr] == ["198.51.100.0/24", "203.0.113.7/32"]
+      [for p in kubernetes_network_policy_v1.nats.spec[0].ingress[2].ports : p.port] == ["7222"] &&
+      [for f in kubernetes_network_policy_v1.nats.spec[0].ingress[2].from : f.ip_block[0].cidr] == ["198.51.100.0/24", "203.0.113.7/32"]
     )
-    error_message = "NATS :7222 (gateways) must admit the source ranges: ${jsonencode(kubernetes_network_policy.nats.spec[0].ingress[2])}"
+    error_message = "NATS :7222 (gateways) must admit the source ranges: ${jsonencode(kubernetes_network_policy_v1.nats.spec[0].ingress[2])}"
   }
   assert {
     condition = (
-      [for p in kubernetes_network_policy.nats.spec[0].ingress[3].ports : p.port] == ["8222"] &&
-      kubernetes_network_policy.nats.spec[0].ingress[3].from[0].namespace_selector[0].match_expressions[0].values == toset(["nats-monitoring"])
+      [for p in kubernetes_network_policy_v1.nats.spec[0].ingress[3].ports : p.port] == ["8222"] &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[3].from[0].namespace_selector[0].match_expressions[0].values == toset(["nats-monitoring"])
     )
     error_message = "NATS :8222 must admit the monitoring namespaces only"
   }
@@ -312,11 +314,11 @@ run "region_tokens_network_shutdown" {
   # Redis: this region's limiters and the control plane.
   assert {
     condition = (
-      kubernetes_network_policy.redis[0].spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "redis", "quota.dev/region" = "eu" }) &&
-      length(kubernetes_network_policy.redis[0].spec[0].ingress) == 1 &&
-      [for p in kubernetes_network_policy.redis[0].spec[0].ingress[0].ports : p.port] == ["6379"] &&
-      [for f in kubernetes_network_policy.redis[0].spec[0].ingress[0].from : f.pod_selector[0].match_labels["app.kubernetes.io/name"]] == ["regional-limiter", "control-plane"] &&
-      alltrue([for f in kubernetes_network_policy.redis[0].spec[0].ingress[0].from : f.pod_selector[0].match_labels["quota.dev/region"] == "eu" && length(f.namespace_selector) == 0])
+      kubernetes_network_policy_v1.redis[0].spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "redis", "quota.dev/region" = "eu" }) &&
+      length(kubernetes_network_policy_v1.redis[0].spec[0].ingress) == 1 &&
+      [for p in kubernetes_network_policy_v1.redis[0].spec[0].ingress[0].ports : p.port] == ["6379"] &&
+      [for f in kubernetes_network_policy_v1.redis[0].spec[0].ingress[0].from : f.pod_selector[0].match_labels["app.kubernetes.io/name"]] == ["regional-limiter", "control-plane"] &&
+      alltrue([for f in kubernetes_network_policy_v1.redis[0].spec[0].ingress[0].from : f.pod_selector[0].match_labels["quota.dev/region"] == "eu" && length(f.namespace_selector) == 0])
     )
     error_message = "Redis :6379 must admit this region's limiters and control plane only"
   }
@@ -334,7 +336,7 @@ run "region_default_network_is_own_namespace" {
     spec = {
       name                 = "us"
       namespace            = "quota-us"
-      image                = "registry.example.com/quota:test"
+      images               = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", nats = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", redis = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
       weights              = { eu = 0.6, us = 0.4 }
       gateway_url          = "nats://nats-us-gateway.quota-us.svc.cluster.local:7222"
       gateway_service_type = "ClusterIP"
@@ -357,63 +359,63 @@ run "region_default_network_is_own_namespace" {
 
   assert {
     condition = (
-      length(kubernetes_network_policy.limiter.spec[0].ingress) == 2 &&
-      length(kubernetes_network_policy.limiter.spec[0].ingress[0].from) == 1 &&
-      kubernetes_network_policy.limiter.spec[0].ingress[0].from[0].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "quota-us" })
+      length(kubernetes_network_policy_v1.limiter.spec[0].ingress) == 2 &&
+      length(kubernetes_network_policy_v1.limiter.spec[0].ingress[0].from) == 1 &&
+      kubernetes_network_policy_v1.limiter.spec[0].ingress[0].from[0].namespace_selector[0].match_labels == tomap({ "kubernetes.io/metadata.name" = "quota-us" })
     )
     error_message = "with no API namespaces, only the region's own namespace reaches :8080 (and no Prometheus rule)"
   }
   assert {
-    condition     = kubernetes_secret.limiter.data["read-token"] == "" && contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=5s")
+    condition     = kubernetes_secret_v1.limiter.data["read-token"] == "" && contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=5s")
     error_message = "defaults: no read tokens (empty value = unset), --shutdown-delay=5s"
   }
   assert {
-    condition     = kubernetes_deployment.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds > 5 + 20
+    condition     = kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds > 5 + 20
     error_message = "the default grace period must exceed the default delay + drain"
   }
 
   # No control plane here; only this region's limiters reach NATS and Redis.
   assert {
-    condition     = length(kubernetes_deployment.control_plane) == 0 && length(kubernetes_service.control_plane) == 0 && length(kubernetes_secret.control_plane) == 0 && length(kubernetes_network_policy.control_plane) == 0
+    condition     = length(kubernetes_deployment_v1.control_plane) == 0 && length(kubernetes_service_v1.control_plane) == 0 && length(kubernetes_secret_v1.control_plane) == 0 && length(kubernetes_network_policy_v1.control_plane) == 0
     error_message = "the control plane runs in the control region only"
   }
   assert {
     condition = (
-      kubernetes_secret.nats.data["limiter-us"] == "\"TEST-NATS-LIMITER-US-0001\"" &&
-      kubernetes_secret.nats.data["gateway"] == "\"TEST-NATS-GATEWAY-000001\"" &&
-      alltrue([for u in ["limiter-eu", "control-plane", "reconciler"] : startswith(kubernetes_secret.nats.data[u], "\"disabled-")]) &&
-      !strcontains(jsonencode(kubernetes_secret.nats.data), "TEST-NATS-LIMITER-EU") &&
-      !strcontains(jsonencode(kubernetes_secret.nats.data), "TEST-NATS-CONTROL") &&
-      !strcontains(jsonencode(kubernetes_secret.nats.data), "TEST-NATS-RECONCILER")
+      kubernetes_secret_v1.nats.data["limiter-us"] == "\"TEST-NATS-LIMITER-US-0001\"" &&
+      kubernetes_secret_v1.nats.data["gateway"] == "\"TEST-NATS-GATEWAY-000001\"" &&
+      alltrue([for u in ["limiter-eu", "control-plane", "reconciler"] : startswith(kubernetes_secret_v1.nats.data[u], "\"disabled-")]) &&
+      !strcontains(jsonencode(kubernetes_secret_v1.nats.data), "TEST-NATS-LIMITER-EU") &&
+      !strcontains(jsonencode(kubernetes_secret_v1.nats.data), "TEST-NATS-CONTROL") &&
+      !strcontains(jsonencode(kubernetes_secret_v1.nats.data), "TEST-NATS-RECONCILER")
     )
     error_message = "outside the control and ledger regions, only limiter-us and gateway have their real passwords in Secret nats-us"
   }
   assert {
-    condition     = strcontains(kubernetes_config_map.nats.data["nats.conf"], "\"quota.usage.eu.>\"") && strcontains(kubernetes_config_map.nats.data["nats.conf"], "user: \"control-plane\"")
+    condition     = strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "\"quota.usage.eu.>\"") && strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "user: \"control-plane\"")
     error_message = "every region's config defines the control-plane user with the control region's subjects"
   }
   assert {
-    condition     = contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=1") && contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-us")
+    condition     = contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=1") && contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-us")
     error_message = "one NATS server: the limiters create an R1 usage stream"
   }
   assert {
     condition = (
-      length(kubernetes_network_policy.nats.spec[0].ingress) == 3 &&
-      length(kubernetes_network_policy.nats.spec[0].ingress[0].from) == 1 &&
-      [for p in kubernetes_network_policy.nats.spec[0].ingress[2].ports : p.port] == ["7222"] &&
-      length(kubernetes_network_policy.nats.spec[0].ingress[2].from) == 1 &&
-      kubernetes_network_policy.nats.spec[0].ingress[2].from[0].namespace_selector[0].match_expressions[0].values == toset(["quota-eu"]) &&
-      kubernetes_network_policy.nats.spec[0].ingress[2].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats" }) &&
-      kubernetes_network_policy.nats.spec[0].ingress[2].from[0].pod_selector[0].match_expressions[0].values == toset(["eu"])
+      length(kubernetes_network_policy_v1.nats.spec[0].ingress) == 3 &&
+      length(kubernetes_network_policy_v1.nats.spec[0].ingress[0].from) == 1 &&
+      [for p in kubernetes_network_policy_v1.nats.spec[0].ingress[2].ports : p.port] == ["7222"] &&
+      length(kubernetes_network_policy_v1.nats.spec[0].ingress[2].from) == 1 &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[2].from[0].namespace_selector[0].match_expressions[0].values == toset(["quota-eu"]) &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[2].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "nats" }) &&
+      kubernetes_network_policy_v1.nats.spec[0].ingress[2].from[0].pod_selector[0].match_expressions[0].values == toset(["eu"])
     )
-    error_message = "NATS us: clients = its limiters only; gateways = eu's NATS pods in quota-eu; no monitor rule: ${jsonencode(kubernetes_network_policy.nats.spec[0].ingress)}"
+    error_message = "NATS us: clients = its limiters only; gateways = eu's NATS pods in quota-eu; no monitor rule: ${jsonencode(kubernetes_network_policy_v1.nats.spec[0].ingress)}"
   }
   assert {
-    condition     = length(kubernetes_network_policy.redis[0].spec[0].ingress[0].from) == 1
+    condition     = length(kubernetes_network_policy_v1.redis[0].spec[0].ingress[0].from) == 1
     error_message = "Redis us: its limiters only"
   }
   assert {
-    condition     = kubernetes_service.nats_gateway.spec[0].type == "ClusterIP" && length(coalesce(kubernetes_service.nats_gateway.spec[0].load_balancer_source_ranges, [])) == 0
+    condition     = kubernetes_service_v1.nats_gateway.spec[0].type == "ClusterIP" && length(coalesce(kubernetes_service_v1.nats_gateway.spec[0].load_balancer_source_ranges, [])) == 0
     error_message = "an in-cluster gateway is a ClusterIP Service without source ranges"
   }
 }
@@ -430,7 +432,7 @@ run "region_nats_tls" {
   variables {
     spec = {
       name                   = "eu"
-      image                  = "registry.example.com/quota:test"
+      images                 = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", nats = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", redis = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
       weights                = { eu = 1 }
       gateway_url            = "nats://gw.eu.example.com:7222"
       peers                  = {}
@@ -451,21 +453,21 @@ run "region_nats_tls" {
 
   assert {
     condition = (
-      strcontains(kubernetes_config_map.nats.data["nats.conf"], "tls {\n  cert_file: \"/etc/nats-tls/tls.crt\"\n  key_file: \"/etc/nats-tls/tls.key\"\n  ca_file: \"/etc/nats-tls/ca.crt\"\n}") &&
-      length(regexall("tls \\{", kubernetes_config_map.nats.data["nats.conf"])) == 2
+      strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "tls {\n  cert_file: \"/etc/nats-tls/tls.crt\"\n  key_file: \"/etc/nats-tls/tls.key\"\n  ca_file: \"/etc/nats-tls/ca.crt\"\n}") &&
+      length(regexall("tls \\{", kubernetes_config_map_v1.nats.data["nats.conf"])) == 2
     )
-    error_message = "nats.conf must serve TLS to clients and on the gateway with the mounted Secret:\n${kubernetes_config_map.nats.data["nats.conf"]}"
+    error_message = "nats.conf must serve TLS to clients and on the gateway with the mounted Secret:\n${kubernetes_config_map_v1.nats.data["nats.conf"]}"
   }
   assert {
     condition = (
-      [for v in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].volume : v.secret[0].secret_name if v.name == "tls"] == ["nats-tls"] &&
-      [for m in kubernetes_stateful_set.nats.spec[0].template[0].spec[0].container[0].volume_mount : m.mount_path if m.name == "tls"] == ["/etc/nats-tls"]
+      [for v in kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].volume : v.secret[0].secret_name if v.name == "tls"] == ["nats-tls"] &&
+      [for m in kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].volume_mount : m.mount_path if m.name == "tls"] == ["/etc/nats-tls"]
     )
     error_message = "the NATS pods must mount Secret nats-tls at /etc/nats-tls"
   }
   assert {
     condition = alltrue([
-      for pod in [kubernetes_deployment.limiter.spec[0].template[0].spec[0], kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0]] :
+      for pod in [kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0], kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0]] :
       contains(pod.container[0].args, "--nats-tls-ca=/etc/quota/nats-tls/ca.crt") &&
       [for v in pod.volume : "${v.secret[0].secret_name}:${join(",", [for i in v.secret[0].items : "${i.key}=${i.path}"])}" if v.name == "nats-tls-ca"] == ["nats-tls:ca.crt=ca.crt"] &&
       [for m in pod.container[0].volume_mount : m.mount_path if m.name == "nats-tls-ca"] == ["/etc/quota/nats-tls"]
@@ -473,7 +475,7 @@ run "region_nats_tls" {
     error_message = "the limiters and the control plane must mount only ca.crt of the NATS TLS Secret and pass --nats-tls-ca"
   }
   assert {
-    condition     = contains(kubernetes_deployment.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296") && contains(kubernetes_deployment.control_plane[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296")
+    condition     = contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296") && contains(kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296")
     error_message = "--usage-stream-max-bytes must follow spec.usage_stream_max_bytes"
   }
 }
@@ -488,7 +490,7 @@ run "region_requires_check_tokens" {
   variables {
     spec = {
       name        = "us"
-      image       = "registry.example.com/quota:test"
+      images      = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", nats = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", redis = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
       weights     = { us = 1 }
       gateway_url = "nats://gw.us.example.com:7222"
       peers       = {}
@@ -519,9 +521,10 @@ run "ledger_tokens_network_shutdown" {
     spec = {
       region     = "eu"
       namespace  = "quota"
-      image      = "registry.example.com/quota:test"
+      images     = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", postgres = "postgres@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
       nats_url   = "nats://nats-eu.quota.svc.cluster.local:4222"
       reconciler = { shutdown_delay_seconds = 8 }
+      postgres   = { development_in_cluster = true }
       network = {
         billing_client_namespaces = ["billing", "finance"]
         prometheus_namespace      = "monitoring"
@@ -533,61 +536,61 @@ run "ledger_tokens_network_shutdown" {
   }
 
   assert {
-    condition     = kubernetes_secret.ledger.data["billing-token"] == "TEST-BILLING-TOKEN-001,prefix:acct_=TEST-BILLING-TOKEN-002"
+    condition     = kubernetes_secret_v1.ledger.data["billing-token"] == "TEST-BILLING-TOKEN-001,prefix:acct_=TEST-BILLING-TOKEN-002"
     error_message = "the ledger Secret must hold the billing tokens under billing-token"
   }
   assert {
     condition = [
-      for e in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].env :
+      for e in kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].env :
       "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == "QUOTA_BILLING_TOKEN"
-    ] == ["${kubernetes_secret.ledger.metadata[0].name}/billing-token"]
+    ] == ["${kubernetes_secret_v1.ledger.metadata[0].name}/billing-token"]
     error_message = "QUOTA_BILLING_TOKEN must come from the ledger Secret by secretKeyRef"
   }
   assert {
-    condition     = !anytrue([for a in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args : strcontains(a, "TEST-") || startswith(a, "--billing-token")])
+    condition     = !anytrue([for a in kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].args : strcontains(a, "TEST-") || startswith(a, "--billing-token")])
     error_message = "a token is in the reconciler arguments"
   }
   assert {
     condition = (
-      contains(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=8s") &&
-      kubernetes_deployment.reconciler.spec[0].template[0].spec[0].termination_grace_period_seconds > 8 + 30 &&
-      kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].readiness_probe[0].http_get[0].path == "/readyz" &&
-      length(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].lifecycle) == 0
+      contains(kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=8s") &&
+      kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].termination_grace_period_seconds > 8 + 30 &&
+      kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].readiness_probe[0].http_get[0].path == "/readyz" &&
+      length(kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].lifecycle) == 0
     )
     error_message = "reconciler: explicit --shutdown-delay, grace > delay + drain, /readyz readiness, no preStop"
   }
   assert {
     condition = (
-      kubernetes_network_policy.reconciler.spec[0].policy_types == tolist(["Ingress"]) &&
-      length(kubernetes_network_policy.reconciler.spec[0].ingress) == 1 &&
-      kubernetes_network_policy.reconciler.spec[0].ingress[0].ports[0].port == "8081" &&
-      kubernetes_network_policy.reconciler.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].values == toset(["billing", "finance", "monitoring"])
+      kubernetes_network_policy_v1.reconciler.spec[0].policy_types == tolist(["Ingress"]) &&
+      length(kubernetes_network_policy_v1.reconciler.spec[0].ingress) == 1 &&
+      kubernetes_network_policy_v1.reconciler.spec[0].ingress[0].ports[0].port == "8081" &&
+      kubernetes_network_policy_v1.reconciler.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].values == toset(["billing", "finance", "monitoring"])
     )
-    error_message = "the reconciler's :8081 must admit the billing namespaces and Prometheus' only: ${jsonencode(kubernetes_network_policy.reconciler.spec[0].ingress)}"
+    error_message = "the reconciler's :8081 must admit the billing namespaces and Prometheus' only: ${jsonencode(kubernetes_network_policy_v1.reconciler.spec[0].ingress)}"
   }
 
   # NATS: user reconciler, password from the ledger Secret, stream flags (defaults: R1, 1 GiB).
   assert {
     condition = (
-      alltrue([for a in ["--nats-user=reconciler", "--stream-replicas=1", "--stream-max-bytes=1073741824"] : contains(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args, a)]) &&
-      !anytrue([for a in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args : startswith(a, "--nats-password") || startswith(a, "--nats-tls")])
+      alltrue([for a in ["--nats-user=reconciler", "--stream-replicas=1", "--stream-max-bytes=1073741824"] : contains(kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].args, a)]) &&
+      !anytrue([for a in kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].args : startswith(a, "--nats-password") || startswith(a, "--nats-tls")])
     )
-    error_message = "reconciler args: ${jsonencode(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args)}"
+    error_message = "reconciler args: ${jsonencode(kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].args)}"
   }
   assert {
     condition = [
-      for e in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].env :
+      for e in kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].env :
       "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == "QUOTA_NATS_PASSWORD"
-    ] == ["quota-ledger-eu/nats-password"] && kubernetes_secret.ledger.data["nats-password"] == "TEST-NATS-RECONCILER-0001"
+    ] == ["quota-ledger-eu/nats-password"] && kubernetes_secret_v1.ledger.data["nats-password"] == "TEST-NATS-RECONCILER-0001"
     error_message = "QUOTA_NATS_PASSWORD of the reconciler must come from the ledger Secret, which holds the reconciler's NATS password"
   }
   # Postgres (in-cluster): the reconciler only.
   assert {
     condition = (
-      length(kubernetes_network_policy.postgres) == 1 &&
-      [for p in kubernetes_network_policy.postgres[0].spec[0].ingress[0].ports : p.port] == ["5432"] &&
-      length(kubernetes_network_policy.postgres[0].spec[0].ingress[0].from) == 1 &&
-      kubernetes_network_policy.postgres[0].spec[0].ingress[0].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = "eu" })
+      length(kubernetes_network_policy_v1.postgres) == 1 &&
+      [for p in kubernetes_network_policy_v1.postgres[0].spec[0].ingress[0].ports : p.port] == ["5432"] &&
+      length(kubernetes_network_policy_v1.postgres[0].spec[0].ingress[0].from) == 1 &&
+      kubernetes_network_policy_v1.postgres[0].spec[0].ingress[0].from[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = "eu" })
     )
     error_message = "Postgres :5432 must admit the reconciler only"
   }
@@ -604,7 +607,7 @@ run "ledger_closed_by_default" {
     spec = {
       region          = "eu"
       namespace       = "quota"
-      image           = "registry.example.com/quota:test"
+      images          = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
       nats_url        = "nats://nats-eu.quota.svc.cluster.local:4222"
       nats_tls_secret = "nats-tls"
       usage_stream    = { replicas = 3, max_bytes = 2147483648 }
@@ -616,18 +619,18 @@ run "ledger_closed_by_default" {
 
   assert {
     condition = (
-      alltrue([for a in ["--stream-replicas=3", "--stream-max-bytes=2147483648", "--nats-tls-ca=/etc/quota/nats-tls/ca.crt"] : contains(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args, a)]) &&
-      [for v in kubernetes_deployment.reconciler.spec[0].template[0].spec[0].volume : "${v.secret[0].secret_name}:${join(",", [for i in v.secret[0].items : i.key])}" if v.name == "nats-tls-ca"] == ["nats-tls:ca.crt"]
+      alltrue([for a in ["--stream-replicas=3", "--stream-max-bytes=2147483648", "--nats-tls-ca=/etc/quota/nats-tls/ca.crt"] : contains(kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].args, a)]) &&
+      [for v in kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].volume : "${v.secret[0].secret_name}:${join(",", [for i in v.secret[0].items : i.key])}" if v.name == "nats-tls-ca"] == ["nats-tls:ca.crt"]
     )
-    error_message = "reconciler: stream flags from spec.usage_stream, and the CA of the NATS TLS Secret only: ${jsonencode(kubernetes_deployment.reconciler.spec[0].template[0].spec[0].container[0].args)}"
+    error_message = "reconciler: stream flags from spec.usage_stream, and the CA of the NATS TLS Secret only: ${jsonencode(kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].args)}"
   }
   assert {
-    condition     = length(kubernetes_network_policy.postgres) == 0
+    condition     = length(kubernetes_network_policy_v1.postgres) == 0
     error_message = "a managed Postgres gets no NetworkPolicy"
   }
 
   assert {
-    condition     = length(kubernetes_network_policy.reconciler.spec[0].ingress) == 0 && kubernetes_secret.ledger.data["billing-token"] == ""
+    condition     = length(kubernetes_network_policy_v1.reconciler.spec[0].ingress) == 0 && kubernetes_secret_v1.ledger.data["billing-token"] == ""
     error_message = "no billing namespaces and no Prometheus: no ingress to the reconciler; no billing tokens: empty value (billing API off)"
   }
 }

@@ -18,12 +18,14 @@ mock_provider "kubernetes" {
 mock_provider "kubernetes" {
   alias = "slot4"
 }
-mock_provider "kubernetes" {
-  alias = "ledger"
-}
 
 variables {
-  image             = "registry.example.com/quota:test"
+  images = {
+    quota    = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    nats     = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    redis    = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    postgres = "postgres@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  }
   admin_token       = "TEST-ADMIN-TOKEN-0123456789"
   postgres_password = "TEST-PG-PASSWORD"
   redis_passwords = {
@@ -47,12 +49,13 @@ variables {
   prometheus_namespace      = "monitoring"
   billing_client_namespaces = ["billing"]
   ledger_region             = "eu"
+  ledger                    = { postgres = { development_in_cluster = true } }
   regions = {
     eu = {
       slot        = 0
       weight      = 0.5
       gateway_url = "nats://gw.eu.example.com:7222"
-      kube        = { context = "eu-cluster" }
+      kube        = { config_path = "~/.kube/config", context = "eu-cluster" }
       redis       = { endpoint = "eu-redis.cache.example.com:6379", tls = true }
       limiter     = { replicas = 6, shutdown_delay_seconds = 10 }
     }
@@ -60,13 +63,13 @@ variables {
       slot        = 1
       weight      = 0.3
       gateway_url = "nats://gw.us.example.com:7222"
-      kube        = { context = "us-cluster" }
+      kube        = { config_path = "~/.kube/config", context = "us-cluster" }
     }
     ap = {
       slot        = 2
       weight      = 0.2
       gateway_url = "nats://gw.ap.example.com:7222"
-      kube        = { context = "ap-cluster" }
+      kube        = { config_path = "~/.kube/config", context = "ap-cluster" }
     }
   }
 }
@@ -91,7 +94,7 @@ run "three_regions" {
   assert {
     condition = alltrue([
       for n in ["us", "ap"] :
-      output.regions[n].redis_in_cluster && output.regions[n].redis_endpoint == "redis-${n}.quota.svc.cluster.local:6379"
+      output.regions[n].redis_in_cluster && output.regions[n].redis_endpoint == "redis-${n}.quota-${n}.svc.cluster.local:6379"
     ])
     error_message = "us and ap must each run their own Redis StatefulSet"
   }
@@ -116,7 +119,7 @@ run "three_regions" {
     error_message = "a token is in the limiter arguments: ${jsonencode(output.limiter_args)}"
   }
   assert {
-    condition     = !anytrue([for a in module.ledger.reconciler_args : startswith(a, "--billing-token") || strcontains(a, "TEST-")])
+    condition     = !anytrue([for a in module.ledger_0[0].reconciler_args : startswith(a, "--billing-token") || strcontains(a, "TEST-")])
     error_message = "a token is in the reconciler arguments"
   }
 
@@ -132,7 +135,7 @@ run "three_regions" {
     error_message = "terminationGracePeriodSeconds must exceed shutdown delay + drain"
   }
   assert {
-    condition     = contains(module.ledger.reconciler_args, "--shutdown-delay=5s") && module.ledger.reconciler_termination_grace_seconds > 5 + 30
+    condition     = contains(module.ledger_0[0].reconciler_args, "--shutdown-delay=5s") && module.ledger_0[0].reconciler_termination_grace_seconds > 5 + 30
     error_message = "the reconciler needs --shutdown-delay and a grace period above delay + drain"
   }
 
@@ -144,7 +147,7 @@ run "three_regions" {
   assert {
     condition = alltrue([
       for n, r in output.regions :
-      contains(output.limiter_args[n], "--memberlist-join=${r.memberlist_service}.quota.svc.cluster.local:7946")
+      contains(output.limiter_args[n], "--memberlist-join=${r.memberlist_service}.quota-${n}.svc.cluster.local:7946")
     ])
     error_message = "each region's limiters must join their own region's memberlist service"
   }
@@ -191,13 +194,15 @@ run "three_regions" {
     error_message = "--processes must follow the replica count"
   }
 
-  # NATS roles: each region's limiters as limiter-<region>, R3 streams (3 NATS servers each), the
-  # control plane in the ledger region (control_region unset), the reconciler as reconciler.
+  # NATS roles: each region's limiters as limiter-<region>, the control plane in the ledger
+  # region (control_region unset), the reconciler as reconciler. The usage stream and the
+  # catalogue bucket: R3, placed in the ledger region's NATS cluster, whoever creates them.
   assert {
     condition = alltrue([for n, args in output.limiter_args :
-      contains(args, "--nats-user=limiter-${n}") && contains(args, "--usage-stream-replicas=3") && !contains(args, "--control-plane")
+      contains(args, "--nats-user=limiter-${n}") && contains(args, "--usage-stream-replicas=3") && contains(args, "--usage-stream-cluster=eu") &&
+      contains(args, "--catalog-replicas=3") && contains(args, "--catalog-cluster=eu") && !contains(args, "--control-plane")
     ])
-    error_message = "every region's limiters need --nats-user=limiter-<region> and --usage-stream-replicas=3: ${jsonencode(output.limiter_args)}"
+    error_message = "every region's limiters need --nats-user=limiter-<region>, --usage-stream-replicas=3, --usage-stream-cluster=eu, --catalog-replicas=3 and --catalog-cluster=eu (the ledger region): ${jsonencode(output.limiter_args)}"
   }
   assert {
     condition     = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) : contains(m.limiter_env_names, "QUOTA_NATS_PASSWORD")])
@@ -212,19 +217,21 @@ run "three_regions" {
   assert {
     condition = (
       output.control_plane.region == "eu" &&
-      output.control_plane.service == "control-plane-eu.quota.svc.cluster.local:8080" &&
+      output.control_plane.service == "control-plane-eu.quota-eu.svc.cluster.local:8080" &&
       contains(output.control_plane.args, "--control-plane") && contains(output.control_plane.args, "--nats-user=control-plane") &&
-      contains(output.control_plane.args, "--catalog-replicas=3") &&
+      contains(output.control_plane.args, "--catalog-replicas=3") && contains(output.control_plane.args, "--catalog-cluster=eu") &&
+      contains(output.control_plane.args, "--usage-stream-replicas=3") && contains(output.control_plane.args, "--usage-stream-cluster=eu") &&
       module.region_1[0].control_plane_service == null && module.region_2[0].control_plane_service == null
     )
     error_message = "one control plane, in the ledger region: ${jsonencode(output.control_plane)}"
   }
   assert {
     condition = (
-      contains(module.ledger.reconciler_args, "--nats-user=reconciler") && contains(module.ledger.reconciler_args, "--stream-replicas=3") &&
-      contains(module.ledger.reconciler_args, "--stream-max-bytes=1073741824") && contains(module.ledger.reconciler_env_names, "QUOTA_NATS_PASSWORD")
+      contains(module.ledger_0[0].reconciler_args, "--nats-user=reconciler") && contains(module.ledger_0[0].reconciler_args, "--stream-replicas=3") &&
+      contains(module.ledger_0[0].reconciler_args, "--stream-cluster=eu") &&
+      contains(module.ledger_0[0].reconciler_args, "--stream-max-bytes=1073741824") && contains(module.ledger_0[0].reconciler_env_names, "QUOTA_NATS_PASSWORD")
     )
-    error_message = "the reconciler connects as NATS user reconciler (password from the environment) with R3 stream flags"
+    error_message = "the reconciler connects as NATS user reconciler (password from the environment) with R3 stream flags, placed in eu"
   }
 
   # Secrets never reach an output.
@@ -242,11 +249,11 @@ run "three_regions" {
 
   # The ledger sits in its region, next to that region's NATS.
   assert {
-    condition     = output.ledger.region == "eu" && output.ledger.postgres_in_cluster && output.ledger.postgres_target == "postgres-eu.quota.svc.cluster.local:5432/quota"
+    condition     = output.ledger.region == "eu" && output.ledger.postgres_in_cluster && output.ledger.postgres_target == "postgres-eu.quota-eu.svc.cluster.local:5432/quota"
     error_message = "ledger: ${jsonencode(output.ledger)}"
   }
   assert {
-    condition     = contains(module.ledger.reconciler_args, "--nats=nats://nats-eu.quota.svc.cluster.local:4222")
+    condition     = contains(module.ledger_0[0].reconciler_args, "--nats=nats://nats-eu.quota-eu.svc.cluster.local:4222")
     error_message = "the reconciler must use the ledger region's NATS"
   }
 }
@@ -257,23 +264,79 @@ run "control_region_elsewhere" {
   variables {
     control_region = "ap"
     regions = {
-      eu = { slot = 0, weight = 0.5, gateway_url = "nats://gw.eu.example.com:7222" }
-      us = { slot = 1, weight = 0.3, gateway_url = "nats://gw.us.example.com:7222" }
-      ap = { slot = 2, weight = 0.2, gateway_url = "nats://gw.ap.example.com:7222", nats = { replicas = 1 } }
+      eu = { slot = 0, weight = 0.5, gateway_url = "nats://gw.eu.example.com:7222", kube = { config_path = "~/.kube/config", context = "eu" } }
+      us = { slot = 1, weight = 0.3, gateway_url = "nats://gw.us.example.com:7222", kube = { config_path = "~/.kube/config", context = "us" } }
+      ap = { slot = 2, weight = 0.2, gateway_url = "nats://gw.ap.example.com:7222", kube = { config_path = "~/.kube/config", context = "ap" }, nats = { replicas = 1 } }
+    }
+  }
+
+  # The control plane runs in ap, but the catalogue bucket it creates is placed in the ledger
+  # region's cluster (eu, three servers: R3), as is the usage stream of every region, ap's too.
+  assert {
+    condition = (
+      output.control_plane.region == "ap" && output.control_plane.service == "control-plane-ap.quota-ap.svc.cluster.local:8080" &&
+      contains(output.control_plane.args, "--region=ap") && contains(output.control_plane.args, "--catalog-replicas=3") &&
+      contains(output.control_plane.args, "--catalog-cluster=eu") &&
+      module.region_0[0].control_plane_service == null
+    )
+    error_message = "control_region = ap puts the control plane in ap, its bucket R3 in eu: ${jsonencode(output.control_plane)}"
+  }
+  assert {
+    condition     = alltrue([for n, args in output.limiter_args : contains(args, "--usage-stream-replicas=3") && contains(args, "--usage-stream-cluster=eu")])
+    error_message = "usage stream placement follows the ledger region, not the limiter's own: ${jsonencode(output.limiter_args)}"
+  }
+}
+
+# The ledger region with one NATS server: R1 there, for the stream and the bucket alike.
+run "ledger_region_single_nats_server" {
+  command = plan
+
+  variables {
+    ledger_region = "ap"
+    regions = {
+      eu = { slot = 0, weight = 0.5, gateway_url = "nats://gw.eu.example.com:7222", kube = { config_path = "~/.kube/config", context = "eu" } }
+      us = { slot = 1, weight = 0.3, gateway_url = "nats://gw.us.example.com:7222", kube = { config_path = "~/.kube/config", context = "us" } }
+      ap = { slot = 2, weight = 0.2, gateway_url = "nats://gw.ap.example.com:7222", kube = { config_path = "~/.kube/config", context = "ap" }, nats = { replicas = 1 } }
     }
   }
 
   assert {
     condition = (
-      output.control_plane.region == "ap" && output.control_plane.service == "control-plane-ap.quota.svc.cluster.local:8080" &&
-      contains(output.control_plane.args, "--region=ap") && contains(output.control_plane.args, "--catalog-replicas=1") &&
-      module.region_0[0].control_plane_service == null
+      alltrue([for n, args in output.limiter_args : contains(args, "--usage-stream-replicas=1") && contains(args, "--usage-stream-cluster=ap")]) &&
+      contains(output.control_plane.args, "--catalog-replicas=1") && contains(output.control_plane.args, "--catalog-cluster=ap") &&
+      contains(module.ledger_2[0].reconciler_args, "--stream-replicas=1") && contains(module.ledger_2[0].reconciler_args, "--stream-cluster=ap") &&
+      length(module.ledger_0) == 0
     )
-    error_message = "control_region = ap puts the control plane in ap (R1: one NATS server there): ${jsonencode(output.control_plane)}"
+    error_message = "ledger region ap (one NATS server): everything R1, placed in ap; the ledger runs through ap's slot"
+  }
+}
+
+# Per-region namespaces, and which cluster each slot's provider reaches.
+run "namespaces_and_provider_targets" {
+  command = plan
+
+  assert {
+    condition     = { for n, r in output.regions : n => r.namespace } == { eu = "quota-eu", us = "quota-us", ap = "quota-ap" }
+    error_message = "each region gets its own namespace, quota-<region> by default: ${jsonencode(output.regions)}"
   }
   assert {
-    condition     = contains(output.limiter_args["ap"], "--usage-stream-replicas=1") && contains(output.limiter_args["eu"], "--usage-stream-replicas=3")
-    error_message = "usage stream replicas follow each region's NATS servers"
+    condition = (
+      output.kube_targets["0"] == { region = "eu", target = "kubeconfig ~/.kube/config context eu-cluster" } &&
+      output.kube_targets["1"] == { region = "us", target = "kubeconfig ~/.kube/config context us-cluster" } &&
+      output.kube_targets["2"] == { region = "ap", target = "kubeconfig ~/.kube/config context ap-cluster" }
+    )
+    error_message = "each region's slot must reach its own kubeconfig context: ${jsonencode(output.kube_targets)}"
+  }
+  # An unused slot reaches no cluster: not the current context, not in-cluster config.
+  assert {
+    condition = alltrue([for s in ["3", "4"] :
+      output.kube_targets[s].region == null && output.kube_targets[s].target == "https://unused-slot-${s}.quota.invalid"
+    ])
+    error_message = "unused slots must point at an unresolvable .invalid host: ${jsonencode(output.kube_targets)}"
+  }
+  assert {
+    condition     = !issensitive(output.kube_targets) && !issensitive(output.objects)
+    error_message = "kube_targets and objects must not be sensitive"
   }
 }
 
@@ -289,8 +352,17 @@ run "managed_postgres_and_apply" {
   }
 
   assert {
-    condition     = !output.ledger.postgres_in_cluster && output.ledger.postgres_target == "ledger.abc.rds.example.com:5432/ledger"
+    condition     = !output.ledger.postgres_in_cluster && output.ledger.postgres_target == "ledger.abc.rds.example.com:5432/ledger" && output.ledger.slot == 1
     error_message = "ledger: ${jsonencode(output.ledger)}"
+  }
+  # An external Postgres is verified: verify-full unless said otherwise.
+  assert {
+    condition     = output.ledger.postgres_sslmode == "verify-full"
+    error_message = "an external Postgres defaults to sslmode verify-full: ${jsonencode(output.ledger)}"
+  }
+  assert {
+    condition     = length(module.ledger_0) == 0 && length(module.ledger_1) == 1 && contains(output.ledger.reconciler_args, "--stream-cluster=us")
+    error_message = "the ledger in us runs through us's slot (module.ledger_1), its stream placed in us"
   }
   assert {
     condition     = !strcontains(jsonencode(output.ledger), "TEST-PG-PASSWORD")

@@ -15,12 +15,13 @@ mock_provider "kubernetes" {
 mock_provider "kubernetes" {
   alias = "slot4"
 }
-mock_provider "kubernetes" {
-  alias = "ledger"
-}
 
 variables {
-  image             = "registry.example.com/quota:test"
+  images = {
+    quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    nats  = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    redis = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  }
   admin_token       = "TEST-ADMIN-TOKEN-0123456789"
   postgres_password = "TEST-PG-PASSWORD"
   redis_passwords   = { eu = "a", us = "b" }
@@ -34,9 +35,10 @@ variables {
   gateway_source_ranges = ["198.51.100.0/24", "203.0.113.7/32"]
   check_tokens          = ["TEST-CHECK-TOKEN-0001"]
   ledger_region         = "eu"
+  ledger                = { postgres = { host = "ledger.example.internal" } }
   regions = {
-    eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
-    us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
+    us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
   }
 }
 
@@ -53,8 +55,8 @@ run "duplicate_slot" {
   command = plan
   variables {
     regions = {
-      eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
-      us = { slot = 0, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
+      us = { slot = 0, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
     }
   }
   expect_failures = [var.regions]
@@ -64,7 +66,7 @@ run "slot_out_of_range" {
   command = plan
   variables {
     regions = {
-      eu = { slot = 5, weight = 1, gateway_url = "nats://gw.eu.example.com:7222" }
+      eu = { slot = 5, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 1, gateway_url = "nats://gw.eu.example.com:7222" }
     }
     redis_passwords = { eu = "a" }
   }
@@ -75,7 +77,7 @@ run "zero_weight" {
   command = plan
   variables {
     regions = {
-      eu = { slot = 0, weight = 0, gateway_url = "nats://gw.eu.example.com:7222" }
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0, gateway_url = "nats://gw.eu.example.com:7222" }
     }
     redis_passwords = { eu = "a" }
   }
@@ -187,8 +189,8 @@ run "drain_too_short" {
   command = plan
   variables {
     regions = {
-      eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", limiter = { drain_seconds = 2 } }
-      us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", limiter = { drain_seconds = 2 } }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
     }
   }
   expect_failures = [var.regions]
@@ -296,8 +298,8 @@ run "nodeport_gateway_needs_source_ranges" {
   variables {
     gateway_source_ranges = []
     regions = {
-      eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", gateway_service_type = "NodePort" }
-      us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222", gateway_service_type = "ClusterIP" }
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", gateway_service_type = "NodePort" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222", gateway_service_type = "ClusterIP" }
     }
   }
   expect_failures = [var.gateway_source_ranges]
@@ -308,8 +310,8 @@ run "in_cluster_gateways_need_no_source_ranges" {
   variables {
     gateway_source_ranges = []
     regions = {
-      eu = { slot = 0, weight = 0.6, namespace = "quota-eu", gateway_url = "nats://nats-eu-gateway.quota-eu.svc.cluster.local:7222", gateway_service_type = "ClusterIP" }
-      us = { slot = 1, weight = 0.4, namespace = "quota-us", gateway_url = "nats://nats-us-gateway.quota-us.svc.cluster.local:7222", gateway_service_type = "ClusterIP" }
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, namespace = "quota-eu", gateway_url = "nats://nats-eu-gateway.quota-eu.svc.cluster.local:7222", gateway_service_type = "ClusterIP" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, namespace = "quota-us", gateway_url = "nats://nats-us-gateway.quota-us.svc.cluster.local:7222", gateway_service_type = "ClusterIP" }
     }
   }
 }
@@ -342,8 +344,8 @@ run "bad_gateway_service_type" {
   command = plan
   variables {
     regions = {
-      eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", gateway_service_type = "ExternalName" }
-      us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", gateway_service_type = "ExternalName" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
     }
   }
   expect_failures = [var.regions]
@@ -363,4 +365,240 @@ run "small_usage_stream" {
     ledger = { usage_stream_max_bytes = 1000 }
   }
   expect_failures = [var.ledger]
+}
+
+# Each region's cluster is named explicitly: a kubeconfig file AND context, or host + CA + exec.
+
+run "kube_without_context" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "kube_empty" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = {}, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "kube_two_ways_at_once" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu", host = "https://eu.example.com" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "kube_host_and_exec_ok" {
+  command = plan
+  variables {
+    regions = {
+      eu = {
+        slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222"
+        kube = {
+          host                   = "https://eu.k8s.example.com"
+          cluster_ca_certificate = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+          exec                   = { api_version = "client.authentication.k8s.io/v1beta1", command = "aws", args = ["eks", "get-token", "--cluster-name", "eu"] }
+        }
+      }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  assert {
+    condition     = output.kube_targets["0"].target == "https://eu.k8s.example.com"
+    error_message = "host-based kube must reach its host"
+  }
+}
+
+run "duplicate_namespace" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, namespace = "quota", gateway_url = "nats://gw.eu.example.com:7222" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, namespace = "quota", gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+# Regions being decommissioned: never the ledger or control region, never all of them.
+
+run "decommission_ledger_region" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", decommission = true }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+    control_region = "us"
+  }
+  expect_failures = [var.ledger_region]
+}
+
+run "decommission_control_region" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222", decommission = true }
+    }
+    control_region = "us"
+  }
+  expect_failures = [var.control_region]
+}
+
+run "decommission_everything" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", decommission = true }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222", decommission = true }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+# Images by digest.
+
+run "image_by_tag_refused" {
+  command = plan
+  variables {
+    images = {
+      quota = "registry.example.com/quota:v1.2.3"
+      nats  = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+      redis = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    }
+  }
+  expect_failures = [var.images]
+}
+
+run "image_by_tag_opt_in" {
+  command = plan
+  variables {
+    allow_image_tags = true
+    images           = { quota = "quota:dev", nats = "nats:2.10-alpine", redis = "redis:7.2-alpine" }
+  }
+}
+
+run "redis_image_needed_for_in_cluster_redis" {
+  command = plan
+  variables {
+    images = {
+      quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+      nats  = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    }
+  }
+  expect_failures = [var.images]
+}
+
+# Postgres: external (production), or in-cluster only when asked for as development.
+
+run "postgres_in_cluster_needs_development_flag" {
+  command = plan
+  variables {
+    ledger = { postgres = {} }
+  }
+  expect_failures = [var.ledger]
+}
+
+run "postgres_host_and_development_flag" {
+  command = plan
+  variables {
+    ledger = { postgres = { host = "db.example.com", development_in_cluster = true } }
+  }
+  # (var.images' check, which reads var.ledger, is not evaluated once var.ledger is invalid.)
+  expect_failures = [var.ledger]
+}
+
+run "postgres_development_needs_image" {
+  command = plan
+  variables {
+    ledger = { postgres = { development_in_cluster = true } }
+  }
+  expect_failures = [var.images]
+}
+
+run "postgres_bad_sslmode" {
+  command = plan
+  variables {
+    ledger = { postgres = { host = "db.example.com", sslmode = "verify_full" } }
+  }
+  expect_failures = [var.ledger]
+}
+
+# Zones, QoS, GOMEMLIMIT's input, lame duck.
+
+run "fewer_zones_than_nats_servers" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", zones = ["eu-west-1a", "eu-west-1b"] }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "guaranteed_needs_whole_cpus" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", limiter = { cpu_limit = "1500m" } }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "burstable_takes_fractional_cpus" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", limiter = { qos = "Burstable", cpu_limit = "1500m" } }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+}
+
+run "fractional_memory_limit" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", limiter = { memory_limit = "1.5Gi" } }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "lame_duck_too_short" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", nats = { lame_duck_seconds = 1 } }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "redis_password_with_newline" {
+  command = plan
+  variables {
+    redis_passwords = { eu = "a\nappendonly no", us = "b" }
+  }
+  expect_failures = [var.redis_passwords]
 }

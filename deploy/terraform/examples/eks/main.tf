@@ -54,7 +54,7 @@ locals {
 module "quota" {
   source = "../.."
 
-  image         = var.image
+  images        = { quota = var.images.quota, nats = var.images.nats }
   ledger_region = var.ledger_region
   regions = {
     for name, r in var.regions : name => {
@@ -83,9 +83,9 @@ module "quota" {
   }
   ledger = {
     postgres = {
-      host    = aws_rds_cluster.ledger.endpoint
-      user    = aws_rds_cluster.ledger.master_username
-      sslmode = "require"
+      host      = aws_rds_cluster.ledger.endpoint
+      user      = aws_rds_cluster.ledger.master_username
+      ca_secret = var.postgres_ca_secret # sslmode verify-full (the default)
     }
   }
 

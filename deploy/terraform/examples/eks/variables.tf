@@ -1,5 +1,13 @@
-variable "image" {
-  description = "Image built from the repo's Dockerfile, pushed to ECR."
+variable "images" {
+  description = "Images by digest (name@sha256:...): quota (the repo's Dockerfile, pushed to ECR) and nats (nats-server >= 2.10). Redis is ElastiCache and Postgres Aurora here."
+  type = object({
+    quota = string
+    nats  = string
+  })
+}
+
+variable "postgres_ca_secret" {
+  description = "Secret in the ledger region's namespace whose key ca.crt holds the RDS CA bundle (https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem): the reconciler verifies Aurora with sslmode verify-full against it."
   type        = string
 }
 

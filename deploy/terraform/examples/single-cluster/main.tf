@@ -2,7 +2,8 @@
 # exercises the real topology (per-region Redis, NATS super-cluster over in-cluster gateways,
 # memberlist per region, ledger with in-cluster Postgres) without three clusters.
 #
-#   terraform init && terraform apply -var image=quota:dev \
+#   terraform init && terraform apply -var kube_context=kind-quota -var allow_image_tags=true \
+#     -var 'images={quota="quota:dev",nats="nats:2.10-alpine",redis="redis:7-alpine",postgres="postgres:16-alpine"}' \
 #     -var admin_token=... -var 'redis_passwords={eu="...",us="...",ap="..."}' -var postgres_password=... \
 #     -var 'check_tokens=["..."]' \
 #     -var 'nats_passwords={"limiter-eu"="...","limiter-us"="...","limiter-ap"="...","control-plane"="...","reconciler"="...","gateway"="..."}'
@@ -12,7 +13,7 @@
 # eu), gateways from the other regions' NATS pods (ClusterIP gateways: no source ranges needed).
 # kind's default CNI does not enforce NetworkPolicy, a Calico/Cilium cluster does.
 #
-# Validated here: terraform validate (with the source-built kubernetes provider 1.13.4).
+# Validated here: terraform validate (with the source-built kubernetes provider, validate.sh).
 # Not validated here: an apply against a real cluster.
 
 terraform {
@@ -21,20 +22,36 @@ terraform {
   required_providers {
     kubernetes = {
       source  = "hashicorp/kubernetes"
-      version = "~> 1.13.4"
+      version = "~> 3.2.1"
     }
   }
 }
 
-variable "kube_context" {
-  description = "kubeconfig context of the cluster (e.g. kind-quota)."
+variable "kube_config_path" {
+  description = "kubeconfig file of the cluster."
   type        = string
-  default     = null
+  default     = "~/.kube/config"
 }
 
-variable "image" {
-  description = "Image built from the repo's Dockerfile and loaded into the cluster."
+variable "kube_context" {
+  description = "kubeconfig context of the cluster (e.g. kind-quota). Required: no region falls back to the current context."
   type        = string
+}
+
+variable "images" {
+  description = "Images: quota (the repo's Dockerfile, loaded into the cluster), nats, redis, postgres; by digest unless allow_image_tags."
+  type = object({
+    quota    = string
+    nats     = string
+    redis    = string
+    postgres = string
+  })
+}
+
+variable "allow_image_tags" {
+  description = "Accept images by tag (kind with locally built images)."
+  type        = bool
+  default     = false
 }
 
 variable "admin_token" {
@@ -79,6 +96,7 @@ variable "billing_tokens" {
 locals {
   small = {
     replicas       = 2
+    qos            = "Burstable" # Guaranteed would reserve whole CPUs per pod
     cpu_request    = "100m"
     memory_request = "64Mi"
   }
@@ -92,13 +110,14 @@ locals {
 module "quota" {
   source = "../.."
 
-  image         = var.image
-  ledger_region = "eu"
+  images           = var.images
+  allow_image_tags = var.allow_image_tags
+  ledger_region    = "eu"
   regions = {
     for name, r in local.regions : name => {
       slot                 = r.slot
       weight               = r.weight
-      kube                 = { context = var.kube_context }
+      kube                 = { config_path = var.kube_config_path, context = var.kube_context }
       namespace            = "quota-${name}"
       gateway_url          = "nats://nats-${name}-gateway.quota-${name}.svc.cluster.local:7222"
       gateway_service_type = "ClusterIP"
@@ -108,7 +127,7 @@ module "quota" {
     }
   }
   ledger = {
-    postgres = { storage_size = "1Gi" }
+    postgres = { development_in_cluster = true, storage_size = "1Gi" }
   }
 
   admin_token       = var.admin_token

@@ -8,15 +8,27 @@ locals {
   })
   selector = { "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = var.spec.region }
 
-  pg              = var.spec.postgres
-  pg_in_cluster   = local.pg.host == null
-  pg_host         = local.pg_in_cluster ? "postgres-${var.spec.region}.${local.svc}" : local.pg.host
-  pg_sslmode      = coalesce(local.pg.sslmode, local.pg_in_cluster ? "disable" : "require")
+  pg            = var.spec.postgres
+  pg_in_cluster = local.pg.development_in_cluster
+  pg_host       = local.pg_in_cluster ? "postgres-${var.spec.region}.${local.svc}" : local.pg.host
+  # An external Postgres is verified by default (verify-full: the CA signed the certificate AND
+  # it names the host), against ca_secret's ca.crt when given, else the image's system roots.
+  # The development instance speaks no TLS.
+  pg_sslmode      = coalesce(local.pg.sslmode, local.pg_in_cluster ? "disable" : "verify-full")
+  pg_ca_dir       = "/etc/quota/postgres-ca"
+  pg_ca_param     = local.pg.ca_secret == null ? "" : "&sslrootcert=${local.pg_ca_dir}/ca.crt"
   postgres_target = "${local.pg_host}:${local.pg.port}/${local.pg.database}"
-  postgres_url    = "postgres://${urlencode(local.pg.user)}:${urlencode(var.postgres_password)}@${local.postgres_target}?sslmode=${local.pg_sslmode}"
+  postgres_url    = "postgres://${urlencode(local.pg.user)}:${urlencode(var.postgres_password)}@${local.postgres_target}?sslmode=${local.pg_sslmode}${local.pg_ca_param}"
 
-  # --postgres, --billing-token and --nats-password come from env QUOTA_POSTGRES,
-  # QUOTA_BILLING_TOKEN and QUOTA_NATS_PASSWORD (Secret).
+  # GOMEMLIMIT: 90 % of the reconciler's memory limit, in bytes (see modules/region/main.tf).
+  mem_units           = { "" = 1, "k" = 1000, "M" = 1000000, "G" = 1000000000, "T" = 1000000000000, "Ki" = 1024, "Mi" = 1048576, "Gi" = 1073741824, "Ti" = 1099511627776 }
+  reconciler_mem      = regex("^([0-9]+)([A-Za-z]*)$", var.spec.reconciler.memory_limit)
+  reconciler_memlimit = format("%d", floor(tonumber(local.reconciler_mem[0]) * local.mem_units[local.reconciler_mem[1]] * 0.9))
+
+  # `reconciler serve -help` (hclcheck_test.go checks every flag against it). --postgres,
+  # --billing-token and --nats-password come from env QUOTA_POSTGRES, QUOTA_BILLING_TOKEN and
+  # QUOTA_NATS_PASSWORD (Secret). The usage stream is placed in spec.usage_stream.cluster (the
+  # ledger region's NATS cluster) when the reconciler is the one that creates it.
   nats_client_tls_dir = "/etc/quota/nats-tls"
   reconciler_args = concat([
     "serve",
@@ -24,6 +36,7 @@ locals {
     "--nats=${var.spec.nats_url}",
     "--nats-user=reconciler",
     "--stream-replicas=${var.spec.usage_stream.replicas}",
+    ], var.spec.usage_stream.cluster == null ? [] : ["--stream-cluster=${var.spec.usage_stream.cluster}"], [
     "--stream-max-bytes=${var.spec.usage_stream.max_bytes}",
     "--shutdown-delay=${var.spec.reconciler.shutdown_delay_seconds}s",
     ], var.spec.nats_tls_secret == null ? [] : ["--nats-tls-ca=${local.nats_client_tls_dir}/ca.crt"],
@@ -38,7 +51,7 @@ locals {
   reconciler_grace_seconds = var.spec.reconciler.shutdown_delay_seconds + var.spec.reconciler.drain_seconds + 5
 }
 
-resource "kubernetes_secret" "ledger" {
+resource "kubernetes_secret_v1" "ledger" {
   metadata {
     name      = "quota-ledger-${var.spec.region}"
     namespace = var.spec.namespace
@@ -46,8 +59,7 @@ resource "kubernetes_secret" "ledger" {
   }
 
   data = {
-    "postgres-url"      = local.postgres_url
-    "postgres-password" = var.postgres_password
+    "postgres-url" = local.postgres_url
     # Comma-joined, the --billing-token format; empty counts as unset (billing API off, 503).
     "billing-token" = join(",", var.billing_tokens)
     # NATS user reconciler only.
@@ -55,7 +67,7 @@ resource "kubernetes_secret" "ledger" {
   }
 }
 
-resource "kubernetes_deployment" "reconciler" {
+resource "kubernetes_deployment_v1" "reconciler" {
   metadata {
     name      = local.name
     namespace = var.spec.namespace
@@ -78,7 +90,7 @@ resource "kubernetes_deployment" "reconciler" {
           "prometheus.io/path"   = "/metrics"
           # Environment from a Secret is read at container start: a changed token list (or
           # Postgres password) must roll the pods. One hash over all of the Secret's values.
-          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret.ledger.data))
+          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret_v1.ledger.data))
         }
       }
 
@@ -95,7 +107,7 @@ resource "kubernetes_deployment" "reconciler" {
         # Schema first: `reconciler migrate` is idempotent and safe to run from every pod.
         init_container {
           name              = "migrate"
-          image             = var.spec.image
+          image             = var.spec.images.quota
           image_pull_policy = var.spec.image_pull_policy
           command           = ["/usr/local/bin/reconciler"]
           args              = ["migrate"]
@@ -104,7 +116,7 @@ resource "kubernetes_deployment" "reconciler" {
             name = "QUOTA_POSTGRES"
             value_from {
               secret_key_ref {
-                name = kubernetes_secret.ledger.metadata[0].name
+                name = kubernetes_secret_v1.ledger.metadata[0].name
                 key  = "postgres-url"
               }
             }
@@ -113,12 +125,24 @@ resource "kubernetes_deployment" "reconciler" {
           security_context {
             allow_privilege_escalation = false
             read_only_root_filesystem  = true
+            capabilities {
+              drop = ["ALL"]
+            }
+          }
+
+          dynamic "volume_mount" {
+            for_each = local.pg.ca_secret == null ? [] : [local.pg_ca_dir]
+            content {
+              name       = "postgres-ca"
+              mount_path = volume_mount.value
+              read_only  = true
+            }
           }
         }
 
         container {
           name              = "reconciler"
-          image             = var.spec.image
+          image             = var.spec.images.quota
           image_pull_policy = var.spec.image_pull_policy
           command           = ["/usr/local/bin/reconciler"]
           args              = local.reconciler_args
@@ -132,16 +156,20 @@ resource "kubernetes_deployment" "reconciler" {
             name = "QUOTA_POSTGRES"
             value_from {
               secret_key_ref {
-                name = kubernetes_secret.ledger.metadata[0].name
+                name = kubernetes_secret_v1.ledger.metadata[0].name
                 key  = "postgres-url"
               }
             }
           }
           env {
+            name  = "GOMEMLIMIT"
+            value = local.reconciler_memlimit
+          }
+          env {
             name = "QUOTA_BILLING_TOKEN"
             value_from {
               secret_key_ref {
-                name = kubernetes_secret.ledger.metadata[0].name
+                name = kubernetes_secret_v1.ledger.metadata[0].name
                 key  = "billing-token"
               }
             }
@@ -150,7 +178,7 @@ resource "kubernetes_deployment" "reconciler" {
             name = "QUOTA_NATS_PASSWORD"
             value_from {
               secret_key_ref {
-                name = kubernetes_secret.ledger.metadata[0].name
+                name = kubernetes_secret_v1.ledger.metadata[0].name
                 key  = "nats-password"
               }
             }
@@ -176,14 +204,8 @@ resource "kubernetes_deployment" "reconciler" {
           }
 
           resources {
-            requests {
-              cpu    = var.spec.reconciler.cpu_request
-              memory = var.spec.reconciler.memory_request
-            }
-            limits {
-              cpu    = var.spec.reconciler.cpu_limit
-              memory = var.spec.reconciler.memory_limit
-            }
+            requests = { cpu = var.spec.reconciler.cpu_request, memory = var.spec.reconciler.memory_request }
+            limits   = { cpu = var.spec.reconciler.cpu_limit, memory = var.spec.reconciler.memory_limit }
           }
 
           security_context {
@@ -200,6 +222,29 @@ resource "kubernetes_deployment" "reconciler" {
               name       = "nats-tls-ca"
               mount_path = volume_mount.value
               read_only  = true
+            }
+          }
+          dynamic "volume_mount" {
+            for_each = local.pg.ca_secret == null ? [] : [local.pg_ca_dir]
+            content {
+              name       = "postgres-ca"
+              mount_path = volume_mount.value
+              read_only  = true
+            }
+          }
+        }
+
+        # The CA of the external Postgres' certificate (sslrootcert of QUOTA_POSTGRES).
+        dynamic "volume" {
+          for_each = local.pg.ca_secret == null ? [] : [local.pg.ca_secret]
+          content {
+            name = "postgres-ca"
+            secret {
+              secret_name = volume.value
+              items {
+                key  = "ca.crt"
+                path = "ca.crt"
+              }
             }
           }
         }
@@ -223,7 +268,7 @@ resource "kubernetes_deployment" "reconciler" {
   }
 }
 
-resource "kubernetes_service" "reconciler" {
+resource "kubernetes_service_v1" "reconciler" {
   metadata {
     name      = local.name
     namespace = var.spec.namespace
@@ -244,7 +289,7 @@ resource "kubernetes_service" "reconciler" {
 # Ingress to the reconciler pods: port 8081 (/v1/usage, /metrics) from the billing client
 # namespaces and Prometheus' namespace only; with neither, no pod may connect (kubelet probes are
 # not subject to NetworkPolicy). Namespaces are matched by their kubernetes.io/metadata.name label.
-resource "kubernetes_network_policy" "reconciler" {
+resource "kubernetes_network_policy_v1" "reconciler" {
   metadata {
     name      = local.name
     namespace = var.spec.namespace

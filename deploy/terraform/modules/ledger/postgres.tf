@@ -1,18 +1,60 @@
-# In-cluster Postgres, only when spec.postgres.host is null. One instance with a persistent
-# volume; production deployments should point spec.postgres.host at a managed, backed-up,
-# replicated instance instead (see examples/eks).
+# In-cluster Postgres, for DEVELOPMENT ONLY (spec.postgres.development_in_cluster, host null):
+# one instance on one zonal volume, no replica, no backups, no TLS. Production points
+# spec.postgres.host at a managed or operator-run Postgres with a replica and backups (RDS or
+# Aurora as in examples/eks, Cloud SQL, CloudNativePG with barman backups), verified with
+# sslmode verify-full.
+#
+# The official image applies POSTGRES_PASSWORD only when it initialises an empty data directory.
+# So that a rotated postgres_password reaches the server too, a postStart hook sets the role's
+# password from the environment on every start (over the local socket, where the image trusts
+# local connections), and the pod template carries a hash of Secret postgres-<region>: a new
+# password restarts Postgres, and the hook applies it. The password is read by psql's \getenv
+# from the environment: it is never in an argument.
 locals {
   pg_name     = "postgres-${var.spec.region}"
   pg_selector = { "app.kubernetes.io/name" = "postgres", "quota.dev/region" = var.spec.region }
+  pg_labels   = merge(local.labels, { "app.kubernetes.io/name" = "postgres" })
+
+  # The postStart hook. PGHOST is the socket directory.
+  pg_password_sync = <<-EOT
+    i=0
+    while [ "$i" -lt 120 ]; do
+      if pg_isready -q -U "$POSTGRES_USER" -d "$POSTGRES_DB" &&
+        psql -X -q -v ON_ERROR_STOP=1 -U "$POSTGRES_USER" -d "$POSTGRES_DB" <<'SQL'
+    \getenv quota_password POSTGRES_PASSWORD
+    \getenv quota_user POSTGRES_USER
+    ALTER ROLE :"quota_user" WITH PASSWORD :'quota_password';
+    SQL
+      then exit 0; fi
+      i=$((i + 1))
+      sleep 1
+    done
+    echo "could not set the password of $POSTGRES_USER" >&2
+    exit 1
+  EOT
 }
 
-resource "kubernetes_service" "postgres" {
+resource "kubernetes_secret_v1" "postgres" {
   count = local.pg_in_cluster ? 1 : 0
 
   metadata {
     name      = local.pg_name
     namespace = var.spec.namespace
-    labels    = merge(local.labels, { "app.kubernetes.io/name" = "postgres" })
+    labels    = local.pg_labels
+  }
+
+  data = {
+    "password" = var.postgres_password
+  }
+}
+
+resource "kubernetes_service_v1" "postgres" {
+  count = local.pg_in_cluster ? 1 : 0
+
+  metadata {
+    name      = local.pg_name
+    namespace = var.spec.namespace
+    labels    = local.pg_labels
   }
 
   spec {
@@ -26,13 +68,13 @@ resource "kubernetes_service" "postgres" {
   }
 }
 
-resource "kubernetes_stateful_set" "postgres" {
+resource "kubernetes_stateful_set_v1" "postgres" {
   count = local.pg_in_cluster ? 1 : 0
 
   metadata {
     name      = local.pg_name
     namespace = var.spec.namespace
-    labels    = merge(local.labels, { "app.kubernetes.io/name" = "postgres" })
+    labels    = local.pg_labels
   }
 
   spec {
@@ -45,7 +87,11 @@ resource "kubernetes_stateful_set" "postgres" {
 
     template {
       metadata {
-        labels = merge(local.labels, { "app.kubernetes.io/name" = "postgres" })
+        labels = local.pg_labels
+        annotations = {
+          # A new password restarts Postgres; the postStart hook applies it.
+          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret_v1.postgres[0].data))
+        }
       }
 
       spec {
@@ -59,7 +105,7 @@ resource "kubernetes_stateful_set" "postgres" {
 
         container {
           name  = "postgres"
-          image = local.pg.image
+          image = var.spec.images.postgres
 
           env {
             name  = "POSTGRES_USER"
@@ -74,11 +120,23 @@ resource "kubernetes_stateful_set" "postgres" {
             value = "/var/lib/postgresql/data/pgdata"
           }
           env {
+            name  = "PGHOST"
+            value = "/var/run/postgresql"
+          }
+          env {
             name = "POSTGRES_PASSWORD"
             value_from {
               secret_key_ref {
-                name = kubernetes_secret.ledger.metadata[0].name
-                key  = "postgres-password"
+                name = kubernetes_secret_v1.postgres[0].metadata[0].name
+                key  = "password"
+              }
+            }
+          }
+
+          lifecycle {
+            post_start {
+              exec {
+                command = ["/bin/sh", "-c", local.pg_password_sync]
               }
             }
           }
@@ -103,14 +161,8 @@ resource "kubernetes_stateful_set" "postgres" {
           }
 
           resources {
-            requests {
-              cpu    = "1"
-              memory = "2Gi"
-            }
-            limits {
-              cpu    = "4"
-              memory = "8Gi"
-            }
+            requests = { cpu = "1", memory = "2Gi" }
+            limits   = { cpu = "4", memory = "8Gi" }
           }
 
           volume_mount {
@@ -126,7 +178,8 @@ resource "kubernetes_stateful_set" "postgres" {
         name = "data"
       }
       spec {
-        access_modes = ["ReadWriteOnce"]
+        access_modes       = ["ReadWriteOnce"]
+        storage_class_name = local.pg.storage_class
         resources {
           requests = {
             storage = local.pg.storage_size
@@ -139,13 +192,13 @@ resource "kubernetes_stateful_set" "postgres" {
 
 # Ingress to the in-cluster Postgres: the reconciler pods (the migrate init container and
 # `reconciler serve`) only.
-resource "kubernetes_network_policy" "postgres" {
+resource "kubernetes_network_policy_v1" "postgres" {
   count = local.pg_in_cluster ? 1 : 0
 
   metadata {
     name      = local.pg_name
     namespace = var.spec.namespace
-    labels    = merge(local.labels, { "app.kubernetes.io/name" = "postgres" })
+    labels    = local.pg_labels
   }
 
   spec {

@@ -1,7 +1,8 @@
 variable "spec" {
   description = <<-EOT
-    The billing ledger: the reconciler (JetStream usage stream -> Postgres) and, when
-    postgres.host is null, a single-node Postgres StatefulSet with a persistent volume.
+    The billing ledger: the reconciler (JetStream usage stream -> Postgres) and, for
+    development only (postgres.host null and postgres.development_in_cluster), a one-instance
+    Postgres StatefulSet with a persistent volume and no backups.
     Migrations run as an init container of every reconciler pod (`reconciler migrate`,
     idempotent), so the schema is current before `reconciler serve` starts.
       reconciler.shutdown_delay_seconds  --shutdown-delay: on SIGTERM /readyz fails and the
@@ -12,21 +13,30 @@ variable "spec" {
                   The in-cluster Postgres takes connections from the reconciler only.
       nats_url    the ledger region's NATS; the reconciler connects as NATS user reconciler
                   (--nats-user, password var.nats_password via env QUOTA_NATS_PASSWORD).
-      usage_stream  replicas and byte limit of the usage stream when the reconciler creates it
-                  (--stream-replicas, --stream-max-bytes; an existing stream is never changed).
+      usage_stream  placement (NATS cluster), replicas and byte limit of the usage stream when
+                  the reconciler creates it (--stream-cluster, --stream-replicas,
+                  --stream-max-bytes; an existing stream is never changed).
+      postgres    host etc. of an external Postgres, TLS sslmode (default verify-full) and
+                  ca_secret (a Secret in this namespace with key ca.crt, mounted and passed as
+                  sslrootcert); or development_in_cluster.
       nats_tls_secret  the kubernetes.io/tls Secret of the NATS servers in this namespace: the
                   reconciler mounts its ca.crt only (--nats-tls-ca); null = no TLS.
   EOT
   type = object({
-    region            = string
-    namespace         = string
-    image             = string
+    region    = string
+    namespace = string
+    images = object({
+      quota    = string
+      postgres = optional(string)
+    })
+    allow_image_tags  = optional(bool, false)
     image_pull_policy = optional(string, "IfNotPresent")
     nats_url          = string
     nats_tls_secret   = optional(string)
     labels            = optional(map(string), {})
 
     usage_stream = optional(object({
+      cluster   = optional(string)
       replicas  = optional(number, 1)
       max_bytes = optional(number, 1073741824)
     }), {})
@@ -43,13 +53,15 @@ variable "spec" {
     }), {})
 
     postgres = optional(object({
-      host         = optional(string)
-      port         = optional(number, 5432)
-      user         = optional(string, "quota")
-      database     = optional(string, "quota")
-      sslmode      = optional(string)
-      image        = optional(string, "postgres:16-alpine")
-      storage_size = optional(string, "50Gi")
+      host                   = optional(string)
+      port                   = optional(number, 5432)
+      user                   = optional(string, "quota")
+      database               = optional(string, "quota")
+      sslmode                = optional(string)
+      ca_secret              = optional(string)
+      development_in_cluster = optional(bool, false)
+      storage_size           = optional(string, "50Gi")
+      storage_class          = optional(string)
     }), {})
 
     network = optional(object({
@@ -58,6 +70,24 @@ variable "spec" {
     }), {})
   })
 
+  validation {
+    condition     = (var.spec.postgres.host == null) == var.spec.postgres.development_in_cluster
+    error_message = "spec.postgres: set host (managed or operator-run Postgres with backups), or leave it null with development_in_cluster = true (development only)."
+  }
+  validation {
+    condition = var.spec.allow_image_tags || alltrue([
+      for i in [var.spec.images.quota, var.spec.images.postgres] : i == null || can(regex("^[^@\\s]+@sha256:[0-9a-f]{64}$", i))
+    ])
+    error_message = "spec.images: every image must be pinned by digest (name@sha256:<64 hex>), unless spec.allow_image_tags."
+  }
+  validation {
+    condition     = !var.spec.postgres.development_in_cluster || var.spec.images.postgres != null
+    error_message = "spec.images.postgres is needed for the in-cluster (development) Postgres."
+  }
+  validation {
+    condition     = can(regex("^[1-9][0-9]*(Ki|Mi|Gi|Ti|k|M|G|T)?$", var.spec.reconciler.memory_limit))
+    error_message = "spec.reconciler.memory_limit must be a whole quantity (1Gi, 512Mi, 2G): GOMEMLIMIT is derived from it."
+  }
   validation {
     condition     = var.spec.reconciler.replicas >= 1
     error_message = "spec.reconciler.replicas must be at least 1."

@@ -4,7 +4,7 @@ terraform {
   required_providers {
     kubernetes = {
       source  = "hashicorp/kubernetes"
-      version = "~> 1.13.4"
+      version = "~> 3.2.1"
     }
   }
 }

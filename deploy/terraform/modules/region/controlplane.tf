@@ -15,7 +15,8 @@ locals {
   control_plane_selector = { "app.kubernetes.io/name" = "control-plane", "quota.dev/region" = local.name }
 
   # As for the limiters (limiter.tf), plus --control-plane and the control-plane NATS user; the
-  # catalogue bucket and the usage stream get R3 where the region runs 3+ NATS servers.
+  # catalogue bucket and the usage stream are placed like the limiters' usage stream
+  # (spec.jetstream: the ledger region's NATS cluster, R3 there).
   control_plane_args = concat([
     "--region=${local.name}",
     "--listen=:8080",
@@ -23,7 +24,9 @@ locals {
     "--nats-user=control-plane",
     "--control-plane",
     "--catalog-replicas=${local.js_replicas}",
+    "--catalog-cluster=${local.js_cluster}",
     "--usage-stream-replicas=${local.js_replicas}",
+    "--usage-stream-cluster=${local.js_cluster}",
     "--usage-stream-max-bytes=${var.spec.usage_stream_max_bytes}",
     "--data-dir=/var/lib/quota",
     "--region-weights=${local.region_weights}",
@@ -43,10 +46,10 @@ locals {
   }
 }
 
-resource "kubernetes_deployment" "control_plane" {
+resource "kubernetes_deployment_v1" "control_plane" {
   count = local.is_control_region ? 1 : 0
   # After the NATS servers have rolled (wait_for_rollout): see nats.tf.
-  depends_on = [kubernetes_stateful_set.nats]
+  depends_on = [kubernetes_stateful_set_v1.nats]
 
   metadata {
     name      = local.control_plane_name
@@ -77,7 +80,7 @@ resource "kubernetes_deployment" "control_plane" {
           "prometheus.io/scrape"  = "true"
           "prometheus.io/port"    = "8080"
           "prometheus.io/path"    = "/metrics"
-          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret.control_plane[0].data))
+          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret_v1.control_plane[0].data))
         }
       }
 
@@ -92,9 +95,26 @@ resource "kubernetes_deployment" "control_plane" {
           fs_group        = 65532
         }
 
+        dynamic "affinity" {
+          for_each = local.zoned ? [var.spec.zones] : []
+          content {
+            node_affinity {
+              required_during_scheduling_ignored_during_execution {
+                node_selector_term {
+                  match_expressions {
+                    key      = local.zone_key
+                    operator = "In"
+                    values   = affinity.value
+                  }
+                }
+              }
+            }
+          }
+        }
+
         container {
           name              = "regional-limiter"
-          image             = var.spec.image
+          image             = var.spec.images.quota
           image_pull_policy = var.spec.image_pull_policy
           command           = ["/usr/local/bin/regional-limiter"]
           args              = local.control_plane_args
@@ -112,13 +132,17 @@ resource "kubernetes_deployment" "control_plane" {
               }
             }
           }
+          env {
+            name  = "GOMEMLIMIT"
+            value = local.limiter_gomemlimit
+          }
           dynamic "env" {
             for_each = local.control_plane_env
             content {
               name = env.key
               value_from {
                 secret_key_ref {
-                  name = kubernetes_secret.control_plane[0].metadata[0].name
+                  name = kubernetes_secret_v1.control_plane[0].metadata[0].name
                   key  = env.value
                 }
               }
@@ -145,14 +169,8 @@ resource "kubernetes_deployment" "control_plane" {
           }
 
           resources {
-            requests {
-              cpu    = var.spec.limiter.cpu_request
-              memory = var.spec.limiter.memory_request
-            }
-            limits {
-              cpu    = var.spec.limiter.cpu_limit
-              memory = var.spec.limiter.memory_limit
-            }
+            limits   = local.limiter_resources.limits
+            requests = local.limiter_resources.requests
           }
 
           security_context {
@@ -177,6 +195,9 @@ resource "kubernetes_deployment" "control_plane" {
           }
         }
 
+        # The catalogue cache is on an emptyDir here: a new control-plane pod needs NATS to
+        # become ready, as every catalogue write does anyway. The old pod serves until then
+        # (max_unavailable 0).
         volume {
           name = "data"
           empty_dir {}
@@ -200,7 +221,7 @@ resource "kubernetes_deployment" "control_plane" {
 }
 
 # The admin API (catalogue writes and reads, /metrics); not the check Service.
-resource "kubernetes_service" "control_plane" {
+resource "kubernetes_service_v1" "control_plane" {
   count = local.is_control_region ? 1 : 0
 
   metadata {

@@ -1,21 +1,35 @@
+# The regional limiters: a StatefulSet, so that each pod keeps its --data-dir on its own volume
+# (PVC data-limiter-<region>-<n>). The data dir holds the last known good catalogue
+# (catalog.json, read at start) and the usage spool: a pod that is deleted, evicted or moved by
+# a node drain comes back with both, so it becomes ready from its cached catalogue even while
+# NATS is away (/readyz needs a catalogue, fresh or cached, not NATS), and the reports it had not
+# sent yet are still there to send. The price: an EBS-like zonal volume pins its pod to a zone
+# (deploy/README.md, runbook "Zone lost"); a zone-redundant storage class (limiter.storage_class)
+# avoids that. QUOTA_PROCESS_ID stays the pod name: the reporter adds its start time, so a pod
+# that comes back with the same name is a new process in the ledger.
 locals {
   limiter_name       = "limiter-${local.name}"
   memberlist_service = "limiter-memberlist-${local.name}"
   limiter_labels     = merge(local.labels, { "app.kubernetes.io/name" = "regional-limiter" })
   limiter_selector   = { "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = local.name }
 
-  # The daemon's flags (cmd/regional-limiter/README.md). Secrets are not here: --admin-token,
-  # --redis, --check-token, --read-token and --nats-password come from env QUOTA_ADMIN_TOKEN,
-  # QUOTA_REDIS, QUOTA_CHECK_TOKEN, QUOTA_READ_TOKEN and QUOTA_NATS_PASSWORD (Secret). $(POD_IP)
-  # is expanded by the kubelet. No --control-plane: these limiters read the catalogue, never
-  # write it (PUT/DELETE answer 403; see controlplane.tf).
+  # The daemon's flags (`regional-limiter -help`; hclcheck_test.go checks every one against it).
+  # Secrets are not here: --admin-token, --redis, --check-token, --read-token and
+  # --nats-password come from env QUOTA_ADMIN_TOKEN, QUOTA_REDIS, QUOTA_CHECK_TOKEN,
+  # QUOTA_READ_TOKEN and QUOTA_NATS_PASSWORD (Secret). $(POD_IP) is expanded by the kubelet. No
+  # --control-plane: these limiters read the catalogue, never write it (see controlplane.tf).
   limiter_args = concat([
     "--region=${local.name}",
     "--listen=:8080",
     "--nats=${local.nats_client_url}",
     "--nats-user=limiter-${local.name}",
     "--usage-stream-replicas=${local.js_replicas}",
+    "--usage-stream-cluster=${local.js_cluster}",
     "--usage-stream-max-bytes=${var.spec.usage_stream_max_bytes}",
+    # Read-only limiters never create the catalogue bucket; the placement is passed all the
+    # same, so that every process that could create it agrees on it.
+    "--catalog-replicas=${local.js_replicas}",
+    "--catalog-cluster=${local.js_cluster}",
     "--data-dir=/var/lib/quota",
     "--processes=${var.spec.limiter.replicas}",
     "--region-weights=${local.region_weights}",
@@ -30,11 +44,22 @@ locals {
   # SIGTERM -> /readyz fails, the daemon serves on for the shutdown delay (no preStop hook: the
   # daemon waits itself), then drains; the kubelet's SIGKILL comes 5 s after that budget.
   limiter_grace_seconds = var.spec.limiter.shutdown_delay_seconds + var.spec.limiter.drain_seconds + 5
+  # A StatefulSet rolls one pod at a time; Terraform waits for the whole roll.
+  limiter_rollout_timeout = "${max(600, var.spec.limiter.replicas * (local.limiter_grace_seconds + 90))}s"
+
+  # Environment variable => key of Secret quota-limiter-<region> (secrets.tf).
+  limiter_secret_env = {
+    "QUOTA_ADMIN_TOKEN"   = "admin-token"
+    "QUOTA_REDIS"         = "redis-url"
+    "QUOTA_CHECK_TOKEN"   = "check-token"
+    "QUOTA_READ_TOKEN"    = "read-token"
+    "QUOTA_NATS_PASSWORD" = "nats-password"
+  }
 }
 
-resource "kubernetes_deployment" "limiter" {
+resource "kubernetes_stateful_set_v1" "limiter" {
   # After the NATS servers have rolled (wait_for_rollout): see nats.tf.
-  depends_on = [kubernetes_stateful_set.nats]
+  depends_on = [kubernetes_stateful_set_v1.nats]
 
   metadata {
     name      = local.limiter_name
@@ -42,19 +67,32 @@ resource "kubernetes_deployment" "limiter" {
     labels    = local.limiter_labels
   }
 
+  wait_for_rollout = true
+
   spec {
-    replicas = var.spec.limiter.replicas
+    # The memberlist headless Service also gives each pod its DNS name.
+    service_name          = kubernetes_service_v1.memberlist.metadata[0].name
+    replicas              = var.spec.limiter.replicas
+    pod_management_policy = "Parallel"
 
     selector {
       match_labels = local.limiter_selector
     }
 
-    strategy {
+    # One pod at a time (the PodDisruptionBudget allows one more voluntary eviction).
+    update_strategy {
       type = "RollingUpdate"
       rolling_update {
-        max_unavailable = "1"
-        max_surge       = "1"
+        partition = 0
       }
+    }
+
+    # The volumes outlive scale-downs and the StatefulSet itself (Kubernetes' default, said
+    # explicitly): a spool with unsent reports is never deleted by a resize. Removing a region
+    # with create_namespace = true deletes them with the namespace.
+    persistent_volume_claim_retention_policy {
+      when_deleted = "Retain"
+      when_scaled  = "Retain"
     }
 
     template {
@@ -66,7 +104,7 @@ resource "kubernetes_deployment" "limiter" {
           "prometheus.io/path"   = "/metrics"
           # Environment from a Secret is read at container start: a changed token list (or Redis
           # password) must roll the pods. One hash over all of the Secret's values.
-          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret.limiter.data))
+          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret_v1.limiter.data))
         }
       }
 
@@ -81,23 +119,48 @@ resource "kubernetes_deployment" "limiter" {
           fs_group        = 65532
         }
 
-        affinity {
-          pod_anti_affinity {
-            preferred_during_scheduling_ignored_during_execution {
-              weight = 100
-              pod_affinity_term {
-                topology_key = "kubernetes.io/hostname"
-                label_selector {
-                  match_labels = local.limiter_selector
+        # With zones: only the listed zones, and spread evenly over them (a zone may hold at most
+        # one pod more than another; DoNotSchedule makes that required). Always: preferably one
+        # pod per node.
+        dynamic "affinity" {
+          for_each = local.zoned ? [var.spec.zones] : []
+          content {
+            node_affinity {
+              required_during_scheduling_ignored_during_execution {
+                node_selector_term {
+                  match_expressions {
+                    key      = local.zone_key
+                    operator = "In"
+                    values   = affinity.value
+                  }
                 }
               }
             }
           }
         }
+        dynamic "topology_spread_constraint" {
+          for_each = local.zoned ? [local.zone_key] : []
+          content {
+            max_skew           = 1
+            topology_key       = topology_spread_constraint.value
+            when_unsatisfiable = "DoNotSchedule"
+            label_selector {
+              match_labels = local.limiter_selector
+            }
+          }
+        }
+        topology_spread_constraint {
+          max_skew           = 1
+          topology_key       = local.host_key
+          when_unsatisfiable = "ScheduleAnyway"
+          label_selector {
+            match_labels = local.limiter_selector
+          }
+        }
 
         container {
           name              = "regional-limiter"
-          image             = var.spec.image
+          image             = var.spec.images.quota
           image_pull_policy = var.spec.image_pull_policy
           command           = ["/usr/local/bin/regional-limiter"]
           args              = local.limiter_args
@@ -134,53 +197,25 @@ resource "kubernetes_deployment" "limiter" {
             }
           }
           env {
-            name = "QUOTA_ADMIN_TOKEN"
-            value_from {
-              secret_key_ref {
-                name = kubernetes_secret.limiter.metadata[0].name
-                key  = "admin-token"
-              }
-            }
+            name  = "GOMEMLIMIT"
+            value = local.limiter_gomemlimit
           }
-          env {
-            name = "QUOTA_REDIS"
-            value_from {
-              secret_key_ref {
-                name = kubernetes_secret.limiter.metadata[0].name
-                key  = "redis-url"
-              }
-            }
-          }
-          env {
-            name = "QUOTA_CHECK_TOKEN"
-            value_from {
-              secret_key_ref {
-                name = kubernetes_secret.limiter.metadata[0].name
-                key  = "check-token"
-              }
-            }
-          }
-          env {
-            name = "QUOTA_READ_TOKEN"
-            value_from {
-              secret_key_ref {
-                name = kubernetes_secret.limiter.metadata[0].name
-                key  = "read-token"
-              }
-            }
-          }
-          env {
-            name = "QUOTA_NATS_PASSWORD"
-            value_from {
-              secret_key_ref {
-                name = kubernetes_secret.limiter.metadata[0].name
-                key  = "nats-password"
+          dynamic "env" {
+            for_each = local.limiter_secret_env
+            content {
+              name = env.key
+              value_from {
+                secret_key_ref {
+                  name = kubernetes_secret_v1.limiter.metadata[0].name
+                  key  = env.value
+                }
               }
             }
           }
 
           # Fails as soon as the shutdown delay starts: two failed probes 1 s apart take the pod
-          # out of the Service's endpoints well within the default 5 s delay.
+          # out of the Service's endpoints well within the default 5 s delay. Succeeds once a
+          # catalogue is loaded, from NATS or from the cache on the pod's volume.
           readiness_probe {
             http_get {
               path = "/readyz"
@@ -201,14 +236,8 @@ resource "kubernetes_deployment" "limiter" {
           }
 
           resources {
-            requests {
-              cpu    = var.spec.limiter.cpu_request
-              memory = var.spec.limiter.memory_request
-            }
-            limits {
-              cpu    = var.spec.limiter.cpu_limit
-              memory = var.spec.limiter.memory_limit
-            }
+            limits   = local.limiter_resources.limits
+            requests = local.limiter_resources.requests
           }
 
           security_context {
@@ -233,13 +262,6 @@ resource "kubernetes_deployment" "limiter" {
           }
         }
 
-        # Usage spool and config cache. Final usage reports are sent on SIGTERM, after the
-        # shutdown delay (grace period above); a spool lost with a deleted pod shows up as a
-        # missing final report in the ledger.
-        volume {
-          name = "data"
-          empty_dir {}
-        }
         # The CA of the NATS servers' certificate, and nothing else of their TLS Secret.
         dynamic "volume" {
           for_each = var.spec.nats_tls_secret == null ? [] : [var.spec.nats_tls_secret]
@@ -256,11 +278,32 @@ resource "kubernetes_deployment" "limiter" {
         }
       }
     }
+
+    # --data-dir: catalogue cache and usage spool, one volume per pod.
+    volume_claim_template {
+      metadata {
+        name = "data"
+      }
+      spec {
+        access_modes       = ["ReadWriteOnce"]
+        storage_class_name = var.spec.limiter.storage_class
+        resources {
+          requests = {
+            storage = var.spec.limiter.data_volume_size
+          }
+        }
+      }
+    }
+  }
+
+  timeouts {
+    create = local.limiter_rollout_timeout
+    update = local.limiter_rollout_timeout
   }
 }
 
-# Client-facing API (/v1/allow, control plane, /metrics).
-resource "kubernetes_service" "limiter" {
+# Client-facing API (/v1/allow, catalogue reads, /metrics).
+resource "kubernetes_service_v1" "limiter" {
   metadata {
     name      = local.limiter_name
     namespace = local.ns
@@ -281,7 +324,7 @@ resource "kubernetes_service" "limiter" {
 
 # Headless service for in-region memberlist: its DNS name resolves to every limiter pod, ready or
 # not, so a starting pod can join before it is ready (--memberlist-join).
-resource "kubernetes_service" "memberlist" {
+resource "kubernetes_service_v1" "memberlist" {
   metadata {
     name      = local.memberlist_service
     namespace = local.ns

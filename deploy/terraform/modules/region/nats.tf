@@ -30,9 +30,21 @@ locals {
   is_control_region = local.control_region == local.name
   hosts_reconciler  = var.spec.reconciler_namespace != null
 
-  # JetStream replicas of what this region's processes create (usage stream, catalogue bucket):
-  # R3 when the region runs three NATS servers or more, else R1.
-  js_replicas = var.spec.nats.replicas >= 3 ? 3 : 1
+  # Placement and replicas of what this region's processes create (usage stream, catalogue
+  # bucket): spec.jetstream, by default this region's cluster, R3 when it runs three NATS
+  # servers or more. The root module places both in the ledger region's cluster.
+  js_cluster  = coalesce(var.spec.jetstream.cluster, local.name)
+  js_replicas = coalesce(var.spec.jetstream.replicas, var.spec.nats.replicas >= 3 ? 3 : 1)
+
+  # Lame duck: on stop the server stops taking clients and closes the ones it has over
+  # lame_duck_seconds (after a grace period), so that they reconnect to the other servers one by
+  # one. The kubelet must not kill it before that: grace = grace period + duration + 20 s.
+  nats_ldm_grace_seconds = 10
+  nats_grace_seconds     = local.nats_ldm_grace_seconds + var.spec.nats.lame_duck_seconds + 20
+  nats_pid_dir           = "/var/run/nats"
+  nats_pid_file          = "${local.nats_pid_dir}/nats.pid"
+  # Every server of a roll waits for JetStream to catch up (startup probe), one at a time.
+  nats_rollout_timeout = "${max(900, var.spec.nats.replicas * (local.nats_grace_seconds + 600))}s"
 
   # TLS (spec.nats_tls_secret): the servers mount the whole kubernetes.io/tls Secret, the clients
   # only its ca.crt.
@@ -63,32 +75,35 @@ locals {
   # validate.sh renders this template with sample values and checks it with `nats-server -t`.
   # Subjects, stream, bucket and durable are the daemons' defaults.
   nats_conf = templatefile("${path.module}/nats.conf.tftpl", {
-    name           = local.name
-    regions        = local.nats_regions
-    control_region = local.control_region
-    listen_host    = "0.0.0.0"
-    client_port    = 4222
-    http_port      = 8222
-    cluster_port   = 6222
-    gateway_port   = 7222
-    store_dir      = "/data/jetstream"
-    max_file_store = var.spec.nats.max_file_store
-    routes         = local.nats_routes
-    advertise      = local.gateway_host
-    gateways       = [for g in local.gateway_names : { name = g, urls = [var.spec.peers[g]] }]
-    tls            = local.nats_tls
-    usage_subject  = "quota.usage"
-    gossip_subject = "quota.gossip"
-    usage_stream   = "QUOTA_USAGE"
-    catalog_bucket = "quota-catalog"
-    durable        = "reconciler"
+    name                   = local.name
+    regions                = local.nats_regions
+    pid_file               = local.nats_pid_file
+    lame_duck_duration     = "${var.spec.nats.lame_duck_seconds}s"
+    lame_duck_grace_period = "${local.nats_ldm_grace_seconds}s"
+    control_region         = local.control_region
+    listen_host            = "0.0.0.0"
+    client_port            = 4222
+    http_port              = 8222
+    cluster_port           = 6222
+    gateway_port           = 7222
+    store_dir              = "/data/jetstream"
+    max_file_store         = var.spec.nats.max_file_store
+    routes                 = local.nats_routes
+    advertise              = local.gateway_host
+    gateways               = [for g in local.gateway_names : { name = g, urls = [var.spec.peers[g]] }]
+    tls                    = local.nats_tls
+    usage_subject          = "quota.usage"
+    gossip_subject         = "quota.gossip"
+    usage_stream           = "QUOTA_USAGE"
+    catalog_bucket         = "quota-catalog"
+    durable                = "reconciler"
   })
 }
 
 # The servers' passwords, one key per user. nats-server parses the value of an environment
 # variable as a config value (an unquoted 1e10... is a number, a ';' ends it), so each value is
 # stored double-quoted: the password itself has no '"' or '\' (validated).
-resource "kubernetes_secret" "nats" {
+resource "kubernetes_secret_v1" "nats" {
   metadata {
     name      = local.nats_name
     namespace = local.ns
@@ -98,7 +113,7 @@ resource "kubernetes_secret" "nats" {
   data = { for u in local.nats_users : u => "\"${local.nats_server_passwords[u]}\"" }
 }
 
-resource "kubernetes_config_map" "nats" {
+resource "kubernetes_config_map_v1" "nats" {
   metadata {
     name      = local.nats_name
     namespace = local.ns
@@ -111,7 +126,7 @@ resource "kubernetes_config_map" "nats" {
 }
 
 # Client service: limiters and the reconciler connect here (--nats).
-resource "kubernetes_service" "nats" {
+resource "kubernetes_service_v1" "nats" {
   metadata {
     name      = local.nats_name
     namespace = local.ns
@@ -130,7 +145,7 @@ resource "kubernetes_service" "nats" {
 }
 
 # Headless service: stable per-pod DNS names for cluster routes.
-resource "kubernetes_service" "nats_headless" {
+resource "kubernetes_service_v1" "nats_headless" {
   metadata {
     name      = local.nats_headless
     namespace = local.ns
@@ -156,7 +171,7 @@ resource "kubernetes_service" "nats_headless" {
 }
 
 # Gateway service: what the other regions dial (spec.gateway_url must resolve to it).
-resource "kubernetes_service" "nats_gateway" {
+resource "kubernetes_service_v1" "nats_gateway" {
   metadata {
     name        = "${local.nats_name}-gateway"
     namespace   = local.ns
@@ -180,7 +195,7 @@ resource "kubernetes_service" "nats_gateway" {
   }
 }
 
-resource "kubernetes_stateful_set" "nats" {
+resource "kubernetes_stateful_set_v1" "nats" {
   metadata {
     name      = local.nats_name
     namespace = local.ns
@@ -201,26 +216,65 @@ resource "kubernetes_stateful_set" "nats" {
       match_labels = local.nats_selector
     }
 
+    # A roll replaces one server at a time, and the next only once the new one's startup probe
+    # says JetStream has caught up: R3 streams never lose two replicas to a roll.
+    update_strategy {
+      type = "RollingUpdate"
+      rolling_update {
+        partition = 0
+      }
+    }
+
+    # JetStream data outlives the StatefulSet and scale-downs (Kubernetes' default, explicit).
+    persistent_volume_claim_retention_policy {
+      when_deleted = "Retain"
+      when_scaled  = "Retain"
+    }
+
     template {
       metadata {
         labels = local.nats_labels
         annotations = {
           "quota.dev/config-hash" = sha256(local.nats_conf)
           # nats-server reads its environment only at start: a changed password rolls the pods.
-          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret.nats.data))
+          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret_v1.nats.data))
         }
       }
 
       spec {
         automount_service_account_token  = false
-        termination_grace_period_seconds = 60
+        termination_grace_period_seconds = local.nats_grace_seconds
 
+        # Not root: nats-server needs no privilege (ports above 1024, its own volume).
+        security_context {
+          run_as_non_root = true
+          run_as_user     = 1000
+          run_as_group    = 1000
+          fs_group        = 1000
+        }
+
+        # Two servers of one region on one node (or, with zones, in one zone) would make one
+        # failure cost JetStream its quorum: both are required apart.
         affinity {
+          dynamic "node_affinity" {
+            for_each = local.zoned ? [var.spec.zones] : []
+            content {
+              required_during_scheduling_ignored_during_execution {
+                node_selector_term {
+                  match_expressions {
+                    key      = local.zone_key
+                    operator = "In"
+                    values   = node_affinity.value
+                  }
+                }
+              }
+            }
+          }
           pod_anti_affinity {
-            preferred_during_scheduling_ignored_during_execution {
-              weight = 100
-              pod_affinity_term {
-                topology_key = "kubernetes.io/hostname"
+            dynamic "required_during_scheduling_ignored_during_execution" {
+              for_each = local.zoned ? [local.host_key, local.zone_key] : [local.host_key]
+              content {
+                topology_key = required_during_scheduling_ignored_during_execution.value
                 label_selector {
                   match_labels = local.nats_selector
                 }
@@ -231,7 +285,7 @@ resource "kubernetes_stateful_set" "nats" {
 
         container {
           name  = "nats"
-          image = var.spec.nats.image
+          image = var.spec.images.nats
           args  = ["--config", "/etc/nats/nats.conf"]
 
           env {
@@ -248,7 +302,7 @@ resource "kubernetes_stateful_set" "nats" {
               name = local.nats_password_env[env.value]
               value_from {
                 secret_key_ref {
-                  name = kubernetes_secret.nats.metadata[0].name
+                  name = kubernetes_secret_v1.nats.metadata[0].name
                   key  = env.value
                 }
               }
@@ -272,30 +326,60 @@ resource "kubernetes_stateful_set" "nats" {
             container_port = 8222
           }
 
-          readiness_probe {
+          # Lame duck on stop: the server stops accepting clients and moves its clients away over
+          # lame_duck_duration, then exits. The hook returns at once; the kubelet's SIGTERM
+          # that follows finds the server already in lame duck, and the grace period
+          # (lame_duck_grace_period + lame_duck_duration + 20 s) lets it finish.
+          lifecycle {
+            pre_stop {
+              exec {
+                command = ["nats-server", "--signal", "ldm=${local.nats_pid_file}"]
+              }
+            }
+          }
+
+          # Started = JetStream is current: /healthz without options fails until this server has
+          # caught up with the meta group and its streams and consumers. Up to 15 minutes.
+          startup_probe {
             http_get {
-              path = "/healthz?js-enabled-only=true"
+              path = "/healthz"
               port = "8222"
             }
-            period_seconds = 5
+            period_seconds    = 10
+            timeout_seconds   = 5
+            failure_threshold = 90
+          }
+          # Ready = the server and its JetStream run; not tied to the whole super-cluster, so a
+          # meta-leader election elsewhere does not empty the client Service.
+          readiness_probe {
+            http_get {
+              path = "/healthz?js-server-only=true"
+              port = "8222"
+            }
+            period_seconds    = 10
+            timeout_seconds   = 5
+            failure_threshold = 3
           }
           liveness_probe {
             http_get {
               path = "/healthz?js-enabled-only=true"
               port = "8222"
             }
-            initial_delay_seconds = 10
-            period_seconds        = 30
+            period_seconds    = 30
+            timeout_seconds   = 10
+            failure_threshold = 3
           }
 
           resources {
-            requests {
-              cpu    = "500m"
-              memory = "1Gi"
-            }
-            limits {
-              cpu    = "2"
-              memory = "4Gi"
+            requests = { cpu = "500m", memory = "1Gi" }
+            limits   = { cpu = "2", memory = "4Gi" }
+          }
+
+          security_context {
+            allow_privilege_escalation = false
+            read_only_root_filesystem  = true
+            capabilities {
+              drop = ["ALL"]
             }
           }
 
@@ -306,6 +390,10 @@ resource "kubernetes_stateful_set" "nats" {
           volume_mount {
             name       = "data"
             mount_path = "/data"
+          }
+          volume_mount {
+            name       = "pid"
+            mount_path = local.nats_pid_dir
           }
           dynamic "volume_mount" {
             for_each = var.spec.nats_tls_secret == null ? [] : [local.nats_tls_dir]
@@ -320,8 +408,13 @@ resource "kubernetes_stateful_set" "nats" {
         volume {
           name = "config"
           config_map {
-            name = kubernetes_config_map.nats.metadata[0].name
+            name = kubernetes_config_map_v1.nats.metadata[0].name
           }
+        }
+        # The pid file, for the preStop hook's `nats-server --signal`.
+        volume {
+          name = "pid"
+          empty_dir {}
         }
         dynamic "volume" {
           for_each = var.spec.nats_tls_secret == null ? [] : [var.spec.nats_tls_secret]
@@ -329,7 +422,7 @@ resource "kubernetes_stateful_set" "nats" {
             name = "tls"
             secret {
               secret_name  = volume.value
-              default_mode = "0400"
+              default_mode = "0440"
             }
           }
         }
@@ -341,7 +434,8 @@ resource "kubernetes_stateful_set" "nats" {
         name = "data"
       }
       spec {
-        access_modes = ["ReadWriteOnce"]
+        access_modes       = ["ReadWriteOnce"]
+        storage_class_name = var.spec.nats.storage_class
         resources {
           requests = {
             storage = var.spec.nats.storage_size
@@ -349,5 +443,10 @@ resource "kubernetes_stateful_set" "nats" {
         }
       }
     }
+  }
+
+  timeouts {
+    create = local.nats_rollout_timeout
+    update = local.nats_rollout_timeout
   }
 }

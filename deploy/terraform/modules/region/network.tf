@@ -10,7 +10,7 @@ locals {
   prometheus_ns = var.spec.network.prometheus_namespace == null ? [] : [var.spec.network.prometheus_namespace]
 }
 
-resource "kubernetes_network_policy" "limiter" {
+resource "kubernetes_network_policy_v1" "limiter" {
   metadata {
     name      = local.limiter_name
     namespace = local.ns
@@ -100,7 +100,7 @@ locals {
   admin_ns_names = length(var.spec.network.admin_client_namespaces) > 0 ? var.spec.network.admin_client_namespaces : [local.ns]
 }
 
-resource "kubernetes_network_policy" "control_plane" {
+resource "kubernetes_network_policy_v1" "control_plane" {
   count = local.is_control_region ? 1 : 0
 
   metadata {
@@ -166,7 +166,7 @@ locals {
   reconciler_selector = { "app.kubernetes.io/name" = "reconciler", "quota.dev/region" = local.name }
 }
 
-resource "kubernetes_network_policy" "nats" {
+resource "kubernetes_network_policy_v1" "nats" {
   metadata {
     name      = local.nats_name
     namespace = local.ns
@@ -287,13 +287,13 @@ resource "kubernetes_network_policy" "nats" {
 
 # Ingress to the in-cluster Redis: this region's limiters and control plane only (it also needs
 # the password). A managed Redis is outside the cluster: restrict it with its security group.
-resource "kubernetes_network_policy" "redis" {
+resource "kubernetes_network_policy_v1" "redis" {
   count = local.redis_in_cluster ? 1 : 0
 
   metadata {
     name      = local.redis_name
     namespace = local.ns
-    labels    = merge(local.labels, { "app.kubernetes.io/name" = "redis" })
+    labels    = local.redis_labels
   }
 
   spec {

@@ -10,7 +10,7 @@ locals {
   ])
 }
 
-resource "kubernetes_secret" "limiter" {
+resource "kubernetes_secret_v1" "limiter" {
   metadata {
     name      = "quota-limiter-${local.name}"
     namespace = local.ns
@@ -20,11 +20,10 @@ resource "kubernetes_secret" "limiter" {
   # Token lists are comma-joined, the daemon's --check-token/--read-token format. An empty value
   # (no read tokens; no check tokens with spec.allow_unauthenticated_checks) counts as unset.
   data = {
-    "admin-token"    = var.admin_token
-    "redis-url"      = local.redis_url
-    "redis-password" = var.redis_password
-    "check-token"    = join(",", var.check_tokens)
-    "read-token"     = join(",", var.read_tokens)
+    "admin-token" = var.admin_token
+    "redis-url"   = local.redis_url
+    "check-token" = join(",", var.check_tokens)
+    "read-token"  = join(",", var.read_tokens)
     # This region's limiter user only (--nats-user=limiter-<region>).
     "nats-password" = var.nats_passwords["limiter-${local.name}"]
   }
@@ -32,7 +31,7 @@ resource "kubernetes_secret" "limiter" {
 
 # The control-plane limiter's Secret (control region only): the limiter's tokens and Redis, and
 # the control-plane NATS password instead of the limiters' one.
-resource "kubernetes_secret" "control_plane" {
+resource "kubernetes_secret_v1" "control_plane" {
   count = local.is_control_region ? 1 : 0
 
   metadata {

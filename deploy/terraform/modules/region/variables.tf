@@ -6,8 +6,15 @@ variable "spec" {
       weights       historical weights of ALL regions (name => weight), passed to --region-weights
       gateway_url   this region's NATS gateway address as the other regions reach it (nats://host:7222)
       peers         the OTHER regions' gateway addresses (name => nats://host:7222)
+      images        quota, nats, redis images by digest (name@sha256:...), unless allow_image_tags
+      zones         the zones the region's pods may use ([] = no zones): NATS one server per zone
+                    (required anti-affinity), limiters spread over them (topology spread,
+                    DoNotSchedule), Redis kept in them
+      jetstream     cluster (NATS cluster name = region) and replicas of the usage stream and
+                    the catalogue bucket when a process here creates them; default this region,
+                    R3 with three NATS servers or more
       redis.endpoint  host:port of an operator-managed Redis (comma-separated seeds when
-                      redis.cluster); null deploys a single-node Redis StatefulSet with a volume
+                      redis.cluster); null deploys a one-node Redis StatefulSet, AOF on a volume
       limiter.shutdown_delay_seconds  --shutdown-delay: on SIGTERM /readyz fails and the daemon
                       keeps serving this long; limiter.drain_seconds: then the time to finish
                       requests, return leases, send final reports. Grace = delay + drain + 5 s.
@@ -32,10 +39,16 @@ variable "spec" {
       allow_unauthenticated_checks  permit an empty check_tokens (open /v1/allow)
   EOT
   type = object({
-    name                        = string
-    namespace                   = optional(string, "quota")
-    create_namespace            = optional(bool, true)
-    image                       = string
+    name             = string
+    namespace        = optional(string)
+    create_namespace = optional(bool, true)
+    zones            = optional(list(string), [])
+    images = object({
+      quota = string
+      nats  = string
+      redis = optional(string)
+    })
+    allow_image_tags            = optional(bool, false)
     image_pull_policy           = optional(string, "IfNotPresent")
     weights                     = map(number)
     gateway_url                 = string
@@ -49,9 +62,14 @@ variable "spec" {
     reconciler_namespace        = optional(string)
     nats_tls_secret             = optional(string)
     usage_stream_max_bytes      = optional(number, 1073741824)
+    jetstream = optional(object({
+      cluster  = optional(string)
+      replicas = optional(number)
+    }), {})
 
     limiter = optional(object({
       replicas       = optional(number, 3)
+      qos            = optional(string, "Guaranteed")
       cpu_request    = optional(string, "500m")
       cpu_limit      = optional(string, "2")
       memory_request = optional(string, "256Mi")
@@ -61,22 +79,27 @@ variable "spec" {
 
       shutdown_delay_seconds = optional(number, 5)
       drain_seconds          = optional(number, 20)
+
+      data_volume_size = optional(string, "1Gi")
+      storage_class    = optional(string)
     }), {})
 
     redis = optional(object({
-      endpoint     = optional(string)
-      tls          = optional(bool, false)
-      cluster      = optional(bool, false)
-      image        = optional(string, "redis:7.2-alpine")
-      storage_size = optional(string, "5Gi")
-      maxmemory    = optional(string, "1gb")
+      endpoint       = optional(string)
+      tls            = optional(bool, false)
+      cluster        = optional(bool, false)
+      storage_size   = optional(string, "5Gi")
+      storage_class  = optional(string)
+      maxmemory      = optional(string, "1gb")
+      allow_eviction = optional(bool, false)
     }), {})
 
     nats = optional(object({
-      replicas       = optional(number, 3)
-      image          = optional(string, "nats:2.10-alpine")
-      storage_size   = optional(string, "10Gi")
-      max_file_store = optional(string, "8G")
+      replicas          = optional(number, 3)
+      storage_size      = optional(string, "10Gi")
+      storage_class     = optional(string)
+      max_file_store    = optional(string, "8G")
+      lame_duck_seconds = optional(number, 30)
     }), {})
 
     network = optional(object({
@@ -94,6 +117,31 @@ variable "spec" {
   validation {
     condition     = can(regex("^[a-z][a-z0-9-]{0,19}$", var.spec.name))
     error_message = "spec.name must be a DNS label of at most 20 characters (lower case, digits, dashes)."
+  }
+  validation {
+    condition = var.spec.allow_image_tags || alltrue([
+      for i in [var.spec.images.quota, var.spec.images.nats, var.spec.images.redis] :
+      i == null || can(regex("^[^@\\s]+@sha256:[0-9a-f]{64}$", i))
+    ])
+    error_message = "spec.images: every image must be pinned by digest (name@sha256:<64 hex>), unless spec.allow_image_tags."
+  }
+  validation {
+    condition     = var.spec.redis.endpoint != null || var.spec.images.redis != null
+    error_message = "spec.images.redis is needed for the in-cluster Redis (spec.redis.endpoint is null)."
+  }
+  validation {
+    condition     = length(var.spec.zones) == 0 || var.spec.nats.replicas <= length(var.spec.zones)
+    error_message = "spec.zones: one NATS server per zone is required, so nats.replicas must not exceed the number of zones."
+  }
+  validation {
+    condition = contains(["Guaranteed", "Burstable"], var.spec.limiter.qos) && can(regex("^[1-9][0-9]*(Ki|Mi|Gi|Ti|k|M|G|T)?$", var.spec.limiter.memory_limit)) && (
+      var.spec.limiter.qos == "Burstable" || can(regex("^[1-9][0-9]*$|^[1-9][0-9]*000m$", var.spec.limiter.cpu_limit))
+    )
+    error_message = "spec.limiter: qos Guaranteed or Burstable (Guaranteed needs whole CPUs as cpu_limit); memory_limit a whole quantity (1Gi, 512Mi, 2G)."
+  }
+  validation {
+    condition     = var.spec.nats.lame_duck_seconds >= 5 && var.spec.nats.lame_duck_seconds <= 300 && floor(var.spec.nats.lame_duck_seconds) == var.spec.nats.lame_duck_seconds
+    error_message = "spec.nats.lame_duck_seconds must be an integer in 5..300."
   }
   validation {
     condition     = contains(keys(var.spec.weights), var.spec.name)
