@@ -40,6 +40,10 @@ type options struct {
 	BillingMaxRows          int
 	ShutdownDelay           time.Duration
 
+	// retention subcommand
+	KeepMonths  int // months kept before the current one; required (unset: -1)
+	AheadMonths int // months after the current one to create partitions for
+
 	// usage subcommand
 	Key         string
 	From, To    string
@@ -67,6 +71,9 @@ func defaultOptions() options {
 
 		Granularity: "hour",
 		Format:      "json",
+
+		KeepMonths:  -1,
+		AheadMonths: 3,
 	}
 }
 
@@ -76,6 +83,7 @@ const (
 	maxBillingRows             = 1_000_000
 	maxBillingStatementTimeout = 5 * time.Minute
 	maxShutdownDelay           = 5 * time.Minute
+	maxAheadMonths             = 24
 )
 
 // envPrefix is the prefix of every flag's environment variable:
@@ -117,6 +125,11 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 			"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
 		fs.IntVar(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool")
 		fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on SIGTERM, fail /readyz and keep serving this long before stopping")
+	}
+	if cmd == "retention" {
+		fs.IntVar(&o.KeepMonths, "keep-months", o.KeepMonths,
+			"detach the ledger's month partitions older than the current month and this many before it (required)")
+		fs.IntVar(&o.AheadMonths, "ahead-months", o.AheadMonths, "create the partitions of this many months after the current one")
 	}
 	if cmd == "usage" {
 		fs.StringVar(&o.Key, "key", "", "API key (required)")
@@ -172,6 +185,10 @@ func (o *options) validate(cmd string) error {
 		check(err == nil, "%v", err)
 	case "usage":
 		check(o.Format == "json" || o.Format == "csv", "--format: must be json or csv, got %q", o.Format)
+	case "retention":
+		check(o.KeepMonths >= 0, "--keep-months: required, 0 or more, got %d", o.KeepMonths)
+		check(o.AheadMonths >= 0 && o.AheadMonths <= maxAheadMonths,
+			"--ahead-months: must be 0 to %d, got %d", maxAheadMonths, o.AheadMonths)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@
 //
 //	reconciler [serve] [flags]   consume reports, serve /v1/usage, /metrics, /healthz, /readyz
 //	reconciler migrate [flags]   apply the schema migrations
+//	reconciler retention --keep-months N [--ahead-months M]   create the coming months' partitions, detach old ones
 //	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]
 //
 // GET /v1/usage needs a bearer token from --billing-token (the routes
@@ -46,7 +47,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage") {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage" || args[0] == "retention") {
 		cmd, args = args[0], args[1:]
 	}
 	o, err := parseFlags(cmd, args, stderr)
@@ -69,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "usage":
 		return usage(ctx, o, stdout)
+	case "retention":
+		return retention(ctx, o, stdout, log)
 	}
 	log.Info("reconciler starting", "nats", redact(o.NATS), "postgres", redact(o.Postgres), "listen", o.Listen)
 	app := fx.New(serveModule(o, log))

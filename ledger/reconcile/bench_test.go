@@ -1,9 +1,12 @@
 package reconcile_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
@@ -52,5 +55,78 @@ func BenchmarkIngest(b *testing.B) {
 			x.stop(b)
 			b.ReportMetric(float64(b.N)/el.Seconds(), "reports/s")
 		})
+	}
+}
+
+// BenchmarkWrite measures the Writer alone, rows/s into Postgres: b.N rows
+// in batches of 5000 (the reconciler's default BatchSize), split between
+// one or two Writers that each have their own pool and write at the same
+// time (two reconcilers on one Postgres). Keys are spread over the key
+// space, as customers' keys are. "new rows": every row is inserted;
+// "updates": every row exists (written before the timer) and takes a newer
+// cumulative report. Run with a fixed count, e.g.
+// go test -run XXX -bench 'Write$' -benchtime 200000x ./ledger/reconcile/
+func BenchmarkWrite(b *testing.B) {
+	const batch = 5000
+	for _, mode := range []string{"new rows", "updates"} {
+		for _, writers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/writers=%d", mode, writers), func(b *testing.B) {
+				url := testserver.NewDatabase(b)
+				pools := []*pgxpool.Pool{migratedPool(b, url)}
+				for len(pools) < writers {
+					pools = append(pools, migratedPool(b, url))
+				}
+				// Writer w writes rows w, w+writers, w+2·writers, …
+				work := make([][][]ledger.Report, writers)
+				for i := 0; i < b.N; i += batch {
+					var reps []ledger.Report
+					for j := i; j < min(i+batch, b.N); j++ {
+						// A multiplicative hash spreads consecutive rows
+						// over the key space.
+						reps = append(reps, rep(fmt.Sprintf("acct-%08x", uint32(j)*2654435761), "p1", 2, 2, 2, false))
+					}
+					w := (i / batch) % writers
+					work[w] = append(work[w], reps)
+				}
+				ctx := context.Background()
+				if mode == "updates" {
+					for w, batches := range work {
+						for _, reps := range batches {
+							old := make([]ledger.Report, len(reps))
+							for i, r := range reps {
+								r.Seq, r.Spent, r.Leased = 1, 1, 1
+								old[i] = r
+							}
+							if _, err := reconcile.NewWriter(pools[w]).Write(ctx, old); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+				}
+				b.ResetTimer()
+				start := time.Now()
+				errs := make(chan error, writers) // one result per writer
+				for w := range writers {
+					go func() {
+						wr := reconcile.NewWriter(pools[w])
+						for _, reps := range work[w] {
+							if _, err := wr.Write(ctx, reps); err != nil {
+								errs <- err
+								return
+							}
+						}
+						errs <- nil
+					}()
+				}
+				for range writers {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				el := time.Since(start)
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/el.Seconds(), "rows/s")
+			})
+		}
 	}
 }

@@ -1,10 +1,16 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quotaplatform/quota/ledger"
@@ -25,7 +31,9 @@ type WriteResult struct {
 }
 
 // Writer upserts usage reports into Postgres table usage_reports. It is safe
-// for concurrent use.
+// for concurrent use, and any number of Writers (reconcilers) may write to
+// one database at once: each batch locks its rows in primary-key order, so
+// two batches that share rows wait for each other but never deadlock.
 type Writer struct {
 	pool *pgxpool.Pool
 }
@@ -40,11 +48,16 @@ const createStaging = `CREATE TEMP TABLE IF NOT EXISTS usage_in (
     final boolean, seq bigint, sent_at timestamptz
 ) ON COMMIT DELETE ROWS`
 
+// upsert merges usage_in into usage_reports in primary-key order. A row
+// this statement inserted has first_seen = now() (its transaction's start);
+// a row it updated was first seen by an earlier transaction. (xmax = 0, the
+// usual test, cannot be read from a partitioned table.)
 const upsert = `WITH up AS (
   INSERT INTO usage_reports AS t
     (key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at)
   SELECT key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at
   FROM usage_in
+  ORDER BY key COLLATE "C", window_start, process_id COLLATE "C"
   ON CONFLICT (key, window_start, process_id) DO UPDATE SET
     spent      = GREATEST(t.spent, EXCLUDED.spent),
     rejected   = GREATEST(t.rejected, EXCLUDED.rejected),
@@ -57,20 +70,42 @@ const upsert = `WITH up AS (
   WHERE EXCLUDED.seq > t.seq
      OR (EXCLUDED.final AND NOT t.final)
      OR EXCLUDED.spent > t.spent OR EXCLUDED.rejected > t.rejected OR EXCLUDED.degraded > t.degraded
-  RETURNING (xmax = 0) AS inserted
+  RETURNING (t.first_seen = now()) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`
 
 var stagingColumns = []string{"key", "window_start", "process_id", "window_end", "region",
 	"spent", "leased", "rejected", "degraded", "final", "seq", "sent_at"}
 
+// ensurePartitions creates the month partitions of usage_reports that $1's
+// instants fall in, where missing, in a transaction of its own.
+const ensurePartitions = `SELECT count(usage_ensure_partition(m)) FROM unnest($1::timestamptz[]) AS m`
+
 // Write merges reports into the ledger in one transaction: the batch is
 // merged per row in memory (Merge; one row cannot be upserted twice in one
-// statement), copied into a temporary table, and upserted with one
-// INSERT … ON CONFLICT. A data or constraint error fails the whole batch
-// (see isTransient for how the Reconciler tells it from an outage).
+// statement), sorted by primary key, copied into a temporary table, and
+// upserted with one INSERT … ON CONFLICT that takes the rows in primary-key
+// order (the lock order that keeps concurrent writers free of deadlocks).
+// When a row's month has no partition yet (a new month, a window far in the
+// past or future, or a month detached by retention), Write creates the
+// batch's month partitions and writes the batch again. A data or
+// constraint error fails the whole batch (see isTransient for how the
+// Reconciler tells it from an outage).
 func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResult, error) {
 	rows := Merge(reports)
+	sortByKey(rows)
+	res, err := w.write(ctx, rows)
+	if err == nil || !isNoPartition(err) {
+		return res, err
+	}
+	if _, err := w.pool.Exec(ctx, ensurePartitions, months(rows)); err != nil {
+		return res, fmt.Errorf("reconcile: create partitions: %w", err)
+	}
+	return w.write(ctx, rows)
+}
+
+// write upserts rows, merged and sorted, in one transaction.
+func (w *Writer) write(ctx context.Context, rows []ledger.Report) (WriteResult, error) {
 	res := WriteResult{Rows: len(rows)}
 	if len(rows) == 0 {
 		return res, nil
@@ -101,6 +136,40 @@ func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResul
 	res.Inserted, res.Updated = int(ins), int(upd)
 	res.Unchanged = res.Rows - res.Inserted - res.Updated
 	return res, nil
+}
+
+// sortByKey sorts merged rows by primary key (key, window_start,
+// process_id), bytewise as the upsert's ORDER BY … COLLATE "C" does, so that
+// Postgres finds them already sorted.
+func sortByKey(rows []ledger.Report) {
+	slices.SortFunc(rows, func(a, b ledger.Report) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), a.WindowStart.Compare(b.WindowStart),
+			strings.Compare(a.ProcessID, b.ProcessID))
+	})
+}
+
+// months returns the first instant of every UTC month that rows' windows
+// start in, once each.
+func months(rows []ledger.Report) []time.Time {
+	var out []time.Time
+	for _, r := range rows {
+		t := r.WindowStart.UTC()
+		m := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+		if !slices.ContainsFunc(out, m.Equal) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// isNoPartition reports whether err is Postgres refusing a row because no
+// partition of usage_reports holds its window_start: SQLSTATE 23514 (which
+// isTransient would otherwise take for refused data) on the partitioned
+// table itself, with no constraint named. A failed CHECK names its
+// constraint and the partition.
+func isNoPartition(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "" && pe.TableName == "usage_reports"
 }
 
 // Merge folds reports of the same (key, window, process) row into one, by
