@@ -146,7 +146,7 @@ func run(c config, out io.Writer) error {
 
 func printHeader(out io.Writer, target string, c config) {
 	fmt.Fprintf(out, "target %s, %d workers, %d keys, %v per phase\n", target, c.concurrency, c.keys, c.duration)
-	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s %12s %14s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "max", "allowed", "errors", "server-cpu", "store-calls")
+	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s %12s %14s %14s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "max", "allowed", "errors", "server-cpu", "store-calls", "server-alloc")
 }
 
 // checker sends worker w's next request and returns how many of its
@@ -176,7 +176,12 @@ func httpChecker(client *http.Client, c config, batch int) (per int64, check che
 func measured(client *http.Client, c config, per int64, rate float64, check checker) *result {
 	cpu0, cpuErr := processCPU(c.serverPID)
 	calls0, callsErr := scrapeCounter(client, c.url, "quota_store_calls_total")
+	alloc0, allocErr := scrapeCounter(client, c.url, "go_memstats_alloc_bytes_total")
 	r := phase(c, per, rate, check)
+	if alloc1, err := scrapeCounter(client, c.url, "go_memstats_alloc_bytes_total"); allocErr == nil && err == nil {
+		r.allocBytes = alloc1 - alloc0
+		r.haveAlloc = true
+	}
 	if cpu1, err := processCPU(c.serverPID); c.serverPID != 0 && cpuErr == nil && err == nil {
 		r.serverCPU = cpu1 - cpu0
 	}
@@ -191,6 +196,8 @@ type result struct {
 	serverCPU  time.Duration // the daemon's user+system CPU during the phase
 	storeCalls float64       // growth of quota_store_calls_total during the phase
 	haveCalls  bool
+	allocBytes float64 // growth of the daemon's go_memstats_alloc_bytes_total during the phase
+	haveAlloc  bool
 	elapsed    time.Duration
 	decisions  int64
 	requests   int64
@@ -218,15 +225,18 @@ func (r *result) print(out io.Writer, name string) {
 	if r.decisions > 0 {
 		allowed = 100 * float64(r.allowed) / float64(r.decisions)
 	}
-	cpu, calls := "-", "-"
+	cpu, calls, alloc := "-", "-", "-"
 	if r.serverCPU > 0 && r.decisions > 0 {
 		cpu = fmt.Sprintf("%.1fµs/dec", float64(r.serverCPU.Microseconds())/float64(r.decisions))
 	}
 	if r.haveCalls && r.decisions > 0 {
 		calls = fmt.Sprintf("%.4f/dec", r.storeCalls/float64(r.decisions))
 	}
-	fmt.Fprintf(out, "%-14s %12.0f %12.0f %10s %10s %10s %8.1f%% %8d %12s %14s\n", name, r.decisionsPerSec(),
-		float64(r.requests)/r.elapsed.Seconds(), round(pct(0.50)), round(pct(0.99)), round(maxLat), allowed, r.errors, cpu, calls)
+	if r.haveAlloc && r.decisions > 0 {
+		alloc = fmt.Sprintf("%.0fB/dec", r.allocBytes/float64(r.decisions))
+	}
+	fmt.Fprintf(out, "%-14s %12.0f %12.0f %10s %10s %10s %8.1f%% %8d %12s %14s %14s\n", name, r.decisionsPerSec(),
+		float64(r.requests)/r.elapsed.Seconds(), round(pct(0.50)), round(pct(0.99)), round(maxLat), allowed, r.errors, cpu, calls, alloc)
 	if r.firstErr != nil {
 		fmt.Fprintf(out, "  first error: %v\n", r.firstErr)
 	}

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/region"
 )
@@ -50,6 +54,10 @@ func runSmoke(t *testing.T, daemonToken, clientToken string) {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {})
+	// The daemon's Go collector: the report's allocation per decision.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -63,6 +71,9 @@ func runSmoke(t *testing.T, daemonToken, clientToken string) {
 		if !strings.Contains(out.String(), phase) {
 			t.Errorf("report lacks %q:\n%s", phase, out.String())
 		}
+	}
+	if n := strings.Count(out.String(), "B/dec"); n != 4 {
+		t.Errorf("allocation per decision in %d of 4 phases:\n%s", n, out.String())
 	}
 	if strings.Contains(out.String(), "first error") {
 		t.Errorf("errors:\n%s", out.String())
