@@ -22,6 +22,7 @@ import (
 
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
+	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
 
@@ -45,6 +46,7 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newReconciler,
 			newBillingPool,
 			newBillingLedger,
+			newExporter,
 			newReadiness,
 			newRoutes,
 			newMux,
@@ -171,6 +173,14 @@ func newBillingLedger(p billingPool, o options) (billing.Querier, error) {
 	return billing.NewLedger(p.Pool, o.billingConfig())
 }
 
+// newExporter reads exports through the billing pool, a page of keys per
+// query under --billing-statement-timeout.
+func newExporter(p billingPool, o options) (*export.Exporter, error) {
+	cfg := export.DefaultConfig()
+	cfg.StatementTimeout = o.BillingStatementTimeout
+	return export.New(p.Pool, cfg)
+}
+
 // readiness is what /readyz answers besides the pool and the reconciler:
 // it fails from the moment the daemon starts to stop.
 type readiness struct{ draining atomic.Bool }
@@ -190,7 +200,7 @@ type route struct {
 }
 
 // newRoutes is the reconciler's HTTP surface.
-func newRoutes(o options, q billing.Querier, r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness,
+func newRoutes(o options, q billing.Querier, ex *export.Exporter, r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness,
 	reg *prometheus.Registry, log *slog.Logger) ([]route, error) {
 	access, err := o.billingAccess()
 	if err != nil {
@@ -199,6 +209,8 @@ func newRoutes(o options, q billing.Querier, r *reconcile.Reconciler, pool *pgxp
 	return []route{
 		{"GET /v1/usage", true, "billing clients with a --billing-token; a prefix-scoped token reads only its keys",
 			&billing.Handler{Ledger: q, Access: access, Logger: log}},
+		{"GET /v1/usage/export", true, "billing clients with a --billing-token; a prefix-scoped token exports only its keys",
+			&export.Handler{Exporter: ex, Access: access, WriteTimeout: o.BillingStatementTimeout + writeTimeoutSlack, Logger: log}},
 		{"GET /metrics", false, "Prometheus", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
 		{"GET /healthz", false, "liveness probe", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Write([]byte("ok\n"))

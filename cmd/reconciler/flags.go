@@ -49,6 +49,11 @@ type options struct {
 	From, To    string
 	Granularity string
 	Format      string
+
+	// export, events and sinks-report subcommands
+	Month       string // --month 2026-11
+	Sink        string // --sink http(s)://… or nats://SUBJECT
+	MetricsFile string // --metrics-file, Prometheus text format
 }
 
 func defaultOptions() options {
@@ -131,6 +136,25 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 			"detach the ledger's month partitions older than the current month and this many before it (required)")
 		fs.IntVar(&o.AheadMonths, "ahead-months", o.AheadMonths, "create the partitions of this many months after the current one")
 	}
+	if cmd == "export" || cmd == "events" || cmd == "sinks-report" {
+		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required)")
+		fs.StringVar(&o.Granularity, "granularity", "month", "period: day or month")
+		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
+			"longest query of one page of keys")
+	}
+	if cmd == "export" {
+		fs.StringVar(&o.Format, "format", "csv", "csv or ndjson")
+	}
+	if cmd == "events" || cmd == "sinks-report" {
+		fs.StringVar(&o.Sink, "sink", "", "where usage events go: http(s)://URL (CloudEvents over HTTP) or nats://SUBJECT (JetStream, on --nats)")
+	}
+	if cmd == "events" {
+		fs.StringVar(&o.NATS, "nats", o.NATS, "NATS URL for a nats:// sink")
+		fs.StringVar(&o.NATSAuth.User, "nats-user", "", "NATS user; needs --nats-password")
+		fs.Var(&o.NATSAuth.Password, "nats-password", "password of --nats-user (use the environment: QUOTA_NATS_PASSWORD)")
+		fs.StringVar(&o.NATSAuth.Creds, "nats-creds", "", "NATS credentials file (JWT auth)")
+		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format, for node_exporter's textfile collector)")
+	}
 	if cmd == "usage" {
 		fs.StringVar(&o.Key, "key", "", "API key (required)")
 		fs.StringVar(&o.From, "from", "", "start, RFC 3339 (required)")
@@ -185,12 +209,63 @@ func (o *options) validate(cmd string) error {
 		check(err == nil, "%v", err)
 	case "usage":
 		check(o.Format == "json" || o.Format == "csv", "--format: must be json or csv, got %q", o.Format)
+	case "export", "events", "sinks-report":
+		_, _, err := o.month()
+		check(err == nil, "--month: %v", err)
+		check(o.Granularity == "day" || o.Granularity == "month", "--granularity: must be day or month, got %q", o.Granularity)
+		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
+			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
+		if cmd == "export" {
+			check(o.Format == "csv" || o.Format == "ndjson", "--format: must be csv or ndjson, got %q", o.Format)
+		}
+		if cmd == "events" {
+			_, _, err := o.sinkTarget()
+			check(err == nil, "--sink: %v", err)
+			if err := o.NATSAuth.Validate(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	case "retention":
 		check(o.KeepMonths >= 0, "--keep-months: required, 0 or more, got %d", o.KeepMonths)
 		check(o.AheadMonths >= 0 && o.AheadMonths <= maxAheadMonths,
 			"--ahead-months: must be 0 to %d, got %d", maxAheadMonths, o.AheadMonths)
 	}
 	return errors.Join(errs...)
+}
+
+// month is --month as [first day, first day of the next month).
+func (o *options) month() (from, to time.Time, err error) {
+	from, err = time.Parse("2006-01", o.Month)
+	if err != nil {
+		return from, to, fmt.Errorf("want a month like 2026-11, got %q", o.Month)
+	}
+	return from, from.AddDate(0, 1, 0), nil
+}
+
+// sinkTarget splits --sink into its kind ("http" or "nats") and target
+// (the URL, or the subject).
+func (o *options) sinkTarget() (kind, target string, err error) {
+	u, perr := url.Parse(o.Sink)
+	switch {
+	case o.Sink == "":
+		return "", "", errors.New("required: http(s)://URL or nats://SUBJECT")
+	case perr != nil:
+		return "", "", errors.New("not a URL")
+	case u.Scheme == "http" || u.Scheme == "https":
+		return "http", o.Sink, nil
+	case u.Scheme == "nats" && u.Host != "" && u.Path == "" && u.User == nil:
+		return "nats", u.Host, nil
+	}
+	return "", "", errors.New("want http(s)://URL or nats://SUBJECT")
+}
+
+// sinkName is the sink's name in billing_sink_events and metrics: the
+// URL without a password, or nats:SUBJECT.
+func (o *options) sinkName() string {
+	if kind, subject, err := o.sinkTarget(); err == nil && kind == "nats" {
+		return "nats:" + subject
+	}
+	return redact(o.Sink)
 }
 
 // billingAccess is the billing.Access of --billing-token.

@@ -5,6 +5,9 @@
 //	reconciler migrate [flags]   apply the schema migrations
 //	reconciler retention --keep-months N [--ahead-months M]   create the coming months' partitions, detach old ones
 //	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]
+//	reconciler export --month 2026-11 [--granularity day|month] [--format csv|ndjson]   every key's usage per period
+//	reconciler events --sink http(s)://URL|nats://SUBJECT --month 2026-11 [--granularity day|month] [--metrics-file F]
+//	reconciler sinks-report --month 2026-11 [--sink S] [--granularity day|month]   ledger vs what each sink acknowledged
 //
 // GET /v1/usage needs a bearer token from --billing-token (the routes
 // table in app.go says who may call each route); without one it answers
@@ -47,7 +50,8 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage" || args[0] == "retention") {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage" || args[0] == "retention" ||
+		args[0] == "export" || args[0] == "events" || args[0] == "sinks-report") {
 		cmd, args = args[0], args[1:]
 	}
 	o, err := parseFlags(cmd, args, stderr)
@@ -72,6 +76,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return usage(ctx, o, stdout)
 	case "retention":
 		return retention(ctx, o, stdout, log)
+	case "export":
+		return exportCmd(ctx, o, stdout)
+	case "events":
+		return events(ctx, o, log)
+	case "sinks-report":
+		return sinksReport(ctx, o, stdout)
 	}
 	log.Info("reconciler starting", "nats", redact(o.NATS), "postgres", redact(o.Postgres), "listen", o.Listen)
 	app := fx.New(serveModule(o, log))

@@ -102,7 +102,7 @@ func TestRoutes(t *testing.T) {
 			}
 		}
 		// Any other route would answer one of these.
-		probes := []string{"/", "/x", "/v1", "/v1/", "/v1/usage/", "/v1/usage/x", "/v1/keys/k", "/v1/allow", "/metrics/",
+		probes := []string{"/", "/x", "/v1", "/v1/", "/v1/usage/", "/v1/usage/x", "/v1/usage/export/", "/v1/keys/k", "/v1/allow", "/metrics/",
 			"/healthz/", "/readyz/", "/debug/pprof/", "/debug/vars", "/admin", "/api", "/usage", "/v2/usage", "/favicon.ico"}
 		for _, p := range probes {
 			for _, m := range []string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"} {
@@ -133,6 +133,12 @@ func TestRoutes(t *testing.T) {
 		{"usage, bad query", "GET", "/v1/usage?key=k&from=yesterday", "Bearer " + tokOld, 400, "from"},
 		{"usage, over the row limit", "GET", "/v1/usage?key=k&from=2026-01-01T00:00:00Z&to=2026-01-03T00:00:01Z", "Bearer " + tokOld, 400, "to"},
 		{"usage, POST", "POST", "/v1/usage?key=k" + rng, "Bearer " + tokOld, 405, ""},
+		{"export, no token", "GET", "/v1/usage/export?from=2026-11&to=2026-12", "", 401, "Authorization"},
+		{"export, wrong token", "GET", "/v1/usage/export?from=2026-11&to=2026-12", "Bearer " + tokOld + "x", 403, "Authorization"},
+		{"export, token", "GET", "/v1/usage/export?from=2026-11&to=2026-12&format=csv", "Bearer " + tokOld, 200, ""},
+		{"export, tenant", "GET", "/v1/usage/export?from=2026-11&to=2026-12", "Bearer " + tokTenant, 200, ""},
+		{"export, bad query", "GET", "/v1/usage/export?from=2026-11-02&to=2026-12", "Bearer " + tokOld, 400, "from"},
+		{"export, POST", "POST", "/v1/usage/export?from=2026-11&to=2026-12", "Bearer " + tokOld, 405, ""},
 		{"metrics, no token", "GET", "/metrics", "", 200, ""},
 		{"healthz, no token", "GET", "/healthz", "", 200, ""},
 		{"readyz, no token", "GET", "/readyz", "", 200, ""},
@@ -233,7 +239,7 @@ func TestHTTPServerLimits(t *testing.T) {
 // ledger/README.md and the repository's README list every route with who
 // may call it.
 func TestRoutesDocumented(t *testing.T) {
-	routes, err := newRoutes(defaultOptions(), nil, nil, nil, newReadiness(), newRegistry(), nil)
+	routes, err := newRoutes(defaultOptions(), nil, nil, nil, nil, newReadiness(), newRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

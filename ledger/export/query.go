@@ -1,0 +1,173 @@
+package export
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quotaplatform/quota/ledger/billing"
+)
+
+// Granularity is the length of an export period, in UTC.
+type Granularity string
+
+// Granularities.
+const (
+	Day   Granularity = "day"
+	Month Granularity = "month"
+)
+
+// ParseGranularity parses "day" or "month"; "" means Month.
+func ParseGranularity(s string) (Granularity, error) {
+	switch Granularity(s) {
+	case "":
+		return Month, nil
+	case Day, Month:
+		return Granularity(s), nil
+	}
+	return "", fmt.Errorf("must be day or month, got %q", s)
+}
+
+// Start returns the start of the period holding t (UTC).
+func (g Granularity) Start(t time.Time) time.Time {
+	t = t.UTC()
+	if g == Day {
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	}
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// Next returns the start of the period after the one starting at start.
+func (g Granularity) Next(start time.Time) time.Time {
+	if g == Day {
+		return start.AddDate(0, 0, 1)
+	}
+	return start.AddDate(0, 1, 0)
+}
+
+// periods is the number of periods in [from, to), both period starts.
+func (g Granularity) periods(from, to time.Time) int {
+	if g == Day {
+		return int(to.Sub(from) / (24 * time.Hour))
+	}
+	return (to.Year()-from.Year())*12 + int(to.Month()) - int(from.Month())
+}
+
+// MaxPeriods is the most periods one Query may span.
+const MaxPeriods = 366
+
+// FieldError says which query field is wrong; it is billing's, so that
+// callers handle both packages' refusals alike.
+type FieldError = billing.FieldError
+
+// Query asks for every key's usage per period in [From, To).
+type Query struct {
+	// From and To are period starts (UTC midnight for Day, the first of
+	// the month for Month); To is exclusive.
+	From, To    time.Time
+	Granularity Granularity
+	// Prefix limits the export to keys that start with it ("" every key).
+	Prefix string
+	// After resumes after this key: only keys greater than it.
+	After string
+	// Cursor resumes after this row; zero starts at the beginning. Set at
+	// most one of After and Cursor.
+	Cursor Cursor
+	// Now decides whether a period has ended (Row.Complete). Required.
+	Now time.Time
+}
+
+// Validate checks q; its errors are *FieldError naming the parameter.
+func (q *Query) Validate() error {
+	g, err := ParseGranularity(string(q.Granularity))
+	if err != nil {
+		return &FieldError{Field: "granularity", Err: err}
+	}
+	switch {
+	case q.From.IsZero():
+		return &FieldError{Field: "from", Err: errors.New("required")}
+	case !g.Start(q.From).Equal(q.From):
+		return &FieldError{Field: "from", Err: fmt.Errorf("must be the start of a UTC %s", g)}
+	case q.To.IsZero():
+		return &FieldError{Field: "to", Err: errors.New("required")}
+	case !g.Start(q.To).Equal(q.To):
+		return &FieldError{Field: "to", Err: fmt.Errorf("must be the start of a UTC %s", g)}
+	case !q.To.After(q.From):
+		return &FieldError{Field: "to", Err: errors.New("must be after from")}
+	case g.periods(q.From, q.To) > MaxPeriods:
+		return &FieldError{Field: "to", Err: fmt.Errorf("more than %d %ss in [from, to)", MaxPeriods, g)}
+	case len(q.After) > billing.MaxKeyLen:
+		return &FieldError{Field: "after", Err: fmt.Errorf("longer than %d bytes", billing.MaxKeyLen)}
+	case q.After != "" && !q.Cursor.IsZero():
+		return &FieldError{Field: "cursor", Err: errors.New("give after or cursor, not both")}
+	case q.Now.IsZero():
+		return errors.New("export: Query.Now is required")
+	}
+	return nil
+}
+
+// Cursor names one exported row: resuming from it yields the rows after
+// it. Its String form is opaque to clients.
+type Cursor struct {
+	Key         string
+	PeriodStart time.Time
+}
+
+// IsZero reports whether c names no row.
+func (c Cursor) IsZero() bool { return c.Key == "" && c.PeriodStart.IsZero() }
+
+// String encodes c as URL-safe base64 of "v1 <period start unix seconds> <key>".
+func (c Cursor) String() string {
+	if c.IsZero() {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "v1 %d %s", c.PeriodStart.Unix(), c.Key))
+}
+
+// ParseCursor decodes Cursor.String; "" is the zero Cursor.
+func ParseCursor(s string) (Cursor, error) {
+	if s == "" {
+		return Cursor{}, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return Cursor{}, errors.New("not a cursor of this API")
+	}
+	var unix int64
+	var key string
+	rest, ok := strings.CutPrefix(string(b), "v1 ")
+	if ok {
+		num, k, found := strings.Cut(rest, " ")
+		if _, err := fmt.Sscan(num, &unix); err != nil || !found || k == "" || len(k) > billing.MaxKeyLen {
+			ok = false
+		}
+		key = k
+	}
+	if !ok {
+		return Cursor{}, errors.New("not a cursor of this API")
+	}
+	return Cursor{Key: key, PeriodStart: time.Unix(unix, 0).UTC()}, nil
+}
+
+// Row is one key's usage in one period. Cost units.
+type Row struct {
+	Key         string    `json:"key"`
+	PeriodStart time.Time `json:"period_start"`
+	PeriodEnd   time.Time `json:"period_end"`
+	Spent       int64     `json:"spent"`
+	Rejected    int64     `json:"rejected"`
+	Degraded    int64     `json:"degraded"`
+	// Windows is the number of accounting windows that started in the
+	// period.
+	Windows int64 `json:"windows"`
+	// Complete: the period has ended (PeriodEnd ≤ Query.Now) and every
+	// process sent its final report for every window in it. An
+	// incomplete period may still grow: windows are open or reports
+	// outstanding.
+	Complete bool `json:"complete"`
+}
+
+// Cursor is the cursor that resumes after r.
+func (r *Row) Cursor() Cursor { return Cursor{Key: r.Key, PeriodStart: r.PeriodStart} }

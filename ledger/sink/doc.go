@@ -1,0 +1,24 @@
+// Package sink sends each closed period's usage per key to a billing sink
+// as CloudEvents, records what it sent in Postgres (billing_sink_events,
+// migration 004), and reports the difference between the ledger and each
+// sink.
+//
+// Exactly-once at the receiver: an event's id is derived from (key,
+// period start, granularity) and, for a correction, the revision, so a
+// resend carries the id the receiver has seen and is dropped by a
+// receiver that deduplicates on id (OpenMeter, a JetStream stream's
+// Nats-Msg-Id window). A period is sent once it is complete (ended, every
+// final report in); a later change of its figures (a late report) sends
+// one correction with the next revision, whose data names the event it
+// replaces and the change in spent (spent_delta: meter on it to sum
+// corrections correctly). An event the sink did not acknowledge is
+// recorded as failed and sent again, unchanged, by the next run, before
+// any newer revision of its period.
+//
+// A Publisher run reads the ledger with export.Exporter (page by page) and
+// sends one event at a time; it stops at the first event the sink refuses
+// (the sink is down: the next run catches up). Time enters as Run's now.
+// Publisher is not safe for concurrent runs on one sink name: run one
+// `reconciler events` per sink at a time (cron). It starts no goroutines.
+// It does not parse flags (cmd/reconciler does).
+package sink
