@@ -21,6 +21,12 @@ test: ## vet and run every test against real Redis, NATS and Postgres
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
+.PHONY: rules-test
+rules-test: ## check the alert rules and run their unit tests with promtool (Debian package prometheus)
+	@command -v promtool >/dev/null || { echo "promtool is missing: install the Debian package prometheus (apt-get install -y prometheus)" >&2; exit 1; }
+	promtool check rules deploy/prometheus/quota-rules.yaml
+	cd deploy/prometheus && promtool test rules quota-rules.test.yaml
+
 .PHONY: bench
 bench: ## run the Go benchmarks: hot path, store calls, state size, slow path, ledger ingestion
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./region/...

@@ -11,13 +11,14 @@ need() { # binary, debian package
 }
 need redis-server redis-server
 need nats-server nats-server
+need promtool prometheus # the dashboard and alert-rule tests (deploy/grafana)
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
   missing+=("initdb/pg_ctl (Debian package postgresql)")
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "make test: missing server binaries:" >&2
   for m in "${missing[@]}"; do echo "  - $m" >&2; done
-  echo "install them with: apt-get install -y redis-server nats-server postgresql (or run .ci/run, which does)" >&2
+  echo "install them with: apt-get install -y redis-server nats-server postgresql prometheus (or run .ci/run, which does)" >&2
   exit 1
 fi
 
