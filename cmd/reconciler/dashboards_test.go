@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotaplatform/quota/deploy/grafana"
 	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/ledger/sink"
 )
 
 // Every quota_reconciler_ metric the Grafana dashboards (deploy/grafana)
@@ -77,6 +78,18 @@ func TestDashboardMetricsExported(t *testing.T) {
 	}
 	if n < 5 {
 		t.Errorf("the dashboards and rules name %d reconciler metrics, want at least 5", n)
+	}
+	// quota_billing_ metrics are written by `reconciler events` into its
+	// --metrics-file (node_exporter's textfile collector), not served.
+	sinkReg := prometheus.NewRegistry()
+	sink.NewMetrics(sinkReg)
+	billing := func(n string) bool { return strings.HasPrefix(n, "quota_billing_") }
+	missing, _ = grafana.Exporter{Registry: sinkReg}.Missing(names, billing)
+	for _, n := range missing {
+		t.Errorf("not written by reconciler events: %s", n)
+	}
+	if got, _ := (grafana.Exporter{Registry: sinkReg}).Missing(map[string][]string{"quota_billing_renamed": nil}, billing); len(got) != 1 {
+		t.Errorf("a renamed billing metric is not reported missing: %v", got)
 	}
 	if got := e.Lookup("quota_reconciler_consumer_lag"); got != "" {
 		t.Errorf("Lookup(quota_reconciler_consumer_lag) = %q, want not exported", got)
