@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.33.0
+	github.com/stripe/stripe-go/v84 v84.4.1
 	github.com/zclconf/go-cty v1.19.0
 	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0

@@ -110,3 +110,114 @@ func TestBillingCommands(t *testing.T) {
 		}
 	}
 }
+
+// stripe-customer set/list and stripe-sync against a Stripe stand-in:
+// each mapped key's closed period is sent once across two runs, an
+// unmapped key is skipped, the secret key goes only into the
+// Authorization header (never stdout, stderr at debug, or an error), and
+// bad flags name themselves.
+func TestStripeCommands(t *testing.T) {
+	const secret = "sk_test_51CmdSecretNeverPrinted"
+	db := testserver.NewDatabase(t)
+	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db, "QUOTA_STRIPE_KEY": secret})
+	if err := run([]string{"migrate"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	at := time.Date(2026, 11, 5, 10, 0, 0, 0, time.UTC)
+	var reps []ledger.Report
+	for _, k := range []string{"acct_a", "acct_b", "acct_unmapped"} {
+		reps = append(reps, ledger.Report{Key: k, WindowStart: at, WindowEnd: at.Add(time.Minute), ProcessID: "p1",
+			Region: "eu", Spent: 11, Final: true, Seq: 1, SentAt: at})
+	}
+	if _, err := reconcile.NewWriter(pool).Write(ctx, reps); err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errOut bytes.Buffer
+	for _, kc := range [][2]string{{"acct_a", "cus_A"}, {"acct_b", "cus_X"}, {"acct_b", "cus_B"}} {
+		if err := run([]string{"stripe-customer", "set", "--key", kc[0], "--customer", kc[1]}, &out, &errOut); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run([]string{"stripe-customer", "list"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || lines[0] != "key,stripe_customer_id,updated_at" || !strings.HasPrefix(lines[1], "acct_a,cus_A,") ||
+		!strings.HasPrefix(lines[2], "acct_b,cus_B,") {
+		t.Fatalf("stripe-customer list:\n%s", out.String())
+	}
+
+	var mu sync.Mutex
+	var sent []string // guarded by mu: customer=value identifier
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/billing/meter_events" || r.Header.Get("Authorization") != "Bearer "+secret ||
+			r.ParseForm() != nil || r.PostForm.Get("event_name") != "api_requests" {
+			http.Error(w, `{"error":{"type":"invalid_request_error","message":"bad request"}}`, http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		sent = append(sent, r.PostForm.Get("payload[stripe_customer_id]")+"="+r.PostForm.Get("payload[value]")+" "+r.PostForm.Get("identifier"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"billing.meter_event","event_name":"api_requests","identifier":"x","payload":{},"timestamp":1}`)
+	}))
+	defer srv.Close()
+	args := []string{"stripe-sync", "--month", "2026-11", "--meter", "api_requests", "--stripe-url", srv.URL, "--log-level", "debug"}
+	for range 2 {
+		if err := run(args, &out, &errOut); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	if len(sent) != 2 || !strings.HasPrefix(sent[0], "cus_A=11 qu-") || !strings.HasPrefix(sent[1], "cus_B=11 qu-") {
+		t.Fatalf("meter events: %q, want cus_A and cus_B once each", sent)
+	}
+	mu.Unlock()
+	if !strings.Contains(errOut.String(), `"unmapped_keys":1`) {
+		t.Fatalf("log does not count the unmapped key:\n%s", errOut.String())
+	}
+
+	// A late report while Stripe is down: the run fails, naming no secret.
+	late := reps[0]
+	late.ProcessID, late.Spent = "p1~late1", 2
+	if _, err := reconcile.NewWriter(pool).Write(ctx, []ledger.Report{late}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	if err := run(args, &out, &errOut); err == nil || !strings.Contains(err.Error(), "not acknowledged") || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Stripe down: %v, want a refusal that names no secret", err)
+	}
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		flag string
+	}{
+		{[]string{"stripe-sync", "--month", "2026-11"}, nil, "--meter"},
+		{[]string{"stripe-sync", "--meter", "m"}, nil, "--month"},
+		{[]string{"stripe-sync", "--month", "2026-11", "--meter", "m", "--stripe-url", "ftp://x"}, nil, "--stripe-url"},
+		{[]string{"stripe-sync", "--month", "2026-11", "--meter", "m", "--stripe-key-env", "QUOTA_NO_SUCH_KEY"}, nil, "QUOTA_NO_SUCH_KEY"},
+		{[]string{"stripe-sync", "--month", "2026-11", "--meter", "m"}, map[string]string{"QUOTA_STRIPE_KEY": ""}, "QUOTA_STRIPE_KEY"},
+		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "sub_1"}, nil, "--customer"},
+		{[]string{"stripe-customer", "set", "--customer", "cus_1"}, nil, "--key"},
+		{[]string{"stripe-customer"}, nil, "set or list"},
+	} {
+		for k, v := range tt.env {
+			t.Setenv(k, v)
+		}
+		err := run(tt.args, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), tt.flag) || strings.Contains(err.Error(), secret) {
+			t.Errorf("%q: %v, want an error naming %s", tt.args, err, tt.flag)
+		}
+		t.Setenv("QUOTA_STRIPE_KEY", secret)
+	}
+	if strings.Contains(out.String()+errOut.String(), secret) || strings.Contains(out.String()+errOut.String(), "sk_test_") {
+		t.Fatalf("the secret key was printed:\n%s\n%s", out.String(), errOut.String())
+	}
+}

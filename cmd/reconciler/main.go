@@ -8,6 +8,9 @@
 //	reconciler export --month 2026-11 [--granularity day|month] [--format csv|ndjson]   every key's usage per period
 //	reconciler events --sink http(s)://URL|nats://SUBJECT --month 2026-11 [--granularity day|month] [--metrics-file F]
 //	reconciler sinks-report --month 2026-11 [--sink S] [--granularity day|month]   ledger vs what each sink acknowledged
+//	reconciler stripe-sync --month 2026-11 --meter EVENT_NAME [--granularity day|month] [--stripe-key-env QUOTA_STRIPE_KEY] [--stripe-url URL]
+//	reconciler stripe-customer set --key K --customer cus_…   map a key to the Stripe customer billed for it
+//	reconciler stripe-customer list
 //
 // GET /v1/usage needs a bearer token from --billing-token (the routes
 // table in app.go says who may call each route); without one it answers
@@ -49,6 +52,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if cmd, rest, ok := stripeSubcommand(args); ok {
+		return stripeCmd(cmd, rest, stdout, stderr)
+	}
 	cmd := "serve"
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage" || args[0] == "retention" ||
 		args[0] == "export" || args[0] == "events" || args[0] == "sinks-report") {

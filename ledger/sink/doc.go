@@ -15,6 +15,12 @@
 // recorded as failed and sent again, unchanged, by the next run, before
 // any newer revision of its period.
 //
+// SyncStripe sends the same periods to a Stripe billing meter through
+// the Stripe Sender (sink "stripe:<meter>"): keys are mapped to customers
+// in stripe_customers (migration 005), unmapped keys are skipped, a
+// correction is a delta meter event with its own identifier, and periods
+// older than Stripe's 35-day window are listed, not sent.
+//
 // A Publisher run reads the ledger with export.Exporter (page by page) and
 // sends one event at a time; it stops at the first event the sink refuses
 // (the sink is down: the next run catches up). Time enters as Run's now.

@@ -31,6 +31,13 @@ type Config struct {
 	SendTimeout time.Duration
 	Metrics     *Metrics     // nil: none
 	Logger      *slog.Logger // nil discards; keys are logged at debug only
+	// Skip, if set, is asked about each closed period the sink does not
+	// hold with the ledger's figures (unsent, refused or changed), before
+	// anything is sent for it; held is the spent the sink holds for it (0
+	// if nothing was acknowledged). True leaves the period unsent and
+	// unrecorded, counted in Stats.Skipped, and asked again next run. Run
+	// calls it from its own goroutine. Nil skips nothing.
+	Skip func(r export.Row, held int64) bool
 }
 
 // Stats counts what a run did.
@@ -40,6 +47,7 @@ type Stats struct {
 	Resent      int // unacknowledged events sent again
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
+	Skipped     int // closed periods Config.Skip held back
 	// Difference is, over the run's range, the closed periods' spent in
 	// the ledger minus what the sink acknowledged, after the run.
 	Difference int64
@@ -134,6 +142,10 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 
 // period brings the sink up to date for one closed period.
 func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, st *Stats) error {
+	if p.skip(r, s) {
+		st.Skipped++
+		return nil
+	}
 	if s != nil && !s.sent {
 		if err := p.deliver(ctx, r, s.revision, s.eventID, s.data, s.spent, s.rejected, s.degraded, s.ackedSpent); err != nil {
 			return err
@@ -159,6 +171,21 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, st *Sta
 		p.cfg.Metrics.count(p.cfg.Sink, "correction")
 	}
 	return nil
+}
+
+// skip asks Config.Skip about a period the sink does not hold with r's
+// figures.
+func (p *Publisher) skip(r *export.Row, s *state) bool {
+	if p.cfg.Skip == nil {
+		return false
+	}
+	if s == nil {
+		return p.cfg.Skip(*r, 0)
+	}
+	if s.sent && s.spent == r.Spent && s.rejected == r.Rejected && s.degraded == r.Degraded {
+		return false
+	}
+	return p.cfg.Skip(*r, s.ackedSpent)
 }
 
 // sendRevision builds and delivers revision rev of r's period.
