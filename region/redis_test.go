@@ -251,7 +251,7 @@ func TestDegradedSpendIsChargedOnce(t *testing.T) {
 		{"store cut", func() error { proxy.Down(); return nil }},
 		// Replies slower than the timeout: every call runs on the store
 		// although the caller sees it fail.
-		{"store answers after the timeout", func() error { return proxy.ReplyLatency(60 * time.Millisecond) }},
+		{"store answers after the timeout", func() error { return proxy.ReplyLatency(300 * time.Millisecond) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := fmt.Sprintf("once%d-%d:", time.Now().UnixNano(), i)
@@ -277,7 +277,9 @@ func TestDegradedSpendIsChargedOnce(t *testing.T) {
 			}
 			lim, _ := newRedisLimiter(t, rdb, prefix, region.Plan{Rate: 0.001, Capacity: 100}, func(c *region.Config) {
 				c.ProcessEstimate = 1
-				c.StoreTimeout = 20 * time.Millisecond
+				// Long enough that a loaded machine does not time out the
+				// first call, which would make it degraded before the fault.
+				c.StoreTimeout = 100 * time.Millisecond
 				c.BreakerCooldown = cooldown
 				c.DebtGrace = time.Millisecond // the bucket is new: no grace, so that the debt is charged
 				c.Clock = clk
@@ -312,7 +314,12 @@ func TestDegradedSpendIsChargedOnce(t *testing.T) {
 				}
 				return d
 			}
-			allow()
+			// The script is loaded and the bucket made by a normal decision:
+			// a degraded first one's debt would be forgiven (a fresh bucket)
+			// while counted below.
+			if d := allow(); d.Degraded || !d.Allowed {
+				t.Fatalf("first decision, before any fault: %+v, want allowed and not degraded", d)
+			}
 			lim.Drain(ctx)
 			before, spentBefore := tokens(), normal
 			normal = 0
