@@ -1,12 +1,10 @@
 package catalog_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +28,7 @@ func TestExistingBucketIsNeverDowngraded(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var logs syncBuffer
+	var logs testserver.LogBuffer
 	cfg := catalog.DefaultConfig()
 	cfg.Replicas, cfg.Cluster = 3, "eu"
 	cfg.RetryInterval = 50 * time.Millisecond
@@ -71,7 +69,7 @@ func TestExistingBucketIsNeverDowngraded(t *testing.T) {
 		t.Fatalf("the operator's bucket was changed: replicas %d, placement %+v", sc.Replicas, sc.Placement)
 	}
 
-	var quiet syncBuffer
+	var quiet testserver.LogBuffer
 	ro := catalog.DefaultConfig()
 	ro.Replicas, ro.Cluster, ro.ReadOnly = 3, "eu", true
 	ro.Logger = slog.New(slog.NewTextHandler(&quiet, nil))
@@ -127,22 +125,4 @@ func TestConfigChecksTheClusterName(t *testing.T) {
 	if _, err := catalog.New(cfg); err != nil {
 		t.Errorf("Cluster us-west: %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -114,7 +114,7 @@ func TestReplicatedStreamAndBucketOutliveALostServer(t *testing.T) {
 
 	// A process with the defaults (one replica, no placement) starting now
 	// leaves the stream as it is, and says so once.
-	var logs syncBuffer
+	var logs testserver.LogBuffer
 	low := ledger.DefaultStreamConfig()
 	low.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s, err := ledger.EnsureStream(ctx, connectOrdered(t, cl, survivor), low)

@@ -1,11 +1,9 @@
 package ledger_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,7 +91,7 @@ func TestEnsureStreamLogsOtherReplicasAndClusterOnce(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: ledger.DefaultStream, Subjects: []string{"quota.usage.>"}, Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testserver.LogBuffer
 	cfg := ledger.DefaultStreamConfig()
 	cfg.Replicas, cfg.Cluster = 3, "eu"
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -120,7 +118,7 @@ func TestEnsureStreamLogsOtherReplicasAndClusterOnce(t *testing.T) {
 	}
 
 	// Settings that match say nothing.
-	var quiet syncBuffer
+	var quiet testserver.LogBuffer
 	same := ledger.DefaultStreamConfig()
 	same.Logger = slog.New(slog.NewTextHandler(&quiet, nil))
 	if _, err := ledger.EnsureStream(ctx, js, same); err != nil {
@@ -159,24 +157,6 @@ func TestStreamConfigChecksTheClusterName(t *testing.T) {
 			t.Errorf("CheckClusterName(%q) = %v", name, err)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestStreamSubject(t *testing.T) {

@@ -1,13 +1,11 @@
 package natsconf_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,7 +96,7 @@ func TestShippedRoles(t *testing.T) {
 	n := testserver.StartShippedNATS(t, "eu", "us")
 	// The clients' logs are shown only when the test fails: they say
 	// which step waited (a loaded CI machine once took 60 s here).
-	var clientLog lockedBuffer
+	var clientLog testserver.LogBuffer
 	quiet := slog.New(slog.NewTextHandler(&clientLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	defer func() {
 		if t.Failed() {
@@ -293,22 +291,4 @@ func migratedPool(t *testing.T, url string) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
-}
-
-// lockedBuffer is a bytes.Buffer safe for the concurrent writes of slog.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
