@@ -332,7 +332,7 @@ func cachedLoader() func(string) (*moduleInfo, error) {
 func TestReferencesResolve(t *testing.T) {
 	load := cachedLoader()
 	dirs := moduleDirs(t, ".")
-	for _, want := range []string{".", "modules/region", "modules/ledger", "examples/eks", "examples/single-cluster"} {
+	for _, want := range []string{".", "modules/region", "modules/ledger", "modules/monitoring", "examples/eks", "examples/single-cluster"} {
 		found := false
 		for _, d := range dirs {
 			found = found || d == filepath.Clean(want)
@@ -375,9 +375,10 @@ func TestProviderSlots(t *testing.T) {
 		if s != fmt.Sprint(i) {
 			t.Fatalf("provider slots must be numbered 0..n-1 without gaps, got %v", slots)
 		}
-		// Each slot has one region module and one ledger module, bound to that slot's provider
-		// and no other: whatever Terraform does for a region, it does through its own cluster.
-		for _, kind := range []string{"region", "ledger"} {
+		// Each slot has one region, one ledger and one monitoring module, bound to that slot's
+		// provider and no other: whatever Terraform does for a region, it does through its own
+		// cluster.
+		for _, kind := range []string{"region", "ledger", "monitoring"} {
 			call, ok := m.modules[kind+"_"+s]
 			if !ok {
 				t.Errorf("provider kubernetes.slot%s has no module \"%s_%s\"", s, kind, s)
@@ -392,7 +393,7 @@ func TestProviderSlots(t *testing.T) {
 		}
 	}
 	for name := range m.modules {
-		for _, kind := range []string{"region_", "ledger_"} {
+		for _, kind := range []string{"region_", "ledger_", "monitoring_"} {
 			if s, ok := strings.CutPrefix(name, kind); ok && !m.providers["kubernetes.slot"+s] {
 				t.Errorf("module %s has no provider kubernetes.slot%s", name, s)
 			}
@@ -404,7 +405,7 @@ func TestProviderSlots(t *testing.T) {
 		}
 	}
 	n := len(slots)
-	src := string(m.sources["variables.tf"]) + string(m.sources["providers.tf"]) + string(m.sources["regions.tf"]) + string(m.sources["ledger.tf"])
+	src := string(m.sources["variables.tf"]) + string(m.sources["providers.tf"]) + string(m.sources["regions.tf"]) + string(m.sources["ledger.tf"]) + string(m.sources["monitoring.tf"])
 	for _, want := range []string{
 		fmt.Sprintf("length(var.regions) <= %d", n),
 		fmt.Sprintf("r.slot <= %d", n-1),
@@ -418,6 +419,9 @@ func TestProviderSlots(t *testing.T) {
 	for i := range n {
 		if !strings.Contains(src, fmt.Sprintf("{ for m in module.region_%d : m.name => m }", i)) {
 			t.Errorf("local.region_out does not merge module.region_%d", i)
+		}
+		if !strings.Contains(src, fmt.Sprintf("{ for m in module.monitoring_%d : m.region => m }", i)) {
+			t.Errorf("local.monitoring_out does not merge module.monitoring_%d", i)
 		}
 	}
 

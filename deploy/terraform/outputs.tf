@@ -57,3 +57,16 @@ output "objects" {
     ledger  = local.ledger_out.objects
   }
 }
+
+output "monitoring" {
+  description = "Monitoring objects per region (var.monitoring): slot, namespace, PodMonitors, PrometheusRule, dashboard ConfigMaps."
+  value = {
+    for name, m in local.monitoring_out : name => {
+      slot            = var.regions[name].slot
+      namespace       = m.namespace
+      pod_monitors    = m.pod_monitors
+      prometheus_rule = m.prometheus_rule
+      dashboards      = m.dashboards
+    }
+  }
+}

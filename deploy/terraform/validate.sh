@@ -12,7 +12,7 @@
 #
 # Steps (all run; the script exits non-zero and lists every step that failed):
 #   1. terraform fmt -check -recursive deploy/
-#   2. per module (root, modules/region, modules/ledger, examples/single-cluster):
+#   2. per module (root, modules/region, modules/ledger, modules/monitoring, examples/single-cluster):
 #      terraform init -backend=false -plugin-dir=<mirror>, terraform validate
 #   3. terraform test (mock_provider) in the root module
 #   4. the NATS config template, rendered by terraform with every variable the region module passes
@@ -104,6 +104,10 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -R "$here" "$work/terraform"
+# modules/monitoring reads the alert rules and dashboards from deploy/ (path.module/../../..).
+mkdir -p "$work/prometheus" "$work/grafana"
+cp "$repo/deploy/prometheus/quota-rules.yaml" "$work/prometheus/"
+cp "$repo"/deploy/grafana/*.json "$work/grafana/"
 rm -rf "$work/terraform/.terraform" "$work/terraform/.terraform.lock.hcl"
 find "$work/terraform" -name .terraform -type d -prune -exec rm -rf {} +
 find "$work/terraform" -name .terraform.lock.hcl -delete
@@ -114,7 +118,7 @@ export TF_CLI_CONFIG_FILE=$work/terraformrc # empty: no credentials, no provider
 step "terraform fmt -check -recursive deploy/"
 run "fmt" "$TERRAFORM" fmt -check -recursive -diff "$repo/deploy"
 
-for mod in . modules/region modules/ledger examples/single-cluster; do
+for mod in . modules/region modules/ledger modules/monitoring examples/single-cluster; do
 	dir=$work/terraform/$mod
 	step "terraform init + validate: deploy/terraform/$mod"
 	if run "init $mod" "$TERRAFORM" -chdir="$dir" init -backend=false -input=false \

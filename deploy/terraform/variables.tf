@@ -599,3 +599,50 @@ variable "billing_tokens" {
     error_message = "billing_tokens: the same token is listed twice."
   }
 }
+
+variable "monitoring" {
+  description = <<-EOT
+    Optional monitoring objects (deploy/README.md "Monitoring"), all off by default. PodMonitors
+    and the PrometheusRule need the Prometheus Operator's CRDs in the clusters concerned (plan
+    fails without them); the dashboards are plain ConfigMaps.
+      pod_monitors     per region, through its own slot: PodMonitors (monitoring.coreos.com/v1)
+                       quota-limiter-<r>, and quota-control-plane-<r> (control region),
+                       quota-reconciler-<r> (ledger region), scraping /metrics on port http and
+                       setting source_region from the pod label quota.dev/region. Needs
+                       prometheus_namespace (the NetworkPolicies admit only that namespace).
+      prometheus_rule  PrometheusRule "quota" with the groups of deploy/prometheus/quota-rules.yaml,
+                       ONCE, in the ledger region's cluster: the Prometheus there (or the ruler
+                       that sees every region's series) evaluates it; one per region would fire
+                       every alert once per region.
+      dashboards       ConfigMaps quota-dashboard-fleet and quota-dashboard-billing with
+                       deploy/grafana/fleet.json and billing.json, ONCE, in the ledger region's
+                       cluster, labelled <dashboard_label> = "1" (the label Grafana's dashboard
+                       sidecar watches; kube-prometheus-stack: grafana_dashboard).
+      namespace        where these objects go (must exist); null = the region's own namespace
+      labels           extra labels on these objects, e.g. { release = "kube-prometheus-stack" }
+                       for the operator's podMonitorSelector / ruleSelector
+  EOT
+  type = object({
+    pod_monitors    = optional(bool, false)
+    prometheus_rule = optional(bool, false)
+    dashboards      = optional(bool, false)
+    dashboard_label = optional(string, "grafana_dashboard")
+    namespace       = optional(string)
+    labels          = optional(map(string), {})
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = can(regex("^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$", var.monitoring.dashboard_label))
+    error_message = "monitoring.dashboard_label must be a Kubernetes label key (e.g. grafana_dashboard)."
+  }
+  validation {
+    condition     = var.monitoring.namespace == null || can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", coalesce(var.monitoring.namespace, "-")))
+    error_message = "monitoring.namespace must be a namespace name (DNS label) or null."
+  }
+  validation {
+    condition     = !var.monitoring.pod_monitors || var.prometheus_namespace != null
+    error_message = "monitoring.pod_monitors needs prometheus_namespace: the NetworkPolicies admit scrapes from that namespace only."
+  }
+}
