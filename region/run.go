@@ -84,7 +84,7 @@ func (l *Limiter) probeInBackground(ctx context.Context) {
 		defer l.probes.Done()
 		defer l.inflight.Add(-1)
 		req := LeaseRequest{Key: probeKey, Rate: 1, Capacity: 1, Spread: 1}
-		_, _, err := l.callStoreWithin(ctx, req, l.cfg.ProbeTimeout)
+		_, _, err := l.callStoreWithin(ctx, req, max(l.cfg.ProbeTimeout, l.cfg.StoreTimeout))
 		var lat time.Duration
 		if !isTransient(err) {
 			_, lat, err = l.callStore(ctx, req)

@@ -180,9 +180,6 @@ func newLimiterConfig(in limiterInputs) region.Config {
 	cfg := region.DefaultConfig()
 	cfg.Region = in.Options.Region
 	cfg.StoreTimeout = in.Options.StoreTimeout
-	// A probe's first call reconnects and reloads the script; it must never
-	// be held to less than a decision's call (--store-timeout may be long).
-	cfg.ProbeTimeout = max(cfg.ProbeTimeout, cfg.StoreTimeout)
 	cfg.Window = in.Options.Window
 	cfg.ProcessEstimate = in.Options.Processes
 	cfg.Costs = in.Catalog
