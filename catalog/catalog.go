@@ -199,7 +199,7 @@ func (c *Catalog) planLocked(name string) (Entry, bool) {
 		return p, true
 	}
 	if name == DefaultPlanName && c.cfg.DefaultPlan != (region.Plan{}) {
-		return Entry{Kind: KindPlan, Name: name, Rate: c.cfg.DefaultPlan.Rate, Capacity: c.cfg.DefaultPlan.Capacity, Actor: BuiltinActor}, true
+		return planEntry(name, c.cfg.DefaultPlan, BuiltinActor), true
 	}
 	return Entry{}, false
 }

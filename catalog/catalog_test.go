@@ -81,6 +81,11 @@ func TestPutPlanChecksRange(t *testing.T) {
 		{"rate above the maximum", region.Plan{Rate: 1e16, Capacity: 1}, "rate"},
 		{"capacity below 1", region.Plan{Rate: 1, Capacity: 0.5}, "capacity"},
 		{"capacity above the maximum", region.Plan{Rate: 1, Capacity: 1e16}, "capacity"},
+		{"every semantics field", region.Plan{Rate: 1, Capacity: 1, FailurePolicy: region.FailOpen, Shadow: true, Concurrency: 4}, ""},
+		{"unknown failure policy", region.Plan{Rate: 1, Capacity: 1, FailurePolicy: "fail-soft"}, "failure_policy"},
+		{"unknown mode", region.Plan{Rate: 1, Capacity: 1, Mode: "fuzzy"}, "mode"},
+		{"exact plan failing open", region.Plan{Rate: 1, Capacity: 1, Mode: region.ModeExact, FailurePolicy: region.FailOpen}, "failure_policy"},
+		{"negative concurrency", region.Plan{Rate: 1, Capacity: 1, Concurrency: -2}, "concurrency"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,6 +224,38 @@ func TestPushAndCache(t *testing.T) {
 	}
 	if !c.Loaded() || c.Synced() || c.Version() != a.Version() {
 		t.Fatalf("Loaded %v Synced %v Version %d (want %d)", c.Loaded(), c.Synced(), c.Version(), a.Version())
+	}
+}
+
+// TestPlanSemanticsPushed: a plan's failure policy, mode, shadow flag and
+// concurrency reach another process through the bucket, resolve for its
+// keys, and survive the cache file.
+func TestPlanSemanticsPushed(t *testing.T) {
+	ns := testserver.StartNATS(t)
+	dir := t.TempDir()
+	a := start(t, ns.URL, "", region.Plan{})
+	b := start(t, ns.URL, filepath.Join(dir, "b.json"), region.Plan{})
+	waitSynced(t, a)
+	waitSynced(t, b)
+	ctx := context.Background()
+	want := region.Plan{Name: "partner", Rate: 2, Capacity: 5, Mode: region.ModeExact, FailurePolicy: region.FailClosed, Shadow: true, Concurrency: 3}
+	if _, err := a.PutPlan(ctx, "admin", "partner", want); err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Assign(ctx, "admin", "acct_1", "partner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitVersion(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if _, p, err := b.Resolve("acct_1"); err != nil || p != want {
+		t.Fatalf("Resolve on the other process = %+v, %v; want %+v", p, err, want)
+	}
+	b.Stop()
+	c := start(t, "", filepath.Join(dir, "b.json"), region.Plan{})
+	if _, p, err := c.Resolve("acct_1"); err != nil || p != want {
+		t.Fatalf("Resolve from the cache = %+v, %v; want %+v", p, err, want)
 	}
 }
 

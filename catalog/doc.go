@@ -1,5 +1,6 @@
 // Package catalog is the plan catalogue of the regional limiter: plans
-// (name → rate and capacity), key → plan assignments, and endpoint cost
+// (name → rate, capacity and the plan's semantics: failure policy, mode,
+// shadow flag, concurrency), key → plan assignments, and endpoint cost
 // weights. It implements region.PlanResolver and region.CostResolver.
 //
 // What it owns: the catalogue's in-memory copy, the NATS JetStream key-value

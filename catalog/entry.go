@@ -15,7 +15,7 @@ type Kind string
 
 // The kinds of entry.
 const (
-	KindPlan Kind = "plan" // a plan: Rate and Capacity
+	KindPlan Kind = "plan" // a plan: Rate, Capacity and its semantics
 	KindKey  Kind = "key"  // a key → plan assignment: Plan
 	KindCost Kind = "cost" // an endpoint weight: Cost
 )
@@ -28,8 +28,16 @@ type Entry struct {
 
 	Rate     float64 `json:"rate,omitempty"`     // KindPlan: cost units per second
 	Capacity float64 `json:"capacity,omitempty"` // KindPlan: burst, cost units
-	Plan     string  `json:"plan,omitempty"`     // KindKey: the assigned plan's name
-	Cost     int64   `json:"cost,omitempty"`     // KindCost: the endpoint's weight
+	// KindPlan: the plan's semantics (region.Plan), each omitted when it
+	// is the default: "failure_policy" ("degraded", "open", "closed"),
+	// "mode" ("leased", "exact"), "shadow" and "concurrency" (slots).
+	FailurePolicy region.FailurePolicy `json:"failure_policy,omitempty"`
+	Mode          region.Mode          `json:"mode,omitempty"`
+	Shadow        bool                 `json:"shadow,omitempty"`
+	Concurrency   int                  `json:"concurrency,omitempty"`
+
+	Plan string `json:"plan,omitempty"` // KindKey: the assigned plan's name
+	Cost int64  `json:"cost,omitempty"` // KindCost: the endpoint's weight
 
 	Actor string    `json:"actor"` // who wrote it (a token name, "admin")
 	At    time.Time `json:"at"`    // when, on the writer's clock
@@ -51,7 +59,14 @@ func (k Kind) field() string {
 
 // RegionPlan returns a plan entry as a region.Plan, named after the entry.
 func (e Entry) RegionPlan() region.Plan {
-	return region.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity}
+	return region.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity,
+		FailurePolicy: e.FailurePolicy, Mode: e.Mode, Shadow: e.Shadow, Concurrency: e.Concurrency}
+}
+
+// planEntry is p as a plan entry called name.
+func planEntry(name string, p region.Plan, actor string) Entry {
+	return Entry{Kind: KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
+		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency, Actor: actor}
 }
 
 // kvKey is the bucket key of an entry: the kind, a dot, and the name in

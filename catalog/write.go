@@ -15,9 +15,11 @@ import (
 )
 
 // PutPlan creates or replaces plan name, recording actor as its writer, and
-// returns the new catalogue version.
+// returns the new catalogue version. Every field of p but its Name is
+// stored; p must pass region.Plan.Validate (the error wraps
+// ErrInvalidValue and names the field).
 func (c *Catalog) PutPlan(ctx context.Context, actor, name string, p region.Plan) (uint64, error) {
-	return c.put(ctx, Entry{Kind: KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity, Actor: actor})
+	return c.put(ctx, planEntry(name, p, actor))
 }
 
 // Assign assigns key to plan, which must exist (the built-in default

@@ -13,6 +13,10 @@
 // X-RateLimit-Stale and the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers).
 //
+// In concurrency mode (Config.Concurrency) it takes a concurrency slot of
+// the key's plan before the handler instead (429 when none is free) and
+// releases it after the handler returns or panics.
+//
 // What it does not own: the limiter, the plan catalogue, authentication.
 // Errors it logs above debug level do not name the key (RedactKey).
 // It starts no goroutine; everything is safe for concurrent use.

@@ -104,7 +104,9 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // Classify maps a limiter error to an HTTP status and the request field it
-// is about: a bad key or cost is 400, a key with no plan is 404, anything
+// is about: a bad key, cost or lease id is 400, as is a concurrency call
+// for a key whose plan has no concurrency limit; a key with no plan is
+// 404; a store that cannot be reached (a slot release) is 503; anything
 // else is 500 (field "").
 func Classify(err error) (status int, field string) {
 	switch {
@@ -116,6 +118,12 @@ func Classify(err error) (status int, field string) {
 		return http.StatusBadRequest, "endpoint"
 	case errors.Is(err, region.ErrUnknownPlan), errors.Is(err, region.ErrInvalidPlan):
 		return http.StatusNotFound, "key"
+	case errors.Is(err, region.ErrInvalidLeaseID):
+		return http.StatusBadRequest, "lease_id"
+	case errors.Is(err, region.ErrNoConcurrency):
+		return http.StatusBadRequest, "key"
+	case errors.Is(err, region.ErrStoreUnavailable):
+		return http.StatusServiceUnavailable, ""
 	}
 	return http.StatusInternalServerError, ""
 }

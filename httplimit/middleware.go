@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/quotaplatform/quota/region"
@@ -15,6 +16,13 @@ type Limiter interface {
 	Allow(ctx context.Context, key string, cost int64) (region.Decision, error)
 	// EndpointCost returns endpoint's weight.
 	EndpointCost(endpoint string) (int64, error)
+}
+
+// Slots is what the middleware's concurrency mode needs of a
+// region.Limiter (Config.Concurrency).
+type Slots interface {
+	Acquire(ctx context.Context, key, leaseID string) (region.Slot, error)
+	Release(ctx context.Context, key, leaseID string) (bool, error)
 }
 
 // Plans names a key's plan for the RateLimit-Policy field, for a Limiter
@@ -43,6 +51,13 @@ type Config struct {
 	// Endpoint returns the name whose weight is the request's cost.
 	// Default: RoutePath.
 	Endpoint func(*http.Request) string
+	// Concurrency switches the middleware to concurrency mode: instead of
+	// spending the request's cost, it takes a concurrency slot of the key's
+	// plan (region.Plan.Concurrency) before the handler, answers 429 with
+	// Retry-After when none is free, and releases the slot after the
+	// handler returns, also when it panics. Limiter must then implement
+	// Slots (a *region.Limiter does). Endpoint is not used. Default false.
+	Concurrency bool
 	// Logger receives unexpected errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -76,6 +91,13 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Concurrency {
+		slots, ok := cfg.Limiter.(Slots)
+		if !ok {
+			return nil, fmt.Errorf("httplimit: config Concurrency: Limiter %T holds no slots (it needs Acquire and Release)", cfg.Limiter)
+		}
+		return concurrency(cfg, slots), nil
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key := cfg.Key(r)
@@ -97,16 +119,53 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 					return
 				}
 			}
-			status, field := Classify(err)
-			if status == http.StatusInternalServerError {
-				cfg.Logger.Error("rate limit check failed", "err", RedactKey(err, key))
-				cfg.Logger.Debug("rate limit check failed", "key", key, "err", err)
-				WriteError(w, status, "", "rate limit check failed")
-				return
-			}
-			WriteError(w, status, field, err.Error())
+			writeLimiterError(w, cfg.Logger, err, key)
 		})
 	}, nil
+}
+
+// concurrency is the middleware of concurrency mode.
+func concurrency(cfg Config, slots Slots) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key := cfg.Key(r)
+			if key == "" {
+				WriteError(w, http.StatusUnauthorized, "key", "the request carries no rate-limit key (no account)")
+				return
+			}
+			s, err := slots.Acquire(r.Context(), key, "")
+			if err != nil {
+				writeLimiterError(w, cfg.Logger, err, key)
+				return
+			}
+			if !s.Allowed {
+				w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(s.RetryAfter), 10))
+				WriteError(w, http.StatusTooManyRequests, "key", "concurrency limit reached: "+strconv.Itoa(s.Held)+" of "+strconv.Itoa(s.Limit)+" requests in flight")
+				return
+			}
+			defer func() {
+				// Also on panic (the panic goes on after), and with the
+				// request's context already cancelled.
+				ctx := context.WithoutCancel(r.Context())
+				if _, err := slots.Release(ctx, key, s.ID); err != nil {
+					cfg.Logger.Warn("concurrency slot not released; it frees itself when it expires", "err", RedactKey(err, key))
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// writeLimiterError answers a limiter error in a request of key.
+func writeLimiterError(w http.ResponseWriter, log *slog.Logger, err error, key string) {
+	status, field := Classify(err)
+	if status == http.StatusInternalServerError {
+		log.Error("rate limit check failed", "err", RedactKey(err, key))
+		log.Debug("rate limit check failed", "key", key, "err", err)
+		WriteError(w, status, "", "rate limit check failed")
+		return
+	}
+	WriteError(w, status, field, err.Error())
 }
 
 // policy is the plan d was taken against: the one it carries, else the

@@ -13,7 +13,7 @@ type API struct {
 	readGuard     guard
 	adminGuard    guard
 	historyLimits *historyLimits
-	mux           *http.ServeMux // Routes behind Guard
+	mux           *http.ServeMux // Routes and ConcurrencyRoutes behind Guard
 }
 
 // New returns an API. It validates a copy of cfg.
@@ -29,9 +29,10 @@ func New(cfg Config) (*API, error) {
 	}
 	a.newGuards()
 	a.historyLimits = newHistoryLimits(cfg.HistoryRate, cfg.HistoryBurst, append([]string{cfg.AdminToken}, cfg.ReadTokens...)...)
-	a.mux = a.Mux(a.Routes())
+	a.mux = a.Mux(append(a.Routes(), a.ConcurrencyRoutes()...))
 	return a, nil
 }
 
-// ServeHTTP implements http.Handler for Routes, each behind Guard.
+// ServeHTTP implements http.Handler for Routes and ConcurrencyRoutes,
+// each behind Guard.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }

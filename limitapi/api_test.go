@@ -58,7 +58,8 @@ func (m *memCatalog) PlanEntry(name string) (catalog.Entry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.plans[name]
-	return catalog.Entry{Kind: catalog.KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity}, ok
+	return catalog.Entry{Kind: catalog.KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
+		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency}, ok
 }
 func (m *memCatalog) Assignment(key string) (catalog.Entry, bool) {
 	m.mu.Lock()
@@ -271,6 +272,13 @@ func TestBadInput(t *testing.T) {
 		{"capacity small", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":0.5}`, auth, 400, "capacity"},
 		{"capacity huge", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1e300}`, auth, 400, "capacity"},
 		{"rate type", "PUT", "/v1/limits/pro", `{"rate":"fast","capacity":1}`, auth, 400, "rate"},
+		{"unknown failure policy", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"failure_policy":"maybe"}`, auth, 400, "failure_policy"},
+		{"failure policy type", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"failure_policy":1}`, auth, 400, "failure_policy"},
+		{"unknown mode", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"mode":"approx"}`, auth, 400, "mode"},
+		{"exact failing open", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"mode":"exact","failure_policy":"open"}`, auth, 400, "failure_policy"},
+		{"shadow type", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"shadow":"yes"}`, auth, 400, "shadow"},
+		{"negative concurrency", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"concurrency":-1}`, auth, 400, "concurrency"},
+		{"fractional concurrency", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"concurrency":1.5}`, auth, 400, "concurrency"},
 		{"unknown plan", "PUT", "/v1/keys/acct_1", `{"plan":"gold"}`, auth, 400, "plan"},
 		{"plan missing", "PUT", "/v1/keys/acct_1", `{}`, auth, 400, "plan"},
 		{"bad key path", "PUT", "/v1/keys/a%20b", `{"plan":"pro"}`, auth, 400, "key"},

@@ -1,6 +1,7 @@
 package limitapi
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -42,17 +43,25 @@ func pathName(r *http.Request, wildcard string) (string, *apiError) {
 }
 
 type planBody struct {
-	Rate     *float64 `json:"rate"`
-	Capacity *float64 `json:"capacity"`
+	Rate          *float64 `json:"rate"`
+	Capacity      *float64 `json:"capacity"`
+	FailurePolicy *string  `json:"failure_policy"`
+	Mode          *string  `json:"mode"`
+	Shadow        *bool    `json:"shadow"`
+	Concurrency   *int     `json:"concurrency"`
 }
 
 type planAnswer struct {
-	Plan      string    `json:"plan"`
-	Rate      float64   `json:"rate"`
-	Capacity  float64   `json:"capacity"`
-	Actor     string    `json:"actor"`
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
-	Revision  uint64    `json:"revision,omitempty"`
+	Plan          string               `json:"plan"`
+	Rate          float64              `json:"rate"`
+	Capacity      float64              `json:"capacity"`
+	FailurePolicy region.FailurePolicy `json:"failure_policy"`
+	Mode          region.Mode          `json:"mode"`
+	Shadow        bool                 `json:"shadow"`
+	Concurrency   int                  `json:"concurrency"`
+	Actor         string               `json:"actor"`
+	UpdatedAt     time.Time            `json:"updated_at,omitzero"`
+	Revision      uint64               `json:"revision,omitempty"`
 }
 
 // putPlan serves PUT /v1/limits/{plan}.
@@ -81,11 +90,52 @@ func (a *API) putPlan(w http.ResponseWriter, r *http.Request) {
 		e.write(w)
 		return
 	}
-	if _, err := a.cfg.Catalog.PutPlan(r.Context(), a.cfg.AdminActor, name, region.Plan{Rate: *b.Rate, Capacity: *b.Capacity}); err != nil {
+	p, e := b.semantics(region.Plan{Rate: *b.Rate, Capacity: *b.Capacity})
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if _, err := a.cfg.Catalog.PutPlan(r.Context(), a.cfg.AdminActor, name, p); err != nil {
 		a.writeError(w, err, "plan", "")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// semantics adds the body's optional plan fields to p (docs/design.md
+// [plan-semantics]), each checked and named when bad.
+func (b planBody) semantics(p region.Plan) (region.Plan, *apiError) {
+	if b.FailurePolicy != nil {
+		p.FailurePolicy = region.FailurePolicy(*b.FailurePolicy)
+		switch p.FailurePolicy {
+		case region.FailDegraded, region.FailOpen, region.FailClosed:
+		default:
+			return p, badRequest("failure_policy", "failure_policy must be %q, %q or %q, got %q",
+				region.FailDegraded, region.FailOpen, region.FailClosed, *b.FailurePolicy)
+		}
+	}
+	if b.Mode != nil {
+		p.Mode = region.Mode(*b.Mode)
+		switch p.Mode {
+		case region.ModeLeased, region.ModeExact:
+		default:
+			return p, badRequest("mode", "mode must be %q or %q, got %q", region.ModeLeased, region.ModeExact, *b.Mode)
+		}
+	}
+	if p.Mode == region.ModeExact && p.Policy() != region.FailClosed {
+		return p, badRequest("failure_policy", "failure_policy must be %q for an exact plan (it never admits what the store did not grant), got %q",
+			region.FailClosed, string(p.FailurePolicy))
+	}
+	if b.Shadow != nil {
+		p.Shadow = *b.Shadow
+	}
+	if b.Concurrency != nil {
+		if *b.Concurrency < 0 || *b.Concurrency > region.MaxConcurrency {
+			return p, badRequest("concurrency", "concurrency must be an integer in [0, %d] (slots; 0: none), got %d", region.MaxConcurrency, *b.Concurrency)
+		}
+		p.Concurrency = *b.Concurrency
+	}
+	return p, nil
 }
 
 // getPlan serves GET /v1/limits/{plan}.
@@ -104,7 +154,10 @@ func (a *API) getPlan(w http.ResponseWriter, r *http.Request) {
 		(&apiError{status: http.StatusNotFound, field: "plan", msg: "plan " + quote(name) + " does not exist"}).write(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, planAnswer{Plan: name, Rate: p.Rate, Capacity: p.Capacity, Actor: p.Actor, UpdatedAt: p.At, Revision: p.Revision})
+	rp := p.RegionPlan()
+	writeJSON(w, http.StatusOK, planAnswer{Plan: name, Rate: p.Rate, Capacity: p.Capacity,
+		FailurePolicy: rp.Policy(), Mode: cmp.Or(rp.Mode, region.ModeLeased), Shadow: p.Shadow, Concurrency: p.Concurrency,
+		Actor: p.Actor, UpdatedAt: p.At, Revision: p.Revision})
 }
 
 type keyBody struct {
@@ -139,12 +192,17 @@ func (a *API) putKey(w http.ResponseWriter, r *http.Request) {
 }
 
 type keyAnswer struct {
-	Key       string  `json:"key"`
-	Plan      string  `json:"plan"`
-	Rate      float64 `json:"rate"`
-	Capacity  float64 `json:"capacity"`
-	Remaining int64   `json:"remaining"`
-	StaleMS   int64   `json:"stale_ms"`
+	Key      string  `json:"key"`
+	Plan     string  `json:"plan"`
+	Rate     float64 `json:"rate"`
+	Capacity float64 `json:"capacity"`
+	// The plan's semantics (docs/design.md [plan-semantics]).
+	FailurePolicy region.FailurePolicy `json:"failure_policy"`
+	Mode          region.Mode          `json:"mode"`
+	Shadow        bool                 `json:"shadow"`
+	Concurrency   int                  `json:"concurrency"`
+	Remaining     int64                `json:"remaining"`
+	StaleMS       int64                `json:"stale_ms"`
 	// Assigned: the key has its own assignment (else it uses "default").
 	Assigned bool `json:"assigned"`
 	// Tracked: this process holds state for the key; when false, Remaining
@@ -177,7 +235,8 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, assigned := a.cfg.Catalog.Assignment(key)
-	ans := keyAnswer{Key: key, Plan: name, Rate: plan.Rate, Capacity: plan.Capacity, Remaining: int64(plan.Capacity), Assigned: assigned}
+	ans := keyAnswer{Key: key, Plan: name, Rate: plan.Rate, Capacity: plan.Capacity, Remaining: int64(plan.Capacity), Assigned: assigned,
+		FailurePolicy: plan.Policy(), Mode: cmp.Or(plan.Mode, region.ModeLeased), Shadow: plan.Shadow, Concurrency: plan.Concurrency}
 	if ks, err := a.cfg.Limiter.Peek(key); err == nil {
 		ans.Tracked, ans.StaleMS, ans.Degraded = true, ks.Stale.Milliseconds(), ks.Degraded
 		ans.LocalShare = &ks.LocalShare

@@ -6,8 +6,18 @@
 // answers 200 with the decision as JSON and as response fields (see
 // httplimit.WriteHeaders); POST /v1/allow/batch takes {"checks":[…]} and
 // answers {"results":[…]} in the same order, each a decision or an error.
+// A decision taken while the store was unavailable says "degraded":true and
+// the plan's "failure_policy"; a shadow plan's would-be rejection says
+// "shadow_rejected":true (docs/design.md [plan-semantics]).
 //
-// Control plane: PUT/GET/DELETE /v1/limits/{plan}, PUT/GET/DELETE
+// Concurrency slots (API.ConcurrencyRoutes, for check tokens): POST
+// /v1/acquire {"key"} takes a slot of the key's plan and answers
+// {"allowed","lease_id","expires_ms",…}; with "lease_id" it renews that
+// slot; POST /v1/release {"key","lease_id"} frees it. They need a Limiter
+// with slots (Slots; a *region.Limiter has them), else they answer 501.
+//
+// Control plane: PUT/GET/DELETE /v1/limits/{plan} (rate, capacity and the
+// optional failure_policy, mode, shadow and concurrency), PUT/GET/DELETE
 // /v1/keys/{key}, PUT/GET/DELETE /v1/costs/{endpoint}; a GET with
 // ?history=1 lists who changed the entry and when, deletions included, at
 // most Config.HistoryRate a second per caller (429 past it). A plan that

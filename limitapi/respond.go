@@ -30,6 +30,15 @@ func appendDecision(b []byte, d region.Decision) []byte {
 	b = strconv.AppendInt(b, d.Stale.Milliseconds(), 10)
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, d.Degraded)
+	if d.Degraded {
+		// Which failure policy decided: docs/design.md [plan-semantics].
+		b = append(b, `,"failure_policy":"`...)
+		b = append(b, d.FailurePolicy()...)
+		b = append(b, '"')
+	}
+	if d.ShadowRejected {
+		b = append(b, `,"shadow_rejected":true`...)
+	}
 	return append(b, '}')
 }
 

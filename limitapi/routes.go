@@ -69,6 +69,18 @@ func (a *API) Routes() []Route {
 	}
 }
 
+// ConcurrencyRoutes are the concurrency-slot routes (docs/design.md
+// [plan-semantics]): POST /v1/acquire and /v1/release, for check tokens.
+// They are kept apart from Routes so that a daemon adds them to its route
+// table together with the table's documentation; the API's own ServeHTTP
+// serves both.
+func (a *API) ConcurrencyRoutes() []Route {
+	return []Route{
+		{"POST /v1/acquire", AccessCheck, "services: take or renew a concurrency slot", http.HandlerFunc(a.acquire)},
+		{"POST /v1/release", AccessCheck, "services: free a concurrency slot", http.HandlerFunc(a.release)},
+	}
+}
+
 // Mux serves routes and nothing else, each behind Guard.
 func (a *API) Mux(routes []Route) *http.ServeMux {
 	mux := http.NewServeMux()

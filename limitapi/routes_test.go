@@ -36,6 +36,8 @@ func sampleBody(pattern string) string {
 		return `{"checks":[{"key":"acct_1"}]}`
 	case strings.HasPrefix(pattern, "POST /v1/allow"):
 		return `{"key":"acct_1"}`
+	case strings.HasPrefix(pattern, "POST /v1/acquire"), strings.HasPrefix(pattern, "POST /v1/release"):
+		return `{"key":"acct_1","lease_id":"x"}`
 	case strings.HasPrefix(pattern, "PUT /v1/limits/"):
 		return `{"rate":1000,"capacity":1000}`
 	case strings.HasPrefix(pattern, "PUT /v1/keys/"):
@@ -77,7 +79,7 @@ func TestRouteAccess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h, _, api := newAPIWithConfig(t, true, nil, tt.edit)
-			for _, rt := range api.Routes() {
+			for _, rt := range append(api.Routes(), api.ConcurrencyRoutes()...) {
 				if rt.Access == limitapi.AccessAnyone {
 					t.Errorf("%s: the API has no open route", rt.Pattern)
 				}
@@ -117,11 +119,12 @@ func TestRouteAccess(t *testing.T) {
 	}
 }
 
-// ServeHTTP serves Routes and nothing else.
+// ServeHTTP serves Routes and ConcurrencyRoutes and nothing else.
 func TestServesRoutes(t *testing.T) {
 	_, _, api := newAPIWithConfig(t, true, nil, withTokens)
-	mux := api.Mux(api.Routes())
-	for _, rt := range api.Routes() {
+	routes := append(api.Routes(), api.ConcurrencyRoutes()...)
+	mux := api.Mux(routes)
+	for _, rt := range routes {
 		method, path := samplePath(rt.Pattern)
 		if _, got := mux.Handler(httptest.NewRequest(method, path, nil)); got != rt.Pattern {
 			t.Errorf("%s %s is served by %q, want %q", method, path, got, rt.Pattern)

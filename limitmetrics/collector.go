@@ -11,6 +11,12 @@ type StatsSource interface {
 	Stats() region.Stats
 }
 
+// PlanStatsSource is what the Collector reads of a region.Limiter's
+// per-plan counters, when the StatsSource has them.
+type PlanStatsSource interface {
+	PlanStats() []region.PlanStats
+}
+
 // ConfigSource is what the Collector reads of a catalog.Catalog.
 type ConfigSource interface {
 	Version() uint64
@@ -29,7 +35,8 @@ func NewCollector(limiter StatsSource, config ConfigSource) *Collector {
 }
 
 var (
-	descDecisions   = prometheus.NewDesc("quota_decisions_total", "Decisions taken, by result.", []string{"result"}, nil)
+	descDecisions   = prometheus.NewDesc("quota_decisions_total", "Decisions taken, by result (shadow_rejected: allowed by a shadow plan that would have rejected them).", []string{"result"}, nil)
+	descPlanDec     = prometheus.NewDesc("quota_plan_decisions_total", "Decisions that depend on a plan's semantics, by plan, the failure policy that applied, and result: degraded_allowed and degraded_rejected while the store was unavailable, shadow_rejected.", []string{"plan", "failure_policy", "result"}, nil)
 	descDegradedDec = prometheus.NewDesc("quota_degraded_decisions_total", "Decisions taken from a degraded local bucket (store unavailable).", nil, nil)
 	descDegraded    = prometheus.NewDesc("quota_degraded", "1 while the circuit breaker is not closed (decisions degrade), else 0.", nil, nil)
 	descBreaker     = prometheus.NewDesc("quota_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", nil, nil)
@@ -47,6 +54,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descOutstanding, descKeys, descProcesses, descOffset} {
 		ch <- d
 	}
+	if _, ok := c.limiter.(PlanStatsSource); ok {
+		ch <- descPlanDec
+	}
 	if c.config != nil {
 		ch <- descVersion
 		ch <- descSynced
@@ -58,6 +68,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.limiter.Stats()
 	ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(s.Allowed), "allowed")
 	ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(s.Rejected), "rejected")
+	ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(s.ShadowRejected), "shadow_rejected")
+	if ps, ok := c.limiter.(PlanStatsSource); ok {
+		for _, p := range ps.PlanStats() {
+			policy := string(p.Policy)
+			ch <- prometheus.MustNewConstMetric(descPlanDec, prometheus.CounterValue, float64(p.DegradedAllowed), p.Plan, policy, "degraded_allowed")
+			ch <- prometheus.MustNewConstMetric(descPlanDec, prometheus.CounterValue, float64(p.DegradedRejected), p.Plan, policy, "degraded_rejected")
+			ch <- prometheus.MustNewConstMetric(descPlanDec, prometheus.CounterValue, float64(p.ShadowRejected), p.Plan, policy, "shadow_rejected")
+		}
+	}
 	ch <- prometheus.MustNewConstMetric(descDegradedDec, prometheus.CounterValue, float64(s.DegradedDecisions))
 	ch <- prometheus.MustNewConstMetric(descDegraded, prometheus.GaugeValue, boolFloat(s.Breaker != region.BreakerClosed))
 	ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(s.Breaker))

@@ -5,7 +5,8 @@
 //
 // Metric names (all prefixed quota_):
 //
-//	quota_decisions_total{result="allowed|rejected"}    counter
+//	quota_decisions_total{result="allowed|rejected|shadow_rejected"}  counter
+//	quota_plan_decisions_total{plan,failure_policy,result="degraded_allowed|degraded_rejected|shadow_rejected"}  counter
 //	quota_degraded_decisions_total                       counter
 //	quota_degraded                                       gauge, 1 while the breaker is not closed
 //	quota_breaker_state                                  gauge, 0 closed, 1 open, 2 half-open

@@ -125,3 +125,18 @@ func (b *breaker) setLocked(s BreakerState) {
 		b.onChange(s)
 	}
 }
+
+// untilProbe is how long after limiter time now the breaker lets a probe
+// try the store: the rest of the cooldown while open, a cooldown while a
+// probe is out, and zero while closed.
+func (b *breaker) untilProbe(now int64) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case BreakerOpen:
+		return max(b.cooldown-time.Duration(now-b.openedAt), 0)
+	case BreakerHalfOpen:
+		return b.cooldown
+	}
+	return 0
+}

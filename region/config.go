@@ -123,6 +123,11 @@ type Config struct {
 	// StoreTimeout counts as StoreTimeout. Default 1s.
 	ProbeTimeout time.Duration
 
+	// SlotTTL is how long a concurrency slot (Limiter.Acquire) lives
+	// unless renewed or released: a holder that dies frees its slot this
+	// long after its last Acquire. Default 30s.
+	SlotTTL time.Duration
+
 	// Clock is the time source for decisions and the tickers of Run. nil
 	// (the default) means the system clock, read cheaply: while Run runs,
 	// decisions read a coarse clock it advances every 500 µs, and otherwise
@@ -174,6 +179,7 @@ func DefaultConfig() Config {
 		BreakerThreshold:   3,
 		BreakerCooldown:    250 * time.Millisecond,
 		ProbeTimeout:       time.Second,
+		SlotTTL:            30 * time.Second,
 	}
 }
 
@@ -203,5 +209,6 @@ func (c *Config) validate() error {
 	check(c.BreakerThreshold >= 1, "BreakerThreshold", "must be at least 1, got %d", c.BreakerThreshold)
 	check(c.BreakerCooldown > 0, "BreakerCooldown", "must be positive, got %v", c.BreakerCooldown)
 	check(c.ProbeTimeout > 0, "ProbeTimeout", "must be positive, got %v", c.ProbeTimeout)
+	check(c.SlotTTL >= time.Millisecond, "SlotTTL", "must be at least 1ms, got %v", c.SlotTTL)
 	return errors.Join(errs...)
 }

@@ -5,7 +5,9 @@ import "time"
 // Decision is the answer to one Allow call. A rejection is a Decision with
 // Allowed false, never an error. All counts are in cost units.
 type Decision struct {
-	// Allowed reports whether the cost was spent.
+	// Allowed reports whether the check may go ahead: the cost was spent,
+	// or the plan is a shadow plan (ShadowRejected says when it would
+	// have been refused).
 	Allowed bool
 	// Remaining is the region's bucket as of the last store sync, less what
 	// this process spent since (docs/design.md [remaining]). It is never just
@@ -28,6 +30,10 @@ type Decision struct {
 	Degraded bool
 	// Path is how the decision was made: for latency by path.
 	Path Path
+	// ShadowRejected reports that the key's plan is a shadow plan
+	// (Plan.Shadow) that would have rejected this check: it was allowed
+	// without spending, and counted in Usage.WouldReject.
+	ShadowRejected bool
 
 	// plan is the plan the decision was taken against: a pointer to the copy
 	// the key's entry shares, so that the fast path writes 8 bytes, not a
@@ -44,6 +50,16 @@ func (d Decision) Plan() Plan {
 		return Plan{}
 	}
 	return d.plan.Plan
+}
+
+// FailurePolicy is the failure policy that decided d (Plan.Policy of its
+// plan) when d is Degraded, and "" when the store decided or a lease
+// did.
+func (d Decision) FailurePolicy() FailurePolicy {
+	if !d.Degraded || d.plan == nil {
+		return ""
+	}
+	return d.plan.Policy()
 }
 
 // Path is how a decision was made.

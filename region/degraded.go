@@ -5,8 +5,11 @@ import (
 	"time"
 )
 
-// degradedLocked decides from the key's local degraded bucket
-// (docs/design.md [degraded-share]), flagged. It starts from this process's
+// degradedLocked decides while the store is unavailable, flagged, by the
+// plan's failure policy (docs/design.md [plan-semantics]): FailOpen allows,
+// FailClosed rejects until the breaker's next probe, and FailDegraded
+// decides from the key's local degraded bucket (docs/design.md
+// [degraded-share]). It starts from this process's
 // local share of what the region had left, refills at rate × region share ×
 // max(local share, floor), and may hold up to the region's capacity
 // (capacity × region share): over an outage of T a process admits at most
@@ -21,7 +24,13 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	floor := math.Max(l.cfg.MinLocalShare, l.cfg.FloorFraction/float64(m.procs))
 	local := math.Min(1, math.Max(e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
 	rate, capacity := m.rate()*local, m.capacity()
+	// Every policy keeps the bucket: it marks the key as deciding without
+	// the store, and holds a refused key's time (refusedCallLocked).
 	b := l.degradedBucketLocked(m, now, local, rate, capacity)
+	policy := e.plan.Policy()
+	if policy == FailClosed {
+		return l.failClosedLocked(m, now)
+	}
 	if !e.fits(cost) {
 		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
 	}
@@ -31,19 +40,30 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 		d.Stale = time.Duration(now - e.syncAt)
 	}
 	e.addDemand(cost)
+	sh.degraded++
+	if policy == FailOpen {
+		// Allowed and flagged; nothing is charged back (docs/design.md
+		// [plan-semantics]).
+		e.spent += cost
+		e.degraded += cost
+		sh.allowed++
+		e.plan.stats.degradedAllowed.Add(1)
+		d.Allowed = true
+		d.Remaining = int64(b.tokens)
+		return d
+	}
 	if b.tokens >= float64(cost) {
 		b.tokens -= float64(cost)
 		b.debt += cost
 		e.spent += cost
 		e.degraded += cost
 		sh.allowed++
-		sh.degraded++
+		e.plan.stats.degradedAllowed.Add(1)
 		d.Allowed = true
 	} else {
-		e.rejected += cost
-		sh.rejected++
-		sh.degraded++
 		d.RetryAfter = retryAfter(float64(cost)-b.tokens, rate)
+		e.plan.stats.degradedRejected.Add(1)
+		refuseLocked(sh, e, cost, &d)
 	}
 	d.Remaining = int64(b.tokens)
 	d.Reset = refillTime(capacity-b.tokens, rate)

@@ -32,7 +32,14 @@
 // Plans (Plan): rate in [MinRate, MaxRate] cost units per second, capacity
 // in [1, MaxCapacity]; costs up to the capacity and per-window usage counts
 // are int64, exact. A bucket's expiry in the store is twice its time to
-// fill, clamped to [1 s, MaxBucketTTL].
+// fill, clamped to [1 s, MaxBucketTTL]. A plan also carries its semantics
+// (docs/design.md [plan-semantics]): a failure policy (FailDegraded,
+// FailOpen, FailClosed) for decisions while the store is unavailable; a
+// mode (ModeLeased, or ModeExact: one atomic store call per
+// decision, never over the region's part of the limit); a shadow flag
+// (every check allowed, would-be rejections reported and counted); and a
+// concurrency limit, whose slots Acquire and Release take and give back in
+// the store (a SlotStore) for SlotTTL.
 //
 // Errors (docs/design.md [degraded-mode]): Allow returns an error only for
 // bad input or a key without a plan. Store failures never reach the

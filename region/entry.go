@@ -121,7 +121,10 @@ func (e *entry) applyGrant(rep LeaseReply, returned, sent, now int64, halfLife t
 	e.observeDemand(sent, rep.DemandTotal, keep)
 }
 
-// usage moves the entry's deltas into a Usage and zeroes them.
+// usage moves the entry's deltas into a Usage and zeroes them. A shadow
+// plan rejects nothing, so its entry's rejected delta is would-reject cost
+// (refuseLocked); attachLocked hands the deltas over before a plan's
+// Shadow flag changes, so that a delta never mixes the two.
 func (e *entry) takeUsage(key string, w time.Duration) Usage {
 	u := Usage{
 		Key:         key,
@@ -130,6 +133,9 @@ func (e *entry) takeUsage(key string, w time.Duration) Usage {
 		Leased:      e.leased,
 		Rejected:    e.rejected,
 		Degraded:    e.degraded,
+	}
+	if e.plan != nil && e.plan.Shadow {
+		u.Rejected, u.WouldReject = 0, e.rejected
 	}
 	e.spent, e.leased, e.rejected, e.degraded = 0, 0, 0, 0
 	return u

@@ -37,8 +37,13 @@ type Limiter struct {
 	// the entries of its keys point to: an entry carries its plan for the
 	// Decision without growing by a Plan. Cleared by InvalidateAll.
 	planRefs sync.Map
+	// planStats holds the decision counters of each plan name and failure
+	// policy (planKey → *planCounters), for PlanStats. Never cleared: there
+	// are as many as the catalogue has had plans.
+	planStats sync.Map
 
 	breaker breaker
+	local   localSlots // slots granted under FailDegraded while the store was unavailable
 
 	storeCalls atomic.Int64
 	keyErrors  atomic.Int64 // store calls refused for their key's own reason (ErrStoreRejected)
@@ -217,11 +222,25 @@ func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64,
 	if !e.fits(cost) {
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
-	e.rejected += cost
 	e.addDemand(cost)
 	e.referenced = true
-	sh.rejected++
 	e.decision(d, false, now, cost)
+	refuseLocked(sh, e, cost, d)
+}
+
+// refuseLocked counts a rejection of cost that d reports: a rejection,
+// or, for a shadow plan, a check allowed without spending that the plan
+// would have rejected (entry.rejected then holds would-reject cost: see
+// entry.takeUsage).
+func refuseLocked(sh *shard, e *entry, cost int64, d *Decision) {
+	e.rejected += cost
+	if e.plan.Shadow {
+		d.Allowed, d.ShadowRejected, d.RetryAfter = true, true, 0
+		sh.shadowRejected++
+		e.plan.stats.shadowRejected.Add(1)
+		return
+	}
+	sh.rejected++
 }
 
 // rollLocked starts a new accounting window when the key's current one has
@@ -311,7 +330,7 @@ func (l *Limiter) sharedPlan(p Plan) *planRef {
 	if r, ok := l.planRefs.Load(p); ok {
 		return r.(*planRef)
 	}
-	r, _ := l.planRefs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity)})
+	r, _ := l.planRefs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity), stats: l.planCounters(p)})
 	return r.(*planRef)
 }
 

@@ -60,6 +60,7 @@ func (u *usageLog) totals() map[string]region.Usage {
 		t.Leased += x.Leased
 		t.Rejected += x.Rejected
 		t.Degraded += x.Degraded
+		t.WouldReject += x.WouldReject
 		m[x.Key] = t
 	}
 	return m

@@ -25,6 +25,9 @@ type memShard struct {
 	mu      sync.Mutex
 	buckets map[string]*memBucket // guarded by mu
 	calls   int                   // guarded by mu; paces sweeps
+	// slots holds concurrency slots: key → lease id → expiry; nil until
+	// the first; guarded by mu. A key's expired slots go at its next call.
+	slots map[string]map[string]time.Time
 }
 
 type memBucket struct {
@@ -140,4 +143,75 @@ func (s *MemoryStore) Len() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+var _ SlotStore = (*MemoryStore)(nil)
+
+// AcquireSlot implements SlotStore.
+func (s *MemoryStore) AcquireSlot(ctx context.Context, req SlotRequest) (SlotReply, error) {
+	if err := req.validate(); err != nil {
+		return SlotReply{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return SlotReply{}, err
+	}
+	now := s.clock.Now()
+	sh := s.slotShard(req.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	held := sh.liveLocked(req.Key, now)
+	if _, ok := held[req.ID]; !ok && len(held) >= req.Limit {
+		return SlotReply{Held: len(held)}, nil
+	}
+	if held == nil {
+		if sh.slots == nil {
+			sh.slots = make(map[string]map[string]time.Time)
+		}
+		held = make(map[string]time.Time)
+		sh.slots[req.Key] = held
+	}
+	held[req.ID] = now.Add(req.TTL)
+	return SlotReply{Acquired: true, Held: len(held), TTL: req.TTL}, nil
+}
+
+// ReleaseSlot implements SlotStore.
+func (s *MemoryStore) ReleaseSlot(ctx context.Context, key, id string) (bool, error) {
+	if err := (SlotRequest{Key: key, ID: id, Limit: 1, TTL: time.Millisecond}).validate(); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	sh := s.slotShard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	held := sh.liveLocked(key, s.clock.Now())
+	if _, ok := held[id]; !ok {
+		return false, nil
+	}
+	delete(held, id)
+	if len(held) == 0 {
+		delete(sh.slots, key)
+	}
+	return true, nil
+}
+
+func (s *MemoryStore) slotShard(key string) *memShard {
+	return &s.shards[maphash.String(s.seed, key)%shardCount]
+}
+
+// liveLocked returns key's slots with the expired ones dropped (nil when
+// none is held).
+func (sh *memShard) liveLocked(key string, now time.Time) map[string]time.Time {
+	held := sh.slots[key]
+	for id, exp := range held {
+		if !now.Before(exp) {
+			delete(held, id)
+		}
+	}
+	if held != nil && len(held) == 0 {
+		delete(sh.slots, key)
+		return nil
+	}
+	return held
 }

@@ -26,7 +26,83 @@ type Plan struct {
 	Rate float64
 	// Capacity is the burst size in cost units, in [1, MaxCapacity].
 	Capacity float64
+
+	// FailurePolicy is what the key's decisions do while the regional
+	// store is unavailable (docs/design.md [plan-semantics]): decide from
+	// the traffic-weighted local bucket (FailDegraded, the default for a
+	// leased plan), allow (FailOpen) or reject (FailClosed, the only
+	// policy of an exact plan). Every such decision is flagged Degraded.
+	// Default "" (FailDegraded, or FailClosed when Mode is ModeExact).
+	FailurePolicy FailurePolicy
+	// Mode is how the key's decisions reach the store: ModeLeased spends
+	// leased permits locally; ModeExact makes one atomic store call per
+	// decision and never admits past the region's part of the limit, under
+	// any fault. Default "" (ModeLeased).
+	Mode Mode
+	// Shadow computes, counts and reports decisions as usual but allows
+	// every check: a check the plan would have rejected is allowed with
+	// Decision.ShadowRejected set, and its cost is counted in
+	// Usage.WouldReject instead of Usage.Rejected. Default false.
+	Shadow bool
+	// Concurrency, when positive, is the most slots (in-flight requests)
+	// a key may hold at once in this region, taken with Limiter.Acquire
+	// and given back with Limiter.Release. It is independent of the token
+	// bucket, which Allow alone spends. At most MaxConcurrency. Default 0
+	// (Acquire refuses the key's plan).
+	Concurrency int
 }
+
+// FailurePolicy is a plan's behaviour while the regional store is
+// unavailable. The zero value is the default: FailDegraded for a leased
+// plan, FailClosed for an exact one (Plan.Policy).
+type FailurePolicy string
+
+// The failure policies.
+const (
+	// FailDegraded decides from a local bucket at the region's rate times
+	// this process's share of the key's traffic (docs/design.md
+	// [degraded-share]); what it allows is charged to the store after
+	// recovery (docs/design.md [degraded-debt]).
+	FailDegraded FailurePolicy = "degraded"
+	// FailOpen allows every check, flagged. Nothing is charged back.
+	FailOpen FailurePolicy = "open"
+	// FailClosed rejects every check, flagged, with RetryAfter until the
+	// breaker's next probe.
+	FailClosed FailurePolicy = "closed"
+)
+
+// Mode is how a plan's decisions reach the store.
+type Mode string
+
+// The modes.
+const (
+	// ModeLeased spends permits leased from the store (docs/design.md
+	// [leasing]).
+	ModeLeased Mode = "leased"
+	// ModeExact makes one atomic store call per decision, with no lease:
+	// the region's bucket is never over-spent (docs/design.md
+	// [plan-semantics]). A check that the last call shows cannot be paid,
+	// even with a full refill since, is rejected without a call.
+	ModeExact Mode = "exact"
+)
+
+// MaxConcurrency is the most slots a plan's Concurrency may hold.
+const MaxConcurrency = 1_000_000
+
+// Policy is the failure policy that applies to p: FailurePolicy, or its
+// default for p's mode.
+func (p Plan) Policy() FailurePolicy {
+	switch {
+	case p.FailurePolicy != "":
+		return p.FailurePolicy
+	case p.Mode == ModeExact:
+		return FailClosed
+	}
+	return FailDegraded
+}
+
+// Exact reports whether p is in exact mode.
+func (p Plan) Exact() bool { return p.Mode == ModeExact }
 
 // Plan bounds, checked by Plan.Validate.
 const (
@@ -48,6 +124,14 @@ func (p Plan) Validate() error {
 		return fmt.Errorf("%w: rate must be a number in [%g, %g] cost units per second, got %v", ErrInvalidPlan, float64(MinRate), float64(MaxRate), p.Rate)
 	case !(p.Capacity >= 1 && p.Capacity <= MaxCapacity):
 		return fmt.Errorf("%w: capacity must be a number in [1, %g] cost units, got %v", ErrInvalidPlan, float64(MaxCapacity), p.Capacity)
+	case p.FailurePolicy != "" && p.FailurePolicy != FailDegraded && p.FailurePolicy != FailOpen && p.FailurePolicy != FailClosed:
+		return fmt.Errorf("%w: failure_policy must be %q, %q or %q, got %q", ErrInvalidPlan, FailDegraded, FailOpen, FailClosed, string(p.FailurePolicy))
+	case p.Mode != "" && p.Mode != ModeLeased && p.Mode != ModeExact:
+		return fmt.Errorf("%w: mode must be %q or %q, got %q", ErrInvalidPlan, ModeLeased, ModeExact, string(p.Mode))
+	case p.Mode == ModeExact && p.Policy() != FailClosed:
+		return fmt.Errorf("%w: failure_policy must be %q for an exact plan (exact never admits what the store did not grant), got %q", ErrInvalidPlan, FailClosed, string(p.FailurePolicy))
+	case p.Concurrency < 0 || p.Concurrency > MaxConcurrency:
+		return fmt.Errorf("%w: concurrency must be an integer in [0, %d] slots, got %d", ErrInvalidPlan, MaxConcurrency, p.Concurrency)
 	}
 	return nil
 }
@@ -56,8 +140,9 @@ func (p Plan) Validate() error {
 // capacity as the integer limit the decision path compares costs with.
 // Never modified once made.
 type planRef struct {
+	limit int64         // int64(Capacity); first, read on the fast path
+	stats *planCounters // the counters of the plan's name and policy, kept across InvalidateAll
 	Plan
-	limit int64 // int64(Capacity)
 }
 
 // PlanResolver maps a key to its plan. The Limiter calls it on the slow path

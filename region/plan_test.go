@@ -28,6 +28,14 @@ func TestPlanValidate(t *testing.T) {
 		{"capacity below 1", region.Plan{Rate: 1, Capacity: 0.5}, "capacity"},
 		{"capacity above the maximum", region.Plan{Rate: 1, Capacity: 2 * region.MaxCapacity}, "capacity"},
 		{"NaN capacity", region.Plan{Rate: 1, Capacity: math.NaN()}, "capacity"},
+		{"every policy and mode", region.Plan{Rate: 1, Capacity: 1, FailurePolicy: region.FailOpen, Shadow: true, Concurrency: 3}, ""},
+		{"exact, closed", region.Plan{Rate: 1, Capacity: 1, Mode: region.ModeExact, FailurePolicy: region.FailClosed}, ""},
+		{"unknown failure policy", region.Plan{Rate: 1, Capacity: 1, FailurePolicy: "sometimes"}, "failure_policy"},
+		{"unknown mode", region.Plan{Rate: 1, Capacity: 1, Mode: "approximate"}, "mode"},
+		{"exact but open", region.Plan{Rate: 1, Capacity: 1, Mode: region.ModeExact, FailurePolicy: region.FailOpen}, "failure_policy"},
+		{"exact but degraded", region.Plan{Rate: 1, Capacity: 1, Mode: region.ModeExact, FailurePolicy: region.FailDegraded}, "failure_policy"},
+		{"negative concurrency", region.Plan{Rate: 1, Capacity: 1, Concurrency: -1}, "concurrency"},
+		{"concurrency above the maximum", region.Plan{Rate: 1, Capacity: 1, Concurrency: region.MaxConcurrency + 1}, "concurrency"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,7 +46,7 @@ func TestPlanValidate(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, region.ErrInvalidPlan) || !strings.Contains(err.Error(), tc.field+" must") {
+			if !errors.Is(err, region.ErrInvalidPlan) || !strings.Contains(err.Error(), tc.field+" ") {
 				t.Fatalf("Validate() = %v, want ErrInvalidPlan naming %s", err, tc.field)
 			}
 		})

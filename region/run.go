@@ -104,6 +104,7 @@ func (l *Limiter) probeInBackground(ctx context.Context) {
 // charges what degraded buckets allowed, and returns how many permits went
 // back. While the breaker is open it calls the store only as the probe.
 func (l *Limiter) sweep(ctx context.Context) int64 {
+	l.local.sweep(l.now())
 	return l.giveBack(ctx, false)
 }
 
@@ -290,7 +291,8 @@ type Stats struct {
 	StoreCalls         int64         // store calls made, returns included
 	Allowed            int64         // decisions that spent
 	Rejected           int64         // decisions that did not
-	DegradedDecisions  int64         // decisions taken from a degraded bucket
+	DegradedDecisions  int64         // decisions taken while the store was unavailable, by any failure policy
+	ShadowRejected     int64         // checks a shadow plan allowed and would have rejected (in neither Allowed nor Rejected)
 	Breaker            BreakerState  // the circuit breaker
 	ClockOffset        time.Duration // store clock minus local clock
 	Processes          int           // the process count in use
@@ -324,6 +326,7 @@ func (l *Limiter) Stats() Stats {
 		s.Allowed += sh.allowed
 		s.Rejected += sh.rejected
 		s.DegradedDecisions += sh.degraded
+		s.ShadowRejected += sh.shadowRejected
 		sh.mu.Unlock()
 	}
 	return s

@@ -34,6 +34,7 @@ type shard struct {
 	// Counters for Stats; guarded by mu.
 	outstanding                 int64
 	allowed, rejected, degraded int64
+	shadowRejected              int64
 
 	_ [64]byte // keep neighbouring shards' mutexes off one cache line
 }

@@ -41,6 +41,9 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	defer m.sh.mu.Unlock()
 	now := l.now()
 	invalidated := l.attachLocked(&m, now)
+	if m.plan.Exact() {
+		return l.exactLocked(ctx, &m, now), nil
+	}
 	var d Decision
 	if l.decideLocalLocked(&m, now, &d) {
 		return d, nil
@@ -87,6 +90,11 @@ func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
 		e = m.sh.insertLocked(m.key, l.cfg.Window)
 	}
 	m.e = e
+	if e.plan != nil && e.plan.Shadow != m.plan.Shadow && e.hasUsage() {
+		// The rejected delta means would-reject cost under a shadow plan:
+		// hand it over under the plan that counted it.
+		m.sh.pending = append(m.sh.pending, e.takeUsage(m.key, l.cfg.Window))
+	}
 	ref := e.plan
 	if ref == nil || ref.Plan != m.plan {
 		ref = l.sharedPlan(m.plan)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,5 +294,52 @@ func TestRedisStoreReportsUnavailable(t *testing.T) {
 	_, err := s.Lease(context.Background(), region.LeaseRequest{Key: "k", Rate: 1, Capacity: 1, Want: 1, Min: 1, Spread: 1})
 	if !errors.Is(err, region.ErrStoreUnavailable) {
 		t.Fatalf("err = %v, want ErrStoreUnavailable", err)
+	}
+}
+
+// TestStoreContractExactTake is the store operation of an exact plan
+// (docs/design.md [plan-semantics]): a call with Want = Min = cost and
+// Spread 1 takes cost or nothing, atomically, so that concurrent calls
+// from any number of clients grant exactly the bucket's tokens.
+func TestStoreContractExactTake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("contract against real Redis")
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			newStore := st.setup(t)
+			s, _ := newStore(t)
+			for round := 0; round < 10; round++ {
+				key := fmt.Sprintf("exact-%d", round)
+				var granted atomic.Int64
+				var wg sync.WaitGroup
+				for i := 0; i < 50; i++ {
+					cost := int64(1 + i%2) // costs of 1 and 2 against 7 tokens
+					wg.Go(func() {
+						rep, err := s.Lease(context.Background(), region.LeaseRequest{
+							Key: key, Rate: region.MinRate, Capacity: 7, Want: cost, Min: cost, Spread: 1, Demand: cost})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if rep.Granted != 0 && rep.Granted != cost {
+							t.Errorf("granted %d of a take of %d", rep.Granted, cost)
+						}
+						if rep.Tokens < 0 {
+							t.Errorf("tokens %v after a take", rep.Tokens)
+						}
+						granted.Add(rep.Granted)
+					})
+				}
+				wg.Wait()
+				if g := granted.Load(); g < 6 || g > 7 {
+					t.Fatalf("round %d: %d granted from 7 tokens, want 6 or 7 (no take past the tokens, and one of 1 or 2 always fits while 2 are left)", round, g)
+				}
+				if rep := lease(t, s, region.LeaseRequest{Key: key, Rate: region.MinRate, Capacity: 7, Spread: 1}); rep.Tokens+float64(granted.Load()) > 7+1e-6 {
+					t.Fatalf("round %d: %v tokens left after %d granted from 7", round, rep.Tokens, granted.Load())
+				}
+			}
+		})
 	}
 }

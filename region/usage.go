@@ -19,8 +19,14 @@ type Usage struct {
 	Leased int64
 	// Rejected is the cost of rejected decisions.
 	Rejected int64
-	// Degraded is the cost allowed in degraded mode (a part of Spent).
+	// Degraded is the cost allowed while the store was unavailable (a
+	// part of Spent): by the degraded local bucket, or by a FailOpen plan.
 	Degraded int64
+	// WouldReject is the cost of the checks a shadow plan (Plan.Shadow)
+	// would have rejected: they were allowed without spending, so they
+	// are in neither Spent nor Rejected. What clients of a shadow plan
+	// were allowed is Spent + WouldReject.
+	WouldReject int64
 }
 
 // UsageSink receives usage deltas. Record is called from the Limiter's

@@ -1,0 +1,89 @@
+package region
+
+import (
+	"context"
+	"time"
+)
+
+// exactLocked decides a check of an exact plan (docs/design.md
+// [plan-semantics]) with one store call that takes the check's cost from
+// the region's bucket or takes nothing: no lease is kept, so nothing
+// granted waits in a process where a fault could strand or overspend it.
+// When the store cannot be called (breaker open) or the call fails, times
+// out or is refused, the check is rejected, flagged Degraded: a call that
+// timed out may have taken its cost on the store, which under-admits, and
+// nothing admits what the store did not grant. A call that answers slower
+// than StoreTimeout counts against the breaker, but its answer stands.
+// The shard is unlocked for the call.
+func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision {
+	now, ok := l.mayCallStoreLocked(ctx, m, now)
+	if !ok {
+		return l.failClosedLocked(m, now)
+	}
+	e, sh := m.e, m.sh
+	req := LeaseRequest{
+		Key:      m.key,
+		Rate:     m.rate(),
+		Capacity: m.capacity(),
+		Want:     m.cost,
+		Min:      m.cost,
+		Return:   e.takeLease(), // a lease left from before the plan turned exact
+		Spread:   1,
+		Demand:   int64(e.demand),
+		Grace:    l.cfg.DebtGrace,
+	}
+	sh.mu.Unlock()
+	rep, lat, err := l.callStore(ctx, req)
+	sh.mu.Lock()
+	e.busy = false
+	now = l.now()
+	switch {
+	case err != nil && isTransient(err):
+		l.breaker.failure(now)
+	case lat > l.cfg.StoreTimeout:
+		l.breaker.failure(now)
+	default:
+		l.breaker.success()
+	}
+	if err != nil {
+		sh.outstanding -= req.Return // lost: under-admits
+		return l.failClosedLocked(m, now)
+	}
+	if !e.fits(rep.Granted + req.Return) {
+		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
+	}
+	if e.inDegraded {
+		l.settleDebtLocked(m, 0) // a degraded bucket left from leased mode keeps its debt for the sweep
+	}
+	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
+	e.leaseLive = false // nothing is leased: every check calls the store
+	sh.outstanding += rep.Granted - req.Return
+	var d Decision
+	if e.permits >= m.cost {
+		l.spendLocked(sh, m.key, e, now, m.cost, &d)
+	} else {
+		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
+	}
+	return d
+}
+
+// failClosedLocked rejects a check because the store could not decide it,
+// flagged Degraded, with RetryAfter until the breaker's next probe: the
+// FailClosed policy, and every failure of an exact plan.
+func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
+	e, sh, cost := m.e, m.sh, m.cost
+	if !e.fits(cost) {
+		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
+	}
+	e.referenced = true
+	e.addDemand(cost)
+	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded,
+		RetryAfter: max(l.breaker.untilProbe(now), time.Millisecond)}
+	if e.syncAt != 0 {
+		d.Stale = time.Duration(now - e.syncAt)
+	}
+	sh.degraded++
+	e.plan.stats.degradedRejected.Add(1)
+	refuseLocked(sh, e, cost, &d)
+	return d
+}
