@@ -4,8 +4,9 @@
 // On the limiter side, a Reporter implements region.UsageSink: it adds the
 // Limiter's usage deltas into cumulative counters per (key, accounting
 // window) for this process and publishes them as Reports to a JetStream
-// stream — periodically, as a final report once a window has ended (plus a
-// grace period), and as a final report for everything on Close. Publishing
+// stream, many to a message (EncodeBatch) — periodically, as a final report
+// once a window has ended (plus a grace period), and as a final report for
+// everything on Close. Publishing
 // happens on the Reporter's own goroutine; Record only updates memory under a
 // mutex, so a decision never waits for NATS. While NATS is unreachable,
 // reports go to a Spool: a bounded, durable local file that keeps only the

@@ -19,12 +19,12 @@ type entry struct {
 	start     time.Time
 	processID string
 	// Cumulative counters for the window.
-	spent, leased, rejected, degraded int64
-	version                           int64 // bumped by every Record that changes the counters
-	reported                          int64 // highest version covered by an accepted report
-	seq                               int64 // Seq of the last report built
-	final                             bool  // a final report covering reported was accepted
-	finalAt                           time.Time
+	spent, leased, rejected, degraded, wouldReject int64
+	version                                        int64 // bumped by every Record that changes the counters
+	reported                                       int64 // highest version covered by an accepted report
+	seq                                            int64 // Seq of the last report built
+	final                                          bool  // a final report covering reported was accepted
+	finalAt                                        time.Time
 	// touched is the Reporter's Record count when a delta last reached the
 	// entry: the least recently touched are freed first past MaxKeys.
 	touched int64
@@ -46,6 +46,7 @@ func (e *entry) add(u *region.Usage) {
 	e.leased += u.Leased
 	e.rejected += u.Rejected
 	e.degraded += u.Degraded
+	e.wouldReject += u.WouldReject
 	e.version++
 }
 
@@ -66,7 +67,7 @@ func (e *entry) report(c *Config, now time.Time, final bool) built {
 		Key: e.key, WindowStart: e.start, WindowEnd: e.start.Add(c.Window),
 		ProcessID: e.processID, Region: c.Region,
 		Spent: e.spent, Leased: e.leased, Rejected: e.rejected, Degraded: e.degraded,
-		Final: final, Seq: e.seq, SentAt: now.UTC(),
+		WouldReject: e.wouldReject, Final: final, Seq: e.seq, SentAt: now.UTC(),
 	}}
 }
 

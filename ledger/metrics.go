@@ -6,7 +6,10 @@ import "github.com/prometheus/client_golang/prometheus"
 // NewMetrics and register them on the caller's registry; a nil *Metrics
 // (Config.Metrics unset) records nothing.
 type Metrics struct {
-	Published  prometheus.Counter
+	Published prometheus.Counter
+	// Messages counts the JetStream messages that carried them: with
+	// batching, far fewer than Published.
+	Messages   prometheus.Counter
 	Spooled    prometheus.Counter
 	PublishErr prometheus.Counter
 	SpoolFull  prometheus.Counter
@@ -31,6 +34,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Published: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
 			Name: "reports_published_total", Help: "Usage reports accepted by JetStream (spool drains included)."}),
+		Messages: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "messages_published_total", Help: "JetStream messages of usage reports accepted (a batch carries many reports)."}),
 		Spooled: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
 			Name: "reports_spooled_total", Help: "Usage reports written to the local spool because NATS was unreachable."}),
 		PublishErr: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
@@ -55,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "windows_freed_early_total", Help: "(key, window) counters freed before their window ended or Retention passed, after their final report was accepted, to stay under MaxKeys."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Published, m.Spooled, m.PublishErr, m.SpoolFull, m.SpoolFullNow,
+		reg.MustRegister(m.Published, m.Messages, m.Spooled, m.PublishErr, m.SpoolFull, m.SpoolFullNow,
 			m.SpoolReports, m.SpoolBytes, m.Entries, m.Unacknowledge, m.LateDeltas, m.CapFlushes, m.FreedEarly)
 	}
 	return m

@@ -29,6 +29,10 @@ type Report struct {
 	Rejected int64 `json:"rejected"`
 	// Degraded is the cost allowed in degraded mode, a part of Spent.
 	Degraded int64 `json:"degraded"`
+	// WouldReject is the cost of checks a shadow plan would have rejected
+	// (region.Usage.WouldReject): they were allowed without spending, so
+	// they are in neither Spent nor Rejected.
+	WouldReject int64 `json:"would_reject,omitempty"`
 	// Final says the process will not report this window again.
 	Final bool `json:"final"`
 	// Seq numbers the reports of one (ProcessID, Key, WindowStart) from 1.
@@ -69,6 +73,8 @@ func (r *Report) Validate() error {
 		return bad("rejected", "negative (%d)", r.Rejected)
 	case r.Degraded < 0 || r.Degraded > r.Spent:
 		return bad("degraded", "%d not in [0, spent=%d]", r.Degraded, r.Spent)
+	case r.WouldReject < 0:
+		return bad("would_reject", "negative (%d)", r.WouldReject)
 	case r.Seq < 1:
 		return bad("seq", "must be at least 1, got %d", r.Seq)
 	}

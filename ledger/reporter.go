@@ -14,6 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/region"
@@ -59,8 +63,14 @@ type Config struct {
 	// PublishTimeout bounds waiting for JetStream to acknowledge a batch of
 	// reports; past it the batch goes to the spool. Default 2s.
 	PublishTimeout time.Duration
-	// PublishBatch is how many reports are in flight at once. Default 1000.
+	// PublishBatch is how many messages are in flight at once. Default 1000.
 	PublishBatch int
+	// Encoding is how reports travel: EncodingBatch (many reports per
+	// message, compressed: see EncodeBatch) or EncodingJSON (one JSON
+	// report per message, what limiters sent before batching, and all a
+	// reconciler older than batching reads: upgrade reconcilers first).
+	// Default EncodingBatch.
+	Encoding string
 	// MaxKeys caps the (key, window) counters the Reporter holds in memory:
 	// a key counts once for each accounting window it has usage in (about
 	// two per active key: its current window, and the previous one until
@@ -94,6 +104,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, are updated; see NewMetrics.
 	Metrics *Metrics
+	// Tracer, when set, gets a span per flush that has something to hand
+	// over ("quota.ledger.flush": reports due, messages and reports
+	// published, reports spooled). nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // DefaultConfig returns the documented defaults (ProcessID and SpoolDir
@@ -109,6 +123,7 @@ func DefaultConfig() Config {
 		SpoolMaxBytes:     64 << 20,
 		PublishTimeout:    2 * time.Second,
 		PublishBatch:      1000,
+		Encoding:          EncodingBatch,
 		MaxKeys:           200_000,
 	}
 }
@@ -130,6 +145,7 @@ func (c *Config) validate() error {
 	check(c.SpoolMaxBytes >= 4096, "SpoolMaxBytes", "must be at least 4096, got %d", c.SpoolMaxBytes)
 	check(c.PublishTimeout > 0, "PublishTimeout", "must be positive, got %v", c.PublishTimeout)
 	check(c.PublishBatch >= 1, "PublishBatch", "must be at least 1, got %d", c.PublishBatch)
+	check(c.Encoding == EncodingBatch || c.Encoding == EncodingJSON, "Encoding", "must be %q or %q, got %q", EncodingBatch, EncodingJSON, c.Encoding)
 	check(c.MaxKeys >= 1, "MaxKeys", "must be at least 1, got %d", c.MaxKeys)
 	if err := c.Stream.validate(); err != nil {
 		errs = append(errs, err)
@@ -172,6 +188,8 @@ type Reporter struct {
 
 	flushMu  sync.Mutex // serialises flushes (loop, Flush, Close)
 	streamOK bool       // guarded by flushMu: EnsureStream was tried once while connected
+	// Reports and messages JetStream accepted; guarded by flushMu.
+	published, messagesSent int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -205,6 +223,9 @@ func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	sp, err := OpenSpool(filepath.Join(cfg.SpoolDir, "usage-spool.jsonl"), cfg.SpoolMaxBytes)
 	if err != nil {
 		return nil, err
@@ -230,7 +251,7 @@ func (r *Reporter) Record(batch []region.Usage) {
 	r.records++
 	for i := range batch {
 		u := &batch[i]
-		if u.Spent == 0 && u.Leased == 0 && u.Rejected == 0 && u.Degraded == 0 {
+		if u.Spent == 0 && u.Leased == 0 && u.Rejected == 0 && u.Degraded == 0 && u.WouldReject == 0 {
 			continue
 		}
 		k := entryKey{key: u.Key, start: u.WindowStart.UnixNano()}
@@ -328,12 +349,36 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 	defer r.flushMu.Unlock()
 	now := r.cfg.Clock.Now()
 	r.ensureStreamOnce(ctx)
-	r.drainSpool(ctx)
+	spooled := r.spool.Len()
 	due := r.buildDue(now, closing)
+	if spooled == 0 && len(due) == 0 {
+		r.m.Unacknowledge.Set(0)
+		r.m.SpoolFullNow.Set(0)
+		return nil
+	}
+	ctx, span := r.cfg.Tracer.Start(ctx, "quota.ledger.flush", trace.WithAttributes(
+		attribute.Int("quota.reports_due", len(due)), attribute.Int("quota.spool_reports", spooled),
+		attribute.Bool("quota.closing", closing)))
+	defer span.End()
+	published0, messages0 := r.publishedSoFar()
+	r.drainSpool(ctx)
 	accepted, err := r.publishOrSpool(ctx, due)
 	unreported := r.markAccepted(due, accepted, now)
 	r.m.Unacknowledge.Set(float64(unreported))
+	published, messages := r.publishedSoFar()
+	span.SetAttributes(attribute.Int64("quota.reports_published", published-published0),
+		attribute.Int64("quota.messages_published", messages-messages0), attribute.Int("quota.reports_unreported", unreported))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "usage kept in memory")
+	}
 	return err
+}
+
+// publishedSoFar returns the reports and messages JetStream accepted since
+// NewReporter; read under flushMu.
+func (r *Reporter) publishedSoFar() (reports, messages int64) {
+	return r.published, r.messagesSent
 }
 
 // ensureStreamOnce creates the stream, when missing, on the first flush while
@@ -536,57 +581,101 @@ func (r *Reporter) connected() bool {
 	return nc != nil && nc.Status() == nats.CONNECTED
 }
 
-// publish sends reports in batches of PublishBatch and returns those that
-// JetStream acknowledged.
-func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
-	var ok []Report
-	for lo := 0; lo < len(reps); lo += r.cfg.PublishBatch {
-		hi := min(lo+r.cfg.PublishBatch, len(reps))
-		futures := make([]jetstream.PubAckFuture, 0, hi-lo)
-		idx := make([]int, 0, hi-lo)
-		failed := false
-		for i := lo; i < hi; i++ {
+// outMsg is one usage message and the reports it carries.
+type outMsg struct {
+	msg  *nats.Msg
+	id   string
+	reps []Report
+}
+
+// messages encodes reports as usage messages: batches (EncodingBatch), or
+// one JSON report per message (EncodingJSON). A report that cannot be
+// encoded is logged and left out; it stays in memory.
+func (r *Reporter) messages(reps []Report) []outMsg {
+	var out []outMsg
+	if r.cfg.Encoding == EncodingJSON {
+		for i := range reps {
 			data, err := reps[i].Encode()
 			if err != nil {
 				r.log.Error("ledger: encode report", "err", err)
 				continue
 			}
-			msg := &nats.Msg{Subject: r.cfg.Stream.Subject(reps[i].Region, reps[i].ProcessID), Data: data, Header: nats.Header{}}
-			f, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(reps[i].MsgID()))
-			if err != nil {
-				r.m.PublishErr.Inc()
-				failed = true
-				break
-			}
-			futures = append(futures, f)
-			idx = append(idx, i)
+			out = append(out, outMsg{msg: &nats.Msg{Subject: r.cfg.Stream.Subject(reps[i].Region, reps[i].ProcessID), Data: data},
+				id: reps[i].MsgID(), reps: reps[i : i+1]})
 		}
-		timer := time.NewTimer(r.cfg.PublishTimeout)
-	wait:
-		for j, f := range futures {
-			select {
-			case <-f.Ok():
-				ok = append(ok, reps[idx[j]])
-			case <-f.Err():
-				r.m.PublishErr.Inc()
-				failed = true
-			case <-timer.C:
-				r.m.PublishErr.Add(float64(len(futures) - j))
-				failed = true
-				break wait
-			case <-ctx.Done():
-				failed = true
-				break wait
-			}
+		return out
+	}
+	for _, b := range SplitBatches(reps) {
+		data, id, err := EncodeBatch(b)
+		if err != nil {
+			r.log.Error("ledger: encode batch", "err", err, "reports", len(b))
+			continue
 		}
-		timer.Stop()
+		msg := &nats.Msg{Subject: r.cfg.Stream.Subject(b[0].Region, b[0].ProcessID), Data: data, Header: nats.Header{}}
+		msg.Header.Set(HeaderEncoding, EncodingBatch)
+		msg.Header.Set(HeaderReports, strconv.Itoa(len(b)))
+		out = append(out, outMsg{msg: msg, id: id, reps: b})
+	}
+	return out
+}
+
+// publish sends reports, PublishBatch messages in flight at a time, and
+// returns those that JetStream acknowledged. It stops at the first
+// failure; what was not acknowledged is the caller's to spool.
+func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
+	msgs := r.messages(reps)
+	var ok []Report
+	sent := 0
+	for lo := 0; lo < len(msgs); lo += r.cfg.PublishBatch {
+		window := msgs[lo:min(lo+r.cfg.PublishBatch, len(msgs))]
+		acked, failed := r.publishWindow(ctx, window)
+		for _, m := range acked {
+			ok = append(ok, m.reps...)
+		}
+		sent += len(acked)
 		if failed {
 			r.log.Warn("ledger: publishing usage reports failed; spooling", "acked", len(ok))
 			break
 		}
 	}
 	r.m.Published.Add(float64(len(ok)))
+	r.m.Messages.Add(float64(sent))
+	r.published += int64(len(ok))
+	r.messagesSent += int64(sent)
 	return ok
+}
+
+// publishWindow publishes msgs asynchronously and waits for their acks (at
+// most PublishTimeout). It returns those acknowledged and whether any
+// failed.
+func (r *Reporter) publishWindow(ctx context.Context, msgs []outMsg) (acked []outMsg, failed bool) {
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for i := range msgs {
+		f, err := r.js.PublishMsgAsync(msgs[i].msg, jetstream.WithMsgID(msgs[i].id))
+		if err != nil {
+			r.m.PublishErr.Inc()
+			failed = true
+			break
+		}
+		futures = append(futures, f)
+	}
+	timer := time.NewTimer(r.cfg.PublishTimeout)
+	defer timer.Stop()
+	for j, f := range futures {
+		select {
+		case <-f.Ok():
+			acked = append(acked, msgs[j])
+		case <-f.Err():
+			r.m.PublishErr.Inc()
+			failed = true
+		case <-timer.C:
+			r.m.PublishErr.Add(float64(len(futures) - j))
+			return acked, true
+		case <-ctx.Done():
+			return acked, true
+		}
+	}
+	return acked, failed
 }
 
 // ProcessID returns the process ID the Reporter writes into its reports

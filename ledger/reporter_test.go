@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
@@ -37,7 +39,7 @@ func connect(t testing.TB, url string) jetstream.JetStream {
 }
 
 // latest reads the stream and returns the latest report per (process, key,
-// window) and the number of messages.
+// window) and the number of reports in it (a batch message holds many).
 func latest(t testing.TB, js jetstream.JetStream) (map[string]ledger.Report, int) {
 	t.Helper()
 	ctx := context.Background()
@@ -58,7 +60,7 @@ func latest(t testing.TB, js jetstream.JetStream) (map[string]ledger.Report, int
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := 0
+	got, reports := 0, 0
 	for got < n {
 		b, err := c.Fetch(n-got, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
@@ -66,20 +68,23 @@ func latest(t testing.TB, js jetstream.JetStream) (map[string]ledger.Report, int
 		}
 		for m := range b.Messages() {
 			got++
-			r, err := ledger.DecodeReport(m.Data())
+			reps, err := ledger.DecodeMessage(m.Headers().Get(ledger.HeaderEncoding), m.Data())
 			if err != nil {
-				t.Fatalf("stream holds an invalid report: %v", err)
+				t.Fatalf("stream holds an invalid message: %v", err)
 			}
-			id := r.ProcessID + "|" + r.Key + "|" + r.WindowStart.String()
-			if old, ok := out[id]; !ok || r.Seq > old.Seq {
-				out[id] = r
+			for _, r := range reps {
+				reports++
+				id := r.ProcessID + "|" + r.Key + "|" + r.WindowStart.String()
+				if old, ok := out[id]; !ok || r.Seq > old.Seq {
+					out[id] = r
+				}
 			}
 		}
 		if b.Error() != nil {
 			t.Fatal(b.Error())
 		}
 	}
-	return out, n
+	return out, reports
 }
 
 func newReporter(t testing.TB, js jetstream.JetStream, clk clock.Clock, mod func(*ledger.Config)) (*ledger.Reporter, *ledger.Metrics) {
@@ -120,7 +125,7 @@ func TestReporterCumulativeAndFinal(t *testing.T) {
 		name   string
 		at     time.Duration // clock offset from t0
 		record []region.Usage
-		msgs   int // total messages in the stream after Flush
+		msgs   int // total reports in the stream after Flush
 		want   map[string]want
 	}{
 		{"first deltas", time.Second, []region.Usage{
@@ -504,5 +509,79 @@ func TestReporterCapFreesWindowsEarly(t *testing.T) {
 			t.Logf("%d rows for %d keys; %v early flushes freed %v windows; %v separate rows",
 				rows, keys, val(m.CapFlushes), val(m.FreedEarly), val(m.LateDeltas))
 		})
+	}
+}
+
+// TestReporterBatchesMessages: 20,000 keys' reports travel in a handful of
+// messages (EncodingBatch), or one message each with EncodingJSON, and
+// either way every report arrives exactly, would-be rejections included.
+func TestReporterBatchesMessages(t *testing.T) {
+	const keys = 20000
+	for _, tt := range []struct {
+		encoding string
+		maxMsgs  int
+	}{
+		{ledger.EncodingBatch, 4},
+		{ledger.EncodingJSON, keys},
+	} {
+		t.Run(tt.encoding, func(t *testing.T) {
+			js := connect(t, testserver.StartNATS(t).URL)
+			clk := clock.NewManual(t0.Add(time.Second))
+			r, m := newReporter(t, js, clk, func(c *ledger.Config) { c.Encoding = tt.encoding; c.MaxKeys = 4 * keys })
+			usage := make([]region.Usage, keys)
+			for i := range usage {
+				usage[i] = region.Usage{Key: fmt.Sprintf("acct-%05d", i), WindowStart: t0, Spent: int64(i), Leased: int64(i) + 1, WouldReject: int64(i % 3)}
+			}
+			r.Record(usage)
+			if err := r.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got, n := latest(t, js)
+			if n != keys {
+				t.Fatalf("stream holds %d reports, want %d", n, keys)
+			}
+			for _, u := range usage {
+				rep := got["p1|"+u.Key+"|"+t0.String()]
+				if rep.Spent != u.Spent || rep.Leased != u.Leased || rep.WouldReject != u.WouldReject {
+					t.Fatalf("%s: got %+v, want %+v", u.Key, rep, u)
+				}
+			}
+			msgs := int(val(m.Messages))
+			if msgs < 1 || msgs > tt.maxMsgs {
+				t.Fatalf("%d messages for %d reports, want 1 to %d", msgs, keys, tt.maxMsgs)
+			}
+			if p := val(m.Published); p != keys {
+				t.Fatalf("reports published = %v, want %d", p, keys)
+			}
+		})
+	}
+}
+
+// A flush that hands reports over is one span with what it did; a flush
+// with nothing to do makes none.
+func TestReporterTracesFlushes(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	js := connect(t, testserver.StartNATS(t).URL)
+	clk := clock.NewManual(t0.Add(time.Second))
+	r, _ := newReporter(t, js, clk, func(c *ledger.Config) { c.Tracer = tp.Tracer("test") })
+	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}, {Key: "b", WindowStart: t0, Spent: 2}})
+	ctx := context.Background()
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(ctx); err != nil { // nothing changed
+		t.Fatal(err)
+	}
+	spans := sr.Ended()
+	if len(spans) != 1 || spans[0].Name() != "quota.ledger.flush" {
+		t.Fatalf("spans %v, want one quota.ledger.flush", spans)
+	}
+	attrs := map[string]int64{}
+	for _, kv := range spans[0].Attributes() {
+		attrs[string(kv.Key)] = kv.Value.AsInt64()
+	}
+	if attrs["quota.reports_due"] != 2 || attrs["quota.reports_published"] != 2 || attrs["quota.messages_published"] != 1 {
+		t.Fatalf("span attributes %v, want 2 reports due and published in 1 message", attrs)
 	}
 }

@@ -113,10 +113,7 @@ func CheckClusterName(name string) error {
 // that the subject always names the process that wrote the report (the
 // reconciler checks it).
 func (c StreamConfig) Subject(region, process string) string {
-	if i := strings.Index(process, lateMark); i >= 0 {
-		process = process[:i]
-	}
-	return c.SubjectPrefix + "." + region + "." + process
+	return c.SubjectPrefix + "." + region + "." + subjectProcess(process)
 }
 
 // lateMark starts the suffix of a late row's process ID.

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotaplatform/quota/ledger"
 )
@@ -19,17 +22,39 @@ import (
 
 // pending is a checked report and the message it came in.
 type pending struct {
-	msg jetstream.Msg
-	rep ledger.Report
+	msg   *inMsg
+	index int // in the message's batch; -1 for a single-report message
+	rep   ledger.Report
+}
+
+// inMsg is a message of the batch and how many of its reports are not
+// settled yet (written or dead-lettered): it is acknowledged when none is
+// left. A single-report message has one; a batch (ledger.EncodingBatch)
+// many.
+type inMsg struct {
+	m       jetstream.Msg
+	unacked int
+}
+
+// settle counts n of the message's reports as settled and acknowledges the
+// message once all are.
+func (im *inMsg) settle(n int) {
+	im.unacked -= n
+	if im.unacked == 0 {
+		_ = im.m.Ack()
+	}
 }
 
 // process handles one gathered batch. It returns an error only when ctx
 // ended; the messages not yet settled are then redelivered.
 func (r *Reconciler) process(ctx context.Context, msgs []jetstream.Msg) error {
+	ctx, span := r.cfg.Tracer.Start(ctx, "quota.reconcile.batch", trace.WithAttributes(attribute.Int("quota.messages", len(msgs))))
+	defer span.End()
 	ka := keepAlive{msgs: msgs, every: r.cfg.AckWait / 3, last: time.Now()}
 	good := make([]pending, 0, len(msgs))
-	var refused []jetstream.Msg
-	var letters []DeadLetter
+	var refused []jetstream.Msg // messages refused whole: terminated
+	var letters []DeadLetter    // theirs, then single reports'
+	var partial []*inMsg        // the message of each single report's letter
 	for _, m := range msgs {
 		if md, err := m.Metadata(); err == nil {
 			if md.NumDelivered > 1 {
@@ -37,30 +62,48 @@ func (r *Reconciler) process(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 			r.m.Lag.Set(float64(md.NumPending))
 		}
-		rep, reason, err := check(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Data())
+		r.m.Messages.Inc()
+		reps, bad, reason, err := check(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(ledger.HeaderEncoding), m.Data())
 		if err != nil {
 			r.m.Rejected.WithLabelValues(string(reason)).Inc()
 			refused = append(refused, m)
 			letters = append(letters, r.letter(m, reason, err))
 			continue
 		}
-		good = append(good, pending{m, rep})
+		im := &inMsg{m: m, unacked: len(reps) + len(bad)}
+		for _, b := range bad {
+			r.m.Rejected.WithLabelValues(string(b.reason)).Inc()
+			letters = append(letters, r.reportLetter(m, b))
+			partial = append(partial, im)
+		}
+		for _, c := range reps {
+			good = append(good, pending{im, c.index, c.rep})
+		}
+		if im.unacked == 0 { // an empty batch
+			_ = m.Ack()
+		}
 	}
+	span.SetAttributes(attribute.Int("quota.reports", len(good)+len(partial)), attribute.Int("quota.dead_letters", len(letters)))
 	if len(letters) > 0 {
-		if err := r.deadLetter(ctx, &ka, refused, letters); err != nil {
+		if err := r.deadLetter(ctx, &ka, refused, partial, letters); err != nil {
 			return err
 		}
 	}
-	if len(good) == 0 {
-		return nil
+	for len(good) > 0 {
+		n := min(len(good), r.cfg.BatchSize)
+		if err := r.commit(ctx, &ka, good[:n]); err != nil {
+			return err
+		}
+		good = good[n:]
 	}
-	return r.commit(ctx, &ka, good)
+	return nil
 }
 
-// commit writes items and acknowledges their messages after the commit.
-// When Postgres refuses the batch (a permanent error, see isTransient), it
-// writes each half on its own, down to single reports: a single report
-// refused is a dead letter.
+// commit writes items and acknowledges their messages after the commit
+// (a batch message once every report of it is settled). When Postgres
+// refuses the batch (a permanent error, see isTransient), it writes each
+// half on its own, down to single reports: a single report refused is a
+// dead letter.
 func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending) error {
 	ka.touch()
 	reps := make([]ledger.Report, len(items))
@@ -69,26 +112,37 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 	}
 	var res WriteResult
 	var took time.Duration
+	ctx, span := r.cfg.Tracer.Start(ctx, "quota.reconcile.write", trace.WithAttributes(attribute.Int("quota.reports", len(reps))))
+	attempts := 0
 	err := r.retry(ctx, ka, "writing batch", len(reps), func(ctx context.Context) error {
 		t0 := time.Now()
 		var err error
+		attempts++
 		res, err = r.store.Write(ctx, reps)
 		took = time.Since(t0)
 		return err
 	})
+	span.SetAttributes(attribute.Int("quota.attempts", attempts), attribute.Int("quota.rows_inserted", res.Inserted),
+		attribute.Int("quota.rows_updated", res.Updated))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "batch not written")
+	}
+	span.End()
 	switch {
 	case err == nil:
 		r.committed(res, len(reps), took)
 		for _, it := range items {
-			_ = it.msg.Ack()
+			it.msg.settle(1)
 		}
 		r.m.Reports.Add(float64(len(items)))
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case len(items) == 1:
-		m := items[0].msg
-		return r.deadLetter(ctx, ka, []jetstream.Msg{m}, []DeadLetter{r.letter(m, ReasonRefused, err)})
+		it := items[0]
+		l := r.reportLetter(it.msg.m, badReport{index: it.index, rep: it.rep, reason: ReasonRefused, err: err})
+		return r.deadLetter(ctx, ka, nil, []*inMsg{it.msg}, []DeadLetter{l})
 	}
 	r.log.Warn("reconcile: Postgres refused the batch; splitting it to find the reports it refuses",
 		"err", err, "reports", len(items))
@@ -110,36 +164,58 @@ func (r *Reconciler) committed(res WriteResult, reports int, took time.Duration)
 
 // letter describes message m as a dead letter.
 func (r *Reconciler) letter(m jetstream.Msg, reason Reason, err error) DeadLetter {
-	l := DeadLetter{Stream: r.cfg.Stream.Name, Subject: m.Subject(), Data: m.Data(), Reason: reason, Detail: err.Error()}
+	l := DeadLetter{Stream: r.cfg.Stream.Name, Subject: m.Subject(), Index: -1, Data: m.Data(), Reason: reason, Detail: err.Error()}
 	if md, err := m.Metadata(); err == nil {
 		l.Stream, l.StreamSeq, l.PublishedAt = md.Stream, md.Sequence.Stream, md.Timestamp
 	}
 	return l
 }
 
-// deadLetter records letters (msgs[i] is letters[i]'s message), then
-// terminates the messages. Should the Store refuse the letters themselves
-// (it replaces what it cannot store, so this means a broken table), they
-// are logged in full and terminated anyway: a message must not block the
-// stream.
-func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, msgs []jetstream.Msg, letters []DeadLetter) error {
+// reportLetter describes one report of message m as a dead letter. The
+// letter's Data is the report alone, as JSON, so that it reads like a
+// single-report message; Index is its place in the batch (-1 when the
+// message is a single report).
+func (r *Reconciler) reportLetter(m jetstream.Msg, b badReport) DeadLetter {
+	l := r.letter(m, b.reason, b.err)
+	if m.Headers().Get(ledger.HeaderEncoding) == "" {
+		return l // the body is the report
+	}
+	l.Index = b.index
+	if data, err := b.rep.Encode(); err == nil {
+		l.Data = data
+	}
+	l.Detail = fmt.Sprintf("report %d of a batch: %s", b.index, l.Detail)
+	return l
+}
+
+// deadLetter records letters, then terminates the messages refused whole
+// (refused, the first letters) and settles the message of each single
+// report's letter (partial, the letters after them). Should the Store
+// refuse the letters themselves (it replaces what it cannot store, so this
+// means a broken table), they are logged in full and settled anyway: a
+// message must not block the stream.
+func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, refused []jetstream.Msg, partial []*inMsg, letters []DeadLetter) error {
 	err := r.retry(ctx, ka, "recording dead letters", len(letters), func(ctx context.Context) error {
 		return r.store.DeadLetter(ctx, letters)
 	})
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
-	for i, m := range msgs {
+	for i := range letters {
 		l := &letters[i]
 		if err != nil {
-			r.log.Error("reconcile: dead letter could not be recorded; terminating it", "record_err", err,
-				"subject", l.Subject, "stream_seq", l.StreamSeq, "reason", l.Reason, "detail", l.Detail, "data", string(l.Data))
+			r.log.Error("reconcile: dead letter could not be recorded; settling it anyway", "record_err", err,
+				"subject", l.Subject, "stream_seq", l.StreamSeq, "index", l.Index, "reason", l.Reason, "detail", l.Detail, "data", string(l.Data))
 		} else {
 			r.m.DeadLetters.WithLabelValues(string(l.Reason)).Inc()
-			r.log.Warn("reconcile: report dead-lettered (usage_dead_letters) and terminated",
-				"subject", l.Subject, "stream_seq", l.StreamSeq, "reason", l.Reason, "detail", l.Detail)
+			r.log.Warn("reconcile: report dead-lettered (usage_dead_letters)",
+				"subject", l.Subject, "stream_seq", l.StreamSeq, "index", l.Index, "reason", l.Reason, "detail", l.Detail)
 		}
-		_ = m.TermWithReason("quota reconciler: dead letter: " + string(l.Reason))
+		if i < len(refused) {
+			_ = refused[i].TermWithReason("quota reconciler: dead letter: " + string(l.Reason))
+		} else {
+			partial[i-len(refused)].settle(1)
+		}
 	}
 	return nil
 }

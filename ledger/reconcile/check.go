@@ -47,25 +47,75 @@ var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRef
 // permits are returned, so no bound there would be safe for billing.
 const MaxCounter = 1<<53 - 1
 
-// check decodes a message (its subject and body) and decides whether the reconciler writes it.
-// The report it returns has its times normalized (see normalize).
-func check(prefix, subject string, data []byte) (ledger.Report, Reason, error) {
-	rep, err := ledger.DecodeReport(data)
+// checked is a report that passed check, with its place in its message's
+// batch (-1 for a single-report message).
+type checked struct {
+	index int
+	rep   ledger.Report
+}
+
+// badReport is a report of a batch that check refused.
+type badReport struct {
+	index  int
+	rep    ledger.Report
+	reason Reason
+	err    error
+}
+
+// check decodes a message (its subject, ledger.HeaderEncoding header and
+// body) and
+// decides which of its reports the reconciler writes. An error means the
+// whole message is refused (it cannot be read, or a single-report message's
+// report is refused); otherwise each report of a batch is kept or refused
+// on its own. The reports it returns have their times normalized (see
+// normalize).
+func check(prefix, subject, encoding string, data []byte) (good []checked, bad []badReport, reason Reason, err error) {
+	reps, invalid, err := ledger.DecodeReports(encoding, data)
 	if err != nil {
-		return rep, ReasonInvalid, err
+		return nil, nil, ReasonInvalid, err
 	}
-	normalize(&rep)
+	if encoding == "" {
+		rep := reps[0]
+		if reason, err := checkReport(prefix, subject, &rep); err != nil {
+			return nil, nil, reason, err
+		}
+		return []checked{{-1, rep}}, nil, "", nil
+	}
+	for _, iv := range invalid {
+		bad = append(bad, badReport{iv.Index, iv.Report, ReasonInvalid, iv.Err})
+	}
+	good = make([]checked, 0, len(reps))
+	next := 0 // the batch index of reps[i]: invalid ones are left out
+	for i := range reps {
+		for len(invalid) > 0 && invalid[0].Index == next {
+			invalid, next = invalid[1:], next+1
+		}
+		rep := reps[i]
+		if reason, err := checkReport(prefix, subject, &rep); err != nil {
+			bad = append(bad, badReport{next, rep, reason, err})
+		} else {
+			good = append(good, checked{next, rep})
+		}
+		next++
+	}
+	return good, bad, "", nil
+}
+
+// checkReport normalizes a decoded report's times and checks its figures
+// and subject.
+func checkReport(prefix, subject string, rep *ledger.Report) (Reason, error) {
+	normalize(rep)
 	if !rep.WindowEnd.After(rep.WindowStart) {
-		return rep, ReasonInvalid, fmt.Errorf("%w: window_end: %v not after window_start %v in whole microseconds",
+		return ReasonInvalid, fmt.Errorf("%w: window_end: %v not after window_start %v in whole microseconds",
 			ledger.ErrInvalidReport, rep.WindowEnd, rep.WindowStart)
 	}
-	if err := checkFigures(&rep); err != nil {
-		return rep, ReasonOutOfRange, err
+	if err := checkFigures(rep); err != nil {
+		return ReasonOutOfRange, err
 	}
-	if err := checkSubject(prefix, subject, &rep); err != nil {
-		return rep, ReasonSubject, err
+	if err := checkSubject(prefix, subject, rep); err != nil {
+		return ReasonSubject, err
 	}
-	return rep, "", nil
+	return "", nil
 }
 
 // errOutOfRange is wrapped by checkFigures' errors.
@@ -83,6 +133,7 @@ func checkFigures(r *ledger.Report) error {
 		{"spent", r.Spent, 0},
 		{"rejected", r.Rejected, 0},
 		{"degraded", r.Degraded, 0},
+		{"would_reject", r.WouldReject, 0},
 		{"leased", r.Leased, -MaxCounter},
 	} {
 		if f.v < f.floor || f.v > MaxCounter {

@@ -95,7 +95,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, reason, err := check("quota.usage", tt.subject, tt.data)
+			_, _, reason, err := check("quota.usage", tt.subject, "", tt.data)
 			if reason != tt.reason || (err == nil) != (tt.reason == "") {
 				t.Fatalf("check = %q, %v; want reason %q", reason, err, tt.reason)
 			}

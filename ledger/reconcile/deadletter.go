@@ -19,20 +19,24 @@ type DeadLetter struct {
 	// PublishedAt is when the stream stored the message; zero when unknown.
 	PublishedAt time.Time
 	Subject     string
-	// Data is the message body exactly as received.
+	// Index is the report's place in a batch message (ledger.EncodingBatch)
+	// when the letter is one report of it; -1 when it is the whole message.
+	Index int
+	// Data is the message body exactly as received, or, for one report of
+	// a batch, that report alone as JSON.
 	Data   []byte
 	Reason Reason
 	// Detail is the error, for people.
 	Detail string
 }
 
-const insertDeadLetter = `INSERT INTO usage_dead_letters (stream, stream_seq, published_at, subject, reason, detail, raw)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (stream, stream_seq, published_at) DO NOTHING`
+const insertDeadLetter = `INSERT INTO usage_dead_letters (stream, stream_seq, published_at, subject, reason, detail, raw, report_index)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (stream, stream_seq, published_at, report_index) DO NOTHING`
 
 // DeadLetter records letters in table usage_dead_letters in one
-// transaction. A letter already recorded (same stream, sequence and publish
-// time: a redelivery) is not recorded again. Text that Postgres cannot
+// transaction. A letter already recorded (same stream, sequence, publish
+// time and report index: a redelivery) is not recorded again. Text that Postgres cannot
 // store (NUL, invalid UTF-8) is replaced, so that recording fails only when
 // Postgres does.
 func (w *Writer) DeadLetter(ctx context.Context, letters []DeadLetter) error {
@@ -52,7 +56,7 @@ func (w *Writer) DeadLetter(ctx context.Context, letters []DeadLetter) error {
 		if data == nil {
 			data = []byte{}
 		}
-		b.Queue(insertDeadLetter, pgText(l.Stream), seq, at, pgText(l.Subject), pgText(string(l.Reason)), pgText(l.Detail), data)
+		b.Queue(insertDeadLetter, pgText(l.Stream), seq, at, pgText(l.Subject), pgText(string(l.Reason)), pgText(l.Detail), data, l.Index)
 	}
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, &b).Close() })
 	if err != nil {

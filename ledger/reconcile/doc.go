@@ -3,9 +3,11 @@
 // (docs/design.md [reconciliation]).
 //
 // A Reconciler reads the stream through a durable pull consumer, gathers a
-// batch (BatchSize reports or BatchInterval, whichever comes first), hands it
-// to a Store in one transaction, and acknowledges the batch's messages only
-// after the transaction committed. While the Store fails transiently
+// batch (about BatchSize reports or BatchInterval, whichever comes first;
+// a message is one JSON report or a batch of many, ledger.EncodingBatch),
+// hands it to a Store in transactions of at most BatchSize reports, and
+// acknowledges a message only after every report in it was committed (or
+// dead-lettered). While the Store fails transiently
 // (Postgres down; see isTransient) it retries the same batch with
 // exponential backoff, acknowledges nothing and is not Ready.
 //
@@ -16,6 +18,9 @@
 // the batch is split in halves until the refused reports are alone.
 // Rejected and refused messages are recorded in usage_dead_letters
 // (Store.DeadLetter) and then terminated; the others are written and acked.
+// In a batch message each report is judged on its own: a refused report is
+// a dead letter of its own (DeadLetter.Index) and the rest of its batch is
+// written.
 //
 // A lost durable consumer (deleted, or its stream) is created again; Run is
 // not Ready until it consumes from it.

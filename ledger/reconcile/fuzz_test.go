@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/internal/testserver"
@@ -22,6 +23,7 @@ type fakeMsg struct {
 	jetstream.Msg
 	subject     string
 	data        []byte
+	header      nats.Header
 	seq         uint64
 	acks, terms int
 	published   time.Time
@@ -29,6 +31,12 @@ type fakeMsg struct {
 
 func (m *fakeMsg) Subject() string { return m.subject }
 func (m *fakeMsg) Data() []byte    { return m.data }
+func (m *fakeMsg) Headers() nats.Header {
+	if m.header == nil {
+		return nats.Header{}
+	}
+	return m.header
+}
 func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return &jetstream.MsgMetadata{Stream: "FUZZ", Sequence: jetstream.SequencePair{Stream: m.seq, Consumer: m.seq},
 		NumDelivered: 1, Timestamp: m.published}, nil
@@ -171,8 +179,21 @@ func FuzzBatch(f *testing.F) {
 		prefix := fmt.Sprintf("f%d-", n.Add(1))
 		batches := fuzzBatches(prefix, data)
 		var all []*fakeMsg
-		for _, b := range batches {
+		for bi, b := range batches {
 			msgs := make([]jetstream.Msg, 0, len(b))
+			if bi%2 == 1 { // every other batch as batch messages (ledger.EncodingBatch)
+				for _, group := range ledger.SplitBatches(b) {
+					body, _, err := ledger.EncodeBatch(group)
+					if err != nil {
+						t.Fatal(err)
+					}
+					m := &fakeMsg{subject: ledger.DefaultStreamConfig().Subject(group[0].Region, group[0].ProcessID), data: body,
+						header: nats.Header{ledger.HeaderEncoding: []string{ledger.EncodingBatch}}, seq: uint64(len(all) + 1), published: fuzzBase}
+					all = append(all, m)
+					msgs = append(msgs, m)
+				}
+				b = nil
+			}
 			for _, rep := range b {
 				body, err := rep.Encode()
 				if err != nil {

@@ -8,11 +8,14 @@ type Metrics struct {
 	BatchSize    prometheus.Histogram
 	BatchLatency prometheus.Histogram
 	Reports      prometheus.Counter
+	// Messages counts the messages received; a batch carries many reports.
+	Messages     prometheus.Counter
 	Redeliveries prometheus.Counter
-	// Rejected counts reports refused before writing, by Reason.
+	// Rejected counts reports refused before writing, by Reason (a message
+	// that cannot be read at all counts once).
 	Rejected *prometheus.CounterVec
-	// DeadLetters counts messages recorded in usage_dead_letters and
-	// terminated, by Reason.
+	// DeadLetters counts dead letters recorded in usage_dead_letters, by
+	// Reason.
 	DeadLetters *prometheus.CounterVec
 	Rebinds     prometheus.Counter
 	Rows        *prometheus.CounterVec // result: inserted, updated, unchanged
@@ -25,7 +28,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "consumer_pending", Help: "Reports in the stream not yet delivered to the reconciler (consumer lag)."}),
+			Name: "consumer_pending", Help: "Messages in the stream not yet delivered to the reconciler (consumer lag; a batch message carries up to 8,192 reports)."}),
 		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "batch_reports", Help: "Reports per committed batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
@@ -34,13 +37,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		Reports: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "reports_total", Help: "Reports committed to the ledger and acknowledged."}),
+		Messages: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "messages_total", Help: "Usage messages received (a batch message carries many reports); redeliveries count again."}),
 		Redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "redeliveries_total", Help: "Messages delivered more than once by JetStream."}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "rejected_reports_total", Help: "Messages refused before writing (dead-lettered and terminated), by reason: invalid, out_of_range, subject."},
+			Name: "rejected_reports_total", Help: "Reports (or whole messages that could not be read) refused before writing and dead-lettered, by reason: invalid, out_of_range, subject."},
 			[]string{"reason"}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "dead_letters_total", Help: "Messages recorded in usage_dead_letters and terminated, by reason: invalid, out_of_range, subject, refused (by Postgres)."},
+			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, refused (by Postgres)."},
 			[]string{"reason"}),
 		Rebinds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "consumer_rebinds_total", Help: "Times the durable consumer was lost (e.g. deleted) and bound again."}),
@@ -59,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.DeadLetters.WithLabelValues(string(r))
 	}
 	if reg != nil {
-		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Redeliveries, m.Rejected, m.DeadLetters,
+		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Messages, m.Redeliveries, m.Rejected, m.DeadLetters,
 			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit)
 	}
 	return m

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -292,4 +293,97 @@ func sumVec(v *prometheus.CounterVec) float64 {
 		n += val(v.WithLabelValues(string(r)))
 	}
 	return n
+}
+
+// A batch message (ledger.EncodingBatch) is settled report by report: its
+// good reports are written, each bad one becomes a dead letter of its own
+// (its place in the batch, the report alone as JSON), the message is
+// acknowledged once, and a single-report message published after it lands.
+func TestBatchPoisonSettlesEachReport(t *testing.T) {
+	pool := migratedPool(t, testserver.NewDatabase(t))
+	if _, err := pool.Exec(context.Background(),
+		`ALTER TABLE usage_reports ADD CONSTRAINT test_refused CHECK (key NOT LIKE 'refused%')`); err != nil {
+		t.Fatal(err)
+	}
+	js := connect(t, testserver.StartNATS(t).URL)
+	valid := rep("valid", "p1", 1, 3, 3, true)
+	shadow := keyed(valid, "shadow")
+	shadow.WouldReject = 9
+	invalid := keyed(valid, "invalid")
+	invalid.Seq = 0
+	big := keyed(valid, "big")
+	big.Spent = 1 << 60
+	batch := []ledger.Report{keyed(valid, "a"), invalid, keyed(valid, "refused-1"), shadow, big, keyed(valid, "b")}
+	body, id, err := ledger.EncodeBatch(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: ledger.DefaultStreamConfig().Subject("eu", "p1"), Data: body, Header: nats.Header{}}
+	msg.Header.Set(ledger.HeaderEncoding, ledger.EncodingBatch)
+	ack, err := js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, "", valid)
+	x := startReconciler(t, js, reconcile.NewWriter(pool), nil)
+	waitSpent(t, pool, map[string]int64{"a": 3, "b": 3, "shadow": 3, "valid": 3}, 10*time.Second)
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := val(x.m.Reports) + sumVec(x.m.DeadLetters); n != float64(len(batch)+1) {
+			return fmt.Errorf("%v reports settled, want %d", n, len(batch)+1)
+		}
+		return nil
+	})
+	var wouldReject int64
+	if err := pool.QueryRow(context.Background(), `SELECT would_reject FROM usage_reports WHERE key = 'shadow'`).Scan(&wouldReject); err != nil || wouldReject != 9 {
+		t.Fatalf("would_reject = %d, %v; want 9", wouldReject, err)
+	}
+	rows, err := pool.Query(context.Background(),
+		`SELECT stream_seq, report_index, reason, raw FROM usage_dead_letters ORDER BY report_index`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type letter struct {
+		seq    uint64
+		index  int
+		reason string
+		key    string
+	}
+	var got []letter
+	for rows.Next() {
+		var l letter
+		var raw []byte
+		if err := rows.Scan(&l.seq, &l.index, &l.reason, &raw); err != nil {
+			t.Fatal(err)
+		}
+		var r ledger.Report
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatalf("letter %d raw is not one JSON report: %q", l.index, raw)
+		}
+		l.key = r.Key
+		got = append(got, l)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []letter{{ack.Sequence, 1, "invalid", "invalid"}, {ack.Sequence, 2, "refused", "refused-1"}, {ack.Sequence, 4, "out_of_range", "big"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("dead letters %+v, want %+v", got, want)
+	}
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		cons, err := js.Consumer(context.Background(), ledger.DefaultStream, "reconciler")
+		if err != nil {
+			return err
+		}
+		ci, err := cons.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if ci.NumAckPending != 0 || ci.NumPending != 0 {
+			return fmt.Errorf("consumer: %d ack pending, %d pending", ci.NumAckPending, ci.NumPending)
+		}
+		return nil
+	})
+	if m := val(x.m.Messages); m != 2 {
+		t.Fatalf("messages_total = %v, want 2", m)
+	}
 }

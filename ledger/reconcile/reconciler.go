@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/quotaplatform/quota/ledger"
 )
@@ -32,8 +35,14 @@ type Config struct {
 	// Durable is the durable consumer's name. Several reconcilers with the
 	// same name share the work. Default "reconciler".
 	Durable string
-	// BatchSize is the most reports written in one transaction. Default 5000.
+	// BatchSize is the most reports written in one transaction, and about
+	// how many are gathered before writing (a batch message, which carries
+	// many, is never split across gatherings). Default 5000.
 	BatchSize int
+	// PullBytes bounds the bytes of messages the consumer buffers ahead of
+	// the reconciler. It must exceed the largest message (NATS'
+	// max_payload, 1 MiB by default). Default 32 MiB.
+	PullBytes int
 	// BatchInterval is the longest a batch waits to fill. Default 200ms.
 	BatchInterval time.Duration
 	// AckWait is how long JetStream waits for an ack before redelivering.
@@ -47,6 +56,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, are updated; see NewMetrics.
 	Metrics *Metrics
+	// Tracer, when set, gets a span per gathered batch
+	// ("quota.reconcile.batch": messages, reports, dead letters) with a
+	// child per transaction ("quota.reconcile.write": reports, rows
+	// inserted and updated, retries). nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // DefaultConfig returns the documented defaults.
@@ -55,6 +69,7 @@ func DefaultConfig() Config {
 		Stream:        ledger.DefaultStreamConfig(),
 		Durable:       "reconciler",
 		BatchSize:     5000,
+		PullBytes:     32 << 20,
 		BatchInterval: 200 * time.Millisecond,
 		AckWait:       30 * time.Second,
 		RetryMin:      100 * time.Millisecond,
@@ -71,6 +86,7 @@ func (c *Config) validate() error {
 	}
 	check(c.Durable != "", "Durable", "must not be empty")
 	check(c.BatchSize >= 1, "BatchSize", "must be at least 1, got %d", c.BatchSize)
+	check(c.PullBytes >= 2<<20, "PullBytes", "must be at least 2 MiB, got %d", c.PullBytes)
 	check(c.BatchInterval > 0, "BatchInterval", "must be positive, got %v", c.BatchInterval)
 	check(c.AckWait >= time.Second, "AckWait", "must be at least 1s, got %v", c.AckWait)
 	check(c.RetryMin > 0, "RetryMin", "must be positive, got %v", c.RetryMin)
@@ -101,6 +117,9 @@ func New(js jetstream.JetStream, store Store, cfg Config) (*Reconciler, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	r := &Reconciler{cfg: cfg, js: js, store: store, m: cfg.Metrics, log: cfg.Logger}
 	r.health.consuming(errNotStarted)
@@ -146,7 +165,7 @@ func (r *Reconciler) consume(ctx context.Context) error {
 	if err != nil {
 		return err // ctx ended
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize))
+	it, err := cons.Messages(jetstream.PullMaxBytes(r.cfg.PullBytes))
 	if err != nil {
 		return fmt.Errorf("reconcile: consume: %w", err)
 	}
@@ -175,7 +194,7 @@ func (r *Reconciler) consume(ctx context.Context) error {
 			}
 			if restart {
 				it.Stop()
-				if it, err = cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize)); err != nil {
+				if it, err = cons.Messages(jetstream.PullMaxBytes(r.cfg.PullBytes)); err != nil {
 					return fmt.Errorf("reconcile: consume: %w", err)
 				}
 			}
@@ -255,13 +274,14 @@ func (r *Reconciler) bind(ctx context.Context) (jetstream.Consumer, error) {
 	}
 }
 
-// gather collects up to BatchSize messages, waiting at most BatchInterval
-// after the call (or until ctx ends). It returns the messages it has and,
-// when the consumer is lost, why.
+// gather collects messages of up to about BatchSize reports (a batch
+// message's count is its ledger.HeaderReports), waiting at most
+// BatchInterval after the call (or until ctx ends). It returns the
+// messages it has and, when the consumer is lost, why.
 func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
 	bctx, cancel := context.WithTimeout(ctx, r.cfg.BatchInterval)
 	defer cancel()
-	for len(msgs) < r.cfg.BatchSize {
+	for reports := 0; reports < r.cfg.BatchSize; {
 		m, err := it.Next(jetstream.NextContext(bctx))
 		if err != nil {
 			if bctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -274,8 +294,18 @@ func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, m
 			break
 		}
 		msgs = append(msgs, m)
+		reports += reportsIn(m)
 	}
 	return msgs, nil
+}
+
+// reportsIn is how many reports message m says it carries: its
+// ledger.HeaderReports, else 1.
+func reportsIn(m jetstream.Msg) int {
+	if n, err := strconv.Atoi(m.Headers().Get(ledger.HeaderReports)); err == nil && n > 0 {
+		return min(n, ledger.MaxBatchReports)
+	}
+	return 1
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
