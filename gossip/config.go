@@ -121,6 +121,13 @@ type Config struct {
 	// quota_gossip_rejected_digests_total{reason},
 	// quota_gossip_share_changes_total).
 	Registerer prometheus.Registerer
+	// HotKeyMetrics is how many of the fleet's hottest keys (HotKeys) the
+	// Registerer also gets, by rank: quota_hotkey_demand_share{rank},
+	// quota_hotkey_admitted_rate{rank} and quota_hotkey_region_share{rank}
+	// (this region's share of the key's limit), at most this many series
+	// each whatever the number of keys, and no key in a label. Default 0
+	// (none).
+	HotKeyMetrics int
 }
 
 // DefaultConfig returns the documented defaults. Region, Process and
@@ -178,6 +185,7 @@ func (c *Config) validate() error {
 	check(c.WeightHalfLife > 0, "WeightHalfLife", "must be positive, got %v", c.WeightHalfLife)
 	check(finite(c.WeightPrior) && c.WeightPrior > 0, "WeightPrior", "must be positive, got %v", c.WeightPrior)
 	check(c.TopK >= 1, "TopK", "must be at least 1, got %d", c.TopK)
+	check(c.HotKeyMetrics >= 0 && c.HotKeyMetrics <= 100, "HotKeyMetrics", "must be in [0, 100], got %d", c.HotKeyMetrics)
 	check(c.MaxDigestBytes >= 512 && c.MaxDigestBytes <= MaxDigestSize, "MaxDigestBytes", "must be in [512, %d], got %d", MaxDigestSize, c.MaxDigestBytes)
 	check(c.StaleAfter >= 1, "StaleAfter", "must be at least 1, got %d", c.StaleAfter)
 	check(c.WarmUp >= 1, "WarmUp", "must be at least 1, got %d", c.WarmUp)

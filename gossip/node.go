@@ -142,6 +142,11 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		if err := cfg.Registerer.Register(collector{n}); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}
+		if cfg.HotKeyMetrics > 0 {
+			if err := cfg.Registerer.Register(hotKeyCollector{n}); err != nil {
+				return nil, fmt.Errorf("gossip: register hot-key metrics: %w", err)
+			}
+		}
 	}
 	return n, nil
 }

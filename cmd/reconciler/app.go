@@ -17,9 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
+	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
@@ -39,6 +41,7 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 		}),
 		fx.Provide(
 			newRegistry,
+			newTracer,
 			newNATS,
 			newJetStream,
 			newPool,
@@ -114,7 +117,18 @@ func newPool(lc fx.Lifecycle, o options) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg *prometheus.Registry, log *slog.Logger) (*reconcile.Reconciler, error) {
+// newTracer exports spans over OTLP when --otlp-endpoint is set (a no-op
+// tracer otherwise) and flushes them on stop.
+func newTracer(lc fx.Lifecycle, o options) (trace.Tracer, error) {
+	tp, shutdown, err := tracing.Setup(tracing.Config{Endpoint: o.OTLPEndpoint, Service: "quota-reconciler"})
+	if err != nil {
+		return nil, fmt.Errorf("--otlp-endpoint: %w", err)
+	}
+	lc.Append(fx.StopHook(shutdown))
+	return tp.Tracer("github.com/quotaplatform/quota/ledger/reconcile"), nil
+}
+
+func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg *prometheus.Registry, tracer trace.Tracer, log *slog.Logger) (*reconcile.Reconciler, error) {
 	cfg := reconcile.DefaultConfig()
 	cfg.Stream = ledger.DefaultStreamConfig()
 	cfg.Stream.Name = o.Stream
@@ -127,6 +141,7 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 	cfg.BatchInterval = o.BatchInterval
 	cfg.Logger = log
 	cfg.Metrics = reconcile.NewMetrics(reg)
+	cfg.Tracer = tracer
 	return reconcile.New(js, store, cfg)
 }
 

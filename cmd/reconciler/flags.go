@@ -12,6 +12,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 )
@@ -31,6 +32,7 @@ type options struct {
 	Durable        string
 	BatchSize      int
 	BatchInterval  time.Duration
+	OTLPEndpoint   string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
 
 	// BillingToken is --billing-token as given (billing.ParseTokens
 	// syntax); it prints without its secrets.
@@ -130,6 +132,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 			"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
 		fs.IntVar(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool")
 		fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on SIGTERM, fail /readyz and keep serving this long before stopping")
+		fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP collector URL for traces of the reconciler's batches (e.g. http://otel-collector:4318); empty: tracing off")
 	}
 	if cmd == "retention" {
 		fs.IntVar(&o.KeepMonths, "keep-months", o.KeepMonths,
@@ -205,6 +208,9 @@ func (o *options) validate(cmd string) error {
 			"--billing-max-conns: must be 1 to %d, got %d", maxBillingConns, o.BillingMaxConns)
 		check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay,
 			"--shutdown-delay: must be 0 to %v, got %v", maxShutdownDelay, o.ShutdownDelay)
+		if err := tracing.CheckEndpoint(o.OTLPEndpoint); err != nil {
+			errs = append(errs, fmt.Errorf("--otlp-endpoint: %w", err))
+		}
 		_, err := o.billingAccess()
 		check(err == nil, "%v", err)
 	case "usage":
