@@ -15,6 +15,10 @@ help: ## list the targets
 run: ## run one regional limiter on embedded defaults (in-process store, embedded NATS) on :8080
 	$(GO) run ./cmd/regional-limiter
 
+.PHONY: run-example
+run-example: ## run examples/weighted-api, a Go service embedding a participant, on embedded defaults on :8081
+	$(GO) run ./examples/weighted-api
+
 .PHONY: test
 test: ## vet and run every test against real Redis, NATS and Postgres
 	scripts/check-test-deps.sh
@@ -85,3 +89,7 @@ tidy: ## check that go.mod and go.sum are tidy
 .PHONY: build
 build: ## build both daemons into bin/
 	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/regional-limiter ./cmd/reconciler
+
+.PHONY: soak
+soak: ## 10-minute soak: one limiter with Redis and the reconciler at 100,000 keys; writes docs/soak.md
+	QUOTA_SOAK=$${QUOTA_SOAK:-10m} QUOTA_SOAK_REPORT=$${QUOTA_SOAK_REPORT:-docs/soak.md} $(GO) test -count=1 -timeout 40m -v -run '^TestSoak$$' ./test/multiregion/

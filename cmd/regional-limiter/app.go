@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/fx"
@@ -16,44 +13,29 @@ import (
 
 	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/catalog"
-	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/region"
 )
 
-// appOptions is the daemon's fx graph. Usage sinks (the ledger reporter, the
-// gossip node), the share source (gossip) and the process counter
-// (membership) are optional inputs of the limiter config: a module that
-// provides them is picked up without other changes, e.g.
+// appOptions is the daemon's fx graph: the participant (participantModule,
+// which fixes the order in which the store, NATS, catalogue, gossip,
+// membership, ledger reporter and limiter start and stop), and on it the
+// HTTP surface (the routeTable, server.go) and, with --grpc-listen, Envoy's
+// rate limit service (grpcModules).
 //
-//	fx.Provide(fx.Annotate(newReporter, fx.As(new(region.UsageSink)), fx.ResultTags(`group:"usage"`)))
-//	fx.Provide(fx.Annotate(newGossip, fx.As(new(region.ShareSource))))
-//	fx.Provide(fx.Annotate(newMembers, fx.As(new(region.ProcessCounter))))
-//
-// The graph provides *nats.Conn and jetstream.JetStream (connected, or
-// reconnecting in the background) for such constructors, Options for their
-// flags, clock.Clock (the wall clock, skewed by --clock-skew), *slog.Logger and
-// *prometheus.Registry; a gossip module may also
-// provide an http.Handler named "debug_shares" for /debug/shares. Pass the
-// modules as extra. The HTTP surface is the routeTable (server.go).
+// The graph provides the participant's parts for other constructors:
+// *region.Limiter, its region.Config, *catalog.Catalog, *gossip.Node,
+// *nats.Conn and jetstream.JetStream; also Options for their flags,
+// *slog.Logger and *prometheus.Registry. A module may add usage sinks to the
+// group "usage" (see participantModule). Pass the modules as extra.
 func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 	return fx.Options(
 		fx.Supply(o),
 		fx.Provide(
 			func() (*slog.Logger, error) { return newLogger(o, logOut) },
 			newRegistry,
-			newClock,
-			newStore,
-			newNATSLink,
-			provideNATSConn,
-			provideJetStream,
-			newCatalog,
-			newObserver,
-			newPlanResolver,
-			newLimiterConfig,
-			newLimiter,
 			newAPI,
 			newReadiness,
 			newRoutes,
@@ -68,7 +50,7 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 		// Stopping waits --shutdown-delay, then drains HTTP, the limiter
 		// and the reporter.
 		fx.StopTimeout(o.ShutdownDelay+20*time.Second),
-		regionModules(o),
+		participantModule(),
 		grpcModules(o),
 		fx.Options(extra...),
 		fx.Invoke(func(*httpServer) {}),
@@ -84,174 +66,10 @@ func newLogger(o Options, w io.Writer) (*slog.Logger, error) {
 		With("region", o.Region, "process", o.ProcessID), nil
 }
 
-// newClock is the process's wall clock for the modules that stamp wall
-// time (the ledger reporter): the system clock, its readings shifted by
-// --clock-skew. The limiter does not read it: it takes the skew as
-// region.Config.ClockOffset (newLimiterConfig), so that it keeps the coarse
-// decision clock that only a nil Config.Clock gets.
-func newClock(o Options, log *slog.Logger) clock.Clock {
-	if o.ClockSkew == 0 {
-		return clock.System()
-	}
-	log.Warn("wall clock skewed for testing", "clock_skew", o.ClockSkew)
-	return shiftedClock{Clock: clock.System(), by: o.ClockSkew}
-}
-
-// shiftedClock is a clock whose readings are shifted by a fixed amount.
-// Time.Add keeps the monotonic reading, so durations are unaffected; its
-// tickers and timers are the underlying clock's.
-type shiftedClock struct {
-	clock.Clock
-	by time.Duration
-}
-
-func (c shiftedClock) Now() time.Time { return c.Clock.Now().Add(c.by) }
-
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
-}
-
-func newObserver(reg *prometheus.Registry) (*limitmetrics.Observer, error) {
-	obs := limitmetrics.NewObserver()
-	if err := reg.Register(obs); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	return obs, nil
-}
-
-// newCatalog loads the last known good catalogue from <data-dir> and
-// watches the bucket once NATS is connected.
-func newCatalog(lc fx.Lifecycle, o Options, link *natsLink, js jetstream.JetStream, log *slog.Logger) (*catalog.Catalog, error) {
-	cfg := catalog.DefaultConfig()
-	cfg.CachePath = filepath.Join(o.DataDir, "catalog.json")
-	cfg.Replicas, cfg.Cluster, cfg.ReadOnly = o.CatalogReplicas, o.CatalogCluster, !o.ControlPlane
-	cfg.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
-	if o.DefaultRate == 0 {
-		log.Info("no built-in default plan: a key with no plan assignment gets 404 until a \"default\" plan is written" +
-			" (with --redis it is off unless --default-rate or --default-capacity is given)")
-	}
-	cfg.Logger = log
-	cat, err := catalog.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	link.OnReconnect(cat.Resync)
-	lc.Append(fx.Hook{
-		OnStart: func(ctx context.Context) error {
-			if err := cat.Start(js); err != nil {
-				return err
-			}
-			// Serve with a fresh catalogue when NATS answers quickly; never
-			// fail the start over it (the cached copy, or the built-in
-			// default, serves until the watch catches up).
-			wait := 3 * time.Second
-			if !link.nc.IsConnected() {
-				wait = 100 * time.Millisecond
-			}
-			wctx, cancel := context.WithTimeout(ctx, wait)
-			defer cancel()
-			if err := cat.WaitSynced(wctx); err != nil {
-				log.Warn("starting without a fresh catalogue", "err", err, "loaded_from_cache", cat.Loaded())
-			}
-			return nil
-		},
-		OnStop: func(context.Context) error { cat.Stop(); return nil },
-	})
-	return cat, nil
-}
-
-// limiterInputs are the limiter config's inputs; the optional ones are
-// provided by the ledger, gossip and membership modules when wired.
-type limiterInputs struct {
-	fx.In
-	Options  Options
-	Catalog  *catalog.Catalog
-	Observer *limitmetrics.Observer
-	// Usage sinks (the ledger reporter; the gossip node, which learns demand
-	// from usage) join the group "usage"; each gets every batch.
-	Usage     []region.UsageSink    `group:"usage"`
-	Shares    region.ShareSource    `optional:"true"`
-	Processes region.ProcessCounter `optional:"true"`
-}
-
-func newLimiterConfig(in limiterInputs) region.Config {
-	cfg := region.DefaultConfig()
-	cfg.Region = in.Options.Region
-	cfg.StoreTimeout = in.Options.StoreTimeout
-	cfg.Window = in.Options.Window
-	cfg.ProcessEstimate = in.Options.Processes
-	cfg.Costs = in.Catalog
-	cfg.FlushInterval = time.Second
-	cfg.Observer = in.Observer
-	// Config.Clock stays nil, the only way to the coarse decision clock; the
-	// limiter applies --clock-skew to its wall readings itself.
-	cfg.ClockOffset = in.Options.ClockSkew
-	switch len(in.Usage) {
-	case 0:
-	case 1:
-		cfg.Usage = in.Usage[0]
-	default:
-		cfg.Usage = usageFanout(in.Usage)
-	}
-	cfg.Shares = in.Shares
-	cfg.Processes = in.Processes
-	return cfg
-}
-
-// newLimiter builds the limiter on plans (newPlanResolver), invalidates its
-// leases on every catalogue change, and runs its background loop between
-// start and stop. Stop cancels the loop and waits: it returns every lease
-// and flushes usage.
-func newLimiter(lc fx.Lifecycle, store region.Store, cat *catalog.Catalog, plans region.PlanResolver, cfg region.Config,
-	reg *prometheus.Registry, log *slog.Logger) (*region.Limiter, error) {
-	lim, err := region.New(store, plans, cfg)
-	if err != nil {
-		return nil, err
-	}
-	cat.Subscribe(lim)
-	if err := reg.Register(limitmetrics.NewCollector(lim, cat)); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	var (
-		cancel context.CancelFunc
-		done   = make(chan struct{})
-	)
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			ctx, c := context.WithCancel(context.Background())
-			cancel = c
-			go func() {
-				defer close(done)
-				if err := lim.Run(ctx); err != nil {
-					log.Error("limiter loop failed", "err", err)
-				}
-			}()
-			return nil
-		},
-		OnStop: func(ctx context.Context) error {
-			cancel()
-			select {
-			case <-done:
-				log.Info("limiter drained: leases returned, usage flushed")
-				return nil
-			case <-ctx.Done():
-				return fmt.Errorf("limiter drain: %w", ctx.Err())
-			}
-		},
-	})
-	return lim, nil
-}
-
-// usageFanout hands every usage batch to several sinks, in order. Sinks
-// must not modify the batch: they share it.
-type usageFanout []region.UsageSink
-
-func (f usageFanout) Record(batch []region.Usage) {
-	for _, s := range f {
-		s.Record(batch)
-	}
 }
 
 func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip.Node, reg *prometheus.Registry, log *slog.Logger) (*limitapi.API, error) {

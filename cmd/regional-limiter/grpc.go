@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/quotaplatform/quota/bearer"
-	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/rls"
 )
@@ -22,10 +21,11 @@ import (
 // limits of --rls-config (envoyproxy/ratelimit's YAML), reloaded when the
 // files change. Off (no module) without --grpc-listen.
 //
-// The rules join the graph before the limiter: newPlanResolver answers
+// The rules join the graph before the participant: its limiter answers
 // their keys (rls.KeyPrefix) from them and every other key from the
-// catalogue. The gRPC server is built before the HTTP server, so it starts
-// before it and stops after it: it keeps serving through --shutdown-delay.
+// catalogue (newParticipant). The gRPC server is built before the HTTP
+// server, so it starts before it and stops after it: it keeps serving
+// through --shutdown-delay.
 func grpcModules(o Options) fx.Option {
 	if o.GRPCListen == "" {
 		return fx.Options()
@@ -34,23 +34,6 @@ func grpcModules(o Options) fx.Option {
 		fx.Provide(newRLSRules, newRLSService, newGRPCServer),
 		fx.Invoke(linkRLS, func(*grpcServer) {}),
 	)
-}
-
-// planInputs are the limiter's plan sources: the catalogue, and the rate
-// limit service's rules when grpcModules is wired.
-type planInputs struct {
-	fx.In
-	Catalog *catalog.Catalog
-	Rules   *rls.Rules `optional:"true"`
-}
-
-// newPlanResolver is the limiter's region.PlanResolver: the catalogue, or
-// with --grpc-listen the rate limit service's rules in front of it.
-func newPlanResolver(in planInputs) (region.PlanResolver, error) {
-	if in.Rules == nil {
-		return in.Catalog, nil
-	}
-	return rls.NewPlans(in.Rules, in.Catalog)
 }
 
 // rlsLink lets the config watcher reach the limiter, which is built after

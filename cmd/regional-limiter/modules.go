@@ -6,120 +6,190 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/fx"
 
-	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
+	"github.com/quotaplatform/quota/participant"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/rls"
 )
 
-// regionModules wires the ledger reporter, gossip and membership into the
-// limiter. Each joins the graph through the limiter config's optional
-// inputs (see appOptions): the reporter and the gossip node as usage sinks,
-// the gossip node as the share source, membership as the process counter.
+// participantModule puts the daemon's participant (package participant:
+// store, NATS, catalogue, gossip, membership, ledger reporter and limiter,
+// started and stopped in the order that package fixes) into the graph, and
+// its parts beside it for the HTTP and gRPC surfaces. The participant is
+// one start hook and one stop hook: every hook built on it (the HTTP and
+// gRPC servers) starts after it and stops before it, so the listeners close
+// before the limiter drains.
 //
-// Stop order: fx stops hooks in reverse order of start, and these are built
-// before the limiter, so the limiter drains (returns leases, flushes its
-// last usage into the reporter and the gossip node) before they stop.
-func regionModules(o Options) fx.Option {
-	opts := []fx.Option{
-		fx.Provide(fx.Annotate(newReporter, fx.As(new(region.UsageSink)), fx.ResultTags(`group:"usage"`))),
+// Usage sinks: the group "usage" holds the participant's own sinks (the
+// ledger reporter, the gossip node) and any a module adds, e.g.
+//
+//	fx.Provide(fx.Annotate(newSink, fx.As(new(region.UsageSink)), fx.ResultTags(`group:"usage"`)))
+//
+// The participant's own are in the group, so the group cannot be an input
+// of the participant: the others join it through extraUsage, filled by an
+// invoke before any start hook runs, so before the limiter's first flush.
+func participantModule() fx.Option {
+	return fx.Options(
 		fx.Provide(
-			newGossip,
-			func(n *gossip.Node) region.ShareSource { return n },
-			fx.Annotate(func(n *gossip.Node) region.UsageSink { return n }, fx.ResultTags(`group:"usage"`)),
+			newExtraUsage,
+			newTracerProvider,
+			newParticipant,
+			func(p *participant.Participant) *region.Limiter { return p.Limiter() },
+			func(p *participant.Participant) region.Config { return p.LimiterConfig() },
+			func(p *participant.Participant) *catalog.Catalog { return p.Catalog() },
+			func(p *participant.Participant) *gossip.Node { return p.Gossip() },
+			func(p *participant.Participant) *nats.Conn { return p.NATS() },
+			func(p *participant.Participant) jetstream.JetStream { return p.JetStream() },
+			fx.Annotate(func(p *participant.Participant) region.UsageSink { return p.Reporter() }, fx.ResultTags(`group:"usage"`)),
+			fx.Annotate(func(p *participant.Participant) region.UsageSink { return p.Gossip() }, fx.ResultTags(`group:"usage"`)),
 			fx.Annotate(newDebugShares, fx.ResultTags(`name:"debug_shares"`)),
+			fx.Annotate(newHotKeys, fx.ResultTags(`name:"hot_keys"`)),
 		),
-		fx.Invoke(linkGossip),
-	}
-	if o.MemberlistBind != "" {
-		opts = append(opts, fx.Provide(fx.Annotate(newMembership, fx.As(new(region.ProcessCounter)))))
-	}
-	return fx.Options(opts...)
+		fx.Invoke(joinUsage),
+	)
 }
 
-// newReporter reports this process's usage to the ledger stream, spooling
-// to <data-dir>/spool while NATS is unreachable.
-func newReporter(lc fx.Lifecycle, o Options, js jetstream.JetStream, clk clock.Clock,
-	reg *prometheus.Registry, log *slog.Logger) (*ledger.Reporter, error) {
-	cfg := ledger.DefaultConfig()
-	cfg.Region = o.Region
-	cfg.ProcessID = o.ProcessID
-	cfg.Window = o.Window
-	cfg.ReportInterval = o.ReportInterval
-	cfg.SpoolDir = filepath.Join(o.DataDir, "spool")
-	cfg.Stream.Replicas, cfg.Stream.MaxBytes = o.UsageStreamReplicas, o.UsageStreamMaxBytes
-	cfg.Stream.Cluster = o.UsageStreamCluster
-	cfg.Clock = clk
-	cfg.Logger = log.With("component", "ledger")
-	cfg.Stream.Logger = cfg.Logger
-	cfg.Metrics = ledger.NewMetrics(reg)
-	rep, err := ledger.NewReporter(js, cfg)
+type participantInputs struct {
+	fx.In
+	Options  Options
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Extra    *extraUsage
+	Tracing  trace.TracerProvider
+	// Rules are the rate limit service's (grpcModules), which answer their
+	// keys in front of the catalogue.
+	Rules *rls.Rules `optional:"true"`
+}
+
+// newTracerProvider exports spans over OTLP with --otlp-endpoint (a no-op
+// provider without). The participant is built on it, so its stop hook,
+// which flushes the last spans, runs after the participant has closed.
+func newTracerProvider(lc fx.Lifecycle, o Options) (trace.TracerProvider, error) {
+	tp, shutdown, err := tracing.Setup(tracing.Config{Endpoint: o.OTLPEndpoint, Service: "quota-regional-limiter",
+		Attributes: map[string]string{"quota.region": o.Region, "quota.process": o.ProcessID}})
 	if err != nil {
-		return nil, fmt.Errorf("ledger reporter: %w", err)
+		return nil, fmt.Errorf("--otlp-endpoint: %w", err)
+	}
+	lc.Append(fx.StopHook(shutdown))
+	return tp, nil
+}
+
+// newParticipant builds the participant from the flags; it starts and
+// closes with the graph.
+func newParticipant(lc fx.Lifecycle, in participantInputs) (*participant.Participant, error) {
+	po, err := participantOptions(in.Options)
+	if err != nil {
+		return nil, err
+	}
+	po.Logger, po.Registerer, po.Usage = in.Logger, in.Registry, in.Extra
+	po.TracerProvider = in.Tracing
+	if in.Rules != nil {
+		rules := in.Rules
+		po.Plans = func(cat *catalog.Catalog) (region.PlanResolver, error) { return rls.NewPlans(rules, cat) }
+	}
+	p, err := participant.New(po)
+	if err != nil {
+		return nil, err
 	}
 	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { rep.Start(); return nil },
-		OnStop: func(ctx context.Context) error {
-			if err := rep.Close(ctx); err != nil {
-				return fmt.Errorf("ledger reporter: final reports: %w", err)
+		OnStart: func(ctx context.Context) error {
+			if err := p.Start(ctx); err != nil {
+				// fx stops only the hooks that started: this one did not.
+				return fmt.Errorf("%w (close: %v)", err, p.Close(ctx))
 			}
 			return nil
 		},
+		OnStop: p.Close,
 	})
-	return rep, nil
+	return p, nil
 }
 
-// gossipLink lets the gossip node reach the limiter, which is built after
-// it (the limiter's config takes the node as its share source).
-type gossipLink struct{ lim *region.Limiter }
-
-func newGossip(lc fx.Lifecycle, o Options, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger) (*gossip.Node, *gossipLink, error) {
-	link := &gossipLink{}
-	cfg := gossip.DefaultConfig()
-	cfg.Region = o.Region
-	cfg.Process = gossipProcessName(o.ProcessID)
-	cfg.Interval = o.GossipInterval
-	cfg.Floor = o.ShareFloor
+// participantOptions maps the flags onto participant.Options; the values
+// that are parsed from text are checked by validate already, and errors
+// here name the flag too.
+func participantOptions(o Options) (participant.Options, error) {
+	po := participant.DefaultOptions()
+	po.Name = "regional-limiter"
+	po.Region, po.ProcessID, po.DataDir = o.Region, o.ProcessID, o.DataDir
+	po.Redis, po.RedisCluster = o.Redis, o.RedisCluster
+	po.NATSURL = o.NATS
+	if o.NATS != "" {
+		po.NATSOptions = o.NATSAuth.Options()
+	}
+	po.ControlPlane = o.ControlPlane
+	po.UsageStreamReplicas, po.UsageStreamMaxBytes, po.UsageStreamCluster = o.UsageStreamReplicas, o.UsageStreamMaxBytes, o.UsageStreamCluster
+	po.CatalogReplicas, po.CatalogCluster = o.CatalogReplicas, o.CatalogCluster
+	po.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
 	regions, err := regionSet(o)
 	if err != nil {
-		return nil, nil, err
+		return po, err
 	}
-	cfg.Regions = regions
-	if o.RegionWeights != "" {
-		w, err := gossip.ParseWeights(o.RegionWeights)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--region-weights: %w", err)
+	po.Regions = regions
+	if po.RegionWeights, err = gossip.ParseWeights(o.RegionWeights); err != nil {
+		return po, fmt.Errorf("--region-weights: %w", err)
+	}
+	po.ShareFloor, po.GossipInterval = o.ShareFloor, o.GossipInterval
+	po.MemberlistBind = o.MemberlistBind
+	for _, j := range strings.Split(o.MemberlistJoin, ",") {
+		if j = strings.TrimSpace(j); j != "" {
+			po.MemberlistJoin = append(po.MemberlistJoin, j)
 		}
-		cfg.Weights = w
 	}
-	cfg.Registerer = reg
-	cfg.Logger = log
-	// The callbacks run on the node's goroutine, which starts after the
-	// limiter exists (linkGossip runs before any OnStart hook).
-	cfg.OnChange = func(key string) { link.lim.Reshare(key) }
-	cfg.OnChangeAll = func() { link.lim.InvalidateAll() }
-	cfg.Flush = func() { link.lim.Flush() }
-	node, err := gossip.New(nc, cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("gossip: %w", err)
+	if po.MemberlistKeys, err = membership.ParseKeys(string(o.MemberlistKey)); err != nil {
+		return po, fmt.Errorf("--memberlist-key: %w", err)
 	}
-	log.Info("gossip region set", "regions", regions)
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { return node.Start() },
-		OnStop:  node.Stop,
-	})
-	return node, link, nil
+	po.Window, po.ReportInterval, po.StoreTimeout, po.Processes = o.Window, o.ReportInterval, o.StoreTimeout, o.Processes
+	po.ClockSkew = o.ClockSkew
+	po.UsageEncoding = ledger.EncodingBatch
+	if o.UsageEncoding == "json" {
+		po.UsageEncoding = ledger.EncodingJSON
+	}
+	po.HotKeyMetrics = o.HotKeyMetrics
+	return po, nil
+}
+
+// extraUsage is the usage sinks that modules add to the group "usage",
+// handed every batch after the participant's own.
+type extraUsage struct{ sinks []region.UsageSink }
+
+func newExtraUsage() *extraUsage { return &extraUsage{} }
+
+func (e *extraUsage) Record(batch []region.Usage) {
+	for _, s := range e.sinks {
+		s.Record(batch)
+	}
+}
+
+type usageGroup struct {
+	fx.In
+	Usage []region.UsageSink `group:"usage"`
+}
+
+// joinUsage adds the group's sinks other than the participant's own to
+// extra. It runs while the graph is built, before the limiter's loop
+// starts, so the loop's reads of extra.sinks follow these writes.
+func joinUsage(p *participant.Participant, extra *extraUsage, in usageGroup) {
+	for _, s := range in.Usage {
+		if s == region.UsageSink(p.Reporter()) || s == region.UsageSink(p.Gossip()) {
+			continue
+		}
+		extra.sinks = append(extra.sinks, s)
+	}
 }
 
 // regionSet is the set of regions whose limiters share every key's limit
@@ -128,7 +198,8 @@ func newGossip(lc fx.Lifecycle, o Options, nc *nats.Conn, reg *prometheus.Regist
 // neither, it is --region alone when NATS is embedded (--nats empty: no
 // other process can be heard), and an error with --nats, whose servers may
 // be joined to other regions' by gateways: a process that counted only its
-// own region would take every key's whole limit.
+// own region would take every key's whole limit. (participant.Options
+// checks the same, naming its fields; this names the flags.)
 func regionSet(o Options) ([]string, error) {
 	regions, err := gossip.ParseRegions(o.Regions)
 	if err != nil {
@@ -165,12 +236,30 @@ func regionSet(o Options) ([]string, error) {
 	return regions, nil
 }
 
-// gossipProcessName makes a process id a NATS subject token.
-func gossipProcessName(id string) string {
-	return strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_").Replace(id)
+// newHotKeys serves GET /v1/hotkeys?region=&k=: the fleet's (or one
+// region's) k hottest keys from the gossip digests, with each key's demand,
+// admitted rate and part of the demand (gossip.Node.HotKeys). k is 1 to
+// 1000, default 10; region, when given, must be one of the region set.
+func newHotKeys(node *gossip.Node, o Options) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		k := 10
+		if v := q.Get("k"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1000 {
+				writeStatus(w, http.StatusBadRequest, map[string]any{"error": "k must be an integer from 1 to 1000", "field": "k"})
+				return
+			}
+			k = n
+		}
+		reg := q.Get("region")
+		if regions, err := regionSet(o); reg != "" && (err != nil || !slices.Contains(regions, reg)) {
+			writeStatus(w, http.StatusBadRequest, map[string]any{"error": "region is not one of the region set", "field": "region"})
+			return
+		}
+		writeStatus(w, http.StatusOK, node.HotKeys(reg, k))
+	})
 }
-
-func linkGossip(link *gossipLink, lim *region.Limiter) { link.lim = lim }
 
 // newDebugShares serves /debug/shares: every key's shares per region, each
 // region's gossip age, and whether shares are frozen.
@@ -183,38 +272,4 @@ func newDebugShares(node *gossip.Node) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(node.Snapshot())
 	})
-}
-
-// newMembership joins the region's memberlist cluster; its live count
-// feeds the limiter's lease caps and degraded floors.
-func newMembership(lc fx.Lifecycle, o Options, log *slog.Logger) (*membership.Membership, error) {
-	host, port, err := membership.SplitHostPort(o.MemberlistBind)
-	if err != nil {
-		return nil, fmt.Errorf("--memberlist-bind: %w", err)
-	}
-	cfg := membership.DefaultConfig()
-	cfg.NodeName = o.ProcessID
-	cfg.BindAddr, cfg.BindPort = host, port
-	for _, j := range strings.Split(o.MemberlistJoin, ",") {
-		if j = strings.TrimSpace(j); j != "" {
-			cfg.Join = append(cfg.Join, j)
-		}
-	}
-	if cfg.Keys, err = membership.ParseKeys(string(o.MemberlistKey)); err != nil {
-		return nil, fmt.Errorf("--memberlist-key: %w", err)
-	}
-	if len(cfg.Keys) == 0 {
-		log.Warn("no --memberlist-key: memberlist traffic is plaintext and unauthenticated; anyone who reaches --memberlist-bind can join and change the process count")
-	}
-	cfg.Logger = log.With("component", "membership")
-	cfg.OnChange = func(n int) { log.Info("region membership changed", "processes", n) }
-	m, err := membership.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("membership: %w", err)
-	}
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { return m.Start() },
-		OnStop:  func(context.Context) error { return m.Stop() },
-	})
-	return m, nil
 }

@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"github.com/quotaplatform/quota/internal/edge"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quotaplatform/quota/internal/edge"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 )
@@ -26,6 +26,7 @@ func TestRegionModulesWired(t *testing.T) {
 	o.MemberlistBind = "127.0.0.1:0"
 	o.MemberlistKey = edge.Secret(base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
 	o.ProcessID = "proc-a"
+	o.HotKeyMetrics = 3
 	d := startDaemon(t, o)
 
 	var allowed float64
@@ -45,6 +46,27 @@ func TestRegionModulesWired(t *testing.T) {
 		}
 		return nil
 	})
+	// The hottest key is named behind a token, and /metrics shows it by
+	// rank only.
+	testserver.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		r := d.mustCall(t, "GET", "/v1/hotkeys?k=1", "", true, 200)
+		keys, _ := r.body["keys"].([]any)
+		if len(keys) != 1 || keys[0].(map[string]any)["key"] != "acct_ledger" || keys[0].(map[string]any)["demand"].(float64) <= 0 {
+			return errNotYet("hot keys: " + r.raw)
+		}
+		return nil
+	})
+	d.mustCall(t, "GET", "/v1/hotkeys", "", false, 401)
+	if r := d.mustCall(t, "GET", "/v1/hotkeys?k=0", "", true, 400); r.body["field"] != "k" {
+		t.Fatalf("bad k: %s, want field k", r.raw)
+	}
+	if r := d.mustCall(t, "GET", "/v1/hotkeys?region=mars", "", true, 400); r.body["field"] != "region" {
+		t.Fatalf("unknown region: %s, want field region", r.raw)
+	}
+	metrics := d.call(t, "GET", "/metrics", "", false).raw
+	if !strings.Contains(metrics, `quota_hotkey_demand_share{rank="1"}`) || strings.Contains(metrics, "acct_ledger") {
+		t.Fatalf("/metrics: want quota_hotkey_demand_share by rank and no key")
+	}
 	k := d.mustCall(t, "GET", "/v1/keys/acct_ledger", "", true, 200)
 	shares, _ := k.body["shares"].(map[string]any)
 	if shares["local"] != 1.0 {
@@ -77,13 +99,15 @@ func TestRegionModulesWired(t *testing.T) {
 		n := 0
 		for m := range msgs.Messages() {
 			n++
-			var rep ledger.Report
-			if err := json.Unmarshal(m.Data(), &rep); err != nil {
+			reps, err := ledger.DecodeMessage(m.Headers().Get(ledger.HeaderEncoding), m.Data())
+			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Key == "acct_ledger" {
-				spent = max(spent, rep.Spent) // reports are cumulative
-				final = final || rep.Final
+			for _, rep := range reps {
+				if rep.Key == "acct_ledger" {
+					spent = max(spent, rep.Spent) // reports are cumulative
+					final = final || rep.Final
+				}
 			}
 		}
 		if n == 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
 )
@@ -91,6 +92,16 @@ type Options struct {
 
 	LogLevel string
 
+	// UsageEncoding is --usage-encoding: "batch" (ledger.EncodingBatch) or
+	// "json" (one report per message, for reconcilers older than batches).
+	UsageEncoding string
+	// HotKeyMetrics is --hotkey-metrics: how many of the fleet's hottest
+	// keys /metrics shows by rank (no key in a label). Default 0.
+	HotKeyMetrics int
+	// OTLPEndpoint is --otlp-endpoint: the OTLP/HTTP collector traces go
+	// to; empty: tracing off.
+	OTLPEndpoint string
+
 	// ClockSkew offsets this process's wall clock, for tests of clock skew
 	// (the multi-region harness). Default 0.
 	ClockSkew time.Duration
@@ -159,6 +170,9 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.Float64Var(&o.DefaultCapacity, "default-capacity", 200, "built-in default plan capacity (burst, cost units); 0 disables; off with --redis unless given")
 	fs.StringVar(&o.Config, "config", "", "optional `file` of flag = value lines, read after flags and environment")
 	fs.DurationVar(&o.ClockSkew, "clock-skew", 0, "testing: offset this process's wall clock by this much")
+	fs.StringVar(&o.UsageEncoding, "usage-encoding", "batch", "how usage reports travel to the ledger: batch (many per message, compressed) or json (one per message, all a reconciler older than batches reads; upgrade reconcilers first)")
+	fs.IntVar(&o.HotKeyMetrics, "hotkey-metrics", 0, "export the fleet's hottest keys' demand share, admitted rate and this region's share on /metrics, this many by rank (no key in a label; GET /v1/hotkeys names them); 0 to 100")
+	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP collector URL for traces of the slow work (store calls, catalogue writes and pushes, report publishing), e.g. http://otel-collector:4318; empty: tracing off")
 	return fs
 }
 
@@ -287,6 +301,11 @@ func (o *Options) validate() error {
 	}
 	check(o.Region != "", "region", "must not be empty")
 	check(o.Listen != "", "listen", "must not be empty")
+	check(o.UsageEncoding == "batch" || o.UsageEncoding == "json", "usage-encoding", "must be batch or json, got %q", o.UsageEncoding)
+	check(o.HotKeyMetrics >= 0 && o.HotKeyMetrics <= 100, "hotkey-metrics", "must be 0 to 100, got %d", o.HotKeyMetrics)
+	if err := tracing.CheckEndpoint(o.OTLPEndpoint); err != nil {
+		errs = append(errs, fmt.Errorf("--otlp-endpoint: %w", err))
+	}
 	check(o.GRPCListen == "" || o.RLSConfig != "", "grpc-listen", "needs --rls-config (the rate limit service's limits)")
 	check(o.RLSConfig == "" || o.GRPCListen != "", "rls-config", "needs --grpc-listen (it configures the gRPC rate limit service)")
 	check(!o.RLSResponseHeaders || o.GRPCListen != "", "rls-response-headers", "needs --grpc-listen")

@@ -273,6 +273,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"positional argument", []string{"serve"}, nil, "", []string{"unexpected arguments"}},
 		{"validation", []string{"--share-floor", "1"}, nil, "", []string{"--share-floor"}},
 		{"validation joins all", []string{"--window", "0s", "--processes", "0"}, nil, "", []string{"--window", "--processes"}},
+		{"usage encoding", []string{"--usage-encoding", "xml"}, nil, "", []string{"--usage-encoding"}},
+		{"hot-key metrics", []string{"--hotkey-metrics", "101"}, nil, "", []string{"--hotkey-metrics"}},
+		{"otlp endpoint", nil, map[string]string{"QUOTA_OTLP_ENDPOINT": "collector:4318"}, "", []string{"--otlp-endpoint"}},
 		{"short check token", []string{"--check-token", checkA + ",shorty"}, nil, "", []string{"--check-token: entry 2: a token must be 16 to 256 bytes"}},
 		{"read token twice", nil, map[string]string{"QUOTA_READ_TOKEN": readA + "," + readA}, "", []string{"--read-token: entry 2: the same token is listed twice"}},
 	}

@@ -16,10 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/fx"
 
-	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/limitmetrics"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/participant"
 )
 
 // routeTable is the daemon's whole HTTP surface and who may call each
@@ -30,13 +29,14 @@ type routeTable []limitapi.Route
 
 type routeInputs struct {
 	fx.In
-	API      *limitapi.API
-	Catalog  *catalog.Catalog
-	Registry *prometheus.Registry
-	Limiter  *region.Limiter
-	Ready    *readiness
+	API         *limitapi.API
+	Participant *participant.Participant
+	Registry    *prometheus.Registry
+	Ready       *readiness
 	// DebugShares serves /debug/shares when the gossip module provides it.
 	DebugShares http.Handler `name:"debug_shares" optional:"true"`
+	// HotKeys serves /v1/hotkeys.
+	HotKeys http.Handler `name:"hot_keys" optional:"true"`
 }
 
 func newRoutes(in routeInputs) routeTable {
@@ -46,7 +46,14 @@ func newRoutes(in routeInputs) routeTable {
 			writeStatus(w, http.StatusNotImplemented, map[string]any{"error": "gossip is not wired into this build: every key's share is 1"})
 		})
 	}
-	return append(routeTable(in.API.Routes()),
+	hotKeys := in.HotKeys
+	if hotKeys == nil {
+		hotKeys = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeStatus(w, http.StatusNotImplemented, map[string]any{"error": "gossip is not wired into this build"})
+		})
+	}
+	routes := append(routeTable(in.API.Routes()), in.API.ConcurrencyRoutes()...)
+	return append(routes,
 		limitapi.Route{Pattern: "GET /metrics", Access: limitapi.AccessAnyone, Caller: "Prometheus (no keys in labels)",
 			Handler: promhttp.HandlerFor(in.Registry, promhttp.HandlerOpts{Registry: in.Registry})},
 		limitapi.Route{Pattern: "GET /healthz", Access: limitapi.AccessAnyone, Caller: "liveness probe",
@@ -54,9 +61,11 @@ func newRoutes(in routeInputs) routeTable {
 				writeStatus(w, http.StatusOK, map[string]any{"status": "ok"})
 			})},
 		limitapi.Route{Pattern: "GET /readyz", Access: limitapi.AccessAnyone, Caller: "readiness probe, load balancer",
-			Handler: readyz(in.Catalog, in.Limiter, in.Ready)},
+			Handler: readyz(in.Participant, in.Ready)},
 		limitapi.Route{Pattern: "GET /debug/shares", Access: limitapi.AccessRead, Caller: "operators: every key's region shares (?key=K: one key's)",
 			Handler: debugShares},
+		limitapi.Route{Pattern: "GET /v1/hotkeys", Access: limitapi.AccessRead, Caller: "operators: the fleet's hottest keys (?region=R&k=N)",
+			Handler: hotKeys},
 	)
 }
 
@@ -75,25 +84,24 @@ func newReadiness() *readiness { return &readiness{} }
 // readyz is 200 once the catalogue is loaded, 503 before and while the
 // daemon drains. A store outage does not make the process unready: it
 // decides in degraded mode, which the body reports.
-func readyz(cat *catalog.Catalog, lim *region.Limiter, ready *readiness) http.HandlerFunc {
+func readyz(p *participant.Participant, ready *readiness) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		loaded := cat.Loaded()
-		breaker := lim.Stats().Breaker
+		h := p.Health()
 		body := map[string]any{
-			"catalogue_loaded": loaded,
-			"catalogue_synced": cat.Synced(),
-			"config_version":   cat.Version(),
-			"breaker":          breaker.String(),
-			"degraded":         breaker != region.BreakerClosed,
+			"catalogue_loaded": h.CatalogueLoaded,
+			"catalogue_synced": h.CatalogueSynced,
+			"config_version":   h.ConfigVersion,
+			"breaker":          h.Breaker,
+			"degraded":         h.Degraded,
 		}
 		status := http.StatusOK
 		switch {
 		case ready.draining.Load():
 			status = http.StatusServiceUnavailable
 			body["reason"] = "shutting down"
-		case !loaded:
+		case !h.Ready:
 			status = http.StatusServiceUnavailable
-			body["reason"] = "the catalogue has neither been read from NATS nor loaded from the cache yet"
+			body["reason"] = h.Reason
 		}
 		writeStatus(w, status, body)
 	}

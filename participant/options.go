@@ -1,0 +1,279 @@
+package participant
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/membership"
+	"github.com/quotaplatform/quota/region"
+)
+
+// Options configure a Participant. Start from DefaultOptions; New validates
+// a copy and reports every bad field at once, each error naming its field.
+// The daemon's flags (cmd/regional-limiter) map one to one onto these fields.
+type Options struct {
+	// Region is this process's region, a NATS subject token. Default "local".
+	Region string
+	// ProcessID names this process in usage reports, gossip and
+	// memberlist; unique within the region. Default <hostname>-<pid>.
+	ProcessID string
+	// DataDir holds the catalogue's last known good copy (catalog.json),
+	// the usage spool (spool/) and, with embedded NATS, its JetStream store
+	// (nats/). Required; default "./data".
+	DataDir string
+	// Name is how the participant introduces itself: its NATS connection
+	// is "<Name> <Region> <ProcessID>", its Redis client "<Name>-<ProcessID>".
+	// Default "quota-participant".
+	Name string
+
+	// Redis is the region's store: a Redis URL (redis://[:password@]host:port/db,
+	// rediss:// for TLS), or with RedisCluster a comma-separated list of
+	// Redis Cluster seed URLs. Empty (and Store nil): an in-process store,
+	// whose limits hold for this process only. Default "".
+	Redis        string
+	RedisCluster bool
+	// Store, when set, is the region's store instead of Redis; the caller
+	// closes what it holds. Default nil.
+	Store region.Store
+
+	// NATS, when set, is the caller's connection; the participant neither
+	// drains nor closes it. NATSURL, with NATS nil, is dialed with
+	// NATSOptions (credentials and TLS: nats.UserInfo, nats.UserCredentials,
+	// nats.RootCAs, nats.ClientCert); dialing never blocks on an
+	// unreachable server, it keeps retrying. Both empty: an embedded NATS
+	// server with JetStream in DataDir/nats, which nothing outside the
+	// process can reach. Default: embedded.
+	NATS        *nats.Conn
+	NATSURL     string
+	NATSOptions []nats.Option
+	// ControlPlane: this process may write the catalogue (its NATS user
+	// needs the control-plane role) and creates the catalogue bucket when
+	// missing. Always true with embedded NATS. Default false.
+	ControlPlane bool
+	// UsageStreamReplicas, UsageStreamMaxBytes and UsageStreamCluster
+	// shape the usage stream when this process creates it (never an
+	// existing one); CatalogReplicas and CatalogCluster the catalogue
+	// bucket. A cluster is a NATS cluster (region) name; empty: wherever
+	// this process is connected. Defaults 1, 1 GiB, "", 1, "".
+	UsageStreamReplicas int
+	UsageStreamMaxBytes int64
+	UsageStreamCluster  string
+	CatalogReplicas     int
+	CatalogCluster      string
+	// CatalogSyncWait is how long Start waits for a fresh catalogue from
+	// NATS before serving from the cached copy (or DefaultPlan); 100 ms at
+	// most while NATS is not connected. Start never fails over it.
+	// Default 3s.
+	CatalogSyncWait time.Duration
+	// DefaultPlan is the built-in default plan, for keys with no assignment
+	// while the catalogue holds no "default" plan. Zero: none, and such keys
+	// have no plan (ErrNoPlan). Default zero: with a shared Redis, nobody
+	// should get a plan nobody wrote.
+	DefaultPlan region.Plan
+
+	// Regions names every region sharing each key's limit over gossip, this
+	// one included. Empty: the regions of RegionWeights; with neither, the
+	// participant's own region alone, which only an embedded NATS allows
+	// (a real one may be joined to other regions', and a process that
+	// counted only its own region would take every key's whole limit).
+	Regions []string
+	// RegionWeights are historical region weights for a cold start; empty
+	// (equal weights) or one for every region of Regions. Default none.
+	RegionWeights map[string]float64
+	// ShareFloor is the smallest share of a key a region keeps, in [0, 1).
+	// Default 0.05.
+	ShareFloor float64
+	// GossipInterval is the cross-region demand gossip period. Default 1s.
+	GossipInterval time.Duration
+
+	// MemberlistBind is memberlist's host:port (port 0: a free one); empty
+	// leaves membership off, and Processes is the process count.
+	// MemberlistJoin lists members to join; MemberlistKeys encrypt its
+	// traffic (membership.ParseKeys); without keys it is plaintext.
+	MemberlistBind string
+	MemberlistJoin []string
+	MemberlistKeys []membership.Key
+
+	// Window is the accounting window. Default 60s.
+	Window time.Duration
+	// ReportInterval is how often usage is reported to the ledger stream.
+	// Default 5s.
+	ReportInterval time.Duration
+	// StoreTimeout is the hard timeout of one store call. Default 5ms.
+	StoreTimeout time.Duration
+	// Processes estimates the limiter processes sharing the region's store,
+	// until membership counts them. Default 1.
+	Processes int
+	// FlushInterval is how often the limiter hands usage to the reporter
+	// and the gossip node. Default 1s.
+	FlushInterval time.Duration
+
+	// ClockSkew shifts this process's wall clock, to test clock skew: the
+	// limiter applies it to its wall readings (region.Config.ClockOffset)
+	// and the reporter stamps skewed time. Default 0.
+	ClockSkew time.Duration
+	// Clock, when set, is the time source of the limiter, the reporter and
+	// the gossip node (tests pass a clock.Manual). Nil: the system clock,
+	// and the limiter decides on the coarse clock its loop keeps, which
+	// reading a Clock on every decision would forgo. Default nil.
+	Clock clock.Clock
+
+	// Logger receives the parts' events. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer, when set, gets every part's metrics (limiter, catalogue
+	// version, ledger reporter, gossip; limitmetrics lists them), so one
+	// registerer serves one participant. Default nil: no metrics.
+	Registerer prometheus.Registerer
+	// Usage, when set, gets every usage batch after the reporter and the
+	// gossip node; it must not modify the batch, which they share.
+	Usage region.UsageSink
+	// Plans, when set, builds the limiter's plan resolver from the
+	// catalogue, e.g. other rules in front of it. Default: the catalogue.
+	Plans func(*catalog.Catalog) (region.PlanResolver, error)
+
+	// UsageEncoding is how usage reports travel to the ledger
+	// (ledger.Config.Encoding): ledger.EncodingBatch, many to a message, or
+	// ledger.EncodingJSON, one per message, all that reconcilers older than
+	// batching read. Default ledger.EncodingBatch.
+	UsageEncoding string
+	// HotKeyMetrics is how many of the fleet's hottest keys the Registerer
+	// gets by rank (gossip.Config.HotKeyMetrics; no key in a label), in
+	// [0, 100]. Default 0.
+	HotKeyMetrics int
+	// TracerProvider, when set, gets spans of the slow work: report
+	// publishing. Default nil: no tracing.
+	TracerProvider trace.TracerProvider
+}
+
+// DefaultOptions returns the documented defaults: an in-process store, an
+// embedded NATS server, one region, no built-in default plan.
+func DefaultOptions() Options {
+	return Options{
+		Region:              "local",
+		ProcessID:           defaultProcessID(),
+		DataDir:             "./data",
+		Name:                "quota-participant",
+		UsageStreamReplicas: 1,
+		UsageStreamMaxBytes: 1 << 30,
+		CatalogReplicas:     1,
+		CatalogSyncWait:     3 * time.Second,
+		ShareFloor:          0.05,
+		GossipInterval:      time.Second,
+		Window:              60 * time.Second,
+		ReportInterval:      5 * time.Second,
+		StoreTimeout:        5 * time.Millisecond,
+		Processes:           1,
+		FlushInterval:       time.Second,
+		UsageEncoding:       ledger.EncodingBatch,
+	}
+}
+
+func defaultProcessID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+// embedded reports whether the participant runs its own NATS server.
+func (o *Options) embedded() bool { return o.NATS == nil && o.NATSURL == "" }
+
+// RegionSet is the set of regions sharing every key's limit: Regions, or
+// the regions of RegionWeights (given both, they must name the same
+// regions), or Region alone with embedded NATS. It must hold Region.
+func (o *Options) RegionSet() ([]string, error) {
+	weighed := make([]string, 0, len(o.RegionWeights))
+	for r := range o.RegionWeights {
+		weighed = append(weighed, r)
+	}
+	sort.Strings(weighed)
+	regions := slices.Clone(o.Regions)
+	switch {
+	case len(regions) > 0 && len(weighed) > 0:
+		given := slices.Clone(regions)
+		sort.Strings(given)
+		if !slices.Equal(given, weighed) {
+			return nil, fmt.Errorf("Regions and RegionWeights disagree: Regions names %s, RegionWeights %s",
+				strings.Join(given, ","), strings.Join(weighed, ","))
+		}
+	case len(weighed) > 0:
+		regions = weighed
+	case len(regions) > 0:
+	case o.embedded():
+		regions = []string{o.Region}
+	default:
+		return nil, fmt.Errorf("Regions: required with NATS or NATSURL (their servers may be joined to other regions'): name every region sharing limits, this one included, or give RegionWeights")
+	}
+	if !slices.Contains(regions, o.Region) {
+		return nil, fmt.Errorf("Regions: must include Region %q, got %s", o.Region, strings.Join(regions, ","))
+	}
+	return regions, nil
+}
+
+// validate checks o whole and joins an error per bad field.
+func (o *Options) validate() error {
+	var errs []error
+	check := func(ok bool, field, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("participant: %s: "+format, append([]any{field}, args...)...))
+		}
+	}
+	check(o.Region != "", "Region", "must not be empty")
+	check(o.UsageEncoding == ledger.EncodingBatch || o.UsageEncoding == ledger.EncodingJSON, "UsageEncoding",
+		"must be %q or %q, got %q", ledger.EncodingBatch, ledger.EncodingJSON, o.UsageEncoding)
+	check(o.HotKeyMetrics >= 0 && o.HotKeyMetrics <= 100, "HotKeyMetrics", "must be in [0, 100], got %d", o.HotKeyMetrics)
+	check(o.ProcessID != "", "ProcessID", "must not be empty")
+	check(o.DataDir != "", "DataDir", "must not be empty")
+	check(o.Name != "", "Name", "must not be empty")
+	check(!o.RedisCluster || o.Redis != "", "RedisCluster", "needs Redis seed URLs")
+	check(o.Store == nil || o.Redis == "", "Store", "and Redis are exclusive: give one store")
+	check(o.NATS == nil || o.NATSURL == "", "NATS", "and NATSURL are exclusive: give a connection or a URL")
+	check(len(o.NATSOptions) == 0 || o.NATSURL != "", "NATSOptions", "need NATSURL (the embedded server has no users; a given connection has its own options)")
+	check(o.UsageStreamReplicas >= 1 && o.UsageStreamReplicas <= 5, "UsageStreamReplicas", "must be 1 to 5, got %d", o.UsageStreamReplicas)
+	check(o.UsageStreamMaxBytes >= 1<<20, "UsageStreamMaxBytes", "must be at least 1 MiB, got %d", o.UsageStreamMaxBytes)
+	check(o.CatalogReplicas >= 1 && o.CatalogReplicas <= 5, "CatalogReplicas", "must be 1 to 5, got %d", o.CatalogReplicas)
+	for _, f := range []struct{ name, value string }{{"UsageStreamCluster", o.UsageStreamCluster}, {"CatalogCluster", o.CatalogCluster}} {
+		err := ledger.CheckClusterName(f.value)
+		check(err == nil, f.name, "%v", err)
+	}
+	check(o.CatalogSyncWait >= 0, "CatalogSyncWait", "must not be negative, got %v", o.CatalogSyncWait)
+	if o.DefaultPlan != (region.Plan{}) {
+		check(o.DefaultPlan.Rate > 0, "DefaultPlan.Rate", "must be positive (or the whole plan zero), got %v", o.DefaultPlan.Rate)
+		check(o.DefaultPlan.Capacity >= 1, "DefaultPlan.Capacity", "must be at least 1 (or the whole plan zero), got %v", o.DefaultPlan.Capacity)
+	}
+	if _, err := o.RegionSet(); err != nil {
+		errs = append(errs, fmt.Errorf("participant: %w", err))
+	}
+	for r, w := range o.RegionWeights {
+		check(w >= 0, "RegionWeights", "region %q: weight must not be negative, got %v", r, w)
+	}
+	check(o.ShareFloor >= 0 && o.ShareFloor < 1, "ShareFloor", "must be in [0, 1), got %v", o.ShareFloor)
+	check(o.GossipInterval > 0, "GossipInterval", "must be positive, got %v", o.GossipInterval)
+	if o.MemberlistBind != "" {
+		_, _, err := membership.SplitHostPort(o.MemberlistBind)
+		check(err == nil, "MemberlistBind", "%v", err)
+	}
+	check(o.MemberlistBind != "" || (len(o.MemberlistJoin) == 0 && len(o.MemberlistKeys) == 0), "MemberlistJoin",
+		"and MemberlistKeys need MemberlistBind (membership is off without it)")
+	check(o.Window > 0, "Window", "must be positive, got %v", o.Window)
+	check(o.ReportInterval > 0, "ReportInterval", "must be positive, got %v", o.ReportInterval)
+	check(o.StoreTimeout > 0, "StoreTimeout", "must be positive, got %v", o.StoreTimeout)
+	check(o.Processes >= 1, "Processes", "must be at least 1, got %d", o.Processes)
+	check(o.FlushInterval > 0, "FlushInterval", "must be positive, got %v", o.FlushInterval)
+	return errors.Join(errs...)
+}
