@@ -1,6 +1,6 @@
 // Command loadtest drives a regional-limiter's check API over loopback HTTP
 // with keep-alive connections and reports decisions per second and request
-// latency (p50, p99, max) for single checks (POST /v1/allow) and batches
+// latency (p50, p99, p99.9) for single checks (POST /v1/allow) and batches
 // (POST /v1/allow/batch).
 //
 // Each phase runs for -duration, closed-loop (as fast as -concurrency
@@ -72,7 +72,16 @@ func main() {
 	flag.Float64Var(&c.planCap, "plan-capacity", 1e6, "capacity of the default plan set with -admin-token")
 	flag.DurationVar(&c.wait, "wait", 10*time.Second, "wait this long for the daemon's /readyz before starting")
 	flag.IntVar(&c.serverPID, "server-pid", 0, "when set, report the daemon's CPU time per decision, read from /proc/<pid>/stat")
+	bare := flag.String("serve-bare", "", "instead of loading, serve the baseline on this address until killed: a bare net/http handler of POST /v1/allow that decodes the same JSON with encoding/json and answers a fixed decision (and GET /readyz)")
 	flag.Parse()
+	if *bare != "" {
+		fmt.Fprintln(os.Stderr, "loadtest: bare baseline on", *bare)
+		if err := http.ListenAndServe(*bare, bareCheckHandler()); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	// The generator shares the CPUs with the daemon it measures: collect
 	// garbage less often so that it takes less of them.
 	if os.Getenv("GOGC") == "" {
@@ -146,7 +155,7 @@ func run(c config, out io.Writer) error {
 
 func printHeader(out io.Writer, target string, c config) {
 	fmt.Fprintf(out, "target %s, %d workers, %d keys, %v per phase\n", target, c.concurrency, c.keys, c.duration)
-	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s %12s %14s %14s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "max", "allowed", "errors", "server-cpu", "store-calls", "server-alloc")
+	fmt.Fprintf(out, "%-14s %12s %12s %10s %10s %10s %9s %8s %12s %14s %14s %14s\n", "phase", "decisions/s", "requests/s", "p50", "p99", "p99.9", "allowed", "errors", "server-cpu", "store-calls", "server-alloc", "ledger-msgs")
 }
 
 // checker sends worker w's next request and returns how many of its
@@ -171,40 +180,62 @@ func httpChecker(client *http.Client, c config, batch int) (per int64, check che
 	}
 }
 
-// measured runs a phase and reads the daemon's CPU time and store-call
-// counter around it.
+// counters the loadtest reads from the daemon's /metrics around a phase.
+const (
+	storeCallsMetric   = "quota_store_calls_total"
+	allocBytesMetric   = "go_memstats_alloc_bytes_total"
+	ledgerMsgsMetric   = "quota_ledger_messages_published_total"
+	ledgerReportMetric = "quota_ledger_reports_published_total"
+)
+
+// measured runs a phase and reads the daemon's CPU time and counters
+// around it.
 func measured(client *http.Client, c config, per int64, rate float64, check checker) *result {
+	names := []string{storeCallsMetric, allocBytesMetric, ledgerMsgsMetric, ledgerReportMetric}
 	cpu0, cpuErr := processCPU(c.serverPID)
-	calls0, callsErr := scrapeCounter(client, c.url, "quota_store_calls_total")
-	alloc0, allocErr := scrapeCounter(client, c.url, "go_memstats_alloc_bytes_total")
+	before := map[string]float64{}
+	for _, n := range names {
+		if v, err := scrapeCounter(client, c.url, n); err == nil {
+			before[n] = v
+		}
+	}
 	r := phase(c, per, rate, check)
-	if alloc1, err := scrapeCounter(client, c.url, "go_memstats_alloc_bytes_total"); allocErr == nil && err == nil {
-		r.allocBytes = alloc1 - alloc0
-		r.haveAlloc = true
+	r.growth = map[string]float64{}
+	for _, n := range names {
+		if v0, ok := before[n]; ok {
+			if v1, err := scrapeCounter(client, c.url, n); err == nil {
+				r.growth[n] = v1 - v0
+			}
+		}
 	}
 	if cpu1, err := processCPU(c.serverPID); c.serverPID != 0 && cpuErr == nil && err == nil {
 		r.serverCPU = cpu1 - cpu0
-	}
-	if calls1, err := scrapeCounter(client, c.url, "quota_store_calls_total"); callsErr == nil && err == nil {
-		r.storeCalls = calls1 - calls0
-		r.haveCalls = true
 	}
 	return r
 }
 
 type result struct {
-	serverCPU  time.Duration // the daemon's user+system CPU during the phase
-	storeCalls float64       // growth of quota_store_calls_total during the phase
-	haveCalls  bool
-	allocBytes float64 // growth of the daemon's go_memstats_alloc_bytes_total during the phase
-	haveAlloc  bool
-	elapsed    time.Duration
-	decisions  int64
-	requests   int64
-	allowed    int64
-	errors     int64
-	lats       []time.Duration
-	firstErr   error
+	serverCPU time.Duration // the daemon's user+system CPU during the phase
+	// growth of the daemon's counters during the phase, by name (missing
+	// when a scrape failed): store calls, allocated bytes, ledger messages
+	// and reports published.
+	growth    map[string]float64
+	elapsed   time.Duration
+	decisions int64
+	requests  int64
+	allowed   int64
+	errors    int64
+	lats      []time.Duration
+	firstErr  error
+}
+
+// perDecision formats a counter's growth per decision, "-" when unknown.
+func (r *result) perDecision(name, format string) string {
+	v, ok := r.growth[name]
+	if !ok || r.decisions == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v/float64(r.decisions))
 }
 
 func (r *result) decisionsPerSec() float64 { return float64(r.decisions) / r.elapsed.Seconds() }
@@ -217,26 +248,17 @@ func (r *result) print(out io.Writer, name string) {
 		}
 		return r.lats[min(len(r.lats)-1, int(p*float64(len(r.lats))))]
 	}
-	var maxLat time.Duration
-	if len(r.lats) > 0 {
-		maxLat = r.lats[len(r.lats)-1]
-	}
 	allowed := 0.0
 	if r.decisions > 0 {
 		allowed = 100 * float64(r.allowed) / float64(r.decisions)
 	}
-	cpu, calls, alloc := "-", "-", "-"
+	cpu := "-"
 	if r.serverCPU > 0 && r.decisions > 0 {
 		cpu = fmt.Sprintf("%.1fµs/dec", float64(r.serverCPU.Microseconds())/float64(r.decisions))
 	}
-	if r.haveCalls && r.decisions > 0 {
-		calls = fmt.Sprintf("%.4f/dec", r.storeCalls/float64(r.decisions))
-	}
-	if r.haveAlloc && r.decisions > 0 {
-		alloc = fmt.Sprintf("%.0fB/dec", r.allocBytes/float64(r.decisions))
-	}
-	fmt.Fprintf(out, "%-14s %12.0f %12.0f %10s %10s %10s %8.1f%% %8d %12s %14s %14s\n", name, r.decisionsPerSec(),
-		float64(r.requests)/r.elapsed.Seconds(), round(pct(0.50)), round(pct(0.99)), round(maxLat), allowed, r.errors, cpu, calls, alloc)
+	fmt.Fprintf(out, "%-14s %12.0f %12.0f %10s %10s %10s %8.1f%% %8d %12s %14s %14s %14s\n", name, r.decisionsPerSec(),
+		float64(r.requests)/r.elapsed.Seconds(), round(pct(0.50)), round(pct(0.99)), round(pct(0.999)), allowed, r.errors, cpu,
+		r.perDecision(storeCallsMetric, "%.4f/dec"), r.perDecision(allocBytesMetric, "%.0fB/dec"), r.perDecision(ledgerMsgsMetric, "%.5f/dec"))
 	if r.firstErr != nil {
 		fmt.Fprintf(out, "  first error: %v\n", r.firstErr)
 	}

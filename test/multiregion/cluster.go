@@ -38,6 +38,10 @@ type Cluster struct {
 
 	client *http.Client // keep-alive client for the control plane and probes
 
+	// prom scrapes every process when the run started it (WithPrometheus);
+	// nil otherwise.
+	prom *Prometheus
+
 	mu      sync.Mutex
 	cutNATS map[string]bool // regions whose gateways are cut; guarded by mu
 }

@@ -121,7 +121,9 @@ func TestScenarios(t *testing.T) {
 	mode := requireMode(t)
 	spec := scenarioSpec(mode)
 	spec.PrivatePostgres = true
+	spec.ExtraFlags = append(spec.ExtraFlags, "--hotkey-metrics", "3")
 	c := startScenarioCluster(t, spec)
+	c.WithPrometheus(t) // what an operator would see, beside the clients' figures
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) { runScenario(t, c, mode, sc) })
 	}
@@ -192,10 +194,13 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 		t.Fatal(err)
 	}
 	g.Start()
+	startedAt := time.Now()
 	if sc.act != nil {
 		sc.act(s, g)
 	}
 	rec := g.Wait()
+	endedAt := time.Now()
+	hottest, hotErr := c.HottestKey()
 	after := c.scrapeCounters()
 	f := s.figures(rec, before, after)
 	if sc.check != nil {
@@ -211,6 +216,20 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 	}
 	f.Notes = append(f.Notes, s.notes...)
 	f.Plots = s.plots(rec)
+	if c.prom != nil {
+		if hotErr != nil {
+			hottest = "(unknown: " + hotErr.Error() + ")"
+		}
+		var bands [][2]float64
+		for _, ft := range s.faults {
+			bands = append(bands, [2]float64{ft.From.Seconds(), ft.To.Seconds()})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		plots, notes := promPlots(ctx, c.prom, sc.name, hottest, startedAt, endedAt, bands)
+		cancel()
+		f.Plots = append(f.Plots, plots...)
+		f.Notes = append(f.Notes, notes...)
+	}
 	addReport(f)
 	for _, ch := range f.Checks {
 		switch {
