@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -51,6 +53,12 @@ type Config struct {
 
 	// Logger receives watch and cache events. Default slog.Default().
 	Logger *slog.Logger
+	// Tracer, when set, gets a span per write ("quota.catalog.write": the
+	// kind and the revision; no name, as a key assignment's name is a key)
+	// and per push applied ("quota.catalog.push": the version, whether it
+	// was the initial load, whether every key was invalidated, how many
+	// keys changed). Default nil: no spans.
+	Tracer trace.Tracer
 }
 
 // DefaultConfig returns the documented defaults.

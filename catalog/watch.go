@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 var errResync = errors.New("resync requested")
@@ -212,7 +214,7 @@ func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
 			if dirty && len(w.Updates()) == 0 {
 				// A burst of changes is in: notify once, save soon.
 				dirty = false
-				c.notify(cs)
+				c.notifyTraced(ctx, cs)
 				cs = changeSet{}
 				if !pending {
 					pending = true
@@ -294,6 +296,20 @@ const maxChangedKeys = 1024
 type changeSet struct {
 	all  bool
 	keys []string
+}
+
+// notifyTraced is notify in a "quota.catalog.push" span when tracing is
+// configured.
+func (c *Catalog) notifyTraced(ctx context.Context, cs changeSet) {
+	if c.cfg.Tracer == nil {
+		c.notify(cs)
+		return
+	}
+	_, span := c.cfg.Tracer.Start(ctx, "quota.catalog.push", trace.WithAttributes(
+		attribute.Int64("quota.version", int64(c.Version())), attribute.Bool("quota.all_keys", cs.all),
+		attribute.Int("quota.keys_changed", len(cs.keys))))
+	c.notify(cs)
+	span.End()
 }
 
 func (cs *changeSet) add(kind Kind, name string) {

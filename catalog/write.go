@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotaplatform/quota/region"
 )
@@ -108,10 +111,20 @@ func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
+	if c.cfg.Tracer != nil {
+		var span trace.Span
+		ctx, span = c.cfg.Tracer.Start(ctx, "quota.catalog.write", trace.WithAttributes(
+			attribute.String("quota.kind", string(e.Kind)), attribute.Bool("quota.deleted", e.Deleted)))
+		defer span.End()
+	}
 	rev, err := (*kvp).Put(ctx, kvKey(e.Kind, e.Name), value)
 	if err != nil {
-		return 0, fmt.Errorf("%w: put %s %q: %w", ErrUnavailable, e.Kind, e.Name, err)
+		err = fmt.Errorf("%w: put %s %q: %w", ErrUnavailable, e.Kind, e.Name, err)
+		trace.SpanFromContext(ctx).RecordError(err)
+		trace.SpanFromContext(ctx).SetStatus(codes.Error, "catalogue write failed")
+		return 0, err
 	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int64("quota.revision", int64(rev)))
 	c.log.Info("catalogue write", "kind", e.Kind, "name", e.Name, "actor", e.Actor, "deleted", e.Deleted, "revision", rev)
 	if err := c.WaitVersion(ctx, rev); err != nil {
 		// Written, but not yet seen by this process's watch: the write

@@ -154,8 +154,9 @@ type Options struct {
 	// gets by rank (gossip.Config.HotKeyMetrics; no key in a label), in
 	// [0, 100]. Default 0.
 	HotKeyMetrics int
-	// TracerProvider, when set, gets spans of the slow work: report
-	// publishing. Default nil: no tracing.
+	// TracerProvider, when set, gets spans of the slow work: store calls
+	// (children of the decision's context), catalogue writes and pushes,
+	// report publishing. Default nil: no tracing.
 	TracerProvider trace.TracerProvider
 }
 

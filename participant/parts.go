@@ -58,6 +58,9 @@ func gossipProcessName(id string) string {
 // watches the bucket.
 func newCatalog(o *Options, log *slog.Logger) (*catalog.Catalog, error) {
 	cfg := catalog.DefaultConfig()
+	if o.TracerProvider != nil {
+		cfg.Tracer = o.TracerProvider.Tracer("github.com/quotaplatform/quota/catalog")
+	}
 	cfg.CachePath = filepath.Join(o.DataDir, "catalog.json")
 	cfg.Replicas, cfg.Cluster, cfg.ReadOnly = o.CatalogReplicas, o.CatalogCluster, !o.ControlPlane
 	cfg.DefaultPlan = o.DefaultPlan
@@ -172,6 +175,9 @@ func (p *Participant) buildLimiter() error {
 	// limiter applies the skew to its wall readings itself.
 	cfg.Clock = o.Clock
 	cfg.ClockOffset = o.ClockSkew
+	if o.TracerProvider != nil {
+		cfg.Tracer = o.TracerProvider.Tracer("github.com/quotaplatform/quota/region")
+	}
 	sinks := usageFanout{p.reporter, p.node}
 	if o.Usage != nil {
 		sinks = append(sinks, o.Usage)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/quotaplatform/quota/clock"
 )
 
@@ -145,6 +147,14 @@ type Config struct {
 	// Observer, when set, is told of store calls and state changes, for
 	// metrics. Its methods are called on the slow path only.
 	Observer Observer
+
+	// Tracer, when set, gets a span per store call ("quota.store.call": the
+	// permits asked, granted and returned, the latency, the error), a child
+	// of the span in the decision's context (the check request's, when the
+	// daemon honours its traceparent). Only the slow path calls the store,
+	// so a decision served from a lease costs nothing. No key is recorded.
+	// Default nil: no spans.
+	Tracer trace.Tracer
 }
 
 // Observer receives slow-path events for metrics. Methods must be cheap and

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // miss is one decision on the slow path: the key, its cost, and what was
@@ -268,6 +272,17 @@ func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64)
 	return true
 }
 
+// endStoreSpan records a store call on its span and ends it.
+func endStoreSpan(span trace.Span, req LeaseRequest, rep LeaseReply, lat time.Duration, err error) {
+	span.SetAttributes(attribute.Int64("quota.want", req.Want), attribute.Int64("quota.granted", rep.Granted),
+		attribute.Int64("quota.return", req.Return), attribute.Int64("quota.latency_us", lat.Microseconds()))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "store call failed")
+	}
+	span.End()
+}
+
 // callStore makes one store call under the hard timeout and learns the
 // clock offset from its reply (docs/design.md [store-clock]). It counts the
 // calls the store refused for their key (ErrStoreRejected); telling the
@@ -278,12 +293,19 @@ func (l *Limiter) callStore(ctx context.Context, req LeaseRequest) (LeaseReply, 
 
 // callStoreWithin is callStore under timeout instead of StoreTimeout.
 func (l *Limiter) callStoreWithin(ctx context.Context, req LeaseRequest, timeout time.Duration) (LeaseReply, time.Duration, error) {
+	var span trace.Span
+	if l.cfg.Tracer != nil {
+		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.call", trace.WithSpanKind(trace.SpanKindClient))
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	t0 := l.clock.Now()
 	rep, err := l.store.Lease(cctx, req)
 	t1 := l.clock.Now()
 	cancel()
 	lat := t1.Sub(t0)
+	if span != nil {
+		endStoreSpan(span, req, rep, lat, err)
+	}
 	l.storeCalls.Add(1)
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.StoreCall(lat, req.Want, rep.Granted, err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/quotaplatform/quota/internal/edge"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/fx"
 
+	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/participant"
@@ -137,9 +138,13 @@ func newHTTPServer(lc fx.Lifecycle, o Options, mux *http.ServeMux, ready *readin
 	reg *prometheus.Registry, log *slog.Logger) *httpServer {
 	httpMetrics := limitmetrics.NewHTTP()
 	reg.MustRegister(httpMetrics)
+	var handler http.Handler = mux
+	if o.OTLPEndpoint != "" {
+		handler = tracing.Handler(mux) // spans of a check join its caller's trace
+	}
 	s := &httpServer{srv: &http.Server{
 		Addr:              o.Listen,
-		Handler:           httpMetrics.Wrap(closeWhileDraining(ready, mux)),
+		Handler:           httpMetrics.Wrap(closeWhileDraining(ready, handler)),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,

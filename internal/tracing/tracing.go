@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -103,4 +104,18 @@ func Setup(cfg Config) (trace.TracerProvider, func(context.Context) error, error
 		return nil
 	}
 	return tp, shutdown, nil
+}
+
+// Handler passes the W3C trace context of a request that carries one
+// (traceparent) to next in the request's context, so that spans the
+// request causes (a store call on the slow path) join the caller's trace.
+// A request without the header goes through untouched.
+func Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("traceparent") == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
+	})
 }

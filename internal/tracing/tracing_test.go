@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -78,5 +80,27 @@ func TestSetupRefusesBadEndpoints(t *testing.T) {
 	tp, shutdown, err := Setup(Config{})
 	if err != nil || tp == nil || shutdown(context.Background()) != nil {
 		t.Fatalf("Setup(off) = %v, %v", tp, err)
+	}
+}
+
+// A request's traceparent becomes the parent of the spans its handler
+// starts; a request without one starts a trace of its own.
+func TestHandlerHonoursTraceparent(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	var got trace.SpanContext
+	h := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, span := tp.Tracer("test").Start(r.Context(), "quota.store.call")
+		got = span.SpanContext()
+		span.End()
+	}))
+	req := httptest.NewRequest("POST", "/v1/allow", nil)
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if got.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("span trace %s, want the caller's", got.TraceID())
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/allow", nil))
+	if got.TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" || !got.TraceID().IsValid() {
+		t.Fatalf("a request without traceparent got trace %s", got.TraceID())
 	}
 }
