@@ -620,9 +620,15 @@ func TestRecoveryAfterRedisRestart(t *testing.T) {
 	})
 	took := time.Since(restarted)
 	t.Logf("breaker closed %v after the restart, with no decision to trigger it", took)
-	if d, err := lim.Allow(ctx, "k", 1); err != nil || d.Degraded {
-		t.Fatalf("decision after recovery: %+v %v", d, err)
-	}
+	// A decision after recovery is normal again. One store call may still
+	// exceed the 25 ms timeout on a loaded machine (that decision degrades
+	// and counts as a failure), so a few tries are allowed.
+	testserver.WaitFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if d, err := lim.Allow(ctx, "k", 1); err != nil || d.Degraded {
+			return fmt.Errorf("decision after recovery: %+v %v", d, err)
+		}
+		return nil
+	})
 	// go-redis dials again at most a second after the server is back; a
 	// probe follows within the cooldown.
 	if took > 2*time.Second {
