@@ -55,6 +55,8 @@ type scenarioRun struct {
 	restarts []Restart
 	// launched is when the cold-start scenario started its limiters.
 	launched time.Time
+	// sem are the plan-semantics keys (semantics_test.go).
+	sem *semantics
 }
 
 func (s *scenarioRun) note(format string, args ...any) {
@@ -151,6 +153,7 @@ func startScenarioCluster(t *testing.T, spec Spec) *Cluster {
 	c.SetPlan("hot", hotRate, hotCapacity)
 	c.SetPlan("probe", 1e6, 1e6)
 	c.AssignKey(probeKey, "probe")
+	setSemanticPlans(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.ShortenFinalGrace(ctx, 3*time.Second); err != nil {
@@ -176,6 +179,7 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 	}
 	tr := sc.traffic(s)
 	tr.Duration, tr.Endpoints, tr.Probe = s.D, endpoints, probeKey
+	s.addSemantics(&tr)
 	if s.watch == "" {
 		s.watch = tr.Keys[0].Key
 	}
@@ -186,6 +190,7 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 	// Every node resolves the watched key's plan before traffic starts.
 	first := s.plans[s.watch][0]
 	c.WaitPlan(30*time.Second, first.Rate, first.Capacity, s.watch)
+	s.waitSemantics()
 	c.WaitConverged(30 * time.Second)
 
 	before := c.scrapeCounters()
@@ -203,6 +208,7 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 	hottest, hotErr := c.HottestKey()
 	after := c.scrapeCounters()
 	f := s.figures(rec, before, after)
+	s.semanticChecks(rec, f)
 	if sc.check != nil {
 		sc.check(s, rec, f)
 	}

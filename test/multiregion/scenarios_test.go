@@ -31,7 +31,7 @@ var scenarios = []scenario{
 	},
 	{
 		name:    "redis-killed",
-		traffic: func(s *scenarioRun) Traffic { return Traffic{Keys: s.zipf()} },
+		traffic: func(s *scenarioRun) Traffic { return Traffic{Keys: append(s.zipf(), s.closedLoad())} },
 		act: func(s *scenarioRun, g *Generator) {
 			g.At(s.D / 3)
 			from := g.Elapsed()
@@ -51,6 +51,7 @@ var scenarios = []scenario{
 			after := rec.LastDegraded("eu") - s.back
 			f.check("eu's last degraded decision after its Redis answered again", after <= 2*time.Second,
 				fmt.Sprintf("%.3f s", after.Seconds()), "≤ 2 s")
+			s.closedKeyChecks(f)
 		},
 	},
 	{

@@ -82,6 +82,9 @@ type Traffic struct {
 	// it. They are kept apart from the other decisions.
 	Probe      string
 	ProbeEvery time.Duration
+	// Observe, when set, is called with every decision the clients see
+	// (semantics.go), from the generator's workers.
+	Observe func(Observed)
 }
 
 // ZipfKeys returns n keys named prefix-0… whose demand follows Zipf's law
@@ -450,11 +453,12 @@ func (g *Generator) worker(region string, w int, jobs <-chan batchJob) {
 }
 
 type decisionJSON struct {
-	Allowed  bool   `json:"allowed"`
-	Degraded bool   `json:"degraded"`
-	Error    string `json:"error"`
-	Field    string `json:"field"`
-	Status   int    `json:"status"`
+	Allowed       bool   `json:"allowed"`
+	Degraded      bool   `json:"degraded"`
+	FailurePolicy string `json:"failure_policy"`
+	Error         string `json:"error"`
+	Field         string `json:"field"`
+	Status        int    `json:"status"`
 }
 
 type checkJSON struct {
@@ -526,6 +530,11 @@ func (g *Generator) send(n *Node, checks []check) {
 			continue
 		}
 		g.rec.decision(checks[i], n.Region, id, d.Allowed, d.Degraded)
+		if g.tr.Observe != nil {
+			at := t0.Sub(g.start)
+			g.tr.Observe(Observed{Key: checks[i].key, Region: n.Region, Process: id, Cost: checks[i].cost,
+				Allowed: d.Allowed, Degraded: d.Degraded, FailurePolicy: d.FailurePolicy, Start: at, End: at + lat})
+		}
 	}
 }
 
