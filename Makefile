@@ -55,6 +55,7 @@ fuzz: ## fuzz the wire formats and HTTP input for 20 s each
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCheck -fuzztime 20s ./limitapi/
 	$(GO) test -run '^$$' -fuzz FuzzWriteError -fuzztime 20s ./httplimit/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeReport -fuzztime 20s ./ledger/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeBatch -fuzztime 20s ./ledger/
 	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 20s ./ledger/billing/
 	$(GO) test -run '^$$' -fuzz FuzzBatch -fuzztime 20s ./ledger/reconcile/
 	$(GO) test -run '^$$' -fuzz FuzzBillingAuth -fuzztime 20s ./ledger/billing/
