@@ -12,6 +12,7 @@ need() { # binary, debian package
 need redis-server redis-server
 need nats-server nats-server
 need promtool prometheus # the dashboard and alert-rule tests (deploy/grafana)
+need prometheus prometheus # the harness's Prometheus (test/multiregion TestPrometheusScrapesAndQueries, TestScenarios)
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
   missing+=("initdb/pg_ctl (Debian package postgresql)")
 fi
