@@ -196,32 +196,32 @@ func SplitBatches(reps []Report) [][]Report {
 	return out
 }
 
-// InvalidReport is a report of a message that fails Report.Validate, with
-// its place in the message.
-type InvalidReport struct {
+// Decoded is one report of a message: its place in the message, and Err
+// when it fails Report.Validate (the report is then only for a dead letter).
+type Decoded struct {
 	Index  int
 	Report Report
 	Err    error
 }
 
 // DecodeReports parses a usage message's body in the given encoding (the
-// HeaderEncoding header; "" for a single JSON report). It returns the valid
-// reports in message order and, apart, those that fail Report.Validate. An
-// error (wrapping ErrInvalidReport) means the body as a whole could not be
-// read: an unknown encoding, a corrupt or truncated batch, or, for a single
-// JSON report, one that is invalid.
-func DecodeReports(encoding string, data []byte) ([]Report, []InvalidReport, error) {
+// HeaderEncoding header; "" for a single JSON report) and returns every
+// report in message order, each valid or with its error. An error
+// (wrapping ErrInvalidReport) means the body as a whole could not be read:
+// an unknown encoding, a corrupt or truncated batch, or, for a single JSON
+// report, one that is invalid.
+func DecodeReports(encoding string, data []byte) ([]Decoded, error) {
 	switch encoding {
 	case "":
 		r, err := DecodeReport(data)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return []Report{r}, nil, nil
+		return []Decoded{{Report: r}}, nil
 	case EncodingBatch:
 		return decodeBatch(data)
 	default:
-		return nil, nil, fmt.Errorf("%w: unknown encoding %q (header %s)", ErrInvalidReport, encoding, HeaderEncoding)
+		return nil, fmt.Errorf("%w: unknown encoding %q (header %s)", ErrInvalidReport, encoding, HeaderEncoding)
 	}
 }
 
@@ -229,12 +229,16 @@ func DecodeReports(encoding string, data []byte) ([]Report, []InvalidReport, err
 // it is invalid. Tools and tests use it; the reconciler uses DecodeReports
 // so that one bad report does not stop the good ones of its batch.
 func DecodeMessage(encoding string, data []byte) ([]Report, error) {
-	reps, bad, err := DecodeReports(encoding, data)
+	decoded, err := DecodeReports(encoding, data)
 	if err != nil {
 		return nil, err
 	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("report %d of the batch: %w", bad[0].Index, bad[0].Err)
+	reps := make([]Report, len(decoded))
+	for i, d := range decoded {
+		if d.Err != nil {
+			return nil, fmt.Errorf("report %d of the batch: %w", d.Index, d.Err)
+		}
+		reps[i] = d.Report
 	}
 	return reps, nil
 }
@@ -242,14 +246,14 @@ func DecodeMessage(encoding string, data []byte) ([]Report, error) {
 var gzipReaders sync.Pool // *gzip.Reader
 
 // decodeBatch reads an EncodeBatch body.
-func decodeBatch(data []byte) ([]Report, []InvalidReport, error) {
+func decodeBatch(data []byte) ([]Decoded, error) {
 	raw, err := gunzip(data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	d := batchDecoder{b: raw}
 	if !bytes.HasPrefix(d.b, batchMagic[:]) {
-		return nil, nil, fmt.Errorf("%w: batch: not a version %d batch", ErrInvalidReport, batchMagic[3])
+		return nil, fmt.Errorf("%w: batch: not a version %d batch", ErrInvalidReport, batchMagic[3])
 	}
 	d.b = d.b[len(batchMagic):]
 	region, process := d.str(MaxIDLen), d.str(MaxIDLen)
@@ -259,10 +263,9 @@ func decodeBatch(data []byte) ([]Report, []InvalidReport, error) {
 	if d.err == nil && n > uint64(min(MaxBatchReports, len(d.b)/11)) {
 		d.fail("count %d does not fit the body", n)
 	}
-	var reps []Report
-	var bad []InvalidReport
+	var out []Decoded
 	if d.err == nil {
-		reps = make([]Report, 0, n)
+		out = make([]Decoded, 0, n)
 	}
 	for i := 0; d.err == nil && uint64(i) < n; i++ {
 		r := Report{Region: region, ProcessID: process}
@@ -292,23 +295,19 @@ func decodeBatch(data []byte) ([]Report, []InvalidReport, error) {
 			break
 		}
 		r.WindowStart, r.WindowEnd, r.SentAt = time.Unix(0, start).UTC(), time.Unix(0, end).UTC(), time.Unix(0, at).UTC()
-		if err := r.Validate(); err != nil {
-			bad = append(bad, InvalidReport{Index: i, Report: r, Err: err})
-			continue
+		err := r.Validate()
+		if err == nil && subjectProcess(r.ProcessID) != process {
+			err = fmt.Errorf("%w: process_id: %q is not published by %q", ErrInvalidReport, r.ProcessID, process)
 		}
-		if subjectProcess(r.ProcessID) != process {
-			bad = append(bad, InvalidReport{Index: i, Report: r, Err: fmt.Errorf("%w: process_id: %q is not published by %q", ErrInvalidReport, r.ProcessID, process)})
-			continue
-		}
-		reps = append(reps, r)
+		out = append(out, Decoded{Index: i, Report: r, Err: err})
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d bytes after the last report", len(d.b))
 	}
 	if d.err != nil {
-		return nil, nil, d.err
+		return nil, d.err
 	}
-	return reps, bad, nil
+	return out, nil
 }
 
 func addNanos(a, b int64) (int64, bool) {

@@ -150,7 +150,7 @@ func TestDecodeBatchRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := DecodeReports(tt.encoding, tt.body)
+			_, err := DecodeReports(tt.encoding, tt.body)
 			if !errors.Is(err, ErrInvalidReport) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("DecodeReports = %v, want ErrInvalidReport mentioning %q", err, tt.want)
 			}
@@ -166,11 +166,22 @@ func TestDecodeBatchKeepsGoodReportsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good, bad, err := DecodeReports(EncodingBatch, body)
+	decoded, err := DecodeReports(EncodingBatch, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(good) != 2 || good[0].Key != reps[0].Key || good[1].Key != reps[2].Key {
+	var good, bad []Decoded
+	for i, d := range decoded {
+		if d.Index != i || d.Report.Key != reps[i].Key {
+			t.Fatalf("report %d decoded as %+v", i, d)
+		}
+		if d.Err == nil {
+			good = append(good, d)
+		} else {
+			bad = append(bad, d)
+		}
+	}
+	if len(good) != 2 || good[0].Index != 0 || good[1].Index != 2 {
 		t.Fatalf("good = %+v", good)
 	}
 	if len(bad) != 2 || bad[0].Index != 1 || bad[1].Index != 3 ||
@@ -188,18 +199,17 @@ func FuzzDecodeBatch(f *testing.F) {
 	raw, _ := gunzip(good)
 	f.Add(gz(raw[:len(raw)-1]))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		good, bad, err := DecodeReports(EncodingBatch, body)
+		decoded, err := DecodeReports(EncodingBatch, body)
 		if err != nil {
 			return
 		}
-		for i := range good {
-			if err := good[i].Validate(); err != nil {
-				t.Fatalf("decoded an invalid report: %v", err)
+		var good []Report
+		for _, d := range decoded {
+			if verr := d.Report.Validate(); d.Err == nil && verr != nil {
+				t.Fatalf("a report decoded as valid fails Validate: %v", verr)
 			}
-		}
-		for _, b := range bad {
-			if b.Err == nil {
-				t.Fatal("a bad report without its error")
+			if d.Err == nil {
+				good = append(good, d.Report)
 			}
 		}
 		if len(good) == 0 {

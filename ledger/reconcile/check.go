@@ -70,33 +70,28 @@ type badReport struct {
 // on its own. The reports it returns have their times normalized (see
 // normalize).
 func check(prefix, subject, encoding string, data []byte) (good []checked, bad []badReport, reason Reason, err error) {
-	reps, invalid, err := ledger.DecodeReports(encoding, data)
+	decoded, err := ledger.DecodeReports(encoding, data)
 	if err != nil {
 		return nil, nil, ReasonInvalid, err
 	}
 	if encoding == "" {
-		rep := reps[0]
+		rep := decoded[0].Report
 		if reason, err := checkReport(prefix, subject, &rep); err != nil {
 			return nil, nil, reason, err
 		}
 		return []checked{{-1, rep}}, nil, "", nil
 	}
-	for _, iv := range invalid {
-		bad = append(bad, badReport{iv.Index, iv.Report, ReasonInvalid, iv.Err})
-	}
-	good = make([]checked, 0, len(reps))
-	next := 0 // the batch index of reps[i]: invalid ones are left out
-	for i := range reps {
-		for len(invalid) > 0 && invalid[0].Index == next {
-			invalid, next = invalid[1:], next+1
+	good = make([]checked, 0, len(decoded))
+	for _, d := range decoded {
+		reason, err := ReasonInvalid, d.Err
+		if err == nil {
+			reason, err = checkReport(prefix, subject, &d.Report)
 		}
-		rep := reps[i]
-		if reason, err := checkReport(prefix, subject, &rep); err != nil {
-			bad = append(bad, badReport{next, rep, reason, err})
-		} else {
-			good = append(good, checked{next, rep})
+		if err != nil {
+			bad = append(bad, badReport{d.Index, d.Report, reason, err})
+			continue
 		}
-		next++
+		good = append(good, checked{d.Index, d.Report})
 	}
 	return good, bad, "", nil
 }

@@ -130,3 +130,33 @@ func TestNormalize(t *testing.T) {
 		})
 	}
 }
+
+// A batch is checked against its subject as a single report is: a batch of
+// p1's reports published on p2's subject (or another region's) has every
+// report refused for its subject, and on its own subject every report kept.
+func TestCheckBatchSubject(t *testing.T) {
+	reps := []ledger.Report{report("eu", "p1"), report("eu", "p1")}
+	reps[1].Key = "k2"
+	body, _, err := ledger.EncodeBatch(reps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		subject string
+		good    int
+	}{
+		{"quota.usage.eu.p1", 2},
+		{"quota.usage.eu.p2", 0},
+		{"quota.usage.us.p1", 0},
+	} {
+		good, bad, _, err := check("quota.usage", tt.subject, ledger.EncodingBatch, body)
+		if err != nil || len(good) != tt.good || len(good)+len(bad) != 2 {
+			t.Fatalf("%s: %d kept, %d refused, %v; want %d kept", tt.subject, len(good), len(bad), err, tt.good)
+		}
+		for _, b := range bad {
+			if b.reason != ReasonSubject || !errors.Is(b.err, errSubject) {
+				t.Fatalf("%s: report %d refused for %q (%v), want subject", tt.subject, b.index, b.reason, b.err)
+			}
+		}
+	}
+}
