@@ -117,14 +117,17 @@ func newPool(lc fx.Lifecycle, o options) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// newTracer exports spans over OTLP when --otlp-endpoint is set (a no-op
-// tracer otherwise) and flushes them on stop.
+// newTracer exports spans over OTLP when --otlp-endpoint is set (nil, no
+// spans, otherwise) and flushes them on stop.
 func newTracer(lc fx.Lifecycle, o options) (trace.Tracer, error) {
 	tp, shutdown, err := tracing.Setup(tracing.Config{Endpoint: o.OTLPEndpoint, Service: "quota-reconciler"})
 	if err != nil {
 		return nil, fmt.Errorf("--otlp-endpoint: %w", err)
 	}
 	lc.Append(fx.StopHook(shutdown))
+	if tp == nil {
+		return nil, nil // tracing off: reconcile.Config takes nil as no spans
+	}
 	return tp.Tracer("github.com/quotaplatform/quota/ledger/reconcile"), nil
 }
 

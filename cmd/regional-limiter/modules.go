@@ -76,8 +76,8 @@ type participantInputs struct {
 	Rules *rls.Rules `optional:"true"`
 }
 
-// newTracerProvider exports spans over OTLP with --otlp-endpoint (a no-op
-// provider without). The participant is built on it, so its stop hook,
+// newTracerProvider exports spans over OTLP with --otlp-endpoint (nil, no
+// spans, without). The participant is built on it, so its stop hook,
 // which flushes the last spans, runs after the participant has closed.
 func newTracerProvider(lc fx.Lifecycle, o Options) (trace.TracerProvider, error) {
 	tp, shutdown, err := tracing.Setup(tracing.Config{Endpoint: o.OTLPEndpoint, Service: "quota-regional-limiter",

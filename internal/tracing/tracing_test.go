@@ -78,8 +78,8 @@ func TestSetupRefusesBadEndpoints(t *testing.T) {
 		t.Error("Setup accepted a sample ratio of 2")
 	}
 	tp, shutdown, err := Setup(Config{})
-	if err != nil || tp == nil || shutdown(context.Background()) != nil {
-		t.Fatalf("Setup(off) = %v, %v", tp, err)
+	if err != nil || tp != nil || shutdown(context.Background()) != nil {
+		t.Fatalf("Setup(off) = %v, %v; want no provider", tp, err)
 	}
 }
 
