@@ -31,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/quotaplatform/quota/internal/baseline"
 )
 
 type config struct {
@@ -76,7 +78,7 @@ func main() {
 	flag.Parse()
 	if *bare != "" {
 		fmt.Fprintln(os.Stderr, "loadtest: bare baseline on", *bare)
-		if err := http.ListenAndServe(*bare, bareCheckHandler()); err != nil {
+		if err := http.ListenAndServe(*bare, baseline.CheckHandler()); err != nil {
 			fmt.Fprintln(os.Stderr, "loadtest:", err)
 			os.Exit(1)
 		}

@@ -79,26 +79,3 @@ func runSmoke(t *testing.T, daemonToken, clientToken string) {
 		t.Errorf("errors:\n%s", out.String())
 	}
 }
-
-// The bare baseline answers a check and refuses a body that is not one.
-func TestBareCheckHandler(t *testing.T) {
-	srv := httptest.NewServer(bareCheckHandler())
-	defer srv.Close()
-	for _, tt := range []struct {
-		body string
-		want int
-	}{
-		{`{"key":"k","cost":1}`, http.StatusOK},
-		{`{"key":""}`, http.StatusBadRequest},
-		{`{"key":"k","extra":1}`, http.StatusBadRequest},
-	} {
-		resp, err := http.Post(srv.URL+"/v1/allow", "application/json", strings.NewReader(tt.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != tt.want {
-			t.Errorf("%s: status %d, want %d", tt.body, resp.StatusCode, tt.want)
-		}
-	}
-}

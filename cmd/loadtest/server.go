@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -77,28 +76,4 @@ func scrapeCounter(client *http.Client, base, name string) (float64, error) {
 		return 0, fmt.Errorf("/metrics: no %s", name)
 	}
 	return sum, sc.Err()
-}
-
-// bareCheckHandler is the baseline of one check per HTTP/1.1 request: a
-// bare net/http handler that decodes the same JSON with encoding/json and
-// answers a fixed decision, as cmd/regional-limiter's BenchmarkCheck does.
-func bareCheckHandler() http.Handler {
-	answer := []byte(`{"allowed":true,"remaining":999,"limit":1000,"retry_after_ms":0,"reset_ms":1,"stale_ms":0,"degraded":false}` + "\n")
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.HandleFunc("POST /v1/allow", func(w http.ResponseWriter, r *http.Request) {
-		var c struct {
-			Key  string `json:"key"`
-			Cost *int64 `json:"cost"`
-		}
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil || c.Key == "" {
-			http.Error(w, "bad check", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(answer)
-	})
-	return mux
 }

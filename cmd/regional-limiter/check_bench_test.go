@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/fx"
+
+	"github.com/quotaplatform/quota/internal/baseline"
 )
 
 // The single check path, end to end, against a bare net/http handler that
@@ -37,13 +38,13 @@ const checkKeys = 10000
 func BenchmarkCheck(b *testing.B) {
 	bodies := checkBodies()
 	b.Run("daemon", func(b *testing.B) { benchServe(b, benchDaemonHandler(b), bodies) })
-	b.Run("bare", func(b *testing.B) { benchServe(b, bareCheckHandler(), bodies) })
+	b.Run("bare", func(b *testing.B) { benchServe(b, baseline.CheckHandler(), bodies) })
 }
 
 func BenchmarkCheckHTTP(b *testing.B) {
 	bodies := checkBodies()
 	b.Run("daemon", func(b *testing.B) { benchHTTP(b, benchDaemonHandler(b), bodies) })
-	b.Run("bare", func(b *testing.B) { benchHTTP(b, bareCheckHandler(), bodies) })
+	b.Run("bare", func(b *testing.B) { benchHTTP(b, baseline.CheckHandler(), bodies) })
 }
 
 func checkBodies() [][]byte {
@@ -207,27 +208,4 @@ func benchDaemonHandler(b *testing.B) http.Handler {
 		b.Fatalf("set the default plan: %d %s", w.status, w.body)
 	}
 	return h
-}
-
-// bareCheckHandler is the baseline: a bare net/http handler that decodes
-// the same JSON with encoding/json and answers a fixed decision. It is
-// cmd/loadtest's bare server.
-func bareCheckHandler() http.Handler {
-	answer := []byte(`{"allowed":true,"remaining":999,"limit":1000,"retry_after_ms":0,"reset_ms":1,"stale_ms":0,"degraded":false}` + "\n")
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/allow", func(w http.ResponseWriter, r *http.Request) {
-		var c struct {
-			Key  string `json:"key"`
-			Cost *int64 `json:"cost"`
-		}
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil || c.Key == "" {
-			http.Error(w, "bad check", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(answer)
-	})
-	return mux
 }
