@@ -22,14 +22,17 @@ var benchPlan = region.Plan{Rate: 1e9, Capacity: 1e9}
 // daemon.
 func benchLimiter(b *testing.B, store region.Store, plan region.Plan) *region.Limiter {
 	b.Helper()
-	lim, err := region.New(store, region.StaticPlans{Default: plan}, region.DefaultConfig())
+	return startLimiter(b, store, region.StaticPlans{Default: plan}, region.DefaultConfig())
+}
+
+// startLimiter makes a Limiter and runs its loop until the benchmark ends.
+func startLimiter(b *testing.B, store region.Store, plans region.PlanResolver, cfg region.Config) *region.Limiter {
+	b.Helper()
+	lim, err := region.New(store, plans, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { lim.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done })
+	runLimiter(b, lim)
 	return lim
 }
 

@@ -58,13 +58,7 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
 	e.leaseLive = false // nothing is leased: every check calls the store
 	sh.outstanding += rep.Granted - req.Return
-	var d Decision
-	if e.permits >= m.cost {
-		l.spendLocked(sh, m.key, e, now, m.cost, &d)
-	} else {
-		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
-	}
-	return d
+	return l.decideFromPermitsLocked(sh, m, e, now)
 }
 
 // failClosedLocked rejects a check because the store could not decide it,

@@ -43,14 +43,7 @@ func BenchmarkExactVsLeased(b *testing.B) {
 				// flatter ns/op).
 				cfg := region.DefaultConfig()
 				cfg.StoreTimeout = 100 * time.Millisecond
-				lim, err := region.New(store, region.StaticPlans{Default: plan}, cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				runCtx, cancel := context.WithCancel(ctx)
-				done := make(chan struct{})
-				go func() { lim.Run(runCtx); close(done) }()
-				b.Cleanup(func() { cancel(); <-done })
+				lim := startLimiter(b, store, region.StaticPlans{Default: plan}, cfg)
 				lim.Allow(ctx, "hot", 1)
 				before := store.Calls()
 				lat := make([]time.Duration, 0, min(b.N, 1<<20))

@@ -33,14 +33,7 @@ func BenchmarkHotKey80(b *testing.B) {
 		b.Run(tt.name, func(b *testing.B) {
 			plans := region.StaticPlans{Default: region.Plan{Rate: 1e9, Capacity: 1e9},
 				Keys: map[string]region.Plan{"hot": {Rate: tt.hotRate, Capacity: tt.hotRate / 10}}}
-			lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
-			if err != nil {
-				b.Fatal(err)
-			}
-			runCtx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { lim.Run(runCtx); close(done) }()
-			b.Cleanup(func() { cancel(); <-done })
+			lim := startLimiter(b, region.NewMemoryStore(nil), plans, region.DefaultConfig())
 			calls0 := lim.Stats().StoreCalls
 			var hotAdmitted int64
 			b.ReportAllocs()

@@ -15,7 +15,7 @@ import (
 )
 
 // runLimiter runs lim's background loop until the test ends.
-func runLimiter(t *testing.T, lim *region.Limiter) {
+func runLimiter(t testing.TB, lim *region.Limiter) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -196,13 +196,7 @@ func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 	}
 	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
 	sh.outstanding += rep.Granted - req.Return
-	var d Decision
-	if e.permits >= m.cost {
-		l.spendLocked(sh, m.key, e, now, m.cost, &d)
-	} else {
-		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
-	}
-	return d
+	return l.decideFromPermitsLocked(sh, m, e, now)
 }
 
 // refusedCallLocked decides after the store refused the key's call for a
@@ -322,4 +316,17 @@ func (l *Limiter) callStoreWithin(ctx context.Context, req LeaseRequest, timeout
 	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
 	l.offset.observe(rep.StoreTime.UnixNano() - mid)
 	return rep, lat, nil
+}
+
+// decideFromPermitsLocked spends m's cost from the entry's permits when
+// they cover it, and rejects it otherwise: what a decision comes to once a
+// store reply has been applied to the entry.
+func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int64) Decision {
+	var d Decision
+	if e.permits >= m.cost {
+		l.spendLocked(sh, m.key, e, now, m.cost, &d)
+	} else {
+		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
+	}
+	return d
 }

@@ -209,20 +209,7 @@ func TestPoisonDoesNotBlockIngestion(t *testing.T) {
 				t.Errorf("not ready after dead letters: %v", err)
 			}
 			// Nothing is left for redelivery: every message was acked or terminated.
-			testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-				cons, err := js.Consumer(context.Background(), ledger.DefaultStream, "reconciler")
-				if err != nil {
-					return err
-				}
-				ci, err := cons.Info(context.Background())
-				if err != nil {
-					return err
-				}
-				if ci.NumAckPending != 0 || ci.NumPending != 0 {
-					return fmt.Errorf("consumer: %d ack pending, %d pending", ci.NumAckPending, ci.NumPending)
-				}
-				return nil
-			})
+			waitConsumerDrained(t, js)
 			if got := spent(t, pool); fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Fatalf("ledger %v, want %v", got, tt.want)
 			}
@@ -369,6 +356,16 @@ func TestBatchPoisonSettlesEachReport(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("dead letters %+v, want %+v", got, want)
 	}
+	waitConsumerDrained(t, js)
+	if m := val(x.m.Messages); m != 2 {
+		t.Fatalf("messages_total = %v, want 2", m)
+	}
+}
+
+// waitConsumerDrained waits until the reconciler's consumer has nothing
+// pending or unacknowledged: every message was acked or terminated.
+func waitConsumerDrained(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
 	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		cons, err := js.Consumer(context.Background(), ledger.DefaultStream, "reconciler")
 		if err != nil {
@@ -383,7 +380,4 @@ func TestBatchPoisonSettlesEachReport(t *testing.T) {
 		}
 		return nil
 	})
-	if m := val(x.m.Messages); m != 2 {
-		t.Fatalf("messages_total = %v, want 2", m)
-	}
 }
