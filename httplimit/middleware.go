@@ -100,9 +100,8 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			key := cfg.Key(r)
-			if key == "" {
-				WriteError(w, http.StatusUnauthorized, "key", "the request carries no rate-limit key (no account)")
+			key, ok := requestKey(cfg, w, r)
+			if !ok {
 				return
 			}
 			cost, err := cfg.Limiter.EndpointCost(cfg.Endpoint(r))
@@ -128,9 +127,8 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 func concurrency(cfg Config, slots Slots) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			key := cfg.Key(r)
-			if key == "" {
-				WriteError(w, http.StatusUnauthorized, "key", "the request carries no rate-limit key (no account)")
+			key, ok := requestKey(cfg, w, r)
+			if !ok {
 				return
 			}
 			s, err := slots.Acquire(r.Context(), key, "")
@@ -194,4 +192,15 @@ func RoutePath(r *http.Request) string {
 		return strings.TrimLeft(r.Pattern[i+1:], " \t")
 	}
 	return r.Pattern
+}
+
+// requestKey is the request's rate-limit key; a request without one is
+// answered 401 and ok is false.
+func requestKey(cfg Config, w http.ResponseWriter, r *http.Request) (key string, ok bool) {
+	key = cfg.Key(r)
+	if key == "" {
+		WriteError(w, http.StatusUnauthorized, "key", "the request carries no rate-limit key (no account)")
+		return "", false
+	}
+	return key, true
 }

@@ -51,17 +51,27 @@ type planBody struct {
 	Concurrency   *int     `json:"concurrency"`
 }
 
-type planAnswer struct {
-	Plan          string               `json:"plan"`
-	Rate          float64              `json:"rate"`
-	Capacity      float64              `json:"capacity"`
+// planSemantics is a plan's semantics as plan and key answers show them
+// (docs/design.md [plan-semantics]), with the defaults spelled out.
+type planSemantics struct {
 	FailurePolicy region.FailurePolicy `json:"failure_policy"`
 	Mode          region.Mode          `json:"mode"`
 	Shadow        bool                 `json:"shadow"`
 	Concurrency   int                  `json:"concurrency"`
-	Actor         string               `json:"actor"`
-	UpdatedAt     time.Time            `json:"updated_at,omitzero"`
-	Revision      uint64               `json:"revision,omitempty"`
+}
+
+func semanticsOf(p region.Plan) planSemantics {
+	return planSemantics{FailurePolicy: p.Policy(), Mode: cmp.Or(p.Mode, region.ModeLeased), Shadow: p.Shadow, Concurrency: p.Concurrency}
+}
+
+type planAnswer struct {
+	Plan     string  `json:"plan"`
+	Rate     float64 `json:"rate"`
+	Capacity float64 `json:"capacity"`
+	planSemantics
+	Actor     string    `json:"actor"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	Revision  uint64    `json:"revision,omitempty"`
 }
 
 // putPlan serves PUT /v1/limits/{plan}.
@@ -154,9 +164,7 @@ func (a *API) getPlan(w http.ResponseWriter, r *http.Request) {
 		(&apiError{status: http.StatusNotFound, field: "plan", msg: "plan " + quote(name) + " does not exist"}).write(w)
 		return
 	}
-	rp := p.RegionPlan()
-	writeJSON(w, http.StatusOK, planAnswer{Plan: name, Rate: p.Rate, Capacity: p.Capacity,
-		FailurePolicy: rp.Policy(), Mode: cmp.Or(rp.Mode, region.ModeLeased), Shadow: p.Shadow, Concurrency: p.Concurrency,
+	writeJSON(w, http.StatusOK, planAnswer{Plan: name, Rate: p.Rate, Capacity: p.Capacity, planSemantics: semanticsOf(p.RegionPlan()),
 		Actor: p.Actor, UpdatedAt: p.At, Revision: p.Revision})
 }
 
@@ -196,13 +204,9 @@ type keyAnswer struct {
 	Plan     string  `json:"plan"`
 	Rate     float64 `json:"rate"`
 	Capacity float64 `json:"capacity"`
-	// The plan's semantics (docs/design.md [plan-semantics]).
-	FailurePolicy region.FailurePolicy `json:"failure_policy"`
-	Mode          region.Mode          `json:"mode"`
-	Shadow        bool                 `json:"shadow"`
-	Concurrency   int                  `json:"concurrency"`
-	Remaining     int64                `json:"remaining"`
-	StaleMS       int64                `json:"stale_ms"`
+	planSemantics
+	Remaining int64 `json:"remaining"`
+	StaleMS   int64 `json:"stale_ms"`
 	// Assigned: the key has its own assignment (else it uses "default").
 	Assigned bool `json:"assigned"`
 	// Tracked: this process holds state for the key; when false, Remaining
@@ -236,7 +240,7 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 	}
 	_, assigned := a.cfg.Catalog.Assignment(key)
 	ans := keyAnswer{Key: key, Plan: name, Rate: plan.Rate, Capacity: plan.Capacity, Remaining: int64(plan.Capacity), Assigned: assigned,
-		FailurePolicy: plan.Policy(), Mode: cmp.Or(plan.Mode, region.ModeLeased), Shadow: plan.Shadow, Concurrency: plan.Concurrency}
+		planSemantics: semanticsOf(plan)}
 	if ks, err := a.cfg.Limiter.Peek(key); err == nil {
 		ans.Tracked, ans.StaleMS, ans.Degraded = true, ks.Stale.Milliseconds(), ks.Degraded
 		ans.LocalShare = &ks.LocalShare
