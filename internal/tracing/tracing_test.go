@@ -2,55 +2,24 @@ package tracing
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/quotaplatform/quota/internal/testserver"
 )
 
 // Spans reach an OTLP/HTTP collector (here a server that decodes what the
 // real exporter sends) with the service name, and Setup refuses an
 // endpoint that is not an http(s) URL.
 func TestSetupExportsOverOTLP(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	var service string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req coltrace.ExportTraceServiceRequest
-		if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
-			http.Error(w, "bad export", http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.Key == "service.name" {
-					service = kv.GetValue().GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					got = append(got, s.Name)
-				}
-			}
-		}
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-		w.Write(out)
-	}))
-	defer srv.Close()
-
-	tp, shutdown, err := Setup(Config{Endpoint: srv.URL, Service: "quota-test"})
+	col := testserver.StartOTLPCollector(t)
+	tp, shutdown, err := Setup(Config{Endpoint: col.URL, Service: "quota-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +30,8 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 	if err := shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 1 || got[0] != "quota.test.span" || service != "quota-test" {
-		t.Fatalf("collector got spans %v from service %q", got, service)
+	if got := col.Spans(); len(got) != 1 || got[0].Name != "quota.test.span" || got[0].Service != "quota-test" {
+		t.Fatalf("collector got %+v", got)
 	}
 }
 
