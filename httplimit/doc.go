@@ -11,7 +11,11 @@
 // 429 with Retry-After; allowed and rejected responses both carry
 // X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset,
 // X-RateLimit-Stale and the IETF RateLimit-Policy and RateLimit fields
-// (draft-ietf-httpapi-ratelimit-headers).
+// (draft-ietf-httpapi-ratelimit-headers). A decision taken while the store
+// was unavailable also carries X-RateLimit-Degraded, whose value is the
+// plan's failure policy that decided it (degraded, open or closed), as the
+// daemon's check API answers "degraded":true with its "failure_policy".
+// Config.Checks, when set, times each decision by its path.
 //
 // In concurrency mode (Config.Concurrency) it takes a concurrency slot of
 // the key's plan before the handler instead (429 when none is free) and

@@ -28,10 +28,24 @@ const (
 	HeaderRetryAfter = "Retry-After"           // seconds until the cost could be admitted (rejections only)
 	HeaderPolicy     = "Ratelimit-Policy"      // IETF: "name";q=capacity;w=seconds to fill
 	HeaderRateLimit  = "Ratelimit"             // IETF: "name";r=remaining;t=seconds to reset
+	// HeaderDegraded is set only on a decision taken while the store was
+	// unavailable (region.Decision.Degraded); its value is the plan's
+	// failure policy that decided it: degraded, open or closed.
+	HeaderDegraded = "X-Ratelimit-Degraded"
 )
 
+// degradedValues are the HeaderDegraded values, one shared slice each: a
+// degraded decision adds no allocation. Capacity-limited so that an
+// Add by a handler copies instead of writing into them.
+var degradedValues = map[region.FailurePolicy][]string{
+	region.FailDegraded: []string{string(region.FailDegraded)}[:1:1],
+	region.FailOpen:     []string{string(region.FailOpen)}[:1:1],
+	region.FailClosed:   []string{string(region.FailClosed)}[:1:1],
+}
+
 // WriteHeaders sets the rate-limit response fields of d on h. Retry-After
-// is set only when d is a rejection, and is at least one second. It makes
+// is set only when d is a rejection, and is at least one second;
+// X-Ratelimit-Degraded only when d was decided without the store. It makes
 // two allocations: every value is a substring of one string.
 func WriteHeaders(h http.Header, p Policy, d region.Decision) {
 	reset := ceilSeconds(d.Reset)
@@ -83,6 +97,13 @@ func WriteHeaders(h http.Header, p Policy, d region.Decision) {
 	h[HeaderRateLimit] = vals[5:6:6]
 	if n == 7 {
 		h[HeaderRetryAfter] = vals[6:7:7]
+	}
+	if d.Degraded {
+		v, ok := degradedValues[d.FailurePolicy()]
+		if !ok { // a Decision the Limiter did not make carries no plan
+			v = degradedValues[region.FailDegraded]
+		}
+		h[HeaderDegraded] = v
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quotaplatform/quota/region"
 )
@@ -58,8 +59,19 @@ type Config struct {
 	// handler returns, also when it panics. Limiter must then implement
 	// Slots (a *region.Limiter does). Endpoint is not used. Default false.
 	Concurrency bool
+	// Checks, when set, is told how long each decision took in the
+	// middleware (key, cost, decision and response fields; not the
+	// handler after it) and on which path it was decided, as the daemon's
+	// check API reports its checks (limitmetrics.Checks). Not used in
+	// concurrency mode. Default nil.
+	Checks CheckObserver
 	// Logger receives unexpected errors. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// CheckObserver times decisions by their path; limitmetrics.Checks is one.
+type CheckObserver interface {
+	ObserveCheck(path region.Path, d time.Duration)
 }
 
 // KeyHeader is the default key source.
@@ -100,6 +112,10 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var start time.Time
+			if cfg.Checks != nil {
+				start = time.Now()
+			}
 			key, ok := requestKey(cfg, w, r)
 			if !ok {
 				return
@@ -110,6 +126,9 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 				d, err = cfg.Limiter.Allow(r.Context(), key, cost)
 				if err == nil {
 					WriteHeaders(w.Header(), policy(cfg.Plans, key, d), d)
+					if cfg.Checks != nil {
+						cfg.Checks.ObserveCheck(d.Path, time.Since(start))
+					}
 					if !d.Allowed {
 						WriteError(w, http.StatusTooManyRequests, "key", "rate limit exceeded")
 						return

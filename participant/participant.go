@@ -13,6 +13,7 @@ import (
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
 )
@@ -37,6 +38,7 @@ type Participant struct {
 	plans    region.PlanResolver
 	limCfg   region.Config
 	lim      *region.Limiter
+	checks   *limitmetrics.Checks // nil without Options.Registerer
 
 	// lifeMu serialises Start and Close, which may take seconds (the
 	// catalogue wait, the drains); mu guards only state, so that Health

@@ -193,6 +193,11 @@ func (p *Participant) buildLimiter() error {
 			return fmt.Errorf("participant: metrics: %w", err)
 		}
 		cfg.Observer = obs
+		checks := limitmetrics.NewChecks()
+		if err := o.Registerer.Register(checks); err != nil {
+			return fmt.Errorf("participant: metrics: %w", err)
+		}
+		p.checks = checks
 	}
 	lim, err := region.New(p.store.store, p.plans, cfg)
 	if err != nil {

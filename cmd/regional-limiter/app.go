@@ -72,7 +72,7 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip.Node, reg *prometheus.Registry, log *slog.Logger) (*limitapi.API, error) {
+func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip.Node, checks *limitmetrics.Checks, log *slog.Logger) (*limitapi.API, error) {
 	cfg := limitapi.DefaultConfig()
 	cfg.Limiter, cfg.Catalog, cfg.AdminToken, cfg.Logger = lim, cat, string(o.AdminToken), log
 	cfg.ReadOnly = !o.ControlPlane
@@ -84,10 +84,6 @@ func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip
 		return nil, fmt.Errorf("--read-token: %w", err)
 	}
 	cfg.Shares = shares
-	checks := limitmetrics.NewChecks()
-	if err := reg.Register(checks); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
 	cfg.Checks = checks
 	if o.AdminToken == "" {
 		log.Warn("no --admin-token: control-plane writes are disabled")

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +18,7 @@ import (
 	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/participant"
 	"github.com/quotaplatform/quota/region"
@@ -53,12 +51,13 @@ func participantModule() fx.Option {
 			func(p *participant.Participant) region.Config { return p.LimiterConfig() },
 			func(p *participant.Participant) *catalog.Catalog { return p.Catalog() },
 			func(p *participant.Participant) *gossip.Node { return p.Gossip() },
+			func(p *participant.Participant) *limitmetrics.Checks { return p.Checks() },
 			func(p *participant.Participant) *nats.Conn { return p.NATS() },
 			func(p *participant.Participant) jetstream.JetStream { return p.JetStream() },
 			fx.Annotate(func(p *participant.Participant) region.UsageSink { return p.Reporter() }, fx.ResultTags(`group:"usage"`)),
 			fx.Annotate(func(p *participant.Participant) region.UsageSink { return p.Gossip() }, fx.ResultTags(`group:"usage"`)),
-			fx.Annotate(newDebugShares, fx.ResultTags(`name:"debug_shares"`)),
-			fx.Annotate(newHotKeys, fx.ResultTags(`name:"hot_keys"`)),
+			fx.Annotate((*participant.Participant).SharesHandler, fx.ResultTags(`name:"debug_shares"`)),
+			fx.Annotate((*participant.Participant).HotKeysHandler, fx.ResultTags(`name:"hot_keys"`)),
 		),
 		fx.Invoke(joinUsage),
 	)
@@ -234,42 +233,4 @@ func regionSet(o Options) ([]string, error) {
 		return nil, fmt.Errorf("--regions: must include --region %q, got %s", o.Region, strings.Join(regions, ","))
 	}
 	return regions, nil
-}
-
-// newHotKeys serves GET /v1/hotkeys?region=&k=: the fleet's (or one
-// region's) k hottest keys from the gossip digests, with each key's demand,
-// admitted rate and part of the demand (gossip.Node.HotKeys). k is 1 to
-// 1000, default 10; region, when given, must be one of the region set.
-func newHotKeys(node *gossip.Node, o Options) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		k := 10
-		if v := q.Get("k"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 1000 {
-				writeStatus(w, http.StatusBadRequest, map[string]any{"error": "k must be an integer from 1 to 1000", "field": "k"})
-				return
-			}
-			k = n
-		}
-		reg := q.Get("region")
-		if regions, err := regionSet(o); reg != "" && (err != nil || !slices.Contains(regions, reg)) {
-			writeStatus(w, http.StatusBadRequest, map[string]any{"error": "region is not one of the region set", "field": "region"})
-			return
-		}
-		writeStatus(w, http.StatusOK, node.HotKeys(reg, k))
-	})
-}
-
-// newDebugShares serves /debug/shares: every key's shares per region, each
-// region's gossip age, and whether shares are frozen.
-func newDebugShares(node *gossip.Node) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if key := r.URL.Query().Get("key"); key != "" {
-			_ = json.NewEncoder(w).Encode(map[string]any{"key": key, "shares": node.Shares(key)})
-			return
-		}
-		_ = json.NewEncoder(w).Encode(node.Snapshot())
-	})
 }

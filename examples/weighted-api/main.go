@@ -24,6 +24,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/participant"
@@ -64,6 +65,9 @@ func main() {
 type config struct {
 	listen      string
 	participant participant.Options
+	// readTokens may read the operator routes (participant.MountOperatorRoutes);
+	// none: those routes refuse every call.
+	readTokens []string
 }
 
 // parseFlags reads the flags; their names are the daemon's
@@ -72,7 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg := config{participant: participant.DefaultOptions()}
 	o := &cfg.participant
 	var (
-		regions, weights, join, key, natsPassword string
+		regions, weights, join, key, natsPassword, readToken string
 		rate, capacity                            float64
 	)
 	fs := flag.NewFlagSet("weighted-api", flag.ContinueOnError)
@@ -94,6 +98,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&o.Processes, "processes", o.Processes, "estimate of the limiter processes sharing the region's store")
 	fs.DurationVar(&o.Window, "window", o.Window, "accounting window")
 	fs.DurationVar(&o.ReportInterval, "report-interval", o.ReportInterval, "usage report interval")
+	fs.DurationVar(&o.StoreTimeout, "store-timeout", o.StoreTimeout, "hard timeout of one store call")
+	fs.DurationVar(&o.GossipInterval, "gossip-interval", o.GossipInterval, "cross-region demand gossip period")
+	fs.Float64Var(&o.ShareFloor, "share-floor", o.ShareFloor, "smallest share of a key a region keeps, in [0, 1)")
+	fs.DurationVar(&o.ClockSkew, "clock-skew", 0, "shift this process's wall clock (tests of clock skew)")
+	fs.StringVar(&readToken, "read-token", "", "bearer token(s), comma-separated, that may read the operator routes (GET /v1/keys/{key}, /debug/shares, …); prefer the environment: QUOTA_READ_TOKEN")
 	fs.Float64Var(&rate, "default-rate", 10, "built-in default plan rate (cost units per second) for keys with no plan; 0 disables; off with --redis unless given")
 	fs.Float64Var(&capacity, "default-capacity", 20, "built-in default plan capacity (burst); 0 disables; off with --redis unless given")
 	if err := fs.Parse(args); err != nil {
@@ -115,7 +124,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if key == "" {
 		key = os.Getenv("QUOTA_MEMBERLIST_KEY")
 	}
+	if readToken == "" {
+		readToken = os.Getenv("QUOTA_READ_TOKEN")
+	}
 	var errs []error
+	var err error
+	if cfg.readTokens, err = bearer.ParseList(readToken); err != nil {
+		errs = append(errs, fmt.Errorf("--read-token: %w", err))
+	}
 	if *natsUser != "" {
 		o.NATSOptions = append(o.NATSOptions, nats.UserInfo(*natsUser, natsPassword))
 	}
@@ -126,7 +142,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		errs = append(errs, errors.New("--nats-user and --nats-creds need --nats (the embedded server has no users)"))
 		o.NATSOptions = nil
 	}
-	var err error
 	if o.Regions, err = gossip.ParseRegions(regions); err != nil {
 		errs = append(errs, fmt.Errorf("--regions: %w", err))
 	}

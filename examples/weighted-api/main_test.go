@@ -203,3 +203,72 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorRoutes: the participant's read-only operator routes are on
+// the service's mux behind --read-token: no token is 401, another token
+// 403, the token reads a key's plan and the region's shares; a service
+// without --read-token refuses every read.
+func TestOperatorRoutes(t *testing.T) {
+	const token = "weighted-api-read-token"
+	s := startTest(t, "--read-token", token)
+	get := func(t *testing.T, s *service, path, tok string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", "http://"+s.addr.String()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/v1/keys/acct_ops", "/v1/limits/default", "/v1/costs/quote", "/debug/shares?key=acct_ops", "/v1/hotkeys"} {
+		if code, body := get(t, s, path, ""); code != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d %s, want 401", path, code, body)
+		}
+		if code, body := get(t, s, path, "not-the-read-token"); code != http.StatusForbidden {
+			t.Errorf("%s with another token: %d %s, want 403", path, code, body)
+		}
+	}
+	var view struct {
+		Plan     string             `json:"plan"`
+		Capacity float64            `json:"capacity"`
+		Shares   map[string]float64 `json:"shares"`
+	}
+	code, body := get(t, s, "/v1/keys/acct_ops", token)
+	if err := json.Unmarshal([]byte(body), &view); code != 200 || err != nil || view.Capacity != 20 {
+		t.Fatalf("GET /v1/keys/acct_ops: %d %s (%v), want the built-in default plan of capacity 20", code, body, err)
+	}
+	var shares struct {
+		Shares map[string]float64 `json:"shares"`
+	}
+	code, body = get(t, s, "/debug/shares?key=acct_ops", token)
+	if err := json.Unmarshal([]byte(body), &shares); code != 200 || err != nil || shares.Shares["local"] != 1 {
+		t.Fatalf("GET /debug/shares: %d %s (%v), want region local holding share 1", code, body, err)
+	}
+	if code, body := get(t, s, "/v1/hotkeys?k=0", token); code != 400 || !strings.Contains(body, `"field":"k"`) {
+		t.Fatalf("GET /v1/hotkeys?k=0: %d %s, want 400 naming k", code, body)
+	}
+	// Writes stay with the control plane: no write route is mounted.
+	req, _ := http.NewRequest("PUT", "http://"+s.addr.String()+"/v1/limits/default", strings.NewReader(`{"rate":1,"capacity":1}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed && resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("PUT /v1/limits/default: %d, want 405 or 404", resp.StatusCode)
+	}
+
+	closed := startTest(t)
+	if code, body := get(t, closed, "/v1/keys/acct_ops", token); code != http.StatusForbidden {
+		t.Fatalf("without --read-token: %d %s, want 403", code, body)
+	}
+}

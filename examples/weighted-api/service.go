@@ -47,7 +47,8 @@ func endpointOf(r *http.Request) string {
 // its own control plane (embedded NATS) and the catalogue has none yet.
 var defaultCosts = map[string]int64{quoteEndpoint: 1, reportEndpoint: 5}
 
-// newAPIMux serves the API. limit wraps each limited route's handler, which
+// newAPIMux serves the API (startService adds the participant's
+// operator routes, behind --read-token, readiness and metrics). limit wraps each limited route's handler, which
 // the mux calls after matching, so that the middleware sees the matched
 // pattern (endpointOf: the endpoint whose weight is the cost). Health, readiness
 // and metrics are not limited.
@@ -168,6 +169,9 @@ func startService(ctx context.Context, cfg config, log *slog.Logger) (*service, 
 		return nil, errors.Join(err, p.Close(ctx))
 	}
 	mux := newAPIMux(limit)
+	if _, err := p.MountOperatorRoutes(mux, cfg.readTokens); err != nil {
+		return nil, errors.Join(err, p.Close(ctx))
+	}
 	mux.Handle("GET /readyz", p.ReadyHandler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", cfg.listen)

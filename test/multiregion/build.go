@@ -13,6 +13,7 @@ import (
 var binaryPackages = map[string]string{
 	"regional-limiter": "github.com/quotaplatform/quota/cmd/regional-limiter",
 	"reconciler":       "github.com/quotaplatform/quota/cmd/reconciler",
+	"weighted-api":     "github.com/quotaplatform/quota/examples/weighted-api",
 }
 
 // builds caches the binaries built by this test binary: each command is

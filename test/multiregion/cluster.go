@@ -24,6 +24,9 @@ type Cluster struct {
 	spec Spec
 	dir  string
 	bin  string // regional-limiter
+	// exampleBin is examples/weighted-api, for Spec.ExampleRegion's
+	// processes; "" without one.
+	exampleBin string
 
 	memberlistKey string // base64, one per cluster: the limiters' membership is encrypted
 
@@ -58,10 +61,13 @@ type Region struct {
 	nodes []*Node // guarded by mu
 }
 
-// Node is one regional-limiter process.
+// Node is one regional-limiter process, or one process of the example
+// service (Spec.ExampleRegion).
 type Node struct {
 	Region string
 	Index  int
+	// Example: the node runs examples/weighted-api, not the daemon.
+	Example bool
 
 	c          *Cluster
 	listen     string // host:port
@@ -94,12 +100,19 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var exampleBin string
+	if spec.ExampleRegion != "" {
+		if exampleBin, err = binary("weighted-api"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c := &Cluster{
 		t:             t,
 		spec:          spec,
 		memberlistKey: newMemberlistKey(t),
 		dir:           t.TempDir(),
 		bin:           limiterBin,
+		exampleBin:    exampleBin,
 		regions:       make(map[string]*Region),
 		order:         append([]string(nil), spec.Regions...),
 		cutNATS:       make(map[string]bool),
@@ -181,6 +194,7 @@ func Start(t testing.TB, spec Spec) *Cluster {
 			n := &Node{
 				Region:     r,
 				Index:      i,
+				Example:    r == spec.ExampleRegion,
 				c:          c,
 				listen:     hostPort(testserver.FreePort(t)),
 				memberlist: hostPort(testserver.FreePort(t)),
@@ -367,6 +381,9 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 	}
 	reg := n.c.regions[n.Region]
 	user := clientUser(n.Region, n.ControlPlane())
+	if n.Example {
+		return n.launchExample(id, skew, join, user)
+	}
 	args := []string{
 		"--region", n.Region,
 		"--listen", n.listen,
@@ -404,6 +421,49 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 		"QUOTA_NATS_PASSWORD=" + n.c.nats.Password(user),
 	}
 	p := newProc("limiter-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.bin, n.c.dir, args, env)
+	if err := p.start(); err != nil {
+		return err
+	}
+	n.proc, n.id, n.skew, n.crashed = p, id, skew, false
+	n.ids = append(n.ids, id)
+	return nil
+}
+
+// launchExample starts the node as the example service, with the daemon's
+// settings that it shares; n.mu is held.
+func (n *Node) launchExample(id string, skew time.Duration, join []string, user string) error {
+	s := n.c.spec
+	reg := n.c.regions[n.Region]
+	args := []string{
+		"--region", n.Region,
+		"--listen", n.listen,
+		"--redis", "redis://" + reg.RedisProxy.Addr() + "/0",
+		"--nats", "nats://" + reg.NATSProxy.Addr(),
+		"--nats-user", user,
+		"--data-dir", n.dataDir,
+		"--process-id", id,
+		"--window", s.Window.String(),
+		"--report-interval", s.ReportInterval.String(),
+		"--store-timeout", s.StoreTimeout.String(),
+		"--processes", strconv.Itoa(s.Processes),
+		"--gossip-interval", s.GossipInterval.String(),
+		"--regions", strings.Join(s.Regions, ","),
+		"--region-weights", s.weightsFlag(),
+		"--share-floor", strconv.FormatFloat(s.ShareFloor, 'g', -1, 64),
+		"--memberlist-bind", n.memberlist,
+	}
+	if len(join) > 0 {
+		args = append(args, "--memberlist-join", strings.Join(join, ","))
+	}
+	if skew != 0 {
+		args = append(args, "--clock-skew", skew.String())
+	}
+	env := []string{
+		"QUOTA_MEMBERLIST_KEY=" + n.c.memberlistKey,
+		"QUOTA_NATS_PASSWORD=" + n.c.nats.Password(user),
+		"QUOTA_READ_TOKEN=" + s.AdminToken,
+	}
+	p := newProc("example-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.exampleBin, n.c.dir, args, env)
 	if err := p.start(); err != nil {
 		return err
 	}

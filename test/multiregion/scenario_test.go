@@ -57,6 +57,8 @@ type scenarioRun struct {
 	launched time.Time
 	// sem are the plan-semantics keys (semantics_test.go).
 	sem *semantics
+	// endpoints are the run's endpoints: the scenario's, else endpoints.
+	endpoints []Endpoint
 }
 
 func (s *scenarioRun) note(format string, args ...any) {
@@ -114,6 +116,9 @@ type scenario struct {
 	after func(s *scenarioRun)
 	// check adds scenario-specific checks.
 	check func(s *scenarioRun, rec *Record, f *Figures)
+	// endpoints, when set, replace endpoints (their costs must be set on
+	// the cluster).
+	endpoints []Endpoint
 }
 
 // TestScenarios runs the failure table against one cluster, scenario by
@@ -167,6 +172,10 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 	s := &scenarioRun{t: t, c: c, mode: mode, name: sc.name, prefix: sc.name + "-",
 		plans: map[string][]PlanPhase{}, crashed: map[string]bool{}, counterfactual: sc.counterfactual}
 	s.D, s.F = durations(mode)
+	s.endpoints = endpoints
+	if sc.endpoints != nil {
+		s.endpoints = sc.endpoints
+	}
 	if sc.run != nil {
 		s.D = sc.run(mode)
 	}
@@ -178,7 +187,7 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 		}
 	}
 	tr := sc.traffic(s)
-	tr.Duration, tr.Endpoints, tr.Probe = s.D, endpoints, probeKey
+	tr.Duration, tr.Endpoints, tr.Probe = s.D, s.endpoints, probeKey
 	s.addSemantics(&tr)
 	if s.watch == "" {
 		s.watch = tr.Keys[0].Key
@@ -333,9 +342,12 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	f := &Figures{Scenario: s.name, Mode: s.mode, Duration: rec.end.Sub(rec.start)}
 	sp := c.Spec()
 	f.Setup = fmt.Sprintf("%d regions × %d processes, --window %v, --report-interval %v, --gossip-interval %v, --store-timeout %v, --share-floor %g, --shutdown-delay %v; "+
-		"%d Zipf keys (s = %g, busiest %v cost/s) on plan default (%v/s, capacity %v), endpoints read/write/search costing 1/2/5 (70/20/10 %%); "+
+		"%d Zipf keys (s = %g, busiest %v cost/s) on plan default (%v/s, capacity %v), endpoints %s; "+
 		"runs of %v, faults of %v.", len(sp.Regions), sp.Processes, sp.Window, sp.ReportInterval, sp.GossipInterval, sp.StoreTimeout, sp.ShareFloor, sp.ShutdownDelay,
-		zipfKeys, zipfS, zipfTop, defaultRate, defaultCapacity, s.D, s.F)
+		zipfKeys, zipfS, zipfTop, defaultRate, defaultCapacity, describeEndpoints(s.endpoints), s.D, s.F)
+	if sp.ExampleRegion != "" {
+		f.Setup += fmt.Sprintf(" Region %s's processes are the example service (examples/weighted-api, a participant in a Go API), called on its own endpoints; the other regions' are the daemon.", sp.ExampleRegion)
+	}
 	tot := rec.Totals()
 	f.Decisions, f.AllowedCost, f.DegradedCost = tot.Decisions, tot.Allowed, tot.Degraded
 	f.DemandCost = tot.Allowed + tot.Rejected
@@ -566,4 +578,19 @@ func hasFlag(t *testing.T, name string) bool {
 	}
 	out, _ := execOutput(bin, "-h")
 	return strings.Contains(out, "-"+name+" ")
+}
+
+// describeEndpoints is "read/write/search costing 1/2/5 (70/20/10 %)".
+func describeEndpoints(es []Endpoint) string {
+	var names, costs, parts []string
+	total := 0.0
+	for _, e := range es {
+		total += e.Weight
+	}
+	for _, e := range es {
+		names = append(names, e.Name)
+		costs = append(costs, fmt.Sprint(e.Cost))
+		parts = append(parts, fmt.Sprintf("%.0f", 100*e.Weight/total))
+	}
+	return fmt.Sprintf("%s costing %s (%s %%)", strings.Join(names, "/"), strings.Join(costs, "/"), strings.Join(parts, "/"))
 }

@@ -73,6 +73,17 @@ type Spec struct {
 	// can stop) instead of a fresh database on the machine's server.
 	PrivatePostgres bool
 
+	// ExampleRegion, when set, names a region whose processes are the
+	// example service (examples/weighted-api, a Go API embedding a
+	// participant) instead of the daemon: clients call the service's own
+	// endpoints (GET /v1/quotes/{symbol} for "quote", POST /v1/reports for
+	// "report": Traffic.Endpoints must be those two), and the harness
+	// reads its operator routes with AdminToken as its --read-token. It
+	// may not be the first region (the control plane is a daemon there);
+	// ExtraFlags and ShutdownDelay are the daemon's and do not reach it.
+	// Default "": every process is the daemon.
+	ExampleRegion string
+
 	// AdminToken is the control-plane token. Default "multiregion-admin".
 	AdminToken string
 	// ExtraFlags are appended to every limiter's command line.
@@ -130,6 +141,9 @@ func (s *Spec) validate() error {
 	}
 	if s.ShutdownDelay < 0 {
 		return fmt.Errorf("multiregion: spec ShutdownDelay: must not be negative, got %v", s.ShutdownDelay)
+	}
+	if s.ExampleRegion != "" && (!seen[s.ExampleRegion] || s.ExampleRegion == s.Regions[0]) {
+		return fmt.Errorf("multiregion: spec ExampleRegion: %q must be one of Regions other than the first (the control region), %v", s.ExampleRegion, s.Regions)
 	}
 	if s.AdminToken == "" {
 		return fmt.Errorf("multiregion: spec AdminToken: must not be empty")

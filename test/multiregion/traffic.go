@@ -301,7 +301,13 @@ func (g *Generator) probe(ctx context.Context, region string) {
 			continue
 		}
 		t0 := time.Now()
-		resp, err := g.client.Post(n.URL()+"/v1/allow", "application/json", bytes.NewReader(body))
+		var resp *http.Response
+		var err error
+		if n.Example {
+			resp, err = g.client.Do(exampleRequest(n, check{key: g.tr.Probe, endpoint: exampleQuote, cost: 1}))
+		} else {
+			resp, err = g.client.Post(n.URL()+"/v1/allow", "application/json", bytes.NewReader(body))
+		}
 		if err != nil {
 			g.rec.fail(region, n.ID(), 1, fmt.Errorf("probe: %w", err), !n.serving())
 			continue
@@ -478,6 +484,10 @@ func (ch check) body() checkJSON {
 
 // send makes one HTTP request for checks on node n and records the result.
 func (g *Generator) send(n *Node, checks []check) {
+	if n.Example {
+		g.sendExample(n, checks)
+		return
+	}
 	id := n.ID()
 	var (
 		path string
