@@ -140,6 +140,11 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 	cfg.Stream.Cluster = o.StreamCluster
 	cfg.Stream.Logger = log
 	cfg.Durable = o.Durable
+	regions, err := o.regions()
+	if err != nil {
+		return nil, fmt.Errorf("--regions: %w", err)
+	}
+	cfg.Regions = regions
 	cfg.BatchSize = o.BatchSize
 	cfg.BatchInterval = o.BatchInterval
 	cfg.Logger = log

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,9 +31,12 @@ type options struct {
 	StreamMaxBytes int64
 	StreamCluster  string // placement of the usage stream when this process creates it
 	Durable        string
-	BatchSize      int
-	BatchInterval  time.Duration
-	OTLPEndpoint   string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
+	// Regions is --regions as given: the regions whose reports this
+	// reconciler consumes; empty = every region.
+	Regions       string
+	BatchSize     int
+	BatchInterval time.Duration
+	OTLPEndpoint  string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
 
 	// BillingToken is --billing-token as given (billing.ParseTokens
 	// syntax); it prints without its secrets.
@@ -125,7 +129,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.StringVar(&o.StreamCluster, "stream-cluster", o.StreamCluster, "the NATS cluster (region name) the usage stream is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected")
 		fs.StringVar(&o.Listen, "listen", o.Listen, "HTTP address for /v1/usage, /metrics, /healthz, /readyz")
 		fs.StringVar(&o.Stream, "stream", o.Stream, "JetStream stream of usage reports")
-		fs.StringVar(&o.Durable, "durable", o.Durable, "durable consumer name")
+		fs.StringVar(&o.Durable, "durable", o.Durable, "durable consumer name (default with --regions: reconciler-<regions joined by ->)")
+		fs.StringVar(&o.Regions, "regions", "", "consume only these regions' reports, comma-separated, to split the stream between reconcilers (one per region, each its own --durable); empty = every region")
 		fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "most reports per Postgres transaction")
 		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait to fill a batch")
 		fs.Var(&o.BillingToken, "billing-token",
@@ -171,6 +176,14 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// Each part of a split stream needs its own durable consumer: one
+	// shared by reconcilers of different regions would be re-filtered by
+	// each in turn.
+	if regions, err := o.regions(); cmd == "serve" && err == nil && len(regions) > 0 && !set["durable"] {
+		o.Durable = "reconciler-" + strings.Join(regions, "-")
+	}
 	return o, o.validate(cmd)
 }
 
@@ -202,6 +215,8 @@ func (o *options) validate(cmd string) error {
 		if err := ledger.CheckClusterName(o.StreamCluster); err != nil {
 			errs = append(errs, fmt.Errorf("--stream-cluster: %w", err))
 		}
+		_, err := o.regions()
+		check(err == nil, "--regions: %v", err)
 		check(o.BatchSize >= 1, "--batch-size: must be at least 1, got %d", o.BatchSize)
 		check(o.BatchInterval > 0, "--batch-interval: must be positive, got %v", o.BatchInterval)
 		check(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns,
@@ -211,7 +226,7 @@ func (o *options) validate(cmd string) error {
 		if err := tracing.CheckEndpoint(o.OTLPEndpoint); err != nil {
 			errs = append(errs, fmt.Errorf("--otlp-endpoint: %w", err))
 		}
-		_, err := o.billingAccess()
+		_, err = o.billingAccess()
 		check(err == nil, "%v", err)
 	case "usage":
 		check(o.Format == "json" || o.Format == "csv", "--format: must be json or csv, got %q", o.Format)
@@ -317,4 +332,23 @@ func redact(urls string) string {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// regions reads --regions: region names (subject tokens), each once.
+func (o *options) regions() ([]string, error) {
+	if strings.TrimSpace(o.Regions) == "" {
+		return nil, nil
+	}
+	var out []string
+	for i, r := range strings.Split(o.Regions, ",") {
+		r = strings.TrimSpace(r)
+		switch {
+		case r == "" || strings.ContainsAny(r, ".*> \t"):
+			return nil, fmt.Errorf("entry %d %q is not a region name (a subject token: no '.', '*', '>' or space)", i+1, r)
+		case slices.Contains(out, r):
+			return nil, fmt.Errorf("region %q appears twice", r)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

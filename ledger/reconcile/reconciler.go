@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +37,16 @@ type Config struct {
 	// Durable is the durable consumer's name. Several reconcilers with the
 	// same name share the work. Default "reconciler".
 	Durable string
+	// Regions, when set, restricts the reconciler to the reports of these
+	// regions (subjects <prefix>.<region>.>), to split the stream between
+	// reconcilers: one per region, or any partition of the region set,
+	// each with its own Durable, all writing one ledger (the Writer's
+	// primary-key order keeps them free of deadlocks). Two reconcilers
+	// whose regions overlap write the overlap twice, which the ledger's
+	// merge rules make harmless but wasteful. More than one region needs
+	// NATS 2.10 or later (a consumer's FilterSubjects). Default none:
+	// every region.
+	Regions []string
 	// BatchSize is the most reports written in one transaction, and about
 	// how many are gathered before writing (a batch message, which carries
 	// many, is never split across gatherings). Default 5000.
@@ -85,6 +97,11 @@ func (c *Config) validate() error {
 		}
 	}
 	check(c.Durable != "", "Durable", "must not be empty")
+	for i, r := range c.Regions {
+		check(r != "" && !strings.ContainsAny(r, ".*> \t\r\n"), fmt.Sprintf("Regions[%d]", i),
+			"%q is not a subject token (no '.', '*', '>' or white space)", r)
+		check(!slices.Contains(c.Regions[:i], r), fmt.Sprintf("Regions[%d]", i), "%q appears twice", r)
+	}
 	check(c.BatchSize >= 1, "BatchSize", "must be at least 1, got %d", c.BatchSize)
 	check(c.PullBytes >= 2<<20, "PullBytes", "must be at least 2 MiB, got %d", c.PullBytes)
 	check(c.BatchInterval > 0, "BatchInterval", "must be positive, got %v", c.BatchInterval)
@@ -251,16 +268,23 @@ func (r *Reconciler) bind(ctx context.Context) (jetstream.Consumer, error) {
 		_, err := ledger.EnsureStream(ctx, r.js, r.cfg.Stream)
 		if err == nil {
 			var cons jetstream.Consumer
-			cons, err = r.js.CreateOrUpdateConsumer(ctx, r.cfg.Stream.Name, jetstream.ConsumerConfig{
+			cc := jetstream.ConsumerConfig{
 				Durable:       r.cfg.Durable,
 				Description:   "usage reports into the Postgres ledger",
 				AckPolicy:     jetstream.AckExplicitPolicy,
 				AckWait:       r.cfg.AckWait,
 				DeliverPolicy: jetstream.DeliverAllPolicy,
-				FilterSubject: r.cfg.Stream.SubjectPrefix + ".>",
 				MaxAckPending: 4 * r.cfg.BatchSize,
 				MaxDeliver:    -1,
-			})
+			}
+			// One subject as FilterSubject, which servers before 2.10
+			// know; several need 2.10's FilterSubjects.
+			if subjects := r.filterSubjects(); len(subjects) == 1 {
+				cc.FilterSubject = subjects[0]
+			} else {
+				cc.FilterSubjects = subjects
+			}
+			cons, err = r.js.CreateOrUpdateConsumer(ctx, r.cfg.Stream.Name, cc)
 			if err == nil {
 				return cons, nil
 			}
@@ -272,6 +296,19 @@ func (r *Reconciler) bind(ctx context.Context) (jetstream.Consumer, error) {
 		}
 		backoff = min(2*backoff, r.cfg.RetryMax)
 	}
+}
+
+// filterSubjects are the consumer's subjects: the stream's, or with
+// Config.Regions one per region.
+func (r *Reconciler) filterSubjects() []string {
+	if len(r.cfg.Regions) == 0 {
+		return []string{r.cfg.Stream.SubjectPrefix + ".>"}
+	}
+	out := make([]string, len(r.cfg.Regions))
+	for i, reg := range r.cfg.Regions {
+		out[i] = r.cfg.Stream.SubjectPrefix + "." + reg + ".>"
+	}
+	return out
 }
 
 // gather collects messages of up to about BatchSize reports (a batch
