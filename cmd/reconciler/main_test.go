@@ -102,11 +102,17 @@ func TestParseFlags(t *testing.T) {
 			func(o options) bool { return o.BillingMaxRows == 5 && o.BillingStatementTimeout == time.Second }, ""},
 		{"usage takes no token", "usage", []string{"--billing-token", "aaaaaaaaaaaaaaaa"}, nil, nil, "not defined"},
 		{"regions name the durable", "serve", []string{"--regions", "eu, us"}, nil,
-			func(o options) bool { r, err := o.regions(); return err == nil && len(r) == 2 && o.Durable == "reconciler-eu-us" }, ""},
+			func(o options) bool {
+				r, err := o.regions()
+				return err == nil && len(r) == 2 && o.Durable == "reconciler-eu-us"
+			}, ""},
 		{"regions keep a given durable", "serve", nil, map[string]string{"QUOTA_REGIONS": "ap", "QUOTA_DURABLE": "ledger-ap"},
 			func(o options) bool { return o.Durable == "ledger-ap" }, ""},
 		{"no regions: every region", "serve", nil, nil,
-			func(o options) bool { r, err := o.regions(); return err == nil && r == nil && o.Durable == "reconciler" }, ""},
+			func(o options) bool {
+				r, err := o.regions()
+				return err == nil && r == nil && o.Durable == "reconciler"
+			}, ""},
 		{"region not a subject token", "serve", []string{"--regions", "eu,u.s"}, nil, nil, `--regions: entry 2 "u.s"`},
 		{"region twice", "serve", []string{"--regions", "eu,eu"}, nil, nil, `--regions: region "eu" appears twice`},
 		{"empty region", "serve", []string{"--regions", "eu,,us"}, nil, nil, "--regions: entry 2"},

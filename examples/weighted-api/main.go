@@ -77,7 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	o := &cfg.participant
 	var (
 		regions, weights, join, key, natsPassword, readToken string
-		rate, capacity                            float64
+		rate, capacity                                       float64
 	)
 	fs := flag.NewFlagSet("weighted-api", flag.ContinueOnError)
 	fs.SetOutput(stderr)
