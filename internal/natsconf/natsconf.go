@@ -62,7 +62,6 @@ type Params struct {
 	GossipSubject string // default "quota.gossip"
 	UsageStream   string // default "QUOTA_USAGE"
 	CatalogBucket string // default "quota-catalog"
-	Durable       string // default "reconciler"
 }
 
 // Users are the users the template defines for regions, in order: one
@@ -146,7 +145,6 @@ func (p *Params) defaults() {
 	set(&p.GossipSubject, "quota.gossip")
 	set(&p.UsageStream, "QUOTA_USAGE")
 	set(&p.CatalogBucket, "quota-catalog")
-	set(&p.Durable, "reconciler")
 }
 
 func (p *Params) vars() map[string]cty.Value {
@@ -195,7 +193,6 @@ func (p *Params) vars() map[string]cty.Value {
 		"gossip_subject": cty.StringVal(p.GossipSubject),
 		"usage_stream":   cty.StringVal(p.UsageStream),
 		"catalog_bucket": cty.StringVal(p.CatalogBucket),
-		"durable":        cty.StringVal(p.Durable),
 
 		"pid_file":               cty.StringVal(p.PIDFile),
 		"lame_duck_duration":     cty.StringVal(p.LameDuckDuration),

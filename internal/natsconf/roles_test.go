@@ -164,6 +164,9 @@ func TestShippedRoles(t *testing.T) {
 	cfg := reconcile.DefaultConfig()
 	cfg.Logger = quiet
 	cfg.Metrics = reconcile.NewMetrics(nil)
+	// A reconciler of eu's part of the stream (reconciler --regions eu):
+	// the role consumes through any durable of the usage stream.
+	cfg.Regions, cfg.Durable = []string{"eu"}, "reconciler-eu"
 	rec, err := reconcile.New(recJS, reconcile.NewWriter(pool), cfg)
 	if err != nil {
 		t.Fatal(err)

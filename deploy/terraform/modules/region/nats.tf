@@ -73,7 +73,7 @@ locals {
   nats_password_env = { for u in local.nats_users : u => "QUOTA_NATS_PASSWORD_${upper(replace(u, "-", "_"))}" }
 
   # validate.sh renders this template with sample values and checks it with `nats-server -t`.
-  # Subjects, stream, bucket and durable are the daemons' defaults.
+  # Subjects, stream and bucket are the daemons' defaults.
   nats_conf = templatefile("${path.module}/nats.conf.tftpl", {
     name                   = local.name
     regions                = local.nats_regions
@@ -96,7 +96,6 @@ locals {
     gossip_subject         = "quota.gossip"
     usage_stream           = "QUOTA_USAGE"
     catalog_bucket         = "quota-catalog"
-    durable                = "reconciler"
   })
 }
 
