@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/quotaplatform/quota/internal/natsname"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -82,7 +83,7 @@ func (c *Config) validate() error {
 	check(c.Bucket != "", "Bucket", "must not be empty")
 	check(c.History >= 1 && c.History <= 64, "History", "must be in [1, 64], got %d", c.History)
 	check(c.Replicas >= 1, "Replicas", "must be at least 1, got %d", c.Replicas)
-	if err := checkClusterName(c.Cluster); err != nil {
+	if err := natsname.CheckCluster(c.Cluster); err != nil {
 		errs = append(errs, fmt.Errorf("catalog: config Cluster: %w", err))
 	}
 	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive, got %v", c.WriteTimeout)
@@ -93,22 +94,4 @@ func (c *Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// checkClusterName returns an error when name, not empty, cannot be a NATS
-// cluster name: whitespace or control characters, a dot, or a wildcard.
-// (ledger.CheckClusterName is the same rule; the catalogue does not import
-// the ledger.)
-func checkClusterName(name string) error {
-	for _, r := range name {
-		switch {
-		case r <= ' ' || r == 0x7f:
-			return fmt.Errorf("%q is not a NATS cluster name: no spaces or control characters", name)
-		case r == '.':
-			return fmt.Errorf("%q is not a NATS cluster name: no dots", name)
-		case r == '*' || r == '>':
-			return fmt.Errorf("%q is not a NATS cluster name: no wildcards ('*', '>')", name)
-		}
-	}
-	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quotaplatform/quota/internal/natsname"
 )
 
 // Stream defaults shared by the Reporter and the reconciler.
@@ -91,21 +93,8 @@ func (c *StreamConfig) validate() error {
 }
 
 // CheckClusterName returns an error when name, not empty, cannot be a NATS
-// cluster name: one with whitespace or control characters, a dot, or a
-// wildcard ('*', '>'). Empty is valid (no placement).
-func CheckClusterName(name string) error {
-	for _, r := range name {
-		switch {
-		case r <= ' ' || r == 0x7f:
-			return fmt.Errorf("%q is not a NATS cluster name: no spaces or control characters", name)
-		case r == '.':
-			return fmt.Errorf("%q is not a NATS cluster name: no dots", name)
-		case r == '*' || r == '>':
-			return fmt.Errorf("%q is not a NATS cluster name: no wildcards ('*', '>')", name)
-		}
-	}
-	return nil
-}
+// cluster name (natsname.CheckCluster).
+func CheckClusterName(name string) error { return natsname.CheckCluster(name) }
 
 // Subject returns the subject a report of process in region is published
 // on. A late row ("<process>~late…") goes on its base process's subject,
