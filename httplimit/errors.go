@@ -106,8 +106,11 @@ func appendJSONString(b []byte, s string) []byte {
 // Classify maps a limiter error to an HTTP status and the request field it
 // is about: a bad key, cost or lease id is 400, as is a concurrency call
 // for a key whose plan has no concurrency limit; a key with no plan is
-// 404; a store that cannot be reached (a slot release) is 503; anything
-// else is 500 (field "").
+// 404; a store that cannot be reached (a slot release, a refund or a
+// charge) is 503; anything else is 500 (field ""). Request ids
+// (docs/design.md [idempotency]): a bad one is 400 and a refund above the
+// charge 400 (field cost), an unknown one 404, one already refunded or
+// charged with another cost 409, a store that records none 501.
 func Classify(err error) (status int, field string) {
 	switch {
 	case errors.Is(err, region.ErrInvalidKey):
@@ -122,6 +125,16 @@ func Classify(err error) (status int, field string) {
 		return http.StatusBadRequest, "lease_id"
 	case errors.Is(err, region.ErrNoConcurrency):
 		return http.StatusBadRequest, "key"
+	case errors.Is(err, region.ErrInvalidRequestID):
+		return http.StatusBadRequest, "request_id"
+	case errors.Is(err, region.ErrRefundExceedsCharge):
+		return http.StatusBadRequest, "cost"
+	case errors.Is(err, region.ErrUnknownRequest):
+		return http.StatusNotFound, "request_id"
+	case errors.Is(err, region.ErrRequestConflict):
+		return http.StatusConflict, "request_id"
+	case errors.Is(err, region.ErrNoIdempotency):
+		return http.StatusNotImplemented, "request_id"
 	case errors.Is(err, region.ErrStoreUnavailable):
 		return http.StatusServiceUnavailable, ""
 	}

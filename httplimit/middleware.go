@@ -123,7 +123,7 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 			cost, err := cfg.Limiter.EndpointCost(cfg.Endpoint(r))
 			if err == nil {
 				var d region.Decision
-				d, err = cfg.Limiter.Allow(r.Context(), key, cost)
+				d, err = allow(cfg.Limiter, r, key, cost)
 				if err == nil {
 					WriteHeaders(w.Header(), policy(cfg.Plans, key, d), d)
 					if cfg.Checks != nil {

@@ -60,7 +60,9 @@ const (
 	flagFinal       = 1 << 0
 	flagOwnProcess  = 1 << 1 // the report's ProcessID follows (it differs from the batch's)
 	flagWouldReject = 1 << 2 // a WouldReject count follows
-	knownFlags      = flagFinal | flagOwnProcess | flagWouldReject
+	flagRefunded    = 1 << 3 // a Refunded count follows
+	flagCharged     = 1 << 4 // a Charged count follows
+	knownFlags      = flagFinal | flagOwnProcess | flagWouldReject | flagRefunded | flagCharged
 )
 
 // ErrBatchMixed is returned by EncodeBatch for reports that do not share one
@@ -131,12 +133,28 @@ func EncodeBatch(reps []Report) (body []byte, msgID string, err error) {
 		if r.WouldReject != 0 {
 			flags |= flagWouldReject
 		}
+		if r.Refunded != 0 {
+			flags |= flagRefunded
+		}
+		if r.Charged != 0 {
+			flags |= flagCharged
+		}
 		e.raw.WriteByte(flags)
 		if flags&flagOwnProcess != 0 {
 			e.str(r.ProcessID)
 		}
 		if flags&flagWouldReject != 0 {
 			e.varint(r.WouldReject)
+		}
+		// Refunds and charges (docs/design.md [idempotency]) are flagged
+		// counts after the others, so that a batch without them is the
+		// batch an older encoder wrote, and an older batch decodes with
+		// both zero.
+		if flags&flagRefunded != 0 {
+			e.varint(r.Refunded)
+		}
+		if flags&flagCharged != 0 {
+			e.varint(r.Charged)
 		}
 	}
 	if e.raw.Len() > MaxBatchBytes {
@@ -155,10 +173,10 @@ func EncodeBatch(reps []Report) (body []byte, msgID string, err error) {
 }
 
 // batchReportBytes bounds the uncompressed size of one report in a batch:
-// its key and its length, nine numbers and the flags, and its own process
-// ID when it has one.
+// its key and its length, eleven numbers and the flags, and its own
+// process ID when it has one.
 func batchReportBytes(r *Report) int {
-	n := len(r.Key) + binary.MaxVarintLen16 + 9*binary.MaxVarintLen64 + 1
+	n := len(r.Key) + binary.MaxVarintLen16 + 11*binary.MaxVarintLen64 + 1
 	if r.ProcessID != subjectProcess(r.ProcessID) {
 		n += len(r.ProcessID) + binary.MaxVarintLen16
 	}
@@ -284,6 +302,12 @@ func decodeBatch(data []byte) ([]Decoded, error) {
 		}
 		if flags&flagWouldReject != 0 {
 			r.WouldReject = d.varint()
+		}
+		if flags&flagRefunded != 0 {
+			r.Refunded = d.varint()
+		}
+		if flags&flagCharged != 0 {
+			r.Charged = d.varint()
 		}
 		if d.err != nil {
 			break

@@ -20,6 +20,7 @@ type entry struct {
 	processID string
 	// Cumulative counters for the window.
 	spent, leased, rejected, degraded, wouldReject int64
+	refunded, charged                              int64
 	version                                        int64 // bumped by every Record that changes the counters
 	reported                                       int64 // highest version covered by an accepted report
 	seq                                            int64 // Seq of the last report built
@@ -47,6 +48,8 @@ func (e *entry) add(u *region.Usage) {
 	e.rejected += u.Rejected
 	e.degraded += u.Degraded
 	e.wouldReject += u.WouldReject
+	e.refunded += u.Refunded
+	e.charged += u.Charged
 	e.version++
 }
 
@@ -67,7 +70,8 @@ func (e *entry) report(c *Config, now time.Time, final bool) built {
 		Key: e.key, WindowStart: e.start, WindowEnd: e.start.Add(c.Window),
 		ProcessID: e.processID, Region: c.Region,
 		Spent: e.spent, Leased: e.leased, Rejected: e.rejected, Degraded: e.degraded,
-		WouldReject: e.wouldReject, Final: final, Seq: e.seq, SentAt: now.UTC(),
+		WouldReject: e.wouldReject, Refunded: e.refunded, Charged: e.charged,
+		Final: final, Seq: e.seq, SentAt: now.UTC(),
 	}}
 }
 

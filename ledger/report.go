@@ -33,6 +33,12 @@ type Report struct {
 	// (region.Usage.WouldReject): they were allowed without spending, so
 	// they are in neither Spent nor Rejected.
 	WouldReject int64 `json:"would_reject,omitempty"`
+	// Refunded is the cost given back by refunds (region.Usage.Refunded);
+	// Charged the cost taken by post-hoc charges (region.Usage.Charged),
+	// not part of Spent. Billing bills Spent + Charged − Refunded. A
+	// report from before refunds carries neither: zero.
+	Refunded int64 `json:"refunded,omitempty"`
+	Charged  int64 `json:"charged,omitempty"`
 	// Final says the process will not report this window again.
 	Final bool `json:"final"`
 	// Seq numbers the reports of one (ProcessID, Key, WindowStart) from 1.
@@ -75,6 +81,10 @@ func (r *Report) Validate() error {
 		return bad("degraded", "%d not in [0, spent=%d]", r.Degraded, r.Spent)
 	case r.WouldReject < 0:
 		return bad("would_reject", "negative (%d)", r.WouldReject)
+	case r.Refunded < 0:
+		return bad("refunded", "negative (%d)", r.Refunded)
+	case r.Charged < 0:
+		return bad("charged", "negative (%d)", r.Charged)
 	case r.Seq < 1:
 		return bad("seq", "must be at least 1, got %d", r.Seq)
 	}

@@ -251,7 +251,8 @@ func (r *Reporter) Record(batch []region.Usage) {
 	r.records++
 	for i := range batch {
 		u := &batch[i]
-		if u.Spent == 0 && u.Leased == 0 && u.Rejected == 0 && u.Degraded == 0 && u.WouldReject == 0 {
+		if u.Spent == 0 && u.Leased == 0 && u.Rejected == 0 && u.Degraded == 0 && u.WouldReject == 0 &&
+			u.Refunded == 0 && u.Charged == 0 {
 			continue
 		}
 		k := entryKey{key: u.Key, start: u.WindowStart.UnixNano()}

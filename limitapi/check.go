@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -22,6 +23,9 @@ type checkRequest struct {
 	Key      string  `json:"key"`
 	Cost     *int64  `json:"cost"`
 	Endpoint *string `json:"endpoint"`
+	// RequestID, when given, makes the check idempotent: docs/design.md
+	// [idempotency].
+	RequestID *string `json:"request_id"`
 }
 
 type batchRequest struct {
@@ -31,9 +35,9 @@ type batchRequest struct {
 // check is a decoded checkRequest without pointers, so that one decoded
 // on the stack stays there.
 type check struct {
-	key, endpoint        string
-	cost                 int64
-	hasCost, hasEndpoint bool
+	key, endpoint, requestID           string
+	cost                               int64
+	hasCost, hasEndpoint, hasRequestID bool
 }
 
 func (c checkRequest) check() check {
@@ -44,13 +48,16 @@ func (c checkRequest) check() check {
 	if c.Endpoint != nil {
 		k.endpoint, k.hasEndpoint = *c.Endpoint, true
 	}
+	if c.RequestID != nil {
+		k.requestID, k.hasRequestID = *c.RequestID, true
+	}
 	return k
 }
 
 // decide runs one check. prefix goes before field names ("checks[3].").
 // The key is validated once, by Allow; a bad key is named before any other
 // bad field.
-func (a *API) decide(ctx context.Context, c check, prefix string) (region.Decision, *apiError) {
+func (a *API) decide(ctx context.Context, c *check, prefix string) (region.Decision, *apiError) {
 	cost, e := a.cost(c, prefix)
 	if e != nil {
 		if ke := keyError(c.key, prefix); ke != nil {
@@ -58,7 +65,13 @@ func (a *API) decide(ctx context.Context, c check, prefix string) (region.Decisi
 		}
 		return region.Decision{}, e
 	}
-	d, err := a.cfg.Limiter.Allow(ctx, c.key, cost)
+	var d region.Decision
+	var err error
+	if c.hasRequestID {
+		d, err = a.allowRequest(ctx, c, cost)
+	} else {
+		d, err = a.cfg.Limiter.Allow(ctx, c.key, cost)
+	}
 	if err != nil {
 		if errors.Is(err, region.ErrInvalidKey) {
 			if ke := keyError(c.key, prefix); ke != nil {
@@ -70,8 +83,20 @@ func (a *API) decide(ctx context.Context, c check, prefix string) (region.Decisi
 	return d, nil
 }
 
+// allowRequest decides a check that carries a request id.
+func (a *API) allowRequest(ctx context.Context, c *check, cost int64) (region.Decision, error) {
+	if c.requestID == "" {
+		return region.Decision{}, fmt.Errorf("%w: request_id must not be empty: leave it out for a check without one", region.ErrInvalidRequestID)
+	}
+	rq, ok := a.cfg.Limiter.(Requests)
+	if !ok {
+		return region.Decision{}, fmt.Errorf("%w: this limiter records no request ids", region.ErrNoIdempotency)
+	}
+	return rq.AllowRequest(ctx, c.key, cost, c.requestID)
+}
+
 // cost is the check's cost: given, the endpoint's weight, or 1.
-func (a *API) cost(c check, prefix string) (int64, *apiError) {
+func (a *API) cost(c *check, prefix string) (int64, *apiError) {
 	switch {
 	case c.hasCost && c.hasEndpoint:
 		return 0, badRequest(prefix+"endpoint", "give cost or endpoint, not both")
@@ -127,7 +152,7 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		e.write(w)
 		return
 	}
-	d, e := a.decide(r.Context(), c, "")
+	d, e := a.decide(r.Context(), &c, "")
 	if e != nil {
 		e.write(w)
 		return
@@ -199,7 +224,8 @@ type checkResult struct {
 func (a *API) decideAll(ctx context.Context, checks []checkRequest) []checkResult {
 	out := make([]checkResult, len(checks))
 	decide := func(i int) {
-		out[i].d, out[i].err = a.decide(ctx, checks[i].check(), "checks["+strconv.Itoa(i)+"].")
+		c := checks[i].check()
+		out[i].d, out[i].err = a.decide(ctx, &c, "checks["+strconv.Itoa(i)+"].")
 	}
 	deadline := time.Now().Add(spreadAfter)
 	i := 0

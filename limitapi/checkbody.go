@@ -99,8 +99,8 @@ type errReader struct{ err error }
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // parseCheck decodes the common form of a check body: one JSON object
-// whose members are "key" and "endpoint" with strings of printable ASCII
-// without escapes, and "cost" with an integer of at most 18 digits, each
+// whose members are "key", "endpoint" and "request_id" with strings of
+// printable ASCII without escapes, and "cost" with an integer of at most 18 digits, each
 // at most once, in any order, with JSON whitespace anywhere between
 // tokens. It reports false for anything else, valid JSON or not: a name
 // in another case, an escape, null, a fraction or exponent, a repeated
@@ -144,6 +144,12 @@ func parseCheck(b []byte) (c check, ok bool) {
 				return c, false
 			}
 			c.cost, c.hasCost, i = n, true, j
+		case "request_id":
+			v, j, ok := parseSimpleString(b, i)
+			if !ok || c.hasRequestID {
+				return c, false
+			}
+			c.requestID, c.hasRequestID, i = string(v), true, j
 		default:
 			return c, false
 		}

@@ -102,6 +102,11 @@ var checkBodies = []string{
 	`"key"`,
 	"\ufeff{\"key\":\"a\"}",
 	`{"key":"a","endpoint":"x","cost":1}`,
+	`{"key":"a","cost":2,"request_id":"req-1"}`,
+	`{"request_id":"r","request_id":"r"}`,
+	`{"key":"a","request_id":7}`,
+	`{"key":"a","request_id":"r\u0041"}`,
+	`{"key":"a","request_id":null}`,
 	`{"key":"a","checks":[]}`,
 	`{"key":"` + strings.Repeat("k", 600) + `"}`,
 	`{"key":"a"}` + strings.Repeat(" ", 700),
@@ -143,6 +148,7 @@ func TestParseCheckTakes(t *testing.T) {
 		`{"key":"acct_1","cost":1}`:             {key: "acct_1", cost: 1, hasCost: true},
 		` {"key" : "a" ,"endpoint":"/s/{id}"} `: {key: "a", endpoint: "/s/{id}", hasEndpoint: true},
 		`{"cost":-3}`:                           {cost: -3, hasCost: true},
+		`{"key":"a","request_id":"r-1"}`:        {key: "a", requestID: "r-1", hasRequestID: true},
 		`{}`:                                    {},
 	} {
 		got, ok := parseCheck([]byte(body))

@@ -19,6 +19,15 @@ type Limiter interface {
 	Peek(key string) (region.KeyState, error)
 }
 
+// Requests is what request ids need of a region.Limiter (docs/design.md
+// [idempotency]): checks with a request_id, POST /v1/refund and
+// /v1/charge. When Config.Limiter is not one, those answer 501.
+type Requests interface {
+	AllowRequest(ctx context.Context, key string, cost int64, requestID string) (region.Decision, error)
+	Refund(ctx context.Context, key string, cost int64, requestID string) (region.Adjustment, error)
+	Charge(ctx context.Context, key string, cost int64, requestID string) (region.Adjustment, error)
+}
+
 // Catalog is what the API needs of a catalog.Catalog.
 type Catalog interface {
 	Resolve(key string) (string, region.Plan, error)

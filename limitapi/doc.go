@@ -10,6 +10,15 @@
 // the plan's "failure_policy"; a shadow plan's would-be rejection says
 // "shadow_rejected":true (docs/design.md [plan-semantics]).
 //
+// Request ids (docs/design.md [idempotency]): a check (single or in a
+// batch) with "request_id" is charged once per id within the region's
+// idempotency horizon, and a retry answers "replayed":true with the first
+// decision. POST /v1/refund and POST /v1/charge {"key","cost","request_id"}
+// (in Routes, for check tokens) give back a failed request's cost, at most
+// what its id was charged, and charge cost known after the response, into
+// debt if need be, each once per id. They need a Limiter that takes
+// request ids (Requests; a *region.Limiter does), else they answer 501.
+//
 // Concurrency slots (API.ConcurrencyRoutes, for check tokens): POST
 // /v1/acquire {"key"} takes a slot of the key's plan and answers
 // {"allowed","lease_id","expires_ms",…}; with "lease_id" it renews that

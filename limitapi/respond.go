@@ -39,6 +39,11 @@ func appendDecision(b []byte, d region.Decision) []byte {
 	if d.ShadowRejected {
 		b = append(b, `,"shadow_rejected":true`...)
 	}
+	if d.Replayed {
+		// The check's request id was decided before: docs/design.md
+		// [idempotency].
+		b = append(b, `,"replayed":true`...)
+	}
 	return append(b, '}')
 }
 

@@ -57,6 +57,8 @@ func (a *API) Routes() []Route {
 	return []Route{
 		{"POST /v1/allow", AccessCheck, "services: one check", http.HandlerFunc(a.allow)},
 		{"POST /v1/allow/batch", AccessCheck, "services: many checks", http.HandlerFunc(a.allowBatch)},
+		{"POST /v1/refund", AccessCheck, "services: give back a request's cost (it failed upstream), once per request_id", http.HandlerFunc(a.refund)},
+		{"POST /v1/charge", AccessCheck, "services: charge cost known after a request (e.g. tokens), once per request_id", http.HandlerFunc(a.charge)},
 		{"GET /v1/limits/{plan}", AccessRead, "operators, dashboards: a plan (?history=1: its changes)", http.HandlerFunc(a.getPlan)},
 		{"PUT /v1/limits/{plan}", AccessAdmin, "operators: create or change a plan", http.HandlerFunc(a.putPlan)},
 		{"DELETE /v1/limits/{plan}", AccessAdmin, "operators: delete a plan no key is assigned to", a.deleteEntry(catalog.KindPlan, "plan")},

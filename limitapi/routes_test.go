@@ -36,6 +36,8 @@ func sampleBody(pattern string) string {
 		return `{"checks":[{"key":"acct_1"}]}`
 	case strings.HasPrefix(pattern, "POST /v1/allow"):
 		return `{"key":"acct_1"}`
+	case strings.HasPrefix(pattern, "POST /v1/refund"), strings.HasPrefix(pattern, "POST /v1/charge"):
+		return `{"key":"acct_1","cost":1,"request_id":"r1"}`
 	case strings.HasPrefix(pattern, "POST /v1/acquire"), strings.HasPrefix(pattern, "POST /v1/release"):
 		return `{"key":"acct_1","lease_id":"x"}`
 	case strings.HasPrefix(pattern, "PUT /v1/limits/"):

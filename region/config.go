@@ -130,6 +130,12 @@ type Config struct {
 	// long after its last Acquire. Default 30s.
 	SlotTTL time.Duration
 
+	// IdempotencyHorizon is how long the region's store remembers a
+	// request id after its last use (Limiter.AllowRequest, Refund,
+	// Charge): the same id within it is charged once. Default 24h
+	// (docs/design.md [idempotency]).
+	IdempotencyHorizon time.Duration
+
 	// Clock is the time source for decisions and the tickers of Run. nil
 	// (the default) means the system clock, read cheaply: while Run runs,
 	// decisions read a coarse clock it advances every 500 µs, and otherwise
@@ -190,6 +196,7 @@ func DefaultConfig() Config {
 		BreakerCooldown:    250 * time.Millisecond,
 		ProbeTimeout:       time.Second,
 		SlotTTL:            30 * time.Second,
+		IdempotencyHorizon: DefaultIdempotencyHorizon,
 	}
 }
 
@@ -220,5 +227,6 @@ func (c *Config) validate() error {
 	check(c.BreakerCooldown > 0, "BreakerCooldown", "must be positive, got %v", c.BreakerCooldown)
 	check(c.ProbeTimeout > 0, "ProbeTimeout", "must be positive, got %v", c.ProbeTimeout)
 	check(c.SlotTTL >= time.Millisecond, "SlotTTL", "must be at least 1ms, got %v", c.SlotTTL)
+	check(c.IdempotencyHorizon >= time.Millisecond, "IdempotencyHorizon", "must be at least 1ms, got %v", c.IdempotencyHorizon)
 	return errors.Join(errs...)
 }

@@ -34,6 +34,10 @@ type Decision struct {
 	// (Plan.Shadow) that would have rejected this check: it was allowed
 	// without spending, and counted in Usage.WouldReject.
 	ShadowRejected bool
+	// Replayed reports that the check carried a request id the region had
+	// already decided (Limiter.AllowRequest): this is that first decision,
+	// and nothing was charged now.
+	Replayed bool
 
 	// plan is the plan the decision was taken against: a pointer to the copy
 	// the key's entry shares, so that the fast path writes 8 bytes, not a

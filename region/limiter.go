@@ -56,6 +56,11 @@ type Limiter struct {
 
 	shards [shardCount]shard
 	slow   [slowStripes]sync.Mutex
+
+	// horizon is Config.IdempotencyHorizon, or what SetIdempotencyHorizon
+	// set since, in nanoseconds. Last, so that the fields the decision path
+	// reads keep their places.
+	horizon atomic.Int64
 }
 
 // New returns a Limiter that leases from store and resolves plans with plans.
@@ -89,6 +94,7 @@ func New(store Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		system:    system,
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
+	l.horizon.Store(int64(cfg.IdempotencyHorizon))
 	if cfg.Observer != nil {
 		l.breaker.onChange = cfg.Observer.BreakerState
 	}

@@ -28,6 +28,17 @@ type memShard struct {
 	// slots holds concurrency slots: key → lease id → expiry; nil until
 	// the first; guarded by mu. A key's expired slots go at its next call.
 	slots map[string]map[string]time.Time
+	// requests holds request records (RequestStore) by key + " " + id;
+	// nil until the first; guarded by mu; swept with the buckets.
+	requests map[string]*memRequest
+}
+
+// memRequest is one request id's record (lua/request.lua's hash).
+type memRequest struct {
+	checked, allowed bool
+	checkCost        int64
+	charge, refund   int64 // 0: none (costs are ≥ 1)
+	expires          time.Time
 }
 
 type memBucket struct {
@@ -73,11 +84,7 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.calls++; sh.calls%memSweepEvery == 0 {
-		for k, b := range sh.buckets {
-			if !now.Before(b.expires) {
-				delete(sh.buckets, k)
-			}
-		}
+		sh.sweepLocked(now)
 	}
 	// Work on a copy: a probe (want, return, debt and demand all 0) writes
 	// nothing.
@@ -131,6 +138,120 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 	b.expires = now.Add(bucketTTL(req.Rate, req.Capacity))
 	sh.buckets[req.Key] = &b
 	return LeaseReply{Granted: granted, Tokens: b.tokens, StoreTime: now, DemandTotal: b.demand}, nil
+}
+
+// sweepLocked forgets expired buckets and request records.
+func (sh *memShard) sweepLocked(now time.Time) {
+	for k, b := range sh.buckets {
+		if !now.Before(b.expires) {
+			delete(sh.buckets, k)
+		}
+	}
+	for k, r := range sh.requests {
+		if !now.Before(r.expires) {
+			delete(sh.requests, k)
+		}
+	}
+}
+
+var _ RequestStore = (*MemoryStore)(nil)
+
+// Request implements RequestStore as lua/request.lua does.
+func (s *MemoryStore) Request(ctx context.Context, req RequestCall) (RequestReply, error) {
+	if err := req.validate(); err != nil {
+		return RequestReply{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return RequestReply{}, err
+	}
+	now := s.clock.Now()
+	sh := &s.shards[maphash.String(s.seed, req.Key)%shardCount]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.calls++; sh.calls%memSweepEvery == 0 {
+		sh.sweepLocked(now)
+	}
+	rk := req.Key + " " + req.ID
+	var rec memRequest
+	old := sh.requests[rk]
+	if old != nil && now.Before(old.expires) {
+		rec = *old
+	}
+	known := old != nil && now.Before(old.expires)
+	// The bucket, refilled as Lease refills it.
+	ob := sh.buckets[req.Key]
+	b := memBucket{tokens: req.Capacity, ts: now}
+	if ob != nil && now.Before(ob.expires) {
+		b = *ob
+	} else if req.Grace > 0 {
+		b.credit, b.creditEnd = math.Inf(1), now.Add(req.Grace)
+	}
+	b.tokens = math.Min(b.tokens, req.Capacity)
+	wasted := 0.0
+	if dt := now.Sub(b.ts); dt > 0 {
+		raw := b.tokens + dt.Seconds()*req.Rate
+		wasted = math.Max(0, raw-req.Capacity)
+		b.tokens = math.Min(req.Capacity, raw)
+		b.ts = now
+	}
+	if !now.Before(b.creditEnd) {
+		b.credit = 0
+	}
+	if b.credit > 0 {
+		b.credit += wasted
+	}
+	charged := func() int64 {
+		c := rec.charge
+		if rec.allowed {
+			c += rec.checkCost
+		}
+		return c
+	}
+	answer := func(st RequestStatus, applied int64) RequestReply {
+		return RequestReply{Status: st, Allowed: rec.allowed, Charged: charged(), Refunded: rec.refund,
+			Cost: applied, Tokens: b.tokens, StoreTime: now}
+	}
+	switch req.Op {
+	case RequestCheck:
+		if rec.checked {
+			return answer(RequestReplayed, rec.checkCost), nil
+		}
+		rec.checked, rec.checkCost = true, req.Cost
+		if b.tokens >= float64(req.Cost) {
+			b.tokens -= float64(req.Cost)
+			rec.allowed = true
+		}
+	case RequestCharge:
+		if rec.charge != 0 {
+			if rec.charge == req.Cost {
+				return answer(RequestReplayed, rec.charge), nil
+			}
+			return answer(RequestConflict, rec.charge), nil
+		}
+		b.tokens = math.Max(-req.Capacity, b.tokens-float64(req.Cost))
+		rec.charge = req.Cost
+	case RequestRefund:
+		switch {
+		case !known:
+			return answer(RequestUnknown, 0), nil
+		case rec.refund != 0 && rec.refund == req.Cost:
+			return answer(RequestReplayed, rec.refund), nil
+		case rec.refund != 0:
+			return answer(RequestConflict, rec.refund), nil
+		case req.Cost > charged():
+			return answer(RequestOverRefund, 0), nil
+		}
+		b.tokens = math.Min(req.Capacity, b.tokens+float64(req.Cost))
+		rec.refund = req.Cost
+	}
+	rec.expires = now.Add(req.Horizon)
+	if sh.requests == nil {
+		sh.requests = make(map[string]*memRequest)
+	}
+	sh.requests[rk] = &rec
+	b.expires = now.Add(bucketTTL(req.Rate, req.Capacity))
+	sh.buckets[req.Key] = &b
+	return answer(RequestApplied, req.Cost), nil
 }
 
 // Len returns the number of live buckets, for tests.

@@ -174,3 +174,59 @@ func (s *RedisStore) slots(ctx context.Context, key, op, id string, limit int, t
 	}
 	return out, nil
 }
+
+//go:embed lua/request.lua
+var requestLua string
+
+var requestScript = redis.NewScript(requestLua)
+
+var _ RequestStore = (*RedisStore)(nil)
+
+// RequestKey is the Redis key of the record of key's request id: a hash on
+// the same Cluster slot as its bucket.
+func (s *RedisStore) RequestKey(key, id string) string { return s.BucketKey(key) + ":req:" + id }
+
+// Request implements RequestStore with one call of lua/request.lua, which
+// writes the bucket and the request's record together.
+func (s *RedisStore) Request(ctx context.Context, req RequestCall) (RequestReply, error) {
+	if err := req.validate(); err != nil {
+		return RequestReply{}, err
+	}
+	res, err := requestScript.Run(ctx, s.rdb, []string{s.BucketKey(req.Key), s.RequestKey(req.Key, req.ID)},
+		req.Op.String(),
+		strconv.FormatFloat(req.Rate, 'g', -1, 64),
+		strconv.FormatFloat(req.Capacity, 'g', -1, 64),
+		req.Cost, req.Horizon.Milliseconds(), req.Grace.Microseconds()).Result()
+	if err != nil {
+		kind := ErrStoreRejected
+		if isTransient(err) {
+			kind = ErrStoreUnavailable
+		}
+		return RequestReply{}, fmt.Errorf("%w: redis request %s %q: %w", kind, req.Op, req.Key, err)
+	}
+	parts, ok := res.([]any)
+	if !ok || len(parts) != 7 {
+		return RequestReply{}, fmt.Errorf("%w: request reply is %T, want a 7-element array", ErrStoreUnavailable, res)
+	}
+	var n [7]int64
+	for i, p := range parts {
+		if i == 5 {
+			continue
+		}
+		v, ok := p.(int64)
+		if !ok {
+			return RequestReply{}, fmt.Errorf("%w: request reply element %d is %T, want an integer", ErrStoreUnavailable, i, p)
+		}
+		n[i] = v
+	}
+	tokStr, ok := parts[5].(string)
+	if !ok {
+		return RequestReply{}, fmt.Errorf("%w: request reply element 5 is %T, want a string", ErrStoreUnavailable, parts[5])
+	}
+	tokens, err := strconv.ParseFloat(tokStr, 64)
+	if err != nil || n[0] < 0 || n[0] > int64(RequestConflict) {
+		return RequestReply{}, fmt.Errorf("%w: request reply %v", ErrStoreUnavailable, parts)
+	}
+	return RequestReply{Status: RequestStatus(n[0]), Allowed: n[1] == 1, Charged: n[2], Refunded: n[3], Cost: n[4],
+		Tokens: tokens, StoreTime: time.UnixMicro(n[6])}, nil
+}

@@ -27,6 +27,14 @@ type Usage struct {
 	// are in neither Spent nor Rejected. What clients of a shadow plan
 	// were allowed is Spent + WouldReject.
 	WouldReject int64
+	// Refunded is the cost given back by refunds (Limiter.Refund) in the
+	// window: requests that failed upstream. What billing bills is
+	// Spent + Charged − Refunded.
+	Refunded int64
+	// Charged is the cost taken by post-hoc charges (Limiter.Charge) in
+	// the window: usage known only after a request was served, not part of
+	// Spent.
+	Charged int64
 }
 
 // UsageSink receives usage deltas. Record is called from the Limiter's

@@ -59,7 +59,7 @@ func participantModule() fx.Option {
 			fx.Annotate((*participant.Participant).SharesHandler, fx.ResultTags(`name:"debug_shares"`)),
 			fx.Annotate((*participant.Participant).HotKeysHandler, fx.ResultTags(`name:"hot_keys"`)),
 		),
-		fx.Invoke(joinUsage),
+		fx.Invoke(joinUsage, applyIdempotencyHorizon),
 	)
 }
 

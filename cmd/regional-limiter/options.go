@@ -20,6 +20,7 @@ import (
 	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
+	"github.com/quotaplatform/quota/region"
 )
 
 // Options are the daemon's settings; the "Flags" section of README.md in this
@@ -35,8 +36,9 @@ type Options struct {
 
 	// GRPCListen is the address of Envoy's rate limit service (gRPC);
 	// empty: off. RLSConfig is its envoyproxy/ratelimit YAML (a file or a
-	// directory), required with it; RLSResponseHeaders: its answers carry
-	// rate limit response headers.
+	// directory), or "catalog:" for the rules stored in the catalogue,
+	// required with it; RLSResponseHeaders: its answers carry rate limit
+	// response headers.
 	GRPCListen         string
 	RLSConfig          string
 	RLSResponseHeaders bool
@@ -77,6 +79,9 @@ type Options struct {
 	ReportInterval time.Duration
 	StoreTimeout   time.Duration
 	Processes      int
+	// IdempotencyHorizon is how long the region's store remembers a
+	// request id (region.Config.IdempotencyHorizon). Default 24h.
+	IdempotencyHorizon time.Duration
 
 	GossipInterval time.Duration
 	// Regions is --regions as given; regionSet (modules.go) derives the
@@ -131,7 +136,7 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.StringVar(&o.Region, "region", "local", "region name")
 	fs.StringVar(&o.Listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&o.GRPCListen, "grpc-listen", "", "gRPC address of Envoy's rate limit service (envoy.service.ratelimit.v3), with health and reflection; empty = off")
-	fs.StringVar(&o.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration YAML for --grpc-listen: a file, or a directory of *.yaml files; reloaded on change")
+	fs.StringVar(&o.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration YAML for --grpc-listen: a file, or a directory of *.yaml files, reloaded on change; or catalog: for the domains stored in the catalogue (PUT /v1/rls/{domain}), pushed to every process")
 	fs.BoolVar(&o.RLSResponseHeaders, "rls-response-headers", false, "rate limit service answers carry RateLimit-*, X-RateLimit-* and RateLimit-Policy response headers")
 	fs.StringVar(&o.Redis, "redis", "", "Redis URL (redis://[:password@]host:port/db, rediss:// for TLS); empty = in-process store")
 	fs.BoolVar(&o.RedisCluster, "redis-cluster", false, "treat --redis as a comma-separated list of Redis Cluster seed URLs")
@@ -158,6 +163,7 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.DurationVar(&o.ReportInterval, "report-interval", 5*time.Second, "usage report interval")
 	fs.DurationVar(&o.StoreTimeout, "store-timeout", 5*time.Millisecond, "hard timeout of one store call")
 	fs.IntVar(&o.Processes, "processes", 1, "estimate of the limiter processes sharing the region's store")
+	fs.DurationVar(&o.IdempotencyHorizon, "idempotency-horizon", region.DefaultIdempotencyHorizon, "how long the region's store remembers a request_id (checks, refunds, charges): the same id within it is charged once")
 	fs.DurationVar(&o.GossipInterval, "gossip-interval", time.Second, "cross-region demand gossip interval")
 	fs.StringVar(&o.Regions, "regions", "", "every region sharing limits over gossip, comma-separated, this one included; default: the regions of --region-weights, or --region alone with embedded NATS (required with --nats otherwise)")
 	fs.StringVar(&o.RegionWeights, "region-weights", "", "historical region weights, e.g. eu=0.5,us=0.3,ap=0.2 (one for every region of --regions)")
@@ -316,6 +322,7 @@ func (o *Options) validate() error {
 	check(o.ReportInterval > 0, "report-interval", "must be positive, got %v", o.ReportInterval)
 	check(o.StoreTimeout > 0, "store-timeout", "must be positive, got %v", o.StoreTimeout)
 	check(o.Processes >= 1, "processes", "must be at least 1, got %d", o.Processes)
+	check(o.IdempotencyHorizon >= time.Millisecond, "idempotency-horizon", "must be at least 1ms, got %v", o.IdempotencyHorizon)
 	check(o.GossipInterval > 0, "gossip-interval", "must be positive, got %v", o.GossipInterval)
 	check(o.ShareFloor >= 0 && o.ShareFloor < 1, "share-floor", "must be in [0, 1), got %v", o.ShareFloor)
 	if _, err := regionSet(*o); err != nil {

@@ -28,13 +28,16 @@ const (
 func routeRequest(t *testing.T, base string, rt limitapi.Route, tok string) *http.Request {
 	t.Helper()
 	method, path, _ := strings.Cut(rt.Pattern, " ")
-	path = strings.NewReplacer("{plan}", "pro", "{key}", "acct_1", "{endpoint}", "search").Replace(path)
+	path = strings.NewReplacer("{plan}", "pro", "{key}", "acct_1", "{endpoint}", "search", "{domain}", "edge").Replace(path)
 	body := map[string]string{
 		"POST /v1/allow":           `{"key":"acct_1"}`,
 		"POST /v1/allow/batch":     `{"checks":[{"key":"acct_1"}]}`,
+		"POST /v1/refund":          `{"key":"acct_1","cost":1,"request_id":"r1"}`,
+		"POST /v1/charge":          `{"key":"acct_1","cost":1,"request_id":"r1"}`,
 		"PUT /v1/limits/{plan}":    `{"rate":100,"capacity":100}`,
 		"PUT /v1/keys/{key}":       `{"plan":"pro"}`,
 		"PUT /v1/costs/{endpoint}": `{"cost":2}`,
+		"PUT /v1/rls/{domain}":     "domain: edge\ndescriptors: []\n",
 	}[rt.Pattern]
 	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 	if err != nil {
@@ -74,7 +77,7 @@ func TestRoutes(t *testing.T) {
 		}
 		// Any other route would answer one of these.
 		probes := []string{"/", "/x", "/v1", "/v1/", "/v1/allow/", "/v1/allow/x", "/v1/keys", "/v1/keys/", "/v1/keys/k/x",
-			"/v1/limits/", "/v1/costs/", "/v1/usage", "/v2/allow", "/metrics/", "/healthz/", "/readyz/", "/debug/",
+			"/v1/limits/", "/v1/costs/", "/v1/rls", "/v1/rls/", "/v1/rls/edge/x", "/v1/usage", "/v2/allow", "/metrics/", "/healthz/", "/readyz/", "/debug/",
 			"/debug/shares/", "/debug/pprof/", "/debug/vars", "/admin", "/favicon.ico"}
 		for _, p := range probes {
 			for _, m := range []string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"} {

@@ -17,10 +17,11 @@ func WriteJSON(w io.Writer, res Result) error {
 
 // CSVHeader is the first line of WriteCSV's output.
 var CSVHeader = []string{"key", "start", "end", "spent", "leased", "rejected", "degraded_cost",
-	"over_authorized", "windows", "degraded", "complete"}
+	"over_authorized", "windows", "degraded", "complete", "allowed", "refunded", "charged"}
 
 // WriteCSV writes res as CSV: a header, a line per bucket, and a last line
-// whose start is "total".
+// whose start is "total". spent is billed cost, net of refunds: allowed +
+// charged − refunded, the last three columns.
 func WriteCSV(w io.Writer, res Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write(CSVHeader)
@@ -28,7 +29,8 @@ func WriteCSV(w io.Writer, res Result) error {
 	line := func(start, end string, t Totals, windows int, degraded, complete bool) {
 		_ = cw.Write([]string{res.Key, start, end, n(t.Spent, 10), n(t.Leased, 10), n(t.Rejected, 10),
 			n(t.Degraded, 10), n(t.OverAuthorized, 10), strconv.Itoa(windows),
-			strconv.FormatBool(degraded), strconv.FormatBool(complete)})
+			strconv.FormatBool(degraded), strconv.FormatBool(complete),
+			n(t.Allowed, 10), n(t.Refunded, 10), n(t.Charged, 10)})
 	}
 	windows := 0
 	for _, r := range res.Rows {

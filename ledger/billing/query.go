@@ -88,12 +88,20 @@ func (q *Query) Validate() error {
 
 // Totals add up a range or a bucket. Cost units.
 type Totals struct {
+	// Spent is what billing charges: Allowed + Charged − Refunded
+	// (docs/design.md [idempotency]).
 	Spent    int64 `json:"spent"`
 	Leased   int64 `json:"leased"`
 	Rejected int64 `json:"rejected"`
 	Degraded int64 `json:"degraded"`
-	// OverAuthorized is Leased − Spent.
+	// OverAuthorized is Leased − Allowed.
 	OverAuthorized int64 `json:"over_authorized"`
+	// Allowed is the cost of allowed decisions; Refunded the cost given
+	// back by refunds (POST /v1/refund) and Charged the cost taken by
+	// post-hoc charges (POST /v1/charge) in the bucket's windows.
+	Allowed  int64 `json:"allowed"`
+	Refunded int64 `json:"refunded"`
+	Charged  int64 `json:"charged"`
 }
 
 // Row is one bucket.
@@ -146,14 +154,16 @@ func NewLedger(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 const bucketSQL = `SELECT date_trunc($4, window_start, 'UTC') AS b,
        date_trunc($4, window_start, 'UTC') + ('1 ' || $4)::interval AS e,
        sum(spent)::bigint, sum(leased)::bigint, sum(rejected)::bigint, sum(degraded)::bigint,
-       count(*)::int, bool_or(is_degraded), bool_and(complete)
+       count(*)::int, bool_or(is_degraded), bool_and(complete),
+       sum(allowed)::bigint, sum(refunded)::bigint, sum(charged)::bigint
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
 GROUP BY 1 ORDER BY 1
 LIMIT $5`
 
 // windowSQL selects one row per window; $4 most rows.
-const windowSQL = `SELECT window_start, window_end, spent, leased, rejected, degraded, 1, is_degraded, complete
+const windowSQL = `SELECT window_start, window_end, spent, leased, rejected, degraded, 1, is_degraded, complete,
+       allowed, refunded, charged
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
 ORDER BY window_start
@@ -223,7 +233,7 @@ func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
 		}
 		var r Row
 		if err := rows.Scan(&r.Start, &r.End, &r.Spent, &r.Leased, &r.Rejected, &r.Degraded,
-			&r.Windows, &r.IsDegraded, &r.Complete); err != nil {
+			&r.Windows, &r.IsDegraded, &r.Complete, &r.Allowed, &r.Refunded, &r.Charged); err != nil {
 			return Result{}, fmt.Errorf("billing: scan: %w", err)
 		}
 		res.add(r)
@@ -231,15 +241,18 @@ func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
 	if err := rows.Err(); err != nil {
 		return Result{}, fmt.Errorf("billing: query: %w", err)
 	}
-	res.Totals.OverAuthorized = res.Totals.Leased - res.Totals.Spent
+	res.Totals.OverAuthorized = res.Totals.Leased - res.Totals.Allowed
 	return res, nil
 }
 
 // add appends bucket r and adds it to the totals.
 func (res *Result) add(r Row) {
 	r.Start, r.End = r.Start.UTC(), r.End.UTC()
-	r.OverAuthorized = r.Leased - r.Spent
+	r.OverAuthorized = r.Leased - r.Allowed
 	res.Totals.Spent += r.Spent
+	res.Totals.Allowed += r.Allowed
+	res.Totals.Refunded += r.Refunded
+	res.Totals.Charged += r.Charged
 	res.Totals.Leased += r.Leased
 	res.Totals.Rejected += r.Rejected
 	res.Totals.Degraded += r.Degraded

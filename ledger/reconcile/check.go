@@ -129,6 +129,8 @@ func checkFigures(r *ledger.Report) error {
 		{"rejected", r.Rejected, 0},
 		{"degraded", r.Degraded, 0},
 		{"would_reject", r.WouldReject, 0},
+		{"refunded", r.Refunded, 0},
+		{"charged", r.Charged, 0},
 		{"leased", r.Leased, -MaxCounter},
 	} {
 		if f.v < f.floor || f.v > MaxCounter {

@@ -45,7 +45,8 @@ func NewWriter(pool *pgxpool.Pool) *Writer { return &Writer{pool: pool} }
 const createStaging = `CREATE TEMP TABLE IF NOT EXISTS usage_in (
     key text, window_start timestamptz, process_id text, window_end timestamptz,
     region text, spent bigint, leased bigint, rejected bigint, degraded bigint,
-    final boolean, seq bigint, sent_at timestamptz, would_reject bigint
+    final boolean, seq bigint, sent_at timestamptz, would_reject bigint,
+    refunded bigint, charged bigint
 ) ON COMMIT DELETE ROWS`
 
 // upsert merges usage_in into usage_reports in primary-key order. A row
@@ -54,8 +55,10 @@ const createStaging = `CREATE TEMP TABLE IF NOT EXISTS usage_in (
 // usual test, cannot be read from a partitioned table.)
 const upsert = `WITH up AS (
   INSERT INTO usage_reports AS t
-    (key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at, would_reject)
-  SELECT key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at, would_reject
+    (key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at, would_reject,
+     refunded, charged)
+  SELECT key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at, would_reject,
+     refunded, charged
   FROM usage_in
   ORDER BY key COLLATE "C", window_start, process_id COLLATE "C"
   ON CONFLICT (key, window_start, process_id) DO UPDATE SET
@@ -63,6 +66,8 @@ const upsert = `WITH up AS (
     rejected   = GREATEST(t.rejected, EXCLUDED.rejected),
     degraded   = GREATEST(t.degraded, EXCLUDED.degraded),
     would_reject = GREATEST(t.would_reject, EXCLUDED.would_reject),
+    refunded   = GREATEST(t.refunded, EXCLUDED.refunded),
+    charged    = GREATEST(t.charged, EXCLUDED.charged),
     leased     = CASE WHEN EXCLUDED.seq > t.seq THEN EXCLUDED.leased ELSE t.leased END,
     seq        = GREATEST(t.seq, EXCLUDED.seq),
     sent_at    = GREATEST(t.sent_at, EXCLUDED.sent_at),
@@ -72,12 +77,13 @@ const upsert = `WITH up AS (
      OR (EXCLUDED.final AND NOT t.final)
      OR EXCLUDED.spent > t.spent OR EXCLUDED.rejected > t.rejected OR EXCLUDED.degraded > t.degraded
      OR EXCLUDED.would_reject > t.would_reject
+     OR EXCLUDED.refunded > t.refunded OR EXCLUDED.charged > t.charged
   RETURNING (t.first_seen = now()) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`
 
 var stagingColumns = []string{"key", "window_start", "process_id", "window_end", "region",
-	"spent", "leased", "rejected", "degraded", "final", "seq", "sent_at", "would_reject"}
+	"spent", "leased", "rejected", "degraded", "final", "seq", "sent_at", "would_reject", "refunded", "charged"}
 
 // ensurePartitions creates the month partitions of usage_reports that $1's
 // instants fall in, where missing, in a transaction of its own.
@@ -123,7 +129,7 @@ func (w *Writer) write(ctx context.Context, rows []ledger.Report) (WriteResult, 
 	src := pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 		r := &rows[i]
 		return []any{r.Key, r.WindowStart, r.ProcessID, r.WindowEnd, r.Region,
-			r.Spent, r.Leased, r.Rejected, r.Degraded, r.Final, r.Seq, r.SentAt, r.WouldReject}, nil
+			r.Spent, r.Leased, r.Rejected, r.Degraded, r.Final, r.Seq, r.SentAt, r.WouldReject, r.Refunded, r.Charged}, nil
 	})
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_in"}, stagingColumns, src); err != nil {
 		return res, fmt.Errorf("reconcile: copy: %w", err)
@@ -175,8 +181,8 @@ func isNoPartition(err error) bool {
 }
 
 // Merge folds reports of the same (key, window, process) row into one, by
-// the same rules as the upsert: greatest spent, rejected, degraded and
-// would_reject;
+// the same rules as the upsert: greatest spent, rejected, degraded,
+// would_reject, refunded and charged;
 // leased, seq, window_end and region of the highest seq (the first of equal
 // seqs); latest sent_at; final if any is. Times are first normalized to
 // what Postgres stores (whole microseconds, UTC), so that window starts that
@@ -201,10 +207,12 @@ func Merge(reports []ledger.Report) []ledger.Report {
 		final := m.Final || r.Final
 		spent, rejected, degraded := max(m.Spent, r.Spent), max(m.Rejected, r.Rejected), max(m.Degraded, r.Degraded)
 		wouldReject := max(m.WouldReject, r.WouldReject)
+		refunded, charged := max(m.Refunded, r.Refunded), max(m.Charged, r.Charged)
 		if r.Seq > m.Seq {
 			*m = r
 		}
 		m.Final, m.Spent, m.Rejected, m.Degraded, m.WouldReject = final, spent, rejected, degraded, wouldReject
+		m.Refunded, m.Charged = refunded, charged
 		if m.SentAt.Before(r.SentAt) {
 			m.SentAt = r.SentAt
 		}

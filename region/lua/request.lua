@@ -1,0 +1,178 @@
+-- request.lua: one operation of a request id on a key's regional token
+-- bucket, deduplicated by the request's record, atomically
+-- (docs/design.md [idempotency]).
+--
+-- KEYS[1]  the bucket hash, e.g. "quota:{acct_1}" (lease.lua's)
+-- KEYS[2]  the request record, a hash, e.g. "quota:{acct_1}:req:<id>" (the
+--          hash tag keeps it on the bucket's Redis Cluster slot)
+-- ARGV[1]  op: "check", "refund" or "charge"
+-- ARGV[2]  rate (finite float > 0, already scaled by the region's share)
+-- ARGV[3]  capacity (finite float > 0, already scaled)
+-- ARGV[4]  cost (integer in [1, 2^53])
+-- ARGV[5]  horizon: how long the record lives after its last write,
+--          milliseconds (integer >= 1)
+-- ARGV[6]  grace: lease.lua's ARGV[9], microseconds (integer >= 0)
+--
+-- Record fields: a = the check's decision (1 allowed, 0 rejected), ac = the
+-- check's cost, p = the post-hoc charge, r = the refund. A field is absent
+-- until its operation was applied; each operation is applied at most once
+-- per record.
+--
+--   check   with a: replayed, nothing written, the first decision answered.
+--           Else the check's cost is taken if the bucket holds it (a = 1)
+--           or nothing is (a = 0).
+--   charge  with p: replayed when ARGV cost = p, else a conflict; nothing
+--           written. Else the cost is taken even below zero (down to
+--           -capacity, the floor lease.lua's debt has) and p = cost.
+--   refund  without any field: unknown. With r: replayed or a conflict, as
+--           charge. Else, when cost > charged (ac when a = 1, plus p), over;
+--           otherwise the cost goes back to the bucket (up to capacity) and
+--           r = cost.
+--
+-- The bucket's refill is lease.lua's, on Redis TIME, with its fresh-bucket
+-- grace and debt credit kept the same way; the bucket's d (demand) is left
+-- alone. Every write sets the bucket's PEXPIRE as lease.lua does and the
+-- record's to the horizon.
+--
+-- Reply: { status (0 applied, 1 replayed, 2 unknown, 3 over, 4 conflict),
+-- allowed (the check's decision, 0 without one), charged, refunded, the
+-- applied cost of the operation (for a replay or conflict: the first),
+-- tokens (string: a float), store time (microseconds) }.
+-- Errors: an argument out of range is refused before anything is read or
+-- written; a key of another type fails at the first HMGET, before any
+-- write.
+
+local MAX_TTL_MS = 31622400000 -- 366 days: region.MaxBucketTTL
+local EXACT = 9007199254740992 -- 2^53
+
+local op = ARGV[1]
+if op ~= 'check' and op ~= 'refund' and op ~= 'charge' then
+  return redis.error_reply('ERR quota request: ARGV[1] op must be check, refund or charge, got ' .. tostring(op))
+end
+local spec = { { 'rate' }, { 'capacity' }, { 'cost', 1 }, { 'horizon', 1 }, { 'grace', 0 } }
+local v = {}
+for i, s in ipairs(spec) do
+  local x = tonumber(ARGV[i + 1])
+  local ok = x ~= nil and x == x and x > -math.huge and x < math.huge
+  local rule = 'a finite number > 0'
+  if s[2] == nil then
+    ok = ok and x > 0
+  else
+    rule = 'an integer in [' .. s[2] .. ', 2^53]'
+    ok = ok and x >= s[2] and x <= EXACT and x == math.floor(x)
+  end
+  if not ok then
+    return redis.error_reply('ERR quota request: ARGV[' .. (i + 1) .. '] ' .. s[1] .. ' must be ' .. rule ..
+      ', got ' .. tostring(ARGV[i + 1]))
+  end
+  v[i] = x
+end
+local rate, capacity, cost, horizon, grace = v[1], v[2], v[3], v[4], v[5]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local rec = redis.call('HMGET', KEYS[2], 'a', 'ac', 'p', 'r')
+local a, ac, p, r = tonumber(rec[1]), tonumber(rec[2]) or 0, tonumber(rec[3]), tonumber(rec[4])
+local h = redis.call('HMGET', KEYS[1], 't', 'ts', 'd', 'c', 'ce')
+
+-- The bucket, refilled: lease.lua's arithmetic.
+local tokens = tonumber(h[1])
+local ts = tonumber(h[2])
+local d = tonumber(h[3]) or 0
+local credit = tonumber(h[4]) or 0
+local creditEnd = tonumber(h[5]) or 0
+local hadCredit = h[4] ~= false
+if now >= creditEnd then
+  credit = 0
+end
+if tokens == nil or ts == nil then
+  tokens = capacity
+  ts = now
+  if grace > 0 then
+    credit = EXACT
+    creditEnd = now + grace
+  end
+end
+if tokens > capacity then
+  tokens = capacity
+end
+local wasted = 0
+if now > ts then
+  local raw = tokens + (now - ts) * rate / 1000000
+  if raw > capacity then
+    wasted = raw - capacity
+  end
+  tokens = math.min(capacity, raw)
+  ts = now
+end
+if credit > 0 then
+  credit = credit + wasted
+end
+
+local function charged()
+  local c = 0
+  if a == 1 then
+    c = ac
+  end
+  return c + (p or 0)
+end
+local function answer(status, applied)
+  return { status, a or 0, charged(), r or 0, applied, string.format('%.6f', tokens), now }
+end
+
+if op == 'check' then
+  if a ~= nil then
+    return answer(1, ac)
+  end
+  if tokens >= cost then
+    tokens = tokens - cost
+    a = 1
+  else
+    a = 0
+  end
+  ac = cost
+  redis.call('HSET', KEYS[2], 'a', a, 'ac', ac)
+elseif op == 'charge' then
+  if p ~= nil then
+    if p == cost then
+      return answer(1, p)
+    end
+    return answer(4, p)
+  end
+  tokens = math.max(-capacity, tokens - cost)
+  p = cost
+  redis.call('HSET', KEYS[2], 'p', p)
+else -- refund
+  if a == nil and p == nil and r == nil then
+    return answer(2, 0)
+  end
+  if r ~= nil then
+    if r == cost then
+      return answer(1, r)
+    end
+    return answer(4, r)
+  end
+  if cost > charged() then
+    return answer(3, 0)
+  end
+  tokens = math.min(capacity, tokens + cost)
+  r = cost
+  redis.call('HSET', KEYS[2], 'r', r)
+end
+redis.call('PEXPIRE', KEYS[2], string.format('%d', horizon))
+
+local ttl = math.ceil(2000 * capacity / rate)
+if not (ttl <= MAX_TTL_MS) then
+  ttl = MAX_TTL_MS
+elseif ttl < 1000 then
+  ttl = 1000
+end
+redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'ts', ts, 'd', d)
+if credit > 0 then
+  redis.call('HSET', KEYS[1], 'c', string.format('%.6f', credit), 'ce', creditEnd)
+elseif hadCredit then
+  redis.call('HDEL', KEYS[1], 'c', 'ce')
+end
+redis.call('PEXPIRE', KEYS[1], string.format('%d', ttl))
+return answer(0, cost)

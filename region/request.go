@@ -1,0 +1,432 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// RequestStore records request ids on the region's store, so that a check,
+// a refund or a post-hoc charge sent again with the same request id is
+// applied once (docs/design.md [idempotency]). RedisStore and MemoryStore
+// implement it; a Limiter over a Store that does not refuses request ids
+// with ErrNoIdempotency. Errors are classified as Store.Lease's:
+// ErrStoreRejected is about the call, anything else says the store may be
+// unavailable.
+type RequestStore interface {
+	// Request applies req.Op to the key's bucket and to the record of
+	// (req.Key, req.ID) in one atomic step, refilling the bucket as Lease
+	// does (its debt credit and fresh-bucket grace included):
+	//
+	//   - RequestCheck: when the record holds a check, nothing changes and
+	//     the reply is that check's decision (RequestReplayed). Otherwise
+	//     req.Cost is taken if the bucket holds it, and the decision is
+	//     recorded, allowed or not.
+	//   - RequestCharge: req.Cost is taken even below zero (down to
+	//     −capacity) and recorded as the id's post-hoc charge; an id
+	//     already charged is RequestReplayed when req.Cost equals that
+	//     charge, RequestConflict otherwise, and changes nothing.
+	//   - RequestRefund: req.Cost goes back to the bucket (up to capacity)
+	//     and is recorded as the id's refund, when the id was charged at
+	//     least req.Cost (its allowed check plus its post-hoc charge); an
+	//     id without a record is RequestUnknown, a refund above the charge
+	//     RequestOverRefund, an id already refunded RequestReplayed or
+	//     RequestConflict as for a charge. Only RequestApplied writes.
+	//
+	// Every write sets the record to expire req.Horizon later, and the
+	// bucket's expiry as Lease does.
+	Request(ctx context.Context, req RequestCall) (RequestReply, error)
+}
+
+// RequestOp is what a RequestCall does.
+type RequestOp uint8
+
+// Request operations.
+const (
+	RequestCheck  RequestOp = iota + 1 // decide and spend, once per id
+	RequestRefund                      // give cost back, once per id, bounded by the id's charge
+	RequestCharge                      // take cost after the fact, into debt, once per id
+)
+
+func (o RequestOp) String() string {
+	switch o {
+	case RequestCheck:
+		return "check"
+	case RequestRefund:
+		return "refund"
+	case RequestCharge:
+		return "charge"
+	}
+	return "unknown"
+}
+
+// RequestCall is one RequestStore.Request call.
+type RequestCall struct {
+	Op       RequestOp
+	Key      string        // API key
+	ID       string        // request id: 1 to MaxRequestIDLen printable ASCII bytes, no space
+	Rate     float64       // the region's bucket, as in LeaseRequest
+	Capacity float64       // the region's bucket, as in LeaseRequest
+	Cost     int64         // cost units, ≥ 1
+	Horizon  time.Duration // how long the record lives after its last write, ≥ 1 ms
+	Grace    time.Duration // LeaseRequest.Grace, ≥ 0
+}
+
+// RequestStatus is what became of a RequestCall.
+type RequestStatus uint8
+
+// Request statuses.
+const (
+	RequestApplied    RequestStatus = iota // applied now
+	RequestReplayed                        // applied before, with the same cost: nothing changed
+	RequestUnknown                         // a refund of an id the store holds no record of
+	RequestOverRefund                      // a refund above what the id was charged
+	RequestConflict                        // the id was charged or refunded before with another cost
+)
+
+// RequestReply is the store's answer to Request.
+type RequestReply struct {
+	Status RequestStatus
+	// Allowed is the id's check decision (false when it has none).
+	Allowed bool
+	// Charged is what the id is charged after the call: its check's cost
+	// when allowed plus its post-hoc charge. Refunded is its refund.
+	Charged, Refunded int64
+	// Cost is the operation's applied cost: req.Cost when applied, the
+	// first cost when replayed or in conflict.
+	Cost int64
+	// Tokens left in the bucket after the call (negative in debt).
+	Tokens    float64
+	StoreTime time.Time
+}
+
+// MaxRequestIDLen is the longest request id, in bytes.
+const MaxRequestIDLen = 128
+
+// DefaultIdempotencyHorizon is Config.IdempotencyHorizon's default.
+const DefaultIdempotencyHorizon = 24 * time.Hour
+
+// Errors of request ids.
+var (
+	// ErrInvalidRequestID: a request id is longer than MaxRequestIDLen
+	// bytes, or holds a byte that is not printable ASCII (or a space).
+	ErrInvalidRequestID = errors.New("invalid request id")
+	// ErrNoIdempotency: the Limiter's store records no request ids (it is
+	// not a RequestStore).
+	ErrNoIdempotency = errors.New("the store records no request ids")
+	// ErrUnknownRequest: a refund names a request id the region holds no
+	// record of (never charged, or older than the horizon).
+	ErrUnknownRequest = errors.New("unknown request id")
+	// ErrRefundExceedsCharge: a refund is larger than what its request id
+	// was charged.
+	ErrRefundExceedsCharge = errors.New("refund exceeds the charge")
+	// ErrRequestConflict: the request id was already refunded or charged
+	// with another cost.
+	ErrRequestConflict = errors.New("request id already used with another cost")
+)
+
+// CheckRequestID reports whether id can be a request id: 1 to
+// MaxRequestIDLen bytes of printable ASCII without spaces. The error
+// wraps ErrInvalidRequestID and names the field request_id.
+func CheckRequestID(id string) error {
+	if len(id) > MaxRequestIDLen {
+		return fmt.Errorf("%w: request_id is %d bytes, at most %d allowed", ErrInvalidRequestID, len(id), MaxRequestIDLen)
+	}
+	return CheckName(ErrInvalidRequestID, "request_id", id)
+}
+
+func (r RequestCall) validate() error {
+	bad := func(kind error, format string, args ...any) error {
+		return fmt.Errorf("%w: %w: "+format, append([]any{ErrStoreRejected, kind}, args...)...)
+	}
+	switch {
+	case r.Op < RequestCheck || r.Op > RequestCharge:
+		return bad(ErrInvalidCost, "request op %d unknown", r.Op)
+	case r.Key == "":
+		return bad(ErrInvalidKey, "request key is empty")
+	case CheckRequestID(r.ID) != nil:
+		return bad(ErrInvalidRequestID, "request id %q", r.ID)
+	case !(r.Rate > 0) || math.IsInf(r.Rate, 1):
+		return bad(ErrInvalidPlan, "request rate must be a finite number > 0, got %v", r.Rate)
+	case !(r.Capacity > 0) || math.IsInf(r.Capacity, 1):
+		return bad(ErrInvalidPlan, "request capacity must be a finite number > 0, got %v", r.Capacity)
+	case r.Cost < 1 || r.Cost > 1<<53:
+		return bad(ErrInvalidCost, "request cost must be in [1, 2^53], got %d", r.Cost)
+	case r.Horizon < time.Millisecond:
+		return bad(ErrInvalidCost, "request horizon must be at least 1ms, got %v", r.Horizon)
+	case r.Grace < 0:
+		return bad(ErrInvalidCost, "request grace must not be negative, got %v", r.Grace)
+	}
+	return nil
+}
+
+// Adjustment is the answer to Refund and Charge.
+type Adjustment struct {
+	// Replayed: the request id was refunded (or charged) before with the
+	// same cost, and nothing changed now.
+	Replayed bool
+	// Cost is the cost applied: now, or the first time when Replayed.
+	Cost int64
+	// Charged and Refunded are the request id's totals after the call.
+	Charged, Refunded int64
+	// Remaining is the region's bucket after the call; negative when a
+	// post-hoc charge put it in debt.
+	Remaining int64
+	// Limit is the plan's capacity.
+	Limit int64
+}
+
+// AllowRequest is Allow for a check that carries a request id
+// (docs/design.md [idempotency]): the first check of (key, id) within
+// Config.IdempotencyHorizon is decided and charged by one store call that
+// records its decision; a later one, on any process of the region, gets
+// that decision with Replayed set and charges nothing. It always calls the
+// store: a check with an id is never decided from the local lease. While
+// the store is unavailable (breaker not closed, or the call fails) the
+// check is decided by the plan's failure policy like any check, flagged
+// Degraded, and its id is not recorded: a retry is charged again. id ""
+// is Allow.
+func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id string) (Decision, error) {
+	if id == "" {
+		return l.Allow(ctx, key, cost)
+	}
+	if err := CheckKey(key); err != nil {
+		return Decision{}, err
+	}
+	if cost <= 0 {
+		return Decision{}, fmt.Errorf("%w: cost must be positive, got %d", ErrInvalidCost, cost)
+	}
+	if err := CheckRequestID(id); err != nil {
+		return Decision{}, err
+	}
+	rs, ok := l.store.(RequestStore)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
+	}
+	h := maphash.String(l.seed, key)
+	m, err := l.newMiss(key, h, cost)
+	if err != nil {
+		return Decision{}, err
+	}
+	sh := m.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := l.now()
+	l.attachLocked(&m, now)
+	if l.breaker.current() != BreakerClosed {
+		return l.degradedLocked(&m, now), nil
+	}
+	call := RequestCall{Op: RequestCheck, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
+		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
+	sh.mu.Unlock()
+	rep, err := l.callRequest(ctx, rs, call)
+	sh.mu.Lock()
+	now = l.now()
+	l.attachLocked(&m, now) // the entry may have been evicted meanwhile
+	if err != nil {
+		return l.degradedLocked(&m, now), nil
+	}
+	e := m.e
+	e.referenced = true
+	d := Decision{Allowed: rep.Allowed, Limit: e.limit(), plan: e.plan, Path: PathSlow, Replayed: rep.Status == RequestReplayed}
+	tokens := rep.Tokens
+	d.Remaining = max(0, int64(tokens))
+	d.Reset = refillTime(m.capacity()-tokens, m.rate())
+	if !rep.Allowed {
+		d.RetryAfter = retryAfter(float64(cost)-tokens, m.rate())
+	}
+	if d.Replayed {
+		if !d.Allowed && e.plan.Shadow {
+			d.Allowed, d.ShadowRejected, d.RetryAfter = true, true, 0
+		}
+		return d, nil
+	}
+	if !e.fits(cost) {
+		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
+	}
+	e.addDemand(cost)
+	if rep.Allowed {
+		// Taken from the store for this check alone: leased and spent.
+		e.leased += cost
+		e.spent += cost
+		sh.allowed++
+		return d, nil
+	}
+	refuseLocked(sh, e, cost, &d)
+	return d, nil
+}
+
+// Refund gives cost back to key's bucket for the request id (a request
+// that failed upstream), at most what the id was charged (its allowed
+// check plus its post-hoc charge), once: the same refund sent again is
+// Replayed and changes nothing. The ledger counts it as Usage.Refunded.
+// It needs the store: while the store is unavailable it fails with an
+// error wrapping ErrStoreUnavailable, to be retried. An id the region
+// holds no record of is ErrUnknownRequest, a refund above the charge
+// ErrRefundExceedsCharge, another refund of the same id with another cost
+// ErrRequestConflict.
+func (l *Limiter) Refund(ctx context.Context, key string, cost int64, id string) (Adjustment, error) {
+	return l.adjust(ctx, RequestRefund, key, cost, id)
+}
+
+// Charge takes cost from key's bucket after the fact (usage known only
+// once a request was served), without a decision: the bucket may go into
+// debt, down to −capacity, and the region's checks of the key are
+// rejected until its refill repays it. It is applied once per request id
+// (the same charge sent again is Replayed; another cost is
+// ErrRequestConflict), counted as Usage.Charged, and needs the store as
+// Refund does. This process's lease of the key ends, so that its next
+// check sees the debt.
+func (l *Limiter) Charge(ctx context.Context, key string, cost int64, id string) (Adjustment, error) {
+	return l.adjust(ctx, RequestCharge, key, cost, id)
+}
+
+func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int64, id string) (Adjustment, error) {
+	if err := CheckKey(key); err != nil {
+		return Adjustment{}, err
+	}
+	if cost <= 0 || cost > MaxCapacity {
+		return Adjustment{}, fmt.Errorf("%w: cost must be in [1, %d], got %d", ErrInvalidCost, int64(MaxCapacity), cost)
+	}
+	if id == "" {
+		return Adjustment{}, fmt.Errorf("%w: request_id is required: the id of the request to %s", ErrInvalidRequestID, op)
+	}
+	if err := CheckRequestID(id); err != nil {
+		return Adjustment{}, err
+	}
+	rs, ok := l.store.(RequestStore)
+	if !ok {
+		return Adjustment{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
+	}
+	plan, err := l.plans.Plan(key)
+	if err == nil {
+		err = plan.Validate()
+	}
+	if err != nil {
+		return Adjustment{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+	}
+	if l.breaker.current() != BreakerClosed {
+		return Adjustment{}, fmt.Errorf("%w: the regional store is unavailable; %s not applied, send it again", ErrStoreUnavailable, op)
+	}
+	share := l.share(key)
+	call := RequestCall{Op: op, Key: key, ID: id, Rate: plan.Rate * share, Capacity: plan.Capacity * share,
+		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
+	rep, err := l.callRequest(ctx, rs, call)
+	if err != nil {
+		if isTransient(err) {
+			return Adjustment{}, fmt.Errorf("%s not applied, send it again: %w", op, err)
+		}
+		return Adjustment{}, err
+	}
+	a := Adjustment{Replayed: rep.Status == RequestReplayed, Cost: rep.Cost, Charged: rep.Charged,
+		Refunded: rep.Refunded, Remaining: int64(rep.Tokens), Limit: int64(plan.Capacity)}
+	switch rep.Status {
+	case RequestUnknown:
+		return Adjustment{}, fmt.Errorf("%w: request_id %q of key %q was not charged in this region within the idempotency horizon (%v)",
+			ErrUnknownRequest, id, key, l.IdempotencyHorizon())
+	case RequestOverRefund:
+		return Adjustment{}, fmt.Errorf("%w: cost %d is more than request_id %q was charged (%d, %d of it refunded)",
+			ErrRefundExceedsCharge, cost, id, rep.Charged, rep.Refunded)
+	case RequestConflict:
+		return Adjustment{}, fmt.Errorf("%w: request_id %q was %s with cost %d, not %d", ErrRequestConflict, id, pastTense(op), rep.Cost, cost)
+	case RequestReplayed:
+		return a, nil
+	}
+	h := maphash.String(l.seed, key)
+	sh := l.shardOf(h)
+	now := l.now()
+	sh.mu.Lock()
+	u := Usage{Key: key, WindowStart: WindowStart(key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)}
+	if op == RequestRefund {
+		u.Refunded = cost
+	} else {
+		u.Charged = cost
+		if e := sh.keys[key]; e != nil {
+			e.leaseLive = false // the next check goes to the store and sees the debt
+		}
+	}
+	sh.pending = append(sh.pending, u)
+	sh.mu.Unlock()
+	return a, nil
+}
+
+// IdempotencyHorizon is how long the region's store remembers a request
+// id after its last use: Config.IdempotencyHorizon, or what
+// SetIdempotencyHorizon set since.
+func (l *Limiter) IdempotencyHorizon() time.Duration { return time.Duration(l.horizon.Load()) }
+
+// SetIdempotencyHorizon changes the idempotency horizon of the calls that
+// follow (at least 1 ms), for a process whose Limiter was configured by a
+// package that does not set Config.IdempotencyHorizon (the daemon's
+// --idempotency-horizon). Records already written keep their expiry.
+func (l *Limiter) SetIdempotencyHorizon(d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("region: idempotency horizon must be at least 1ms, got %v", d)
+	}
+	l.horizon.Store(int64(d))
+	return nil
+}
+
+func pastTense(op RequestOp) string {
+	if op == RequestRefund {
+		return "refunded"
+	}
+	return "charged"
+}
+
+// callRequest makes one RequestStore call under the hard store timeout,
+// as callStore makes a lease call: counted, traced, observed, and told to
+// the breaker (a refusal about the call is an answer).
+func (l *Limiter) callRequest(ctx context.Context, rs RequestStore, call RequestCall) (RequestReply, error) {
+	var span trace.Span
+	if l.cfg.Tracer != nil {
+		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.request", trace.WithSpanKind(trace.SpanKindClient))
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
+	t0 := l.clock.Now()
+	rep, err := rs.Request(cctx, call)
+	t1 := l.clock.Now()
+	cancel()
+	lat := t1.Sub(t0)
+	if span != nil {
+		span.SetAttributes(attribute.String("quota.op", call.Op.String()), attribute.Int64("quota.cost", call.Cost),
+			attribute.Int("quota.status", int(rep.Status)), attribute.Int64("quota.latency_us", lat.Microseconds()))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "store call failed")
+		}
+		span.End()
+	}
+	l.storeCalls.Add(1)
+	if l.cfg.Observer != nil {
+		var granted int64
+		if rep.Status == RequestApplied && (call.Op != RequestCheck || rep.Allowed) {
+			granted = call.Cost
+		}
+		l.cfg.Observer.StoreCall(lat, call.Cost, granted, err)
+	}
+	now := l.now()
+	switch {
+	case err != nil && isTransient(err):
+		l.breaker.failure(now)
+		return RequestReply{}, err
+	case lat > l.cfg.StoreTimeout:
+		l.breaker.failure(now)
+	default:
+		l.breaker.success()
+	}
+	if err != nil {
+		l.keyErrors.Add(1)
+		return RequestReply{}, err
+	}
+	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
+	l.offset.observe(rep.StoreTime.UnixNano() - mid)
+	return rep, nil
+}

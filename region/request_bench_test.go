@@ -1,0 +1,78 @@
+package region_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/region"
+)
+
+// BenchmarkRequestID decides one hot key with and without a request id
+// (docs/design.md [idempotency]), against the in-process store and a local
+// redis-server, in the same run: latency per decision (ns/op, p50, p99),
+// allocations and store calls per decision. Every id is new, so every
+// check with one is a first decision: one store call that spends and
+// records. "retry" sends one id again and again: the replayed answer.
+func BenchmarkRequestID(b *testing.B) {
+	srv := testserver.StartRedis(b)
+	rdb := redisClientB(b, srv.Addr)
+	stores := []struct {
+		name string
+		make func() region.Store
+	}{
+		{"memory", func() region.Store { return region.NewMemoryStore(nil) }},
+		{"redis", func() region.Store {
+			return region.NewRedisStore(rdb, fmt.Sprintf("benchidem%d:", time.Now().UnixNano()))
+		}},
+	}
+	ctx := context.Background()
+	for _, st := range stores {
+		for _, mode := range []string{"without-id", "with-id", "retry"} {
+			b.Run(st.name+"/"+mode, func(b *testing.B) {
+				store := &countingStore{Store: st.make()}
+				cfg := region.DefaultConfig()
+				cfg.StoreTimeout = 100 * time.Millisecond // as BenchmarkExactVsLeased: a busy machine's slow call shows as latency
+				lim := startLimiter(b, store, region.StaticPlans{Default: benchPlan}, cfg)
+				lim.Allow(ctx, "hot", 1)
+				lim.AllowRequest(ctx, "hot", 1, "retry")
+				ids := make([]string, min(b.N, 1<<20))
+				for i := range ids {
+					ids[i] = "req-" + strconv.Itoa(i)
+				}
+				before := store.Calls()
+				lat := make([]time.Duration, 0, min(b.N, 1<<20))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
+					var d region.Decision
+					var err error
+					switch mode {
+					case "without-id":
+						d, err = lim.Allow(ctx, "hot", 1)
+					case "with-id":
+						d, err = lim.AllowRequest(ctx, "hot", 1, ids[i%len(ids)])
+					default:
+						d, err = lim.AllowRequest(ctx, "hot", 1, "retry")
+					}
+					if len(lat) < cap(lat) {
+						lat = append(lat, time.Since(t0))
+					}
+					if err != nil || !d.Allowed {
+						b.Fatalf("decision %d: %+v %v", i, d, err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
+				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+			})
+		}
+	}
+}
