@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -233,6 +235,28 @@ func (c *Catalog) Cost(endpoint string) (int64, bool) {
 	defer c.mu.RUnlock()
 	e, ok := c.st.costs[endpoint]
 	return e.Cost, ok
+}
+
+// RLSEntry returns the rate limit service rules of domain (KindRLS).
+func (c *Catalog) RLSEntry(domain string) (Entry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.st.rls[domain]
+	return e, ok
+}
+
+// RLSEntries returns the rate limit service rules of every domain
+// (KindRLS), sorted by domain. Package rls builds its configuration from
+// them on every change (OnChange).
+func (c *Catalog) RLSEntries() []Entry {
+	c.mu.RLock()
+	out := make([]Entry, 0, len(c.st.rls))
+	for _, e := range c.st.rls {
+		out = append(out, e)
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Snapshot returns every entry, for debugging and tests.

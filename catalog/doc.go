@@ -1,13 +1,15 @@
 // Package catalog is the plan catalogue of the regional limiter: plans
 // (name → rate, capacity and the plan's semantics: failure policy, mode,
-// shadow flag, concurrency), key → plan assignments, and endpoint cost
-// weights. It implements region.PlanResolver and region.CostResolver.
+// shadow flag, concurrency), key → plan assignments, endpoint cost
+// weights, and the rules of Envoy's rate limit service (one entry per
+// domain holding its envoyproxy/ratelimit YAML, KindRLS; package rls
+// parses them). It implements region.PlanResolver and region.CostResolver.
 //
-// What it owns: the catalogue's in-memory copy, the NATS JetStream key-value
-// bucket that carries it (one entry per plan, assignment or weight), the
-// watch that pushes every change to every process, and a last-known-good
-// copy in a file so that a process restarted during a NATS outage keeps the
-// catalogue. What it does not own: the NATS connection (the caller passes a
+// What it owns: the catalogue's in-memory copy, the NATS JetStream
+// key-value bucket that carries it (one entry per plan, assignment, weight
+// or domain), the watch that pushes every change to every process, and a
+// last-known-good copy in a file so that a process restarted during a NATS
+// outage keeps the catalogue. What it does not own: the NATS connection (the caller passes a
 // jetstream.JetStream), authentication (writers pass an actor name), and the
 // limiter (the caller registers it with Subscribe, and is told which keys'
 // cached plans went stale).

@@ -18,13 +18,23 @@ const (
 	KindPlan Kind = "plan" // a plan: Rate, Capacity and its semantics
 	KindKey  Kind = "key"  // a key → plan assignment: Plan
 	KindCost Kind = "cost" // an endpoint weight: Cost
+	// KindRLS is one domain of Envoy's rate limit service: YAML, the
+	// domain's envoyproxy/ratelimit configuration, as written. The
+	// catalogue keeps the text; package rls parses it (rls.PutDomain
+	// validates before writing, and its catalogue watch refuses what does
+	// not parse).
+	KindRLS Kind = "rls"
 )
+
+// MaxRLSBytes bounds the YAML of one rate limit service domain, so that
+// its entry fits a NATS message (1 MiB by default) with room to spare.
+const MaxRLSBytes = 256 << 10
 
 // Entry is one catalogue entry as stored in the bucket: what it says, who
 // wrote it and when. Only the fields of its Kind are set.
 type Entry struct {
 	Kind Kind   `json:"kind"`
-	Name string `json:"name"` // plan name, API key or endpoint name
+	Name string `json:"name"` // plan name, API key, endpoint name or rate limit service domain
 
 	Rate     float64 `json:"rate,omitempty"`     // KindPlan: cost units per second
 	Capacity float64 `json:"capacity,omitempty"` // KindPlan: burst, cost units
@@ -38,6 +48,8 @@ type Entry struct {
 
 	Plan string `json:"plan,omitempty"` // KindKey: the assigned plan's name
 	Cost int64  `json:"cost,omitempty"` // KindCost: the endpoint's weight
+	// KindRLS: the domain's envoyproxy/ratelimit YAML, as written.
+	YAML string `json:"yaml,omitempty"`
 
 	Actor string    `json:"actor"` // who wrote it (a token name, "admin")
 	At    time.Time `json:"at"`    // when, on the writer's clock
@@ -54,7 +66,7 @@ type Entry struct {
 // field is the API field that names an entry of kind k, or "" for an
 // unknown kind.
 func (k Kind) field() string {
-	return map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint"}[k]
+	return map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint", KindRLS: "domain"}[k]
 }
 
 // RegionPlan returns a plan entry as a region.Plan, named after the entry.
@@ -83,7 +95,7 @@ func parseKVKey(k string) (Kind, string, error) {
 		return "", "", fmt.Errorf("catalog: bucket key %q has no kind", k)
 	}
 	switch Kind(kind) {
-	case KindPlan, KindKey, KindCost:
+	case KindPlan, KindKey, KindCost, KindRLS:
 	default:
 		return "", "", fmt.Errorf("catalog: bucket key %q has unknown kind %q", k, kind)
 	}
@@ -139,11 +151,18 @@ func (e Entry) validate() error {
 		if e.Cost < 1 {
 			return fmt.Errorf("%w: cost must be at least 1, got %d", ErrInvalidValue, e.Cost)
 		}
+	case KindRLS:
+		switch {
+		case strings.TrimSpace(e.YAML) == "":
+			return fmt.Errorf("%w: yaml of domain %q must not be empty", ErrInvalidValue, e.Name)
+		case len(e.YAML) > MaxRLSBytes:
+			return fmt.Errorf("%w: yaml of domain %q is %d bytes, at most %d allowed", ErrInvalidValue, e.Name, len(e.YAML), MaxRLSBytes)
+		}
 	}
 	return nil
 }
 
-// CheckName reports whether s can name a plan, key or endpoint: the rule of
+// CheckName reports whether s can name a plan, key, endpoint or domain: the rule of
 // region.CheckKey (1 to region.MaxKeyLen bytes of printable ASCII without
 // spaces), so that every assigned key is one the limiter accepts. The error
 // wraps ErrInvalidName and names field.

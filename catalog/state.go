@@ -6,10 +6,11 @@ type state struct {
 	plans map[string]Entry
 	keys  map[string]Entry
 	costs map[string]Entry
+	rls   map[string]Entry // rate limit service domains
 }
 
 func newState() *state {
-	return &state{plans: map[string]Entry{}, keys: map[string]Entry{}, costs: map[string]Entry{}}
+	return &state{plans: map[string]Entry{}, keys: map[string]Entry{}, costs: map[string]Entry{}, rls: map[string]Entry{}}
 }
 
 func (s *state) table(k Kind) map[string]Entry {
@@ -20,6 +21,8 @@ func (s *state) table(k Kind) map[string]Entry {
 		return s.keys
 	case KindCost:
 		return s.costs
+	case KindRLS:
+		return s.rls
 	}
 	return nil
 }
@@ -44,11 +47,14 @@ func (s *state) remove(k Kind, name string, rev uint64) {
 
 // entries lists every entry, for the cache file.
 func (s *state) entries() []Entry {
-	out := make([]Entry, 0, len(s.plans)+len(s.keys)+len(s.costs))
-	for _, t := range []map[string]Entry{s.plans, s.keys, s.costs} {
+	out := make([]Entry, 0, s.len())
+	for _, t := range []map[string]Entry{s.plans, s.keys, s.costs, s.rls} {
 		for _, e := range t {
 			out = append(out, e)
 		}
 	}
 	return out
 }
+
+// len counts the entries of every kind.
+func (s *state) len() int { return len(s.plans) + len(s.keys) + len(s.costs) + len(s.rls) }

@@ -267,7 +267,7 @@ func (c *Catalog) swap(st *state, version uint64) {
 	c.synced = true
 	close(c.applied)
 	c.applied = make(chan struct{})
-	n := len(st.plans) + len(st.keys) + len(st.costs)
+	n := st.len()
 	c.mu.Unlock()
 	c.log.Info("catalogue read from bucket", "bucket", c.cfg.Bucket, "version", version, "entries", n)
 }

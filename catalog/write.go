@@ -42,8 +42,20 @@ func (c *Catalog) PutCost(ctx context.Context, actor, endpoint string, cost int6
 	return c.put(ctx, Entry{Kind: KindCost, Name: endpoint, Cost: cost, Actor: actor})
 }
 
-// Delete removes plan, key assignment or endpoint weight name (kind says
-// which), recording actor as the deleter, and returns the new catalogue
+// PutRLS creates or replaces the rate limit service rules of domain
+// (KindRLS): yaml is the domain's envoyproxy/ratelimit configuration,
+// stored as written, at most MaxRLSBytes. The catalogue does not parse it
+// (it does not import the rate limit service): rls.PutDomain parses it
+// first and refuses a bad one naming its line and field, and the daemons'
+// catalogue watch (rls.WatchCatalog) skips an entry that does not parse,
+// keeping that domain's last good rules. Every process gets the rules by
+// push, like plans.
+func (c *Catalog) PutRLS(ctx context.Context, actor, domain, yaml string) (uint64, error) {
+	return c.put(ctx, Entry{Kind: KindRLS, Name: domain, YAML: yaml, Actor: actor})
+}
+
+// Delete removes plan, key assignment, endpoint weight or rate limit
+// service domain name (kind says which), recording actor as the deleter, and returns the new catalogue
 // version. The deletion is stored as a tombstone, so History says who
 // deleted what and when. It wraps ErrNotFound when there is no such entry
 // (the built-in default plan cannot be deleted), and ErrInUse for a plan
@@ -53,7 +65,8 @@ func (c *Catalog) PutCost(ctx context.Context, actor, endpoint string, cost int6
 // an endpoint whose weight is deleted costs the daemon's default cost, or
 // is refused when there is none; when the "default" plan is deleted,
 // unassigned keys use the built-in default, or are refused when there is
-// none.
+// none; a rate limit service domain that is deleted is unknown to the
+// service (gRPC NotFound).
 func (c *Catalog) Delete(ctx context.Context, actor string, kind Kind, name string) (uint64, error) {
 	field := kind.field()
 	if field == "" {

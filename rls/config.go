@@ -8,7 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -167,7 +169,7 @@ func Load(path string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rate limit config: %w", err)
 		}
-		if err := c.add(f, data, where); err != nil {
+		if err := c.add(f, data, where, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -200,18 +202,33 @@ func configFiles(path string) ([]string, error) {
 // its one domain.
 func Parse(file string, data []byte) (*Config, error) {
 	c := &Config{domains: map[string]*node{}, rules: map[string]*Rule{}}
-	if err := c.add(file, data, map[string]string{}); err != nil {
+	if err := c.add(file, data, map[string]string{}, ""); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// CatalogFile is how errors name the catalogue entry of domain (the
+// ConfigError's File): "catalog:rls/<domain>".
+func CatalogFile(domain string) string { return "catalog:rls/" + domain }
+
+// ParseDomain reads the YAML of the catalogue entry of domain into a
+// Config of that one domain, as Parse reads a file; errors name
+// CatalogFile(domain) as the file. The YAML's domain field must be domain.
+func ParseDomain(domain string, data []byte) (*Config, error) {
+	c := &Config{domains: map[string]*node{}, rules: map[string]*Rule{}}
+	if err := c.add(CatalogFile(domain), data, map[string]string{}, domain); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
 // add parses one file into c; where maps a domain to the file that
-// defined it.
-func (c *Config) add(file string, data []byte, where map[string]string) error {
+// defined it; want, when not empty, is the domain the file must define.
+func (c *Config) add(file string, data []byte, where map[string]string, want string) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return &ConfigError{File: file, Err: err} // yaml's message carries the line
+		return syntaxError(file, err)
 	}
 	if len(doc.Content) == 0 {
 		return &ConfigError{File: file, Err: errors.New("empty file: want a mapping with domain and descriptors")}
@@ -242,6 +259,8 @@ func (c *Config) add(file string, data []byte, where map[string]string) error {
 		return p.errorf(root, "domain", "missing")
 	case domain == "":
 		return p.errorf(domainNode, "domain", "must not be empty")
+	case want != "" && domain != want:
+		return p.errorf(domainNode, "domain", "is %q, but the rules are stored as domain %q", domain, want)
 	case where[domain] != "":
 		return p.errorf(domainNode, "domain", "%q is already defined in %s", domain, where[domain])
 	}
@@ -255,6 +274,20 @@ func (c *Config) add(file string, data []byte, where map[string]string) error {
 	}
 	c.domains[domain] = root2
 	return nil
+}
+
+// yamlLine is the line yaml's syntax errors start with.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError is a YAML syntax error of file, its line taken out of yaml's
+// message into the ConfigError's Line.
+func syntaxError(file string, err error) *ConfigError {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &ConfigError{File: file, Err: err}
+	}
+	line, _ := strconv.Atoi(m[1])
+	return &ConfigError{File: file, Line: line, Err: errors.New("yaml: " + strings.TrimPrefix(err.Error(), m[0]))}
 }
 
 type parser struct{ file string }

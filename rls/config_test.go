@@ -15,7 +15,8 @@ func TestParseErrors(t *testing.T) {
 		name, yaml string
 		want       string // the whole "file:line: field: ..." prefix up to the message
 	}{
-		{"not yaml", "domain: [x", "bad.yaml: yaml: line 1"},
+		{"not yaml", "domain: [x", "bad.yaml:1: yaml: did not find expected"},
+		{"not yaml, later line", "domain: d\ndescriptors:\n  - key: a\n    value: b: c", "bad.yaml:4: yaml: mapping values are not allowed"},
 		{"empty", "", "bad.yaml: empty file"},
 		{"not a mapping", "- a", "bad.yaml:1: want a mapping"},
 		{"no domain", "descriptors: []", "bad.yaml:1: domain: missing"},

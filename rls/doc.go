@@ -9,8 +9,12 @@
 // turning each matched descriptor into a limiter key and a region.Plan
 // (Key, Plans), the gRPC service itself (Service, NewGRPCServer, with
 // bearer-token authentication of every method), its response headers and
-// its Prometheus counters, and a Watcher that reloads the files when they
-// change.
+// its Prometheus counters, a Watcher that reloads the files when they
+// change, and the rules stored in the catalogue: PutDomain parses a
+// domain's YAML (ParseDomain) before writing it to the catalogue
+// (catalog.KindRLS, one entry per domain, pushed to every process), and
+// WatchCatalog puts the catalogue's domains in force in a Rules on every
+// push, a domain whose entry does not parse keeping its last good rules.
 //
 // What it does not own: deciding (a region.Limiter does: every matched
 // descriptor is an ordinary key with leases, shares, gossip and ledger
@@ -24,6 +28,8 @@
 //
 // Concurrency: a Service, a Rules and a Plans are safe for concurrent use;
 // a Config is immutable once built. A Watcher's Run is its only goroutine;
-// its callbacks run on that goroutine. Time: the Watcher polls on the
+// its callbacks run on that goroutine. WatchCatalog starts none: its
+// callbacks run on the catalogue's watch goroutine (and once on the
+// caller's). Time: the Watcher polls on the
 // clock.Clock of its WatchConfig; nothing else in rls reads the clock.
 package rls

@@ -45,7 +45,7 @@ func headers(checks []check, sts []*rlsv3.RateLimitResponse_DescriptorStatus) []
 		headerValue(HeaderEnvoyReset, strconv.FormatInt(int64(st.DurationUntilReset.AsDuration().Seconds()+0.999999999), 10)),
 	)
 	for _, k := range []string{httplimit.HeaderLimit, httplimit.HeaderRemaining, httplimit.HeaderReset, httplimit.HeaderStale,
-		httplimit.HeaderPolicy, httplimit.HeaderRateLimit, httplimit.HeaderRetryAfter} {
+		httplimit.HeaderPolicy, httplimit.HeaderRateLimit, httplimit.HeaderRetryAfter, httplimit.HeaderDegraded} {
 		if v := h.Get(k); v != "" {
 			out = append(out, headerValue(k, v))
 		}

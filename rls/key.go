@@ -59,6 +59,28 @@ func Key(id, domain string, entries []*rlv3.RateLimitDescriptor_Entry) string {
 	return b.String()
 }
 
+// Key is the limiter key a request descriptor of domain with entries
+// spends from under c, as the Service makes it (the package-level Key of
+// the matched rule), so that a caller can find the descriptor's usage in
+// the ledger; ok is false when no limited rule matches (unknown domain, no
+// match, unlimited, requests_per_unit 0). It reads one descriptor alone: a
+// limit override, or another descriptor of the same request whose rule
+// replaces this one's, is the request's business.
+func (c *Config) Key(domain string, entries []*rlv3.RateLimitDescriptor_Entry) (key string, ok bool) {
+	if c == nil || len(entries) == 0 {
+		return "", false
+	}
+	root := c.domains[domain]
+	if root == nil {
+		return "", false
+	}
+	r := root.match(entries)
+	if r == nil || r.Unlimited || r.RequestsPerUnit == 0 {
+		return "", false
+	}
+	return Key(r.id, domain, entries), true
+}
+
 func hashedKey(id, domain string, entries []*rlv3.RateLimitDescriptor_Entry) string {
 	h := sha256.New()
 	h.Write([]byte(domain))

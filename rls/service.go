@@ -61,8 +61,9 @@ const MaxDescriptors = 64
 // With ServiceConfig.ResponseHeaders, answers carry the limiting descriptor's (the
 // one with the least remaining) headers: envoyproxy/ratelimit's
 // RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset, and the check
-// API's X-Ratelimit-*, RateLimit-Policy, RateLimit and (when over the
-// limit) Retry-After, as httplimit.WriteHeaders writes them.
+// API's X-Ratelimit-*, RateLimit-Policy, RateLimit, (when over the
+// limit) Retry-After and (when decided without the store)
+// X-Ratelimit-Degraded, as httplimit.WriteHeaders writes them.
 //
 // An unknown domain is a gRPC NotFound error; an empty domain, no
 // descriptors, more than MaxDescriptors, or a descriptor without entries

@@ -13,13 +13,16 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/quotaplatform/quota/bearer"
+	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/rls"
 )
 
 // grpcModules serves Envoy's rate limit service on --grpc-listen, with the
 // limits of --rls-config (envoyproxy/ratelimit's YAML), reloaded when the
-// files change. Off (no module) without --grpc-listen.
+// files change, or, with --rls-config catalog:, the rules stored in the
+// catalogue (PUT /v1/rls/{domain}), re-applied on every push. Off (no
+// module) without --grpc-listen.
 //
 // The rules join the graph before the participant: its limiter answers
 // their keys (rls.KeyPrefix) from them and every other key from the
@@ -30,10 +33,41 @@ func grpcModules(o Options) fx.Option {
 	if o.GRPCListen == "" {
 		return fx.Options()
 	}
+	invokes := []any{linkRLS}
+	if o.RLSConfig == rlsFromCatalog {
+		invokes = append(invokes, watchRLSCatalog) // after linkRLS: its loads invalidate the limiter
+	}
 	return fx.Options(
 		fx.Provide(newRLSRules, newRLSService, newGRPCServer),
-		fx.Invoke(linkRLS, func(*grpcServer) {}),
+		fx.Invoke(append(invokes, func(*grpcServer) {})...),
 	)
+}
+
+// rlsFromCatalog is the --rls-config that takes the rules from the
+// catalogue's rate limit service domains.
+const rlsFromCatalog = "catalog:"
+
+// watchRLSCatalog puts the catalogue's rate limit service domains in force
+// now (from the cached copy, if any) and after every push
+// (rls.WatchCatalog); a domain whose entry does not parse is logged,
+// naming its line and field, counted in quota_rls_config_loads_total
+// {result="error"}, and keeps its last good rules. It runs before the
+// participant starts the catalogue.
+func watchRLSCatalog(cat *catalog.Catalog, rules *rls.Rules, metrics *rls.Metrics, link *rlsLink, log *slog.Logger) error {
+	log = log.With("component", "rls")
+	return rls.WatchCatalog(rls.CatalogWatchConfig{
+		Catalog: cat,
+		Rules:   rules,
+		OnLoad: func(c *rls.Config) {
+			link.lim.InvalidateAll()
+			metrics.ConfigLoaded(nil)
+			log.Info("rate limit rules from the catalogue in force", "domains", c.Domains(), "generation", rules.Generation())
+		},
+		OnError: func(err error) {
+			metrics.ConfigLoaded(err)
+			log.Warn("rate limit rules in the catalogue refused; the domain's last good rules stay in force", "err", err)
+		},
+	})
 }
 
 // rlsLink lets the config watcher reach the limiter, which is built after
@@ -54,6 +88,9 @@ func newRLSRules(lc fx.Lifecycle, o Options, reg *prometheus.Registry, log *slog
 	}
 	rules, link := &rls.Rules{}, &rlsLink{}
 	log = log.With("component", "rls")
+	if o.RLSConfig == rlsFromCatalog {
+		return rules, metrics, link, nil // watchRLSCatalog fills rules
+	}
 	w, cfg, err := rls.NewWatcher(rls.WatchConfig{
 		Path: o.RLSConfig,
 		OnLoad: func(c *rls.Config) {

@@ -34,6 +34,7 @@ type routeInputs struct {
 	Participant *participant.Participant
 	Registry    *prometheus.Registry
 	Ready       *readiness
+	Logger      *slog.Logger
 	// DebugShares serves /debug/shares when the gossip module provides it.
 	DebugShares http.Handler `name:"debug_shares" optional:"true"`
 	// HotKeys serves /v1/hotkeys.
@@ -54,6 +55,7 @@ func newRoutes(in routeInputs) routeTable {
 		})
 	}
 	routes := append(routeTable(in.API.Routes()), in.API.ConcurrencyRoutes()...)
+	routes = append(routes, rlsRoutes(in.Participant.Catalog(), in.Logger)...)
 	return append(routes,
 		limitapi.Route{Pattern: "GET /metrics", Access: limitapi.AccessAnyone, Caller: "Prometheus (no keys in labels)",
 			Handler: promhttp.HandlerFor(in.Registry, promhttp.HandlerOpts{Registry: in.Registry})},

@@ -71,6 +71,7 @@ type Node struct {
 
 	c          *Cluster
 	listen     string // host:port
+	grpcListen string // host:port of --grpc-listen with Spec.GRPC; "" without
 	memberlist string // host:port
 	dataDir    string
 
@@ -199,6 +200,9 @@ func Start(t testing.TB, spec Spec) *Cluster {
 				listen:     hostPort(testserver.FreePort(t)),
 				memberlist: hostPort(testserver.FreePort(t)),
 				dataDir:    filepath.Join(c.dir, fmt.Sprintf("data-%s-%d", r, i)),
+			}
+			if spec.GRPC && !n.Example {
+				n.grpcListen = hostPort(testserver.FreePort(t))
 			}
 			var join []string
 			for _, m := range reg.nodes {
@@ -413,6 +417,9 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 	}
 	if skew != 0 {
 		args = append(args, "--clock-skew", skew.String())
+	}
+	if n.grpcListen != "" {
+		args = append(args, "--grpc-listen", n.grpcListen)
 	}
 	args = append(args, s.ExtraFlags...)
 	// The secrets go by environment, as the deploy passes them: not in argv.

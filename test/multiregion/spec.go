@@ -84,6 +84,12 @@ type Spec struct {
 	// Default "": every process is the daemon.
 	ExampleRegion string
 
+	// GRPC: every daemon also serves Envoy's rate limit service on its own
+	// --grpc-listen port (Node.GRPCAddr), for Traffic.GRPC; its rules come
+	// from ExtraFlags (--rls-config; the harness's gRPC test uses
+	// catalog: and SetRLS). Default false.
+	GRPC bool
+
 	// AdminToken is the control-plane token. Default "multiregion-admin".
 	AdminToken string
 	// ExtraFlags are appended to every limiter's command line.

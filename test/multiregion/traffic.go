@@ -85,6 +85,12 @@ type Traffic struct {
 	// Observe, when set, is called with every decision the clients see
 	// (semantics.go), from the generator's workers.
 	Observe func(Observed)
+	// GRPC sends every check, the probe's included, as Envoy's rate limit
+	// service call ShouldRateLimit to the node's --grpc-listen
+	// (Spec.GRPC) instead of POST /v1/allow: each key must be an rls
+	// limiter key (GRPCKey), which names the descriptor to send, and the
+	// cost is its hits_addend (grpc_traffic.go).
+	GRPC bool
 }
 
 // ZipfKeys returns n keys named prefix-0… whose demand follows Zipf's law
@@ -284,6 +290,10 @@ func (g *Generator) Mark(name string) { g.rec.mark(name, g.Elapsed()) }
 // probe sends the probe key's checks from one client in region until ctx
 // ends.
 func (g *Generator) probe(ctx context.Context, region string) {
+	if g.tr.GRPC {
+		g.probeGRPC(ctx, region)
+		return
+	}
 	tick := time.NewTicker(g.tr.ProbeEvery)
 	defer tick.Stop()
 	body := []byte(`{"key":"` + g.tr.Probe + `","cost":1}`)
@@ -484,6 +494,10 @@ func (ch check) body() checkJSON {
 
 // send makes one HTTP request for checks on node n and records the result.
 func (g *Generator) send(n *Node, checks []check) {
+	if g.tr.GRPC {
+		g.sendGRPC(n, checks)
+		return
+	}
 	if n.Example {
 		g.sendExample(n, checks)
 		return
