@@ -158,6 +158,12 @@ type Options struct {
 	// (children of the decision's context), catalogue writes and pushes,
 	// report publishing. Default nil: no tracing.
 	TracerProvider trace.TracerProvider
+	// QuotaBases, when set, is where quota bases are read from
+	// (docs/design.md [quotas]). Nil: on NATS or NATSURL, a
+	// quotabase.Client on the participant's connection, which the
+	// reconcilers answer on "quota.base"; with embedded NATS, none.
+	// Default nil.
+	QuotaBases region.QuotaBases
 }
 
 // DefaultOptions returns the documented defaults: an in-process store, an

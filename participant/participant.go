@@ -39,6 +39,9 @@ type Participant struct {
 	limCfg   region.Config
 	lim      *region.Limiter
 	checks   *limitmetrics.Checks // nil without Options.Registerer
+	// quotaBases is Options.QuotaBases or a quotabase.Client; nil with
+	// embedded NATS.
+	quotaBases region.QuotaBases
 
 	// lifeMu serialises Start and Close, which may take seconds (the
 	// catalogue wait, the drains); mu guards only state, so that Health
@@ -116,6 +119,9 @@ func (p *Participant) build() error {
 		return err
 	}
 	if p.nats, err = dialNATS(&p.opts, p.log); err != nil {
+		return err
+	}
+	if p.quotaBases, err = newQuotaBases(&p.opts, p.nats); err != nil {
 		return err
 	}
 	if p.node, err = newGossip(p); err != nil {

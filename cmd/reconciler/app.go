@@ -25,6 +25,8 @@ import (
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
+	"github.com/quotaplatform/quota/ledger/quotabase"
+	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
 
@@ -50,11 +52,13 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newBillingPool,
 			newBillingLedger,
 			newExporter,
+			newQuotaBasePool,
+			newQuotaBaseServer,
 			newReadiness,
 			newRoutes,
 			newMux,
 		),
-		fx.Invoke(runReconciler, serveHTTP),
+		fx.Invoke(runReconciler, runQuotaBase, serveHTTP),
 	)
 }
 
@@ -202,6 +206,45 @@ func newExporter(p billingPool, o options) (*export.Exporter, error) {
 	cfg := export.DefaultConfig()
 	cfg.StatementTimeout = o.BillingStatementTimeout
 	return export.New(p.Pool, cfg)
+}
+
+// quotaBasePool is the quota-base queries' own pool (pgledger.NewPool):
+// as many connections as queries may run at once, read-only, each query
+// under the statement timeout, apart from the writer's and billing's.
+type quotaBasePool struct{ *pgxpool.Pool }
+
+func quotaBaseConfig(o options, reg *prometheus.Registry, log *slog.Logger) quotabase.Config {
+	cfg := quotabase.DefaultConfig()
+	cfg.Subject = o.QuotaBaseSubject
+	cfg.Logger = log
+	if reg != nil {
+		cfg.Metrics = quotabase.NewMetrics(reg)
+	}
+	return cfg
+}
+
+func newQuotaBasePool(lc fx.Lifecycle, o options) (quotaBasePool, error) {
+	pool, err := pgledger.NewPool(o.Postgres, quotaBaseConfig(o, nil, nil))
+	if err != nil {
+		return quotaBasePool{}, fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
+	}
+	lc.Append(fx.StopHook(pool.Close))
+	return quotaBasePool{pool}, nil
+}
+
+// newQuotaBaseServer answers quota-base requests (docs/design.md [quotas])
+// on --quota-base-subject from the ledger.
+func newQuotaBaseServer(o options, nc *nats.Conn, p quotaBasePool, reg *prometheus.Registry, log *slog.Logger) (*quotabase.Server, error) {
+	return quotabase.NewServer(nc, pgledger.New(p.Pool), quotaBaseConfig(o, reg, log))
+}
+
+// runQuotaBase subscribes on start; on stop, before the pool and NATS
+// close, it unsubscribes and lets running queries answer.
+func runQuotaBase(lc fx.Lifecycle, s *quotabase.Server) {
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { return s.Start() },
+		OnStop:  s.Stop,
+	})
 }
 
 // readiness is what /readyz answers besides the pool and the reconciler:

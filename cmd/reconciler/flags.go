@@ -16,6 +16,7 @@ import (
 	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
+	"github.com/quotaplatform/quota/ledger/quotabase"
 )
 
 // options are the reconciler's settings from flags and environment.
@@ -37,6 +38,9 @@ type options struct {
 	BatchSize     int
 	BatchInterval time.Duration
 	OTLPEndpoint  string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
+	// QuotaBaseSubject is the NATS subject serve answers quota-base
+	// requests on (ledger/quotabase), in queue group quotabase.DefaultQueue.
+	QuotaBaseSubject string
 
 	// BillingToken is --billing-token as given (billing.ParseTokens
 	// syntax); it prints without its secrets.
@@ -74,6 +78,8 @@ func defaultOptions() options {
 		Durable:        "reconciler",
 		BatchSize:      5000,
 		BatchInterval:  200 * time.Millisecond,
+
+		QuotaBaseSubject: quotabase.DefaultSubject,
 
 		BillingMaxConns:         int(billing.DefaultConfig().MaxConns),
 		BillingStatementTimeout: billing.DefaultConfig().StatementTimeout,
@@ -137,6 +143,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 			"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
 		fs.IntVar(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool")
 		fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on SIGTERM, fail /readyz and keep serving this long before stopping")
+		fs.StringVar(&o.QuotaBaseSubject, "quota-base-subject", o.QuotaBaseSubject,
+			"NATS subject of quota-base requests: the limiters ask what a key spent in a quota period, by region; answered from the ledger in queue group "+quotabase.DefaultQueue)
 		fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP collector URL for traces of the reconciler's batches (e.g. http://otel-collector:4318); empty: tracing off")
 	}
 	if cmd == "retention" {
@@ -225,6 +233,9 @@ func (o *options) validate(cmd string) error {
 			"--shutdown-delay: must be 0 to %v, got %v", maxShutdownDelay, o.ShutdownDelay)
 		if err := tracing.CheckEndpoint(o.OTLPEndpoint); err != nil {
 			errs = append(errs, fmt.Errorf("--otlp-endpoint: %w", err))
+		}
+		if err := quotabase.CheckSubject(o.QuotaBaseSubject); err != nil {
+			errs = append(errs, fmt.Errorf("--quota-base-subject: %w", err))
 		}
 		_, err = o.billingAccess()
 		check(err == nil, "%v", err)

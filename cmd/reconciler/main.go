@@ -1,7 +1,8 @@
 // Command reconciler moves usage reports from JetStream into the Postgres
 // ledger and answers billing queries.
 //
-//	reconciler [serve] [flags]   consume reports, serve /v1/usage, /metrics, /healthz, /readyz
+//	reconciler [serve] [flags]   consume reports, serve /v1/usage, /metrics, /healthz, /readyz,
+//	                             answer quota-base requests on NATS (--quota-base-subject, default quota.base)
 //	reconciler migrate [flags]   apply the schema migrations
 //	reconciler retention --keep-months N [--ahead-months M]   create the coming months' partitions, detach old ones
 //	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]

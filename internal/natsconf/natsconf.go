@@ -62,6 +62,11 @@ type Params struct {
 	GossipSubject string // default "quota.gossip"
 	UsageStream   string // default "QUOTA_USAGE"
 	CatalogBucket string // default "quota-catalog"
+	// QuotaBaseSubject and QuotaBaseQueue are where the reconcilers answer
+	// quota-base requests (ledger/quotabase). Defaults "quota.base",
+	// "quota-base".
+	QuotaBaseSubject string
+	QuotaBaseQueue   string
 }
 
 // Users are the users the template defines for regions, in order: one
@@ -145,6 +150,8 @@ func (p *Params) defaults() {
 	set(&p.GossipSubject, "quota.gossip")
 	set(&p.UsageStream, "QUOTA_USAGE")
 	set(&p.CatalogBucket, "quota-catalog")
+	set(&p.QuotaBaseSubject, "quota.base")
+	set(&p.QuotaBaseQueue, "quota-base")
 }
 
 func (p *Params) vars() map[string]cty.Value {
@@ -193,6 +200,9 @@ func (p *Params) vars() map[string]cty.Value {
 		"gossip_subject": cty.StringVal(p.GossipSubject),
 		"usage_stream":   cty.StringVal(p.UsageStream),
 		"catalog_bucket": cty.StringVal(p.CatalogBucket),
+
+		"quota_base_subject": cty.StringVal(p.QuotaBaseSubject),
+		"quota_base_queue":   cty.StringVal(p.QuotaBaseQueue),
 
 		"pid_file":               cty.StringVal(p.PIDFile),
 		"lame_duck_duration":     cty.StringVal(p.LameDuckDuration),

@@ -16,15 +16,24 @@ import (
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/quotabase"
+	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/migrations"
+	"github.com/quotaplatform/quota/participant"
 	"github.com/quotaplatform/quota/region"
 )
 
-// client connects to n as user (password from n; "" for none) and returns
-// the connection and the first asynchronous error the server sent it
-// (permission violations arrive that way).
+// client connects to n's eu server as user (password from n; "" for none)
+// and returns the connection and the first asynchronous error the server
+// sent it (permission violations arrive that way).
 func client(t *testing.T, n *testserver.ShippedNATS, user string) (*nats.Conn, jetstream.JetStream, <-chan error) {
+	t.Helper()
+	return clientAt(t, n, "eu", user)
+}
+
+// clientAt is client on region's server.
+func clientAt(t *testing.T, n *testserver.ShippedNATS, region, user string) (*nats.Conn, jetstream.JetStream, <-chan error) {
 	t.Helper()
 	errs := make(chan error, 16)
 	opts := []nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -36,7 +45,7 @@ func client(t *testing.T, n *testserver.ShippedNATS, user string) (*nats.Conn, j
 	if user != "" {
 		opts = append(opts, nats.UserInfo(user, n.Passwords[user]))
 	}
-	nc, err := nats.Connect(n.URL("eu"), opts...)
+	nc, err := nats.Connect(n.URL(region), opts...)
 	if err != nil {
 		t.Fatalf("connect as %q: %v", user, err)
 	}
@@ -110,7 +119,7 @@ func TestShippedRoles(t *testing.T) {
 
 	// The control plane creates and writes the catalogue; a limiter reads
 	// it but never writes or creates it.
-	_, cpJS, _ := client(t, n, "control-plane")
+	cpNC, cpJS, cpErrs := client(t, n, "control-plane")
 	limNC, limJS, limErrs := client(t, n, "limiter-eu")
 	reader := startCatalog(t, limJS, true, quiet)
 	writer := startCatalog(t, cpJS, false, quiet)
@@ -159,7 +168,8 @@ func TestShippedRoles(t *testing.T) {
 
 	// Usage: the limiter's Reporter publishes on its own subject, the
 	// reconciler ingests it. The limiter cannot publish as another region.
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	dbURL := testserver.NewDatabase(t)
+	pool := migratedPool(t, dbURL)
 	_, recJS, recErrs := client(t, n, "reconciler")
 	cfg := reconcile.DefaultConfig()
 	cfg.Logger = quiet
@@ -201,6 +211,90 @@ func TestShippedRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Quota bases: a reconciler answers them from the ledger on us's
+	// server (the ledger region's, as deployed); limiter-eu asks through
+	// eu's, so the request and its reply cross the gateway; a limiter of
+	// us (a participant, whose default quotabase.Client this is) and the
+	// control plane ask too. Neither limiters nor the control plane may
+	// subscribe to the subject: none can answer forged bases.
+	recUS, _, _ := clientAt(t, n, "us", "reconciler")
+	qcfg := quotabase.DefaultConfig()
+	qcfg.Logger = quiet
+	qpool, err := pgledger.NewPool(dbURL, qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qpool.Close()
+	qsrv, err := quotabase.NewServer(recUS, pgledger.New(qpool), qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qsrv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := qsrv.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	po := participant.DefaultOptions()
+	po.Region, po.ProcessID, po.DataDir, po.Regions, po.Logger = "us", "us-1", t.TempDir(), []string{"eu", "us"}, quiet
+	po.NATSURL, po.NATSOptions = n.URL("us"), []nats.Option{nats.UserInfo("limiter-us", n.Passwords["limiter-us"])}
+	usLimiter, err := participant.New(po) // built, not started: its NATS connection is all this needs
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer usLimiter.Close(ctx)
+	periodStart := time.Now().Truncate(time.Hour).Add(-time.Hour)
+	for _, asker := range []struct {
+		name  string
+		bases region.QuotaBases
+	}{
+		{"limiter-eu, across the gateway", quotaBaseClient(t, limNC)},
+		{"control-plane, across the gateway", quotaBaseClient(t, cpNC)},
+		{"limiter-us, a participant's default client", usLimiter.QuotaBases()},
+	} {
+		if asker.bases == nil {
+			t.Fatalf("%s: no quota bases", asker.name)
+		}
+		// Until the queue subscription's interest has crossed the gateway
+		// eu answers no responders.
+		testserver.WaitFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+			base, err := asker.bases.QuotaBase(ctx, "acct_1", periodStart, periodStart.Add(3*time.Hour))
+			if err != nil {
+				return fmt.Errorf("%s: %w", asker.name, err)
+			}
+			if base.Total != 7 || base.ByRegion["eu"] != 7 {
+				return fmt.Errorf("%s: base %+v, want 7 in eu", asker.name, base)
+			}
+			return nil
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		nc    *nats.Conn
+		errs  <-chan error
+		queue string
+	}{
+		{"limiter subscribes to quota bases", limNC, limErrs, ""},
+		{"limiter joins the reconcilers' queue", limNC, limErrs, quotabase.DefaultQueue},
+		{"control plane subscribes to quota bases", cpNC, cpErrs, ""},
+		{"control plane joins the reconcilers' queue", cpNC, cpErrs, quotabase.DefaultQueue},
+		{"reconciler subscribes outside its queue", recJS.Conn(), recErrs, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub, err := tc.nc.QueueSubscribeSync(quotabase.DefaultSubject, tc.queue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := tc.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			refused(t, tc.errs, quotabase.DefaultSubject)
+		})
+	}
+
 	forged := []byte(`{"key":"acct_victim","process_id":"us-1","region":"us","spent":1000000}`)
 	for _, tc := range []struct {
 		name    string
@@ -212,6 +306,9 @@ func TestShippedRoles(t *testing.T) {
 		{"limiter gossips as another region", limNC, limErrs, "quota.gossip.us.us-1"},
 		{"reconciler publishes usage", recJS.Conn(), recErrs, "quota.usage.eu.eu-1"},
 		{"reconciler writes the catalogue", recJS.Conn(), recErrs, "$KV.quota-catalog.plan.gold"},
+		{"limiter forges a reply", limNC, limErrs, "_INBOX.forged"},
+		{"control plane forges a reply", cpNC, cpErrs, "_INBOX.forged"},
+		{"reconciler publishes gossip", recJS.Conn(), recErrs, "quota.gossip.eu.eu-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.nc.Publish(tc.subject, forged); err != nil {
@@ -265,6 +362,17 @@ func TestShippedGossipSubjects(t *testing.T) {
 		t.Fatalf("first gossip heard: %s %q", msg.Subject, msg.Data)
 	}
 	refused(t, euErrs, "quota.gossip.us.us-1")
+}
+
+func quotaBaseClient(t *testing.T, nc *nats.Conn) *quotabase.Client {
+	t.Helper()
+	cfg := quotabase.DefaultClientConfig()
+	cfg.Timeout = 5 * time.Second
+	c, err := quotabase.NewClient(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func startCatalog(t *testing.T, js jetstream.JetStream, readOnly bool, log *slog.Logger) *catalog.Catalog {
