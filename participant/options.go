@@ -115,6 +115,10 @@ type Options struct {
 	ReportInterval time.Duration
 	// StoreTimeout is the hard timeout of one store call. Default 5ms.
 	StoreTimeout time.Duration
+	// IdempotencyHorizon is how long the region's store remembers a check's
+	// request id: the same id within it is charged once
+	// (region.Config.IdempotencyHorizon). At least 1ms. Default 24h.
+	IdempotencyHorizon time.Duration
 	// Processes estimates the limiter processes sharing the region's store,
 	// until membership counts them. Default 1.
 	Processes int
@@ -183,6 +187,7 @@ func DefaultOptions() Options {
 		Window:              60 * time.Second,
 		ReportInterval:      5 * time.Second,
 		StoreTimeout:        5 * time.Millisecond,
+		IdempotencyHorizon:  region.DefaultIdempotencyHorizon,
 		Processes:           1,
 		FlushInterval:       time.Second,
 		UsageEncoding:       ledger.EncodingBatch,
@@ -280,6 +285,7 @@ func (o *Options) validate() error {
 	check(o.Window > 0, "Window", "must be positive, got %v", o.Window)
 	check(o.ReportInterval > 0, "ReportInterval", "must be positive, got %v", o.ReportInterval)
 	check(o.StoreTimeout > 0, "StoreTimeout", "must be positive, got %v", o.StoreTimeout)
+	check(o.IdempotencyHorizon >= time.Millisecond, "IdempotencyHorizon", "must be at least 1ms, got %v", o.IdempotencyHorizon)
 	check(o.Processes >= 1, "Processes", "must be at least 1, got %d", o.Processes)
 	check(o.FlushInterval > 0, "FlushInterval", "must be positive, got %v", o.FlushInterval)
 	return errors.Join(errs...)

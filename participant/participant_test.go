@@ -22,6 +22,7 @@ import (
 	"github.com/quotaplatform/quota/httplimit"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/participant"
 	"github.com/quotaplatform/quota/region"
 )
@@ -354,4 +355,47 @@ func TestOpenFailsCleanly(t *testing.T) {
 	}
 	o.MemberlistBind = ""
 	open(t, o) // the embedded server's store and the spool were released
+}
+
+// TestQuotaBasesAndHorizon: with embedded NATS there is no reconciler and
+// no quota-base client; on a real NATS the participant asks on its own
+// connection (with no reconciler there the answer is ErrNoReconciler);
+// Options.QuotaBases replaces the client; IdempotencyHorizon reaches the
+// limiter.
+func TestQuotaBasesAndHorizon(t *testing.T) {
+	o := testOptions(t)
+	o.IdempotencyHorizon = time.Hour
+	p := open(t, o)
+	if p.QuotaBases() != nil {
+		t.Fatalf("embedded NATS: quota bases %T, want none", p.QuotaBases())
+	}
+	if h := p.Limiter().IdempotencyHorizon(); h != time.Hour || p.LimiterConfig().IdempotencyHorizon != time.Hour {
+		t.Fatalf("limiter horizon %v (config %v), want 1h", h, p.LimiterConfig().IdempotencyHorizon)
+	}
+
+	ns := testserver.StartNATS(t)
+	o = testOptions(t)
+	o.NATSURL, o.Regions = ns.URL, []string{"local"}
+	q := open(t, o)
+	if q.QuotaBases() == nil {
+		t.Fatal("a real NATS: no quota-base client")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	from := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := q.QuotaBases().QuotaBase(ctx, "acct_1", from, from.AddDate(0, 1, 0)); !errors.Is(err, quotabase.ErrNoReconciler) {
+		t.Fatalf("no reconciler on the NATS: err %v, want ErrNoReconciler", err)
+	}
+
+	own, _ := q.QuotaBases().(*quotabase.Client)
+	o = testOptions(t)
+	o.NATSURL, o.Regions, o.QuotaBases = ns.URL, []string{"local"}, own
+	if r := open(t, o); r.QuotaBases() != region.QuotaBases(own) {
+		t.Fatalf("Options.QuotaBases not used: %T", r.QuotaBases())
+	}
+	o = testOptions(t)
+	o.IdempotencyHorizon = 0
+	if _, err := participant.New(o); err == nil || !strings.Contains(err.Error(), "IdempotencyHorizon") {
+		t.Fatalf("IdempotencyHorizon 0: %v", err)
+	}
 }

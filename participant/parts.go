@@ -167,6 +167,7 @@ func (p *Participant) buildLimiter() error {
 	cfg := region.DefaultConfig()
 	cfg.Region = o.Region
 	cfg.StoreTimeout = o.StoreTimeout
+	cfg.IdempotencyHorizon = o.IdempotencyHorizon
 	cfg.Window = o.Window
 	cfg.ProcessEstimate = o.Processes
 	cfg.Costs = p.cat

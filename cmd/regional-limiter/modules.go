@@ -59,7 +59,7 @@ func participantModule() fx.Option {
 			fx.Annotate((*participant.Participant).SharesHandler, fx.ResultTags(`name:"debug_shares"`)),
 			fx.Annotate((*participant.Participant).HotKeysHandler, fx.ResultTags(`name:"hot_keys"`)),
 		),
-		fx.Invoke(joinUsage, applyIdempotencyHorizon),
+		fx.Invoke(joinUsage),
 	)
 }
 
@@ -153,6 +153,7 @@ func participantOptions(o Options) (participant.Options, error) {
 		return po, fmt.Errorf("--memberlist-key: %w", err)
 	}
 	po.Window, po.ReportInterval, po.StoreTimeout, po.Processes = o.Window, o.ReportInterval, o.StoreTimeout, o.Processes
+	po.IdempotencyHorizon = o.IdempotencyHorizon
 	po.ClockSkew = o.ClockSkew
 	po.UsageEncoding = ledger.EncodingBatch
 	if o.UsageEncoding == "json" {
