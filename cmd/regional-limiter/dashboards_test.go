@@ -21,7 +21,9 @@ func TestDashboardMetricsExported(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reg *prometheus.Registry
-	d := startDaemon(t, testOptions(t, "", "", t.TempDir()), fx.Populate(&reg))
+	o := testOptions(t, "", "", t.TempDir())
+	o.HotKeyMetrics = 3 // the hot-key panels' metrics (limiter.hotkey_metrics in the deploy)
+	d := startDaemon(t, o, fx.Populate(&reg))
 	for range 3 {
 		d.mustCall(t, "POST", "/v1/allow", `{"key":"dashboards_1"}`, false, 200)
 	}

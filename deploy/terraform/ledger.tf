@@ -21,6 +21,7 @@ locals {
       max_bytes = var.ledger.usage_stream_max_bytes
     }
     nats_tls_secret = var.nats_tls_secret
+    otlp_endpoint   = var.otlp_endpoint
     network = {
       billing_client_namespaces = var.billing_client_namespaces
       prometheus_namespace      = var.prometheus_namespace

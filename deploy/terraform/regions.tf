@@ -51,6 +51,7 @@ locals {
         peer_namespaces = distinct([for other, o in local.active : local.namespaces[other] if other != name])
       }
       allow_unauthenticated_checks = var.allow_unauthenticated_checks
+      otlp_endpoint                = var.otlp_endpoint
     }
   }
 

@@ -175,7 +175,8 @@ locals {
     gossip_subject = "quota.gossip"
     usage_stream   = "QUOTA_USAGE"
     catalog_bucket = "quota-catalog"
-    durable        = "reconciler"
+    quota_base_subject = "quota.base"
+    quota_base_queue   = "quota-base"
   }
   tls = { cert_file = "$dir/tls/tls.crt", key_file = "$dir/tls/tls.key", ca_file = "$dir/tls/ca.crt" }
 }

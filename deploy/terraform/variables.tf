@@ -71,6 +71,15 @@ variable "regions" {
       memory_limit   = optional(string, "1Gi")
       log_level      = optional(string, "info")
       extra_args     = optional(list(string), [])
+      # Envoy's rate limit service (gRPC ShouldRateLimit) on grpc_port (0: off), with the rules
+      # stored in the catalogue (rls_config "catalog:", written with PUT /v1/rls/{domain} on the
+      # control plane and pushed to every region) or a path in the image; rls_response_headers
+      # adds the RateLimit fields to its answers. The Service exposes the port as "grpc".
+      grpc_port            = optional(number, 8081)
+      rls_config           = optional(string, "catalog:")
+      rls_response_headers = optional(bool, false)
+      # The fleet's hottest keys on /metrics by rank (--hotkey-metrics, 0..100; no key in labels).
+      hotkey_metrics = optional(number, 0)
       # Graceful stop: on SIGTERM /readyz fails and the daemon keeps serving for
       # shutdown_delay_seconds (--shutdown-delay), then has drain_seconds to finish requests,
       # return leases and send final usage reports. Grace period = delay + drain + 5.
@@ -184,6 +193,20 @@ variable "regions" {
       r.limiter.shutdown_delay_seconds >= 0 && r.limiter.shutdown_delay_seconds <= 300 && floor(r.limiter.shutdown_delay_seconds) == r.limiter.shutdown_delay_seconds
     ])
     error_message = "regions: limiter.shutdown_delay_seconds must be an integer in 0..300."
+  }
+  validation {
+    condition = alltrue([for r in values(var.regions) :
+      floor(r.limiter.grpc_port) == r.limiter.grpc_port && (r.limiter.grpc_port == 0 || (r.limiter.grpc_port >= 1024 && r.limiter.grpc_port <= 65535 && !contains([8080, 7946], r.limiter.grpc_port)))
+    ])
+    error_message = "regions: limiter.grpc_port must be 0 (off) or a port in 1024..65535 other than 8080 (HTTP) and 7946 (memberlist)."
+  }
+  validation {
+    condition     = alltrue([for r in values(var.regions) : r.limiter.rls_config != ""])
+    error_message = "regions: limiter.rls_config must be \"catalog:\" or a path in the image."
+  }
+  validation {
+    condition     = alltrue([for r in values(var.regions) : r.limiter.hotkey_metrics >= 0 && r.limiter.hotkey_metrics <= 100 && floor(r.limiter.hotkey_metrics) == r.limiter.hotkey_metrics])
+    error_message = "regions: limiter.hotkey_metrics must be an integer in 0..100."
   }
   validation {
     condition     = alltrue([for r in values(var.regions) : r.limiter.drain_seconds >= 10 && floor(r.limiter.drain_seconds) == r.limiter.drain_seconds])
@@ -368,6 +391,17 @@ variable "prometheus_namespace" {
   validation {
     condition     = var.prometheus_namespace == null || can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.prometheus_namespace))
     error_message = "prometheus_namespace must be a namespace name (DNS label) or null."
+  }
+}
+
+variable "otlp_endpoint" {
+  description = "OTLP/HTTP collector URL (e.g. http://otel-collector.observability:4318) that every limiter, the control plane and the reconciler send traces of their slow work to (--otlp-endpoint); null = no tracing."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.otlp_endpoint == null || can(regex("^https?://[^/?#]+(/[^?#]*)?$", var.otlp_endpoint))
+    error_message = "otlp_endpoint must be an http:// or https:// URL or null."
   }
 }
 

@@ -121,6 +121,20 @@ run "region_tokens_network_shutdown" {
     )
     error_message = "HTTP ingress must list the API namespaces and the label selector: ${jsonencode(kubernetes_network_policy_v1.limiter.spec[0].ingress[0])}"
   }
+  # Envoy's rate limit service is on by default, with the rules from the catalogue: port 8081
+  # on the Service, open to the API clients as 8080 is. No tracing, no hot-key metrics.
+  assert {
+    condition = (
+      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--grpc-listen=:8081") &&
+      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--rls-config=catalog:") &&
+      !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args : startswith(a, "--otlp-endpoint") || startswith(a, "--hotkey-metrics") || startswith(a, "--rls-response-headers")]) &&
+      contains([for p in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].port : "${p.name}/${p.container_port}"], "grpc/8081") &&
+      contains([for p in kubernetes_service_v1.limiter.spec[0].port : "${p.name}/${p.port}/${p.target_port}"], "grpc/8081/8081") &&
+      toset([for p in kubernetes_network_policy_v1.limiter.spec[0].ingress[0].ports : p.port]) == toset(["8080", "8081"]) &&
+      [for p in kubernetes_network_policy_v1.limiter.spec[0].ingress[1].ports : p.port] == ["8080"]
+    )
+    error_message = "the rate limit service must be on at :8081 for the API clients: ${jsonencode(kubernetes_service_v1.limiter.spec[0].port)}"
+  }
   assert {
     condition = (
       length(kubernetes_network_policy_v1.limiter.spec[0].ingress) == 3 &&
@@ -186,7 +200,7 @@ run "region_tokens_network_shutdown" {
       "user: \"limiter-eu\"", "user: \"limiter-us\"", "user: \"control-plane\"", "user: \"reconciler\"", "user: \"gateway\"",
       "password: $QUOTA_NATS_PASSWORD_LIMITER_EU", "password: $QUOTA_NATS_PASSWORD_LIMITER_US", "password: $QUOTA_NATS_PASSWORD_CONTROL_PLANE",
       "password: $QUOTA_NATS_PASSWORD_RECONCILER", "password: $QUOTA_NATS_PASSWORD_GATEWAY",
-      "\"quota.usage.eu.>\"", "\"quota.gossip.us.>\"", "\"$KV.quota-catalog.>\"", "$JS.API.CONSUMER.MSG.NEXT.QUOTA_USAGE.reconciler",
+      "\"quota.usage.eu.>\"", "\"quota.gossip.us.>\"", "\"$KV.quota-catalog.>\"", "$JS.API.CONSUMER.MSG.NEXT.QUOTA_USAGE.*",
       "reject_unknown_cluster: true", "listen: \"0.0.0.0:4222\"", "http: \"0.0.0.0:8222\"", "listen: \"0.0.0.0:6222\"", "listen: \"0.0.0.0:7222\"",
       ] : strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], want)
     ]) && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "TEST-") && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "tls {")
@@ -344,6 +358,9 @@ run "region_default_network_is_own_namespace" {
       control_region       = "eu"
       nats                 = { replicas = 1 }
       network              = { peer_namespaces = ["quota-eu"] }
+      # No rate limit service; hot-key metrics and tracing on.
+      limiter       = { grpc_port = 0, hotkey_metrics = 3 }
+      otlp_endpoint = "http://otel-collector.observability:4318"
     }
     admin_token    = "TEST-ADMIN-TOKEN-0123456789"
     redis_password = "TEST-REDIS-US"
@@ -357,6 +374,16 @@ run "region_default_network_is_own_namespace" {
     check_tokens = ["TEST-CHECK-TOKEN-0001"]
   }
 
+  assert {
+    condition = (
+      !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args : startswith(a, "--grpc-listen") || startswith(a, "--rls-config")]) &&
+      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--hotkey-metrics=3") &&
+      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--otlp-endpoint=http://otel-collector.observability:4318") &&
+      length(kubernetes_service_v1.limiter.spec[0].port) == 1 &&
+      length(kubernetes_network_policy_v1.limiter.spec[0].ingress[0].ports) == 1
+    )
+    error_message = "grpc_port 0 must leave the rate limit service off; hotkey_metrics and otlp_endpoint must reach the args: ${jsonencode(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args)}"
+  }
   assert {
     condition = (
       length(kubernetes_network_policy_v1.limiter.spec[0].ingress) == 2 &&
@@ -519,12 +546,13 @@ run "ledger_tokens_network_shutdown" {
 
   variables {
     spec = {
-      region     = "eu"
-      namespace  = "quota"
-      images     = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", postgres = "postgres@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
-      nats_url   = "nats://nats-eu.quota.svc.cluster.local:4222"
-      reconciler = { shutdown_delay_seconds = 8 }
-      postgres   = { development_in_cluster = true }
+      region        = "eu"
+      namespace     = "quota"
+      images        = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", postgres = "postgres@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
+      nats_url      = "nats://nats-eu.quota.svc.cluster.local:4222"
+      reconciler    = { shutdown_delay_seconds = 8 }
+      postgres      = { development_in_cluster = true }
+      otlp_endpoint = "http://otel-collector.observability:4318"
       network = {
         billing_client_namespaces = ["billing", "finance"]
         prometheus_namespace      = "monitoring"
@@ -535,6 +563,10 @@ run "ledger_tokens_network_shutdown" {
     billing_tokens    = ["TEST-BILLING-TOKEN-001", "prefix:acct_=TEST-BILLING-TOKEN-002"]
   }
 
+  assert {
+    condition     = contains(kubernetes_deployment_v1.reconciler.spec[0].template[0].spec[0].container[0].args, "--otlp-endpoint=http://otel-collector.observability:4318")
+    error_message = "otlp_endpoint must reach the reconciler's --otlp-endpoint"
+  }
   assert {
     condition     = kubernetes_secret_v1.ledger.data["billing-token"] == "TEST-BILLING-TOKEN-001,prefix:acct_=TEST-BILLING-TOKEN-002"
     error_message = "the ledger Secret must hold the billing tokens under billing-token"

@@ -196,6 +196,36 @@ run "drain_too_short" {
   expect_failures = [var.regions]
 }
 
+run "grpc_port_on_the_http_port" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", limiter = { grpc_port = 8080 } }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "hotkey_metrics_too_many" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", limiter = { hotkey_metrics = 101 } }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "otlp_endpoint_not_a_url" {
+  command = plan
+  variables {
+    otlp_endpoint = "otel-collector:4318"
+  }
+  expect_failures = [var.otlp_endpoint]
+}
+
 # NATS passwords: one per user, every user, nothing else, long enough, distinct, quotable.
 
 run "missing_nats_password" {

@@ -40,6 +40,7 @@ locals {
     "--stream-max-bytes=${var.spec.usage_stream.max_bytes}",
     "--shutdown-delay=${var.spec.reconciler.shutdown_delay_seconds}s",
     ], var.spec.nats_tls_secret == null ? [] : ["--nats-tls-ca=${local.nats_client_tls_dir}/ca.crt"],
+    var.spec.otlp_endpoint == null ? [] : ["--otlp-endpoint=${var.spec.otlp_endpoint}"],
   )
   # Namespaces allowed to reach :8081: billing clients and Prometheus (for /metrics).
   reconciler_client_namespaces = distinct(concat(

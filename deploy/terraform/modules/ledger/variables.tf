@@ -21,6 +21,7 @@ variable "spec" {
                   sslrootcert); or development_in_cluster.
       nats_tls_secret  the kubernetes.io/tls Secret of the NATS servers in this namespace: the
                   reconciler mounts its ca.crt only (--nats-tls-ca); null = no TLS.
+      otlp_endpoint  OTLP/HTTP collector for the reconciler's traces (--otlp-endpoint); null = none.
   EOT
   type = object({
     region    = string
@@ -33,6 +34,7 @@ variable "spec" {
     image_pull_policy = optional(string, "IfNotPresent")
     nats_url          = string
     nats_tls_secret   = optional(string)
+    otlp_endpoint     = optional(string)
     labels            = optional(map(string), {})
 
     usage_stream = optional(object({

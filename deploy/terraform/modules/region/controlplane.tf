@@ -33,6 +33,7 @@ locals {
     "--log-level=${var.spec.limiter.log_level}",
     "--shutdown-delay=${var.spec.limiter.shutdown_delay_seconds}s",
     ], var.spec.redis.cluster ? ["--redis-cluster"] : [],
+    local.otlp_args,
     local.nats_client_tls_args,
   var.spec.limiter.extra_args)
 

@@ -39,7 +39,16 @@ locals {
     "--shutdown-delay=${var.spec.limiter.shutdown_delay_seconds}s",
     ], var.spec.redis.cluster ? ["--redis-cluster"] : [],
     local.nats_client_tls_args,
+    local.grpc_on ? ["--grpc-listen=:${var.spec.limiter.grpc_port}", "--rls-config=${var.spec.limiter.rls_config}"] : [],
+    local.grpc_on && var.spec.limiter.rls_response_headers ? ["--rls-response-headers"] : [],
+    var.spec.limiter.hotkey_metrics > 0 ? ["--hotkey-metrics=${var.spec.limiter.hotkey_metrics}"] : [],
+    local.otlp_args,
   var.spec.limiter.extra_args)
+
+  # Envoy's rate limit service (gRPC), on unless grpc_port is 0.
+  grpc_on = var.spec.limiter.grpc_port > 0
+  # Traces of the slow work to an OTLP/HTTP collector, limiters and control plane alike.
+  otlp_args = var.spec.otlp_endpoint == null ? [] : ["--otlp-endpoint=${var.spec.otlp_endpoint}"]
 
   # SIGTERM -> /readyz fails, the daemon serves on for the shutdown delay (no preStop hook: the
   # daemon waits itself), then drains; the kubelet's SIGKILL comes 5 s after that budget.
@@ -168,6 +177,13 @@ resource "kubernetes_stateful_set_v1" "limiter" {
           port {
             name           = "http"
             container_port = 8080
+          }
+          dynamic "port" {
+            for_each = local.grpc_on ? [var.spec.limiter.grpc_port] : []
+            content {
+              name           = "grpc"
+              container_port = port.value
+            }
           }
           port {
             name           = "memberlist-tcp"
@@ -302,7 +318,7 @@ resource "kubernetes_stateful_set_v1" "limiter" {
   }
 }
 
-# Client-facing API (/v1/allow, catalogue reads, /metrics).
+# Client-facing API (/v1/allow, catalogue reads, /metrics; gRPC ShouldRateLimit on "grpc").
 resource "kubernetes_service_v1" "limiter" {
   metadata {
     name      = local.limiter_name
@@ -318,6 +334,14 @@ resource "kubernetes_service_v1" "limiter" {
       name        = "http"
       port        = 8080
       target_port = "8080"
+    }
+    dynamic "port" {
+      for_each = local.grpc_on ? [var.spec.limiter.grpc_port] : []
+      content {
+        name        = "grpc"
+        port        = port.value
+        target_port = tostring(port.value)
+      }
     }
   }
 }

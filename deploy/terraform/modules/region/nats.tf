@@ -94,6 +94,8 @@ locals {
     tls                    = local.nats_tls
     usage_subject          = "quota.usage"
     gossip_subject         = "quota.gossip"
+    quota_base_subject     = "quota.base"
+    quota_base_queue       = "quota-base"
     usage_stream           = "QUOTA_USAGE"
     catalog_bucket         = "quota-catalog"
   })

@@ -1,7 +1,8 @@
 # Ingress to the limiter pods. Everything not allowed here is refused (by a CNI that enforces
-# NetworkPolicy): the HTTP port (8080: /v1/allow, control plane, /metrics) from the API client
-# namespaces, or from this namespace only when none is configured; 8080 from Prometheus'
-# namespace when one is named; memberlist (7946 TCP+UDP) from this region's limiters only.
+# NetworkPolicy): the HTTP port (8080: /v1/allow, control plane, /metrics) and the rate limit
+# service's gRPC port (limiter.grpc_port, default 8081) from the API client namespaces, or from
+# this namespace only when none is configured; 8080 from Prometheus' namespace when one is
+# named; memberlist (7946 TCP+UDP) from this region's limiters only.
 # Namespaces are matched by name through the kubernetes.io/metadata.name label.
 locals {
   api_ns_names  = var.spec.network.api_client_namespaces
@@ -23,11 +24,18 @@ resource "kubernetes_network_policy_v1" "limiter" {
     }
     policy_types = ["Ingress"]
 
-    # API clients.
+    # API clients: HTTP, and Envoy's rate limit service (gRPC) when it is on.
     ingress {
       ports {
         port     = "8080"
         protocol = "TCP"
+      }
+      dynamic "ports" {
+        for_each = local.grpc_on ? [var.spec.limiter.grpc_port] : []
+        content {
+          port     = tostring(ports.value)
+          protocol = "TCP"
+        }
       }
       dynamic "from" {
         for_each = length(local.api_ns_names) > 0 ? [local.api_ns_names] : []

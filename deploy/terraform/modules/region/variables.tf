@@ -37,6 +37,13 @@ variable "spec" {
                     peer_namespaces: namespaces of the other regions' NATS pods when the
                     gateways are dialled inside one cluster.
       allow_unauthenticated_checks  permit an empty check_tokens (open /v1/allow)
+      limiter.grpc_port  Envoy's rate limit service (--grpc-listen; 0 = off) with limiter.rls_config
+                      (--rls-config, "catalog:" = the rules stored in the catalogue) and
+                      limiter.rls_response_headers; exposed by the Service as port "grpc" and
+                      reachable from the API client namespaces, as 8080 is
+      limiter.hotkey_metrics  --hotkey-metrics: the fleet's N hottest keys on /metrics by rank
+      otlp_endpoint  OTLP/HTTP collector for the limiters' and the control plane's traces
+                      (--otlp-endpoint); null = none
   EOT
   type = object({
     name             = string
@@ -77,6 +84,11 @@ variable "spec" {
       log_level      = optional(string, "info")
       extra_args     = optional(list(string), [])
 
+      grpc_port            = optional(number, 8081)
+      rls_config           = optional(string, "catalog:")
+      rls_response_headers = optional(bool, false)
+      hotkey_metrics       = optional(number, 0)
+
       shutdown_delay_seconds = optional(number, 5)
       drain_seconds          = optional(number, 20)
 
@@ -112,6 +124,7 @@ variable "spec" {
     }), {})
 
     allow_unauthenticated_checks = optional(bool, false)
+    otlp_endpoint                = optional(string)
   })
 
   validation {
