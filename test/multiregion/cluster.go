@@ -383,51 +383,33 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 	if n.restarts > 0 {
 		id = fmt.Sprintf("%s-%d.r%d", n.Region, n.Index, n.restarts)
 	}
-	reg := n.c.regions[n.Region]
 	user := clientUser(n.Region, n.ControlPlane())
-	if n.Example {
-		return n.launchExample(id, skew, join, user)
-	}
-	args := []string{
-		"--region", n.Region,
-		"--listen", n.listen,
-		"--redis", "redis://" + reg.RedisProxy.Addr() + "/0",
-		"--nats", "nats://" + reg.NATSProxy.Addr(),
-		"--nats-user", user,
-		"--data-dir", n.dataDir,
-		"--admin-token", s.AdminToken,
-		"--process-id", id,
-		"--window", s.Window.String(),
-		"--report-interval", s.ReportInterval.String(),
-		"--store-timeout", s.StoreTimeout.String(),
-		"--shutdown-delay", s.ShutdownDelay.String(),
-		"--processes", strconv.Itoa(s.Processes),
-		"--gossip-interval", s.GossipInterval.String(),
-		"--regions", strings.Join(s.Regions, ","),
-		"--region-weights", s.weightsFlag(),
-		"--share-floor", strconv.FormatFloat(s.ShareFloor, 'g', -1, 64),
-		"--memberlist-bind", n.memberlist,
-		"--log-level", "info",
-	}
-	if len(join) > 0 {
-		args = append(args, "--memberlist-join", strings.Join(join, ","))
-	}
-	if n.ControlPlane() {
-		args = append(args, "--control-plane")
-	}
-	if skew != 0 {
-		args = append(args, "--clock-skew", skew.String())
-	}
-	if n.grpcListen != "" {
-		args = append(args, "--grpc-listen", n.grpcListen)
-	}
-	args = append(args, s.ExtraFlags...)
+	args := n.sharedArgs(id, skew, join, user)
 	// The secrets go by environment, as the deploy passes them: not in argv.
 	env := []string{
 		"QUOTA_MEMBERLIST_KEY=" + n.c.memberlistKey,
 		"QUOTA_NATS_PASSWORD=" + n.c.nats.Password(user),
 	}
-	p := newProc("limiter-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.bin, n.c.dir, args, env)
+	name, bin := "limiter-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.bin
+	if n.Example {
+		// The example service has the daemon's names for the flags it
+		// shares, and reads operator routes with --read-token.
+		name, bin = "example-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.exampleBin
+		env = append(env, "QUOTA_READ_TOKEN="+s.AdminToken)
+	} else {
+		args = append(args,
+			"--admin-token", s.AdminToken,
+			"--shutdown-delay", s.ShutdownDelay.String(),
+			"--log-level", "info")
+		if n.ControlPlane() {
+			args = append(args, "--control-plane")
+		}
+		if n.grpcListen != "" {
+			args = append(args, "--grpc-listen", n.grpcListen)
+		}
+		args = append(args, s.ExtraFlags...)
+	}
+	p := newProc(name, bin, n.c.dir, args, env)
 	if err := p.start(); err != nil {
 		return err
 	}
@@ -436,9 +418,9 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 	return nil
 }
 
-// launchExample starts the node as the example service, with the daemon's
-// settings that it shares; n.mu is held.
-func (n *Node) launchExample(id string, skew time.Duration, join []string, user string) error {
+// sharedArgs are the flags the daemon and the example service share, for
+// this node's run id with the given clock skew, joining join.
+func (n *Node) sharedArgs(id string, skew time.Duration, join []string, user string) []string {
 	s := n.c.spec
 	reg := n.c.regions[n.Region]
 	args := []string{
@@ -465,18 +447,7 @@ func (n *Node) launchExample(id string, skew time.Duration, join []string, user 
 	if skew != 0 {
 		args = append(args, "--clock-skew", skew.String())
 	}
-	env := []string{
-		"QUOTA_MEMBERLIST_KEY=" + n.c.memberlistKey,
-		"QUOTA_NATS_PASSWORD=" + n.c.nats.Password(user),
-		"QUOTA_READ_TOKEN=" + s.AdminToken,
-	}
-	p := newProc("example-"+n.Region+"-"+strconv.Itoa(n.Index), n.c.exampleBin, n.c.dir, args, env)
-	if err := p.start(); err != nil {
-		return err
-	}
-	n.proc, n.id, n.skew, n.crashed = p, id, skew, false
-	n.ids = append(n.ids, id)
-	return nil
+	return args
 }
 
 // ready returns nil when the node answers /readyz (or was crashed on

@@ -25,21 +25,28 @@ func (c *Cluster) controlNode() *Node {
 	return n
 }
 
-// put sends an authorised control-plane PUT, retrying 503 (catalogue
-// briefly unreachable) until timeout.
+// put sends an authorised control-plane PUT of body as JSON, retrying 503
+// (catalogue briefly unreachable) until timeout.
 func (c *Cluster) put(path string, body any, timeout time.Duration) {
 	c.t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	c.putRaw(path, "application/json", b, timeout)
+}
+
+// putRaw sends an authorised control-plane PUT of body, retrying 503
+// until timeout; any other failure fails the test.
+func (c *Cluster) putRaw(path, contentType string, body []byte, timeout time.Duration) {
+	c.t.Helper()
 	testserver.WaitFor(c.t, timeout, 100*time.Millisecond, func() error {
-		req, err := http.NewRequest(http.MethodPut, c.controlNode().URL()+path, bytes.NewReader(b))
+		req, err := http.NewRequest(http.MethodPut, c.controlNode().URL()+path, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
 		req.Header.Set("Authorization", "Bearer "+c.spec.AdminToken)
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 		resp, err := c.client.Do(req)
 		if err != nil {
 			return err

@@ -3,8 +3,6 @@ package multiregion
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -190,64 +188,13 @@ func (g *Generator) sendGRPC(n *Node, checks []check) {
 	}
 }
 
-// probeGRPC is probe over gRPC: the probe key's checks from one client in
-// region until ctx ends.
-func (g *Generator) probeGRPC(ctx context.Context, region string) {
-	tick := time.NewTicker(g.tr.ProbeEvery)
-	defer tick.Stop()
-	i := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		nodes := g.c.regions[region].Nodes()
-		n := nodes[i%len(nodes)]
-		i++
-		if !g.lb.routes(n) {
-			continue
-		}
-		t0 := time.Now()
-		if _, err := shouldRateLimit(ctx, n, g.tr.Probe, 1); err != nil {
-			if ctx.Err() == nil {
-				g.rec.fail(region, n.ID(), 1, fmt.Errorf("probe: %w", err), !n.serving())
-			}
-			continue
-		}
-		g.rec.probeLatency(time.Since(t0))
-	}
-}
-
 // SetRLS stores yaml as the rules of domain in the catalogue through the
 // control-plane limiter (PUT /v1/rls/{domain}), retrying while the
 // catalogue is briefly unreachable (503) until timeout. Daemons run with
 // --rls-config catalog: get them by push.
 func (c *Cluster) SetRLS(domain, yaml string, timeout time.Duration) {
 	c.t.Helper()
-	path := "/v1/rls/" + url.PathEscape(domain)
-	testserver.WaitFor(c.t, timeout, 100*time.Millisecond, func() error {
-		req, err := http.NewRequest(http.MethodPut, c.controlNode().URL()+path, strings.NewReader(yaml))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+c.spec.AdminToken)
-		req.Header.Set("Content-Type", "application/yaml")
-		resp, err := c.client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		switch {
-		case resp.StatusCode/100 == 2:
-			return nil
-		case resp.StatusCode == http.StatusServiceUnavailable:
-			return fmt.Errorf("PUT %s: %s %s", path, resp.Status, msg)
-		}
-		c.t.Fatalf("multiregion: PUT %s: %s %s", path, resp.Status, msg)
-		return nil
-	})
+	c.putRaw("/v1/rls/"+url.PathEscape(domain), "application/yaml", []byte(yaml), timeout)
 }
 
 // WaitRLS waits until every live daemon's rate limit service answers for

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -290,13 +291,8 @@ func (g *Generator) Mark(name string) { g.rec.mark(name, g.Elapsed()) }
 // probe sends the probe key's checks from one client in region until ctx
 // ends.
 func (g *Generator) probe(ctx context.Context, region string) {
-	if g.tr.GRPC {
-		g.probeGRPC(ctx, region)
-		return
-	}
 	tick := time.NewTicker(g.tr.ProbeEvery)
 	defer tick.Stop()
-	body := []byte(`{"key":"` + g.tr.Probe + `","cost":1}`)
 	i := 0
 	for {
 		select {
@@ -311,25 +307,53 @@ func (g *Generator) probe(ctx context.Context, region string) {
 			continue
 		}
 		t0 := time.Now()
-		var resp *http.Response
-		var err error
-		if n.Example {
-			resp, err = g.client.Do(exampleRequest(n, check{key: g.tr.Probe, endpoint: exampleQuote, cost: 1}))
-		} else {
-			resp, err = g.client.Post(n.URL()+"/v1/allow", "application/json", bytes.NewReader(body))
-		}
-		if err != nil {
-			g.rec.fail(region, n.ID(), 1, fmt.Errorf("probe: %w", err), !n.serving())
-			continue
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			g.rec.fail(region, n.ID(), 1, fmt.Errorf("probe: %s", resp.Status), false)
+		if err := g.probeOnce(ctx, n); err != nil {
+			if !runOver(ctx) {
+				g.rec.fail(region, n.ID(), 1, fmt.Errorf("probe: %w", err), !n.serving())
+			}
 			continue
 		}
 		g.rec.probeLatency(time.Since(t0))
 	}
+}
+
+// runOver reports whether the run's context has ended, or is within
+// 100 ms of its deadline: a probe cut off by the end of the run is not a
+// failed call. gRPC sends the time left to the server, which may answer
+// DeadlineExceeded a moment before the client's context marks itself done.
+func runOver(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < 100*time.Millisecond
+}
+
+// probeOnce sends one check of the probe key to n, over the traffic's
+// transport: gRPC, the example service's endpoint, or the daemon's
+// /v1/allow. An answer other than an allowed decision is an error.
+func (g *Generator) probeOnce(ctx context.Context, n *Node) error {
+	if g.tr.GRPC {
+		_, err := shouldRateLimit(ctx, n, g.tr.Probe, 1)
+		return err
+	}
+	var req *http.Request
+	if n.Example {
+		req = exampleRequest(n, check{key: g.tr.Probe, endpoint: exampleQuote, cost: 1})
+	} else {
+		req, _ = http.NewRequest(http.MethodPost, n.URL()+"/v1/allow", strings.NewReader(`{"key":"`+g.tr.Probe+`","cost":1}`))
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := g.client.Do(req.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	return nil
 }
 
 // sampleShares records each watched key's shares until ctx ends.
