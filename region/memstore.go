@@ -31,6 +31,9 @@ type memShard struct {
 	// requests holds request records (RequestStore) by key + " " + id;
 	// nil until the first; guarded by mu; swept with the buckets.
 	requests map[string]*memRequest
+	// quotas holds quota counters (QuotaStore) by key, unit and period
+	// start; nil until the first; guarded by mu; swept with the buckets.
+	quotas map[string]*memQuota
 }
 
 // memRequest is one request id's record (lua/request.lua's hash).
@@ -140,7 +143,7 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 	return LeaseReply{Granted: granted, Tokens: b.tokens, StoreTime: now, DemandTotal: b.demand}, nil
 }
 
-// sweepLocked forgets expired buckets and request records.
+// sweepLocked forgets expired buckets, request records and quota counters.
 func (sh *memShard) sweepLocked(now time.Time) {
 	for k, b := range sh.buckets {
 		if !now.Before(b.expires) {
@@ -150,6 +153,11 @@ func (sh *memShard) sweepLocked(now time.Time) {
 	for k, r := range sh.requests {
 		if !now.Before(r.expires) {
 			delete(sh.requests, k)
+		}
+	}
+	for k, q := range sh.quotas {
+		if !now.Before(q.expires) {
+			delete(sh.quotas, k)
 		}
 	}
 }
