@@ -19,17 +19,7 @@ import (
 // whose store call took longer than the store timeout is degraded (for an
 // exact plan: rejected), and counted in degraded/decision.
 func BenchmarkExactVsLeased(b *testing.B) {
-	srv := testserver.StartRedis(b)
-	rdb := redisClientB(b, srv.Addr)
-	stores := []struct {
-		name string
-		make func() region.Store
-	}{
-		{"memory", func() region.Store { return region.NewMemoryStore(nil) }},
-		{"redis", func() region.Store {
-			return region.NewRedisStore(rdb, fmt.Sprintf("benchexact%d:", time.Now().UnixNano()))
-		}},
-	}
+	stores := benchStores(b)
 	ctx := context.Background()
 	for _, st := range stores {
 		for _, mode := range []region.Mode{region.ModeLeased, region.ModeExact} {
@@ -68,10 +58,36 @@ func BenchmarkExactVsLeased(b *testing.B) {
 				b.StopTimer()
 				b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
 				b.ReportMetric(float64(degraded)/float64(b.N), "degraded/decision")
-				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+				reportLatency(b, lat)
 			})
 		}
 	}
+}
+
+// benchStore makes a fresh store of one kind for a sub-benchmark.
+type benchStore struct {
+	name string
+	make func() region.Store
+}
+
+// benchStores are the in-process store and a local redis-server (each
+// Redis store on its own prefix), for benchmarks that compare them in one
+// run.
+func benchStores(b *testing.B) []benchStore {
+	srv := testserver.StartRedis(b)
+	rdb := redisClientB(b, srv.Addr)
+	return []benchStore{
+		{"memory", func() region.Store { return region.NewMemoryStore(nil) }},
+		{"redis", func() region.Store {
+			return region.NewRedisStore(rdb, fmt.Sprintf("bench%d:", time.Now().UnixNano()))
+		}},
+	}
+}
+
+// reportLatency reports the p50 and p99 of the latencies lat (sorted in
+// place).
+func reportLatency(b *testing.B, lat []time.Duration) {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }

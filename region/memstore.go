@@ -83,30 +83,11 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 		return LeaseReply{}, err
 	}
 	now := s.clock.Now()
-	sh := &s.shards[maphash.String(s.seed, req.Key)%shardCount]
-	sh.mu.Lock()
+	sh := s.lockShard(req.Key, now)
 	defer sh.mu.Unlock()
-	if sh.calls++; sh.calls%memSweepEvery == 0 {
-		sh.sweepLocked(now)
-	}
 	// Work on a copy: a probe (want, return, debt and demand all 0) writes
 	// nothing.
-	old := sh.buckets[req.Key]
-	fresh := old == nil || !now.Before(old.expires)
-	b := memBucket{tokens: req.Capacity, ts: now}
-	if !fresh {
-		b = *old
-	} else if req.Grace > 0 {
-		b.credit, b.creditEnd = math.Inf(1), now.Add(req.Grace)
-	}
-	b.tokens = math.Min(b.tokens, req.Capacity)
-	wasted := 0.0 // refill beyond capacity since the last touch
-	if dt := now.Sub(b.ts); dt > 0 {
-		raw := b.tokens + dt.Seconds()*req.Rate
-		wasted = math.Max(0, raw-req.Capacity)
-		b.tokens = math.Min(req.Capacity, raw)
-		b.ts = now
-	}
+	b, fresh, wasted := sh.refilledLocked(req.Key, req.Rate, req.Capacity, req.Grace, now)
 	if req.Want == 0 && req.Return == 0 && req.Debt == 0 && req.Demand == 0 {
 		return LeaseReply{Tokens: b.tokens, StoreTime: now, DemandTotal: b.demand}, nil
 	}
@@ -143,6 +124,40 @@ func (s *MemoryStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, 
 	return LeaseReply{Granted: granted, Tokens: b.tokens, StoreTime: now, DemandTotal: b.demand}, nil
 }
 
+// lockShard locks and returns key's shard, sweeping it every
+// memSweepEvery calls.
+func (s *MemoryStore) lockShard(key string, now time.Time) *memShard {
+	sh := &s.shards[maphash.String(s.seed, key)%shardCount]
+	sh.mu.Lock()
+	if sh.calls++; sh.calls%memSweepEvery == 0 {
+		sh.sweepLocked(now)
+	}
+	return sh
+}
+
+// refilledLocked returns a copy of key's bucket refilled to now, as
+// lua/lease.lua refills it: a fresh bucket (none, or expired) starts full
+// with grace's debt credit; wasted is the refill beyond capacity since the
+// bucket was last touched.
+func (sh *memShard) refilledLocked(key string, rate, capacity float64, grace time.Duration, now time.Time) (b memBucket, fresh bool, wasted float64) {
+	old := sh.buckets[key]
+	fresh = old == nil || !now.Before(old.expires)
+	b = memBucket{tokens: capacity, ts: now}
+	if !fresh {
+		b = *old
+	} else if grace > 0 {
+		b.credit, b.creditEnd = math.Inf(1), now.Add(grace)
+	}
+	b.tokens = math.Min(b.tokens, capacity)
+	if dt := now.Sub(b.ts); dt > 0 {
+		raw := b.tokens + dt.Seconds()*rate
+		wasted = math.Max(0, raw-capacity)
+		b.tokens = math.Min(capacity, raw)
+		b.ts = now
+	}
+	return b, fresh, wasted
+}
+
 // sweepLocked forgets expired buckets, request records and quota counters.
 func (sh *memShard) sweepLocked(now time.Time) {
 	for k, b := range sh.buckets {
@@ -173,35 +188,17 @@ func (s *MemoryStore) Request(ctx context.Context, req RequestCall) (RequestRepl
 		return RequestReply{}, err
 	}
 	now := s.clock.Now()
-	sh := &s.shards[maphash.String(s.seed, req.Key)%shardCount]
-	sh.mu.Lock()
+	sh := s.lockShard(req.Key, now)
 	defer sh.mu.Unlock()
-	if sh.calls++; sh.calls%memSweepEvery == 0 {
-		sh.sweepLocked(now)
-	}
 	rk := req.Key + " " + req.ID
 	var rec memRequest
 	old := sh.requests[rk]
-	if old != nil && now.Before(old.expires) {
+	known := old != nil && now.Before(old.expires)
+	if known {
 		rec = *old
 	}
-	known := old != nil && now.Before(old.expires)
 	// The bucket, refilled as Lease refills it.
-	ob := sh.buckets[req.Key]
-	b := memBucket{tokens: req.Capacity, ts: now}
-	if ob != nil && now.Before(ob.expires) {
-		b = *ob
-	} else if req.Grace > 0 {
-		b.credit, b.creditEnd = math.Inf(1), now.Add(req.Grace)
-	}
-	b.tokens = math.Min(b.tokens, req.Capacity)
-	wasted := 0.0
-	if dt := now.Sub(b.ts); dt > 0 {
-		raw := b.tokens + dt.Seconds()*req.Rate
-		wasted = math.Max(0, raw-req.Capacity)
-		b.tokens = math.Min(req.Capacity, raw)
-		b.ts = now
-	}
+	b, _, wasted := sh.refilledLocked(req.Key, req.Rate, req.Capacity, req.Grace, now)
 	if !now.Before(b.creditEnd) {
 		b.credit = 0
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"time"
 
@@ -89,19 +88,15 @@ type memQuota struct {
 
 // LeaseQuota implements QuotaStore, as lua/quota.lua does.
 func (s *MemoryStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaReply, error) {
-	if err := ctx.Err(); err != nil {
-		return QuotaReply{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-	}
 	if err := call.validate(); err != nil {
 		return QuotaReply{}, err
 	}
-	now := s.clock.Now()
-	sh := &s.shards[maphash.String(s.seed, call.Key)%shardCount]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.calls++; sh.calls%memSweepEvery == 0 {
-		sh.sweepLocked(now)
+	if err := ctx.Err(); err != nil {
+		return QuotaReply{}, err
 	}
+	now := s.clock.Now()
+	sh := s.lockShard(call.Key, now)
+	defer sh.mu.Unlock()
 	if sh.quotas == nil {
 		sh.quotas = make(map[string]*memQuota)
 	}

@@ -3,8 +3,8 @@ package region_test
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,17 +19,7 @@ import (
 // check with one is a first decision: one store call that spends and
 // records. "retry" sends one id again and again: the replayed answer.
 func BenchmarkRequestID(b *testing.B) {
-	srv := testserver.StartRedis(b)
-	rdb := redisClientB(b, srv.Addr)
-	stores := []struct {
-		name string
-		make func() region.Store
-	}{
-		{"memory", func() region.Store { return region.NewMemoryStore(nil) }},
-		{"redis", func() region.Store {
-			return region.NewRedisStore(rdb, fmt.Sprintf("benchidem%d:", time.Now().UnixNano()))
-		}},
-	}
+	stores := benchStores(b)
 	ctx := context.Background()
 	for _, st := range stores {
 		for _, mode := range []string{"without-id", "with-id", "retry"} {
@@ -69,10 +59,44 @@ func BenchmarkRequestID(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
-				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+				reportLatency(b, lat)
 			})
 		}
 	}
+}
+
+// BenchmarkRequestRecordBytes measures what a request id's record costs in
+// Redis: b.N checks of one key, each with a new 33-byte id, and the growth
+// of INFO memory's used_memory over them, per record (docs/design.md
+// [idempotency]). Run with a fixed count, e.g. -benchtime 20000x.
+func BenchmarkRequestRecordBytes(b *testing.B) {
+	srv := testserver.StartRedis(b)
+	rdb := redisClientB(b, srv.Addr)
+	lim := startLimiter(b, region.NewRedisStore(rdb, "benchrec:"), region.StaticPlans{Default: benchPlan}, region.DefaultConfig())
+	ctx := context.Background()
+	lim.AllowRequest(ctx, "acct_bench_1", 1, "warm-up")
+	usedMemory := func() int64 {
+		info, err := rdb.Info(ctx, "memory").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		b.Fatal("INFO memory has no used_memory")
+		return 0
+	}
+	before := usedMemory()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := fmt.Sprintf("order-%08d-0123456789abcdefghij", i) // 33 bytes
+		if _, err := lim.AllowRequest(ctx, "acct_bench_1", 1, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(usedMemory()-before)/float64(b.N), "redis-bytes/record")
 }

@@ -105,47 +105,11 @@ func (c *Cluster) SetCost(endpoint string, cost int64) {
 	c.put("/v1/costs/"+url.PathEscape(endpoint), map[string]int64{"cost": cost}, 30*time.Second)
 }
 
-// KeyView is a node's answer to GET /v1/keys/{key}.
-type KeyView struct {
-	Key       string  `json:"key"`
-	Plan      string  `json:"plan"`
-	Rate      float64 `json:"rate"`
-	Capacity  float64 `json:"capacity"`
-	Remaining int64   `json:"remaining"`
-	Degraded  bool    `json:"degraded"`
-	// LocalShare is the node's share of its region's traffic of the key.
-	LocalShare float64            `json:"local_share"`
-	Shares     map[string]float64 `json:"shares"`
-}
-
-// KeyView asks node n how it sees key.
-func (c *Cluster) KeyView(n *Node, key string) (KeyView, error) {
-	var v KeyView
-	err := getJSONWith(c.client, n.URL()+"/v1/keys/"+url.PathEscape(key), c.spec.AdminToken, &v)
-	return v, err
-}
-
 // WaitPlan waits until every live node resolves each key to a plan of the
 // given rate and capacity: the push of the catalogue has converged.
 func (c *Cluster) WaitPlan(timeout time.Duration, rate, capacity float64, keys ...string) {
 	c.t.Helper()
-	testserver.WaitFor(c.t, timeout, 50*time.Millisecond, func() error {
-		for _, n := range c.Nodes() {
-			if n.Crashed() {
-				continue
-			}
-			for _, k := range keys {
-				v, err := c.KeyView(n, k)
-				if err != nil {
-					return fmt.Errorf("%s: %w", n.Name(), err)
-				}
-				if v.Rate != rate || v.Capacity != capacity {
-					return fmt.Errorf("%s sees key %s at rate %v capacity %v, want %v/%v", n.Name(), k, v.Rate, v.Capacity, rate, capacity)
-				}
-			}
-		}
-		return nil
-	})
+	c.WaitPlanFields(timeout, PlanFields{Rate: rate, Capacity: capacity}, keys...)
 }
 
 // WaitConverged waits until every live node runs the same catalogue
