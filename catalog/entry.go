@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -45,6 +46,12 @@ type Entry struct {
 	Mode          region.Mode          `json:"mode,omitempty"`
 	Shadow        bool                 `json:"shadow,omitempty"`
 	Concurrency   int                  `json:"concurrency,omitempty"`
+	// KindPlan: the plan's calendar quotas (docs/design.md [quotas]),
+	// shortest period first, and their calendar: "time_zone" (IANA, ""
+	// is UTC) and "anchor_day" (the day months start on; 0 is the 1st).
+	Quotas    []Quota `json:"quotas,omitempty"`
+	TimeZone  string  `json:"time_zone,omitempty"`
+	AnchorDay int     `json:"anchor_day,omitempty"`
 
 	Plan string `json:"plan,omitempty"` // KindKey: the assigned plan's name
 	Cost int64  `json:"cost,omitempty"` // KindCost: the endpoint's weight
@@ -69,16 +76,41 @@ func (k Kind) field() string {
 	return map[Kind]string{KindPlan: "plan", KindKey: "key", KindCost: "endpoint", KindRLS: "domain"}[k]
 }
 
+// Quota is one calendar quota of a plan entry: at most Limit cost units
+// per Period ("hour", "day", "week" or "month").
+type Quota struct {
+	Period period.Unit `json:"period"`
+	Limit  int64       `json:"limit"`
+}
+
 // RegionPlan returns a plan entry as a region.Plan, named after the entry.
+// Quotas that do not make a plan (too many, a period twice) are left out:
+// validate refuses such an entry, and RegionPlan is for valid ones.
 func (e Entry) RegionPlan() region.Plan {
-	return region.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity,
-		FailurePolicy: e.FailurePolicy, Mode: e.Mode, Shadow: e.Shadow, Concurrency: e.Concurrency}
+	p := region.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity,
+		FailurePolicy: e.FailurePolicy, Mode: e.Mode, Shadow: e.Shadow, Concurrency: e.Concurrency,
+		TimeZone: e.TimeZone, AnchorDay: e.AnchorDay}
+	p.Quotas, _ = region.NewQuotas(e.regionQuotas())
+	return p
+}
+
+func (e Entry) regionQuotas() []region.Quota {
+	qs := make([]region.Quota, len(e.Quotas))
+	for i, q := range e.Quotas {
+		qs[i] = region.Quota{Period: q.Period, Limit: q.Limit}
+	}
+	return qs
 }
 
 // planEntry is p as a plan entry called name.
 func planEntry(name string, p region.Plan, actor string) Entry {
-	return Entry{Kind: KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
-		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency, Actor: actor}
+	e := Entry{Kind: KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
+		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency,
+		TimeZone: p.TimeZone, AnchorDay: p.AnchorDay, Actor: actor}
+	for _, q := range p.QuotaList() {
+		e.Quotas = append(e.Quotas, Quota{Period: q.Period, Limit: q.Limit})
+	}
+	return e
 }
 
 // kvKey is the bucket key of an entry: the kind, a dot, and the name in
@@ -140,6 +172,9 @@ func (e Entry) validate() error {
 	}
 	switch e.Kind {
 	case KindPlan:
+		if _, err := region.NewQuotas(e.regionQuotas()); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidValue, err)
+		}
 		if err := e.RegionPlan().Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidValue, err)
 		}

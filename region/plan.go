@@ -1,6 +1,13 @@
 package region
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quotaplatform/quota/period"
+)
 
 // Plan is a token bucket: Rate cost units per second refill a bucket holding
 // at most Capacity cost units. A plan holds for one key across all processes
@@ -50,6 +57,113 @@ type Plan struct {
 	// bucket, which Allow alone spends. At most MaxConcurrency. Default 0
 	// (Acquire refuses the key's plan).
 	Concurrency int
+
+	// Quotas are the plan's calendar quotas (docs/design.md [quotas]): at
+	// most Limit cost units per period, for the key across all regions,
+	// beside the bucket. A check is allowed only if the bucket and every
+	// quota can afford it. Used entries come first, shortest period
+	// first (NewQuotas orders them), each period at most once; the rest
+	// are zero. Default none.
+	Quotas [MaxQuotaPeriods]Quota
+	// TimeZone is the IANA zone whose calendar the quotas' periods
+	// follow. Default "" (UTC).
+	TimeZone string
+	// AnchorDay is the day of the month the quotas' months start on, 1 to
+	// 31 (a shorter month starts on its last day). Default 0 (the 1st).
+	AnchorDay int
+}
+
+// Quota is one calendar quota of a plan: at most Limit cost units per
+// Period, in the plan's calendar.
+type Quota struct {
+	Period period.Unit
+	Limit  int64 // 1 to MaxQuota
+}
+
+// MaxQuota is the largest quota limit: exact in a Lua number.
+const MaxQuota = maxCost
+
+// NewQuotas orders qs as Plan.Quotas holds them (shortest period first)
+// and checks each, naming the bad one's field as quotas[i].period or
+// quotas[i].limit by its place in qs.
+func NewQuotas(qs []Quota) ([MaxQuotaPeriods]Quota, error) {
+	var out [MaxQuotaPeriods]Quota
+	if len(qs) > MaxQuotaPeriods {
+		return out, fmt.Errorf("%w: quotas: at most %d (one per period), got %d", ErrInvalidPlan, MaxQuotaPeriods, len(qs))
+	}
+	var errs []error
+	seen := map[period.Unit]int{}
+	for i, q := range qs {
+		if _, err := period.ParseUnit(string(q.Period)); err != nil {
+			errs = append(errs, fmt.Errorf("%w: quotas[%d].period must be one of hour, day, week, month, got %q", ErrInvalidPlan, i, q.Period))
+		} else if j, dup := seen[q.Period]; dup {
+			errs = append(errs, fmt.Errorf("%w: quotas[%d].period %q repeats quotas[%d]", ErrInvalidPlan, i, q.Period, j))
+		}
+		seen[q.Period] = i
+		if q.Limit < 1 || q.Limit > MaxQuota {
+			errs = append(errs, fmt.Errorf("%w: quotas[%d].limit must be an integer in [1, %d] cost units, got %d", ErrInvalidPlan, i, int64(MaxQuota), q.Limit))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return out, err
+	}
+	n := 0
+	for _, u := range period.Units {
+		if i, ok := seen[u]; ok {
+			out[n] = qs[i]
+			n++
+		}
+	}
+	return out, nil
+}
+
+// QuotaList returns the plan's quotas, shortest period first.
+func (p Plan) QuotaList() []Quota {
+	n := p.quotaCount()
+	return p.Quotas[:n:n]
+}
+
+func (p Plan) quotaCount() int {
+	n := 0
+	for n < MaxQuotaPeriods && p.Quotas[n].Period != "" {
+		n++
+	}
+	return n
+}
+
+// HasQuotas reports whether the plan has a quota.
+func (p Plan) HasQuotas() bool { return p.Quotas[0].Period != "" }
+
+// Calendar returns the calendar of the plan's quotas: its TimeZone and
+// AnchorDay. Zones are loaded once per process.
+func (p Plan) Calendar() (period.Calendar, error) {
+	if p.AnchorDay < 0 || p.AnchorDay > 31 {
+		return period.Calendar{}, fmt.Errorf("%w: anchor_day must be 1 to 31 (0: the 1st), got %d", ErrInvalidPlan, p.AnchorDay)
+	}
+	loc, err := loadZone(p.TimeZone)
+	if err != nil {
+		return period.Calendar{}, err
+	}
+	return period.Calendar{Location: loc, AnchorDay: p.AnchorDay}, nil
+}
+
+// zones caches loaded time zones (name → *time.Location): loading reads
+// the zone database, and plans are validated on every slow path.
+var zones sync.Map
+
+func loadZone(name string) (*time.Location, error) {
+	if name == "" || name == "UTC" {
+		return time.UTC, nil
+	}
+	if l, ok := zones.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	c, err := period.NewCalendar(name, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
+	}
+	zones.Store(name, c.Location)
+	return c.Location, nil
 }
 
 // FailurePolicy is a plan's behaviour while the regional store is
@@ -133,7 +247,33 @@ func (p Plan) Validate() error {
 	case p.Concurrency < 0 || p.Concurrency > MaxConcurrency:
 		return fmt.Errorf("%w: concurrency must be an integer in [0, %d] slots, got %d", ErrInvalidPlan, MaxConcurrency, p.Concurrency)
 	}
-	return nil
+	return p.validateQuotas()
+}
+
+// validateQuotas checks the quota fields: packed and ordered as NewQuotas
+// leaves them, and a calendar that loads.
+func (p Plan) validateQuotas() error {
+	if !p.HasQuotas() && p.TimeZone == "" && p.AnchorDay == 0 {
+		return nil
+	}
+	n := p.quotaCount()
+	for i := n; i < MaxQuotaPeriods; i++ {
+		if p.Quotas[i] != (Quota{}) {
+			return fmt.Errorf("%w: quotas[%d] follows an empty quota: use NewQuotas", ErrInvalidPlan, i)
+		}
+	}
+	ordered, err := NewQuotas(p.Quotas[:n])
+	if err != nil {
+		return err
+	}
+	if ordered != p.Quotas {
+		return fmt.Errorf("%w: quotas must be ordered shortest period first: use NewQuotas", ErrInvalidPlan)
+	}
+	if n > 0 && p.Mode == ModeExact {
+		return fmt.Errorf("%w: quotas are not supported on an exact plan (mode %q): use a leased plan", ErrInvalidPlan, ModeExact)
+	}
+	_, err = p.Calendar()
+	return err
 }
 
 // planRef is a resolved plan as the entries of its keys share it, with its
