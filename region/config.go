@@ -136,6 +136,26 @@ type Config struct {
 	// (docs/design.md [idempotency]).
 	IdempotencyHorizon time.Duration
 
+	// QuotaBases, when set, reads what the ledger holds of a key's spend
+	// in a quota period (docs/design.md [quotas]): a region's quota
+	// counters are re-based on it when they hold no base (a new period, a
+	// new region, a store that lost its state), when a counter's room is
+	// within two leases of its end, and otherwise once QuotaRebase has
+	// passed. nil: a quota counts what the region's store holds alone.
+	QuotaBases QuotaBases
+	// QuotaRebase is the longest a key's quota counters go without a
+	// fresh base while the key has traffic. Default 1m.
+	QuotaRebase time.Duration
+	// QuotaBaseTimeout bounds one base request; a quota call of a counter
+	// that holds no base waits for the request that long at most, and
+	// leases without a base when it fails. Default 250ms.
+	QuotaBaseTimeout time.Duration
+	// QuotaAccuracy is the fraction of a quota that the region's processes
+	// may hold in quota leases together: a process's quota lease is at
+	// most QuotaAccuracy × limit × share ÷ processes, or its rate lease
+	// when that is more. Default 0.001.
+	QuotaAccuracy float64
+
 	// Clock is the time source for decisions and the tickers of Run. nil
 	// (the default) means the system clock, read cheaply: while Run runs,
 	// decisions read a coarse clock it advances every 500 µs, and otherwise
@@ -197,6 +217,9 @@ func DefaultConfig() Config {
 		ProbeTimeout:       time.Second,
 		SlotTTL:            30 * time.Second,
 		IdempotencyHorizon: DefaultIdempotencyHorizon,
+		QuotaRebase:        time.Minute,
+		QuotaBaseTimeout:   250 * time.Millisecond,
+		QuotaAccuracy:      0.001,
 	}
 }
 
@@ -228,5 +251,8 @@ func (c *Config) validate() error {
 	check(c.ProbeTimeout > 0, "ProbeTimeout", "must be positive, got %v", c.ProbeTimeout)
 	check(c.SlotTTL >= time.Millisecond, "SlotTTL", "must be at least 1ms, got %v", c.SlotTTL)
 	check(c.IdempotencyHorizon >= time.Millisecond, "IdempotencyHorizon", "must be at least 1ms, got %v", c.IdempotencyHorizon)
+	check(c.QuotaRebase > 0, "QuotaRebase", "must be positive, got %v", c.QuotaRebase)
+	check(c.QuotaBaseTimeout > 0, "QuotaBaseTimeout", "must be positive, got %v", c.QuotaBaseTimeout)
+	check(c.QuotaAccuracy > 0 && c.QuotaAccuracy <= 1, "QuotaAccuracy", "must be in (0, 1], got %v", c.QuotaAccuracy)
 	return errors.Join(errs...)
 }

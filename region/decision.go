@@ -39,6 +39,13 @@ type Decision struct {
 	// and nothing was charged now.
 	Replayed bool
 
+	// quota is the key's quota counters at its last quota call and
+	// quotaHeld the quota permits this process held at the decision:
+	// Quotas. quotaOut: refused for a quota (QuotaRejected).
+	quota     *quotaView
+	quotaHeld int64
+	quotaOut  bool
+
 	// plan is the plan the decision was taken against: a pointer to the copy
 	// the key's entry shares, so that the fast path writes 8 bytes, not a
 	// Plan. nil in a Decision the Limiter did not make.

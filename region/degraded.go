@@ -41,9 +41,15 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	}
 	e.addDemand(cost)
 	sh.degraded++
+	if e.plan.HasQuotas() {
+		quotaLockedState(sh, m.key, e)
+	}
 	if policy == FailOpen {
-		// Allowed and flagged; nothing is charged back (docs/design.md
-		// [plan-semantics]).
+		// Allowed and flagged; nothing is charged back to the bucket
+		// (docs/design.md [plan-semantics]), but the quotas count it.
+		if e.quota {
+			l.degradedQuotaLocked(m, local, true)
+		}
 		e.spent += cost
 		e.degraded += cost
 		sh.allowed++
@@ -52,7 +58,11 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 		d.Remaining = int64(b.tokens)
 		return d
 	}
-	if b.tokens >= float64(cost) {
+	quotaOK := !e.quota || b.tokens < float64(cost) || l.degradedQuotaLocked(m, local, false)
+	if !quotaOK {
+		d.quotaOut = true
+	}
+	if b.tokens >= float64(cost) && quotaOK {
 		b.tokens -= float64(cost)
 		b.debt += cost
 		e.spent += cost
@@ -62,6 +72,9 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 		d.Allowed = true
 	} else {
 		d.RetryAfter = retryAfter(float64(cost)-b.tokens, rate)
+		if d.quotaOut {
+			d.RetryAfter = max(l.breaker.untilProbe(now), time.Millisecond)
+		}
 		e.plan.stats.degradedRejected.Add(1)
 		refuseLocked(sh, e, cost, &d)
 	}

@@ -38,6 +38,7 @@ type entry struct {
 	referenced bool // set on use, cleared by the eviction scan (second chance)
 	busy       bool // a store call for this key is in flight: do not evict
 	haveDemand bool // lastDemand is valid
+	quota      bool // the key has quota state in its shard (shard.quotas): its plan has quotas
 }
 
 // limit is the plan's capacity (global), for Decision.Limit and the cost

@@ -46,6 +46,11 @@ type Limiter struct {
 	local   localSlots // slots granted under FailDegraded while the store was unavailable
 
 	storeCalls atomic.Int64
+	// quotaCalls counts the quota counter calls among storeCalls;
+	// baseFetches and baseFailures the ledger base requests and those that
+	// failed; fetches the base requests in flight, for Run to wait on.
+	quotaCalls, baseFetches, baseFailures atomic.Int64
+	fetches                               sync.WaitGroup
 	keyErrors  atomic.Int64 // store calls refused for their key's own reason (ErrStoreRejected)
 	// bgProbes is set while Run probes an open breaker in the background
 	// (Config.Clock nil): misses then never probe themselves.
@@ -174,6 +179,10 @@ func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (d Decision
 			sh.mu.Unlock()
 			return d, nil
 		}
+		if e.quota && !e.inDegraded && l.quotaOutLocked(sh, key, e, now, cost, &d) {
+			sh.mu.Unlock()
+			return d, nil
+		}
 	}
 	sh.mu.Unlock()
 	d, err = l.allowSlow(ctx, key, h, cost)
@@ -222,6 +231,9 @@ func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, 
 	sh.outstanding -= cost
 	sh.allowed++
 	e.decision(d, true, now, cost)
+	if e.quota {
+		l.quotaDecisionLocked(sh, key, e, now, d)
+	}
 }
 
 func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
@@ -232,6 +244,9 @@ func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64,
 	e.referenced = true
 	e.decision(d, false, now, cost)
 	refuseLocked(sh, e, cost, d)
+	if e.quota {
+		l.quotaDecisionLocked(sh, key, e, now, d)
+	}
 }
 
 // refuseLocked counts a rejection of cost that d reports: a rejection,
@@ -336,7 +351,8 @@ func (l *Limiter) sharedPlan(p Plan) *planRef {
 	if r, ok := l.planRefs.Load(p); ok {
 		return r.(*planRef)
 	}
-	r, _ := l.planRefs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity), stats: l.planCounters(p)})
+	cal, _ := p.Calendar() // the plan was validated: the zone loads
+	r, _ := l.planRefs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity), stats: l.planCounters(p), cal: cal})
 	return r.(*planRef)
 }
 

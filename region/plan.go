@@ -282,6 +282,7 @@ func (p Plan) validateQuotas() error {
 type planRef struct {
 	limit int64         // int64(Capacity); first, read on the fast path
 	stats *planCounters // the counters of the plan's name and policy, kept across InvalidateAll
+	cal   period.Calendar // the quotas' calendar (Plan.Calendar)
 	Plan
 }
 

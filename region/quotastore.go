@@ -18,8 +18,8 @@ const MaxQuotaPeriods = 4
 // key, quota period and region, what the region has spent and leased in
 // the period. Processes lease quota permits from it as they lease rate
 // permits from a Store's bucket. RedisStore and MemoryStore implement it
-// and pass the same contract tests. It is the counters only: the Limiter
-// does not call it yet.
+// and pass the same contract tests. The Limiter calls it on the slow
+// path of a plan with quotas.
 type QuotaStore interface {
 	// LeaseQuota applies one call to key's counters, atomically over all
 	// of its periods: each counter first takes the call's base when it is
@@ -38,6 +38,10 @@ type QuotaCall struct {
 	Periods []QuotaPeriod // 1 to MaxQuotaPeriods, each Unit at most once
 	Want    int64         // permits asked of every counter, ≥ 0
 	Min     int64         // grant nothing unless every counter gives this many, in [0, Want]
+	// Charge is cost spent without a grant (while the store was away, or
+	// charged after the response): every counter adds it after its
+	// returns and before the grant, even past its allowance. ≥ 0.
+	Charge int64
 }
 
 // QuotaPeriod is one quota of a call: the current period of one of the
@@ -93,6 +97,9 @@ func (c QuotaCall) validate() error {
 	}
 	if c.Want < 0 || c.Want > maxCost {
 		bad("Want", "want 0 to %d, got %d", int64(maxCost), c.Want)
+	}
+	if c.Charge < 0 || c.Charge > maxCost {
+		bad("Charge", "want 0 to %d, got %d", int64(maxCost), c.Charge)
 	}
 	if c.Min < 0 || c.Min > c.Want {
 		bad("Min", "want 0 to Want (%d), got %d", c.Want, c.Min)

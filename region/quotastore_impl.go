@@ -34,8 +34,8 @@ func (s *RedisStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaReply
 		return QuotaReply{}, err
 	}
 	keys := make([]string, len(call.Periods))
-	args := make([]any, 0, 2+7*len(call.Periods))
-	args = append(args, call.Want, call.Min)
+	args := make([]any, 0, 3+7*len(call.Periods))
+	args = append(args, call.Want, call.Min, call.Charge)
 	for i, p := range call.Periods {
 		keys[i] = s.QuotaKey(call.Key, p.Unit, p.Start)
 		var total, reg, at int64
@@ -112,7 +112,7 @@ func (s *MemoryStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaRepl
 			q.baseTotal, q.baseRegion, q.baseAt = b.Total, b.Region, b.AsOf.UnixMicro()
 			q.used = max(q.used, q.baseRegion)
 		}
-		q.used = max(0, q.used-p.Return)
+		q.used = max(0, q.used-p.Return) + call.Charge
 		q.expires = p.End.Add(quotaTTL)
 		allowance := quotaAllowance(p.Limit, p.Share, q.baseTotal, q.baseRegion)
 		g = min(g, allowance-q.used)

@@ -49,6 +49,7 @@ func TestQuotaStoreContract(t *testing.T) {
 	type step struct {
 		periods     []region.QuotaPeriod
 		want, min   int64
+		charge      int64
 		granted     int64
 		used, allow []int64 // per period after the call
 	}
@@ -82,6 +83,10 @@ func TestQuotaStoreContract(t *testing.T) {
 			// An older base changes nothing.
 			{periods: []region.QuotaPeriod{withBase(m(100, 0.5), 0, 0, now.Add(-time.Hour))}, want: 1, min: 1, granted: 0, used: []int64{60}, allow: []int64{60}},
 		}},
+		{"a charge is added past the allowance, after returns, and leaves no room", []step{
+			{periods: []region.QuotaPeriod{m(10, 1)}, want: 6, min: 1, granted: 6, used: []int64{6}, allow: []int64{10}},
+			{periods: []region.QuotaPeriod{withReturn(m(10, 1), 2)}, charge: 9, want: 1, min: 1, granted: 0, used: []int64{13}, allow: []int64{10}},
+		}},
 		{"a base past the limit leaves no room", []step{
 			{periods: []region.QuotaPeriod{withBase(m(100, 0.5), 120, 30, now)}, want: 1, min: 0, granted: 0, used: []int64{30}, allow: []int64{20}},
 		}},
@@ -91,7 +96,7 @@ func TestQuotaStoreContract(t *testing.T) {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
 				key := fmt.Sprintf("quota-%d-%d", i, time.Now().UnixNano())
 				for j, s := range tc.steps {
-					rep, err := st.LeaseQuota(context.Background(), region.QuotaCall{Key: key, Periods: s.periods, Want: s.want, Min: s.min})
+					rep, err := st.LeaseQuota(context.Background(), region.QuotaCall{Key: key, Periods: s.periods, Want: s.want, Min: s.min, Charge: s.charge})
 					if err != nil {
 						t.Fatalf("step %d: %v", j, err)
 					}
@@ -143,6 +148,7 @@ func TestQuotaStoreContract(t *testing.T) {
 				{region.QuotaCall{Key: "k", Periods: []region.QuotaPeriod{m(0, 1)}}, "Periods[0].Limit"},
 				{region.QuotaCall{Key: "k", Periods: []region.QuotaPeriod{m(1, 0)}}, "Periods[0].Share"},
 				{region.QuotaCall{Key: "k", Periods: []region.QuotaPeriod{m(1, 1)}, Want: 1, Min: 2}, "Min"},
+				{region.QuotaCall{Key: "k", Periods: []region.QuotaPeriod{m(1, 1)}, Charge: -1}, "Charge"},
 				{region.QuotaCall{Key: "k", Periods: []region.QuotaPeriod{{Unit: period.Day, Start: de, End: ds, Limit: 1, Share: 1}}}, "Periods[0].End"},
 			} {
 				_, err := st.LeaseQuota(context.Background(), tc.call)

@@ -223,6 +223,13 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	if l.breaker.current() != BreakerClosed {
 		return l.degradedLocked(&m, now), nil
 	}
+	var d Decision
+	if m.e.quota && l.quotaOutLocked(sh, key, m.e, now, cost, &d) {
+		// The key's quotas are spent: no store call, and the id is not
+		// recorded (a retry once the quota reopens is decided then).
+		d.Path = PathFast
+		return d, nil
+	}
 	call := RequestCall{Op: RequestCheck, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
 		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
 	sh.mu.Unlock()
@@ -235,7 +242,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	}
 	e := m.e
 	e.referenced = true
-	d := Decision{Allowed: rep.Allowed, Limit: e.limit(), plan: e.plan, Path: PathSlow, Replayed: rep.Status == RequestReplayed}
+	d = Decision{Allowed: rep.Allowed, Limit: e.limit(), plan: e.plan, Path: PathSlow, Replayed: rep.Status == RequestReplayed}
 	tokens := rep.Tokens
 	d.Remaining = max(0, int64(tokens))
 	d.Reset = refillTime(m.capacity()-tokens, m.rate())
@@ -257,6 +264,14 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 		e.leased += cost
 		e.spent += cost
 		sh.allowed++
+		if e.quota {
+			// Charged to the quota counters with the key's next quota
+			// call or sweep: a check with an id may pass a quota by the
+			// cost of the checks in flight when it runs out
+			// (docs/design.md [quotas]).
+			quotaLockedState(sh, key, e).charge += cost
+			l.quotaDecisionLocked(sh, key, e, now, &d)
+		}
 		return d, nil
 	}
 	refuseLocked(sh, e, cost, &d)
@@ -344,6 +359,9 @@ func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int
 	now := l.now()
 	sh.mu.Lock()
 	u := Usage{Key: key, WindowStart: WindowStart(key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)}
+	if plan.HasQuotas() {
+		sh.returns = append(sh.returns, l.quotaAdjustment(key, plan, share, op, cost, now))
+	}
 	if op == RequestRefund {
 		u.Refunded = cost
 	} else {

@@ -29,6 +29,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 		defer l.coarse.Store(0)
 		l.bgProbes.Store(true)
 		defer l.probes.Wait()
+		defer l.fetches.Wait()
 		defer l.bgProbes.Store(false)
 	}
 	sweeps := l.clock.NewTicker(l.cfg.SweepInterval)
@@ -151,7 +152,7 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 				return back
 			}
 			called = true
-			switch l.sendReturn(ctx, r, probing) {
+			switch l.sendReturn(ctx, &batch[j], probing) {
 			case returnFailed:
 				l.requeue(sh, batch[j:])
 				return back
@@ -159,7 +160,7 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 				l.dropReturn(sh, r)
 			case returnSent:
 				back += r.permits
-				l.accountReturn(sh, r)
+				l.accountReturn(sh, batch[j])
 			}
 			probing = false
 		}
@@ -188,10 +189,27 @@ func (l *Limiter) collectReturns(sh *shard, batch []pendingReturn, all, chargeDe
 			debt = sh.takeDebtLocked(k, e, now, l.cfg.BreakerCooldown)
 		}
 		live := l.leaseLive(e, now)
+		if q := sh.quotas[k]; q != nil {
+			// An expired lease gives its quota lease back too; a charge
+			// (cost spent without a quota grant) goes once the store is
+			// back, whatever the leases.
+			var permits int64
+			var qr *quotaReturn
+			if all || !live {
+				permits, qr = q.release(e.releaseLease())
+			} else if q.charge > 0 && chargeDebts && q.n > 0 {
+				qr = &quotaReturn{n: q.n, periods: q.periods, charge: q.charge}
+				q.charge = 0
+			}
+			if permits > 0 || debt > 0 || qr != nil {
+				batch = append(batch, pendingReturn{k, permits, debt, float64(e.rate), float64(e.capacity), qr})
+			}
+			continue
+		}
 		if debt == 0 && (e.permits <= 0 || (!all && live)) {
 			continue
 		}
-		r := pendingReturn{k, 0, debt, float64(e.rate), float64(e.capacity)}
+		r := pendingReturn{k, 0, debt, float64(e.rate), float64(e.capacity), nil}
 		if all || !live {
 			r.permits = e.releaseLease()
 		}
@@ -213,12 +231,23 @@ const (
 // the breaker is told either way. A return the store refuses for a reason
 // of its key's own is dropped, not kept: its permits are lost (which
 // under-admits) and its debt forgiven, and the other returns go on.
-func (l *Limiter) sendReturn(ctx context.Context, r pendingReturn, probe bool) returnOutcome {
+func (l *Limiter) sendReturn(ctx context.Context, r *pendingReturn, probe bool) returnOutcome {
 	// A probe writes nothing: a return or a debt sent to a store that is
 	// still slow may run there after the call timed out, and would then be
 	// sent again.
 	if probe && !l.probe(ctx, r.key, r.rate, r.capacity) {
 		return returnFailed
+	}
+	if r.quota != nil {
+		// The quota part goes first and then leaves r, so that a retry of
+		// a rate part that fails after it does not send it twice.
+		if l.sendQuotaReturn(ctx, *r) == returnFailed {
+			return returnFailed
+		}
+		r.quota = nil
+	}
+	if r.permits == 0 && r.debt == 0 {
+		return returnSent
 	}
 	_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
 	if isTransient(err) {
@@ -305,18 +334,25 @@ type Stats struct {
 	// their key's own (ErrStoreRejected: a bucket key of another type, a
 	// script error) since New. They do not count toward the breaker.
 	KeyErrors int64
+	// QuotaCalls counts the calls to quota counters among StoreCalls;
+	// QuotaBaseRequests the ledger base requests made, and
+	// QuotaBaseFailures those that failed (docs/design.md [quotas]).
+	QuotaCalls, QuotaBaseRequests, QuotaBaseFailures int64
 }
 
 // Stats returns a snapshot. It takes every shard lock in turn: call it at
 // metric-scrape rates, not per decision.
 func (l *Limiter) Stats() Stats {
 	s := Stats{
-		StoreCalls:      l.storeCalls.Load(),
-		BreakerFailures: l.breaker.failuresTotal(),
-		KeyErrors:       l.keyErrors.Load(),
-		Breaker:         l.breaker.current(),
-		ClockOffset:     time.Duration(l.offset.get()),
-		Processes:       l.processes(),
+		StoreCalls:        l.storeCalls.Load(),
+		BreakerFailures:   l.breaker.failuresTotal(),
+		KeyErrors:         l.keyErrors.Load(),
+		QuotaCalls:        l.quotaCalls.Load(),
+		QuotaBaseRequests: l.baseFetches.Load(),
+		QuotaBaseFailures: l.baseFailures.Load(),
+		Breaker:           l.breaker.current(),
+		ClockOffset:       time.Duration(l.offset.get()),
+		Processes:         l.processes(),
 	}
 	for i := range l.shards {
 		sh := &l.shards[i]

@@ -30,6 +30,9 @@ type shard struct {
 	// buckets holds the degraded local buckets of keys decided while the
 	// store was unavailable; nil until the first; guarded by mu.
 	buckets map[string]*degradedBucket
+	// quotas holds the quota state of keys whose plans have quotas
+	// (entry.quota); nil until the first; guarded by mu.
+	quotas map[string]*quotaState
 
 	// Counters for Stats; guarded by mu.
 	outstanding                 int64
@@ -65,6 +68,7 @@ type pendingReturn struct {
 	permits        int64
 	debt           int64
 	rate, capacity float64
+	quota          *quotaReturn // quota permits and charges for the key's quota counters; nil: none
 }
 
 // takeDebtLocked takes key's degraded debt, if any, for a store call to
@@ -126,8 +130,14 @@ func (s *shard) evictLocked(w time.Duration) {
 	if b := s.buckets[victim]; b != nil {
 		debt = b.debt
 	}
-	if e.permits > 0 || debt > 0 {
-		s.returns = append(s.returns, pendingReturn{victim, e.permits, debt, float64(e.rate), float64(e.capacity)})
+	permits := e.permits
+	var qr *quotaReturn
+	if q := s.quotas[victim]; q != nil {
+		permits, qr = q.release(e.permits)
+		delete(s.quotas, victim)
+	}
+	if permits > 0 || debt > 0 || qr != nil {
+		s.returns = append(s.returns, pendingReturn{victim, permits, debt, float64(e.rate), float64(e.capacity), qr})
 	}
 	delete(s.keys, victim)
 	delete(s.buckets, victim)

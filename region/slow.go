@@ -59,6 +59,9 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	if !ok {
 		return l.degradedLocked(&m, now), nil
 	}
+	if m.plan.HasQuotas() {
+		return l.leaseQuotaLocked(ctx, &m, now, invalidated), nil
+	}
 	return l.leaseLocked(ctx, &m, now, invalidated), nil
 }
 
@@ -104,6 +107,12 @@ func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
 		ref = l.sharedPlan(m.plan)
 	}
 	invalidated = e.setPlan(ref, m.share, m.epoch)
+	if e.quota && !m.plan.HasQuotas() {
+		l.dropQuotaLocked(m.sh, m.key, e)
+	}
+	if !e.quota && m.plan.HasQuotas() {
+		quotaLockedState(m.sh, m.key, e)
+	}
 	l.rollLocked(m.sh, m.key, e, now)
 	return invalidated
 }
@@ -122,7 +131,7 @@ func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
 		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
 		return true
 	}
-	return false
+	return e.quota && l.breaker.current() == BreakerClosed && l.quotaOutLocked(m.sh, m.key, e, now, m.cost, d)
 }
 
 // refusedLocked reports whether the store refused the key's last call for

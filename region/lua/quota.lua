@@ -6,7 +6,8 @@
 --          counter of a key on its bucket's Redis Cluster slot)
 -- ARGV[1]  want (integer >= 0)
 -- ARGV[2]  min (integer in [0, want])
--- then, per period i, 7 values from ARGV[3 + 7(i-1)]:
+-- ARGV[3]  charge (integer >= 0): added to every counter after its return
+-- then, per period i, 7 values from ARGV[4 + 7(i-1)]:
 --   limit (integer >= 1), share (float in (0, 1]), return (integer >= 0),
 --   expire-at (unix milliseconds), base total, base region, base time
 --   (unix microseconds; 0 = no base in the call)
@@ -16,7 +17,7 @@
 -- base, b = br = 0).
 --
 -- A newer base replaces the counter's (and c becomes at least br); the
--- return is taken back (c never below 0); then each counter's room is
+-- return is taken back (c never below 0) and the charge added; then each counter's room is
 -- floor(br + share × (limit − b)) − c, and every counter grants
 -- g = min(want, every room), or 0 when g < min.
 --
@@ -24,11 +25,12 @@
 
 local want = tonumber(ARGV[1])
 local min = tonumber(ARGV[2])
+local charge = tonumber(ARGV[3])
 local n = #KEYS
 local state = {}
 local g = want
 for i = 1, n do
-  local a = 3 + 7 * (i - 1)
+  local a = 4 + 7 * (i - 1)
   local limit = tonumber(ARGV[a])
   local share = tonumber(ARGV[a + 1])
   local ret = tonumber(ARGV[a + 2])
@@ -46,6 +48,7 @@ for i = 1, n do
   end
   c = c - ret
   if c < 0 then c = 0 end
+  c = c + charge
   local allowance = br + math.floor(share * (limit - b))
   local room = allowance - c
   if room < g then g = room end

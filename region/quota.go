@@ -1,0 +1,582 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/quotaplatform/quota/period"
+)
+
+// A key whose plan has quotas (docs/design.md [quotas]) holds two leases
+// in this process: rate permits from the region's bucket and quota
+// permits from the region's quota counters. The entry's permits are what
+// both allow, the lesser of the two, so that the fast path spends from
+// one number as for any key; quotaState keeps the surplus of the larger
+// lease, and the rest of the key's quota state, in its shard's quotas
+// map, which only the slow path and keys with quotas touch.
+type quotaState struct {
+	n       int
+	periods [MaxQuotaPeriods]QuotaPeriod // the periods the held quota permits were granted in
+	// extraRate and extraQuota are the surplus of the rate lease and of
+	// the quota lease over the entry's permits: one of them is zero.
+	extraRate, extraQuota int64
+	view                  *quotaView // the counters at the last quota call; nil before the first
+	// until is the limiter time before which a check is rejected for the
+	// key's quotas without a store call (exhausted is the quota that
+	// refused it); 0: not exhausted.
+	until     int64
+	exhausted int
+	// charge is cost spent without a quota grant (in degraded mode, or by
+	// a check with a request id), added to the counters at the next call.
+	charge int64
+	// degradedLeft is what degraded decisions may still spend of the
+	// quotas while the store is away; set when the key enters degraded
+	// mode (degradedSet).
+	degradedLeft int64
+	degradedSet  bool
+	// bases are fetched ledger bases not yet sent to the counters, by
+	// period; fetching is closed when the base request in flight ends.
+	bases      [MaxQuotaPeriods]*QuotaBaseIn
+	baseless   bool // the counters held no base at the last call
+	fetching   chan struct{}
+	lastFetch  int64 // limiter ns the last base request started
+	fetchFails int   // base requests failed in a row
+}
+
+// quotaView is a key's quota counters as its last quota call left them:
+// immutable, shared by the decisions taken until the next call.
+type quotaView struct {
+	n int
+	q [MaxQuotaPeriods]quotaViewPeriod
+}
+
+type quotaViewPeriod struct {
+	unit  period.Unit
+	limit int64
+	start time.Time
+	end   time.Time
+	// left is what the region could still lease in the period after the
+	// call: its allowance less its counter (this process's lease excluded).
+	left int64
+}
+
+// QuotaStatus is one quota of a decision's plan, as this region sees it.
+type QuotaStatus struct {
+	Period     period.Unit
+	Limit      int64     // the quota, the fleet's, in the period
+	Remaining  int64     // what this region may still admit in the period (docs/design.md [quotas])
+	Start, End time.Time // the period
+}
+
+// Quotas returns the quotas of d's plan as the key's last quota call saw
+// them, less what this process spent since, shortest period first; nil
+// when the plan has none or its counters were never read.
+func (d Decision) Quotas() []QuotaStatus {
+	v := d.quota
+	if v == nil {
+		return nil
+	}
+	out := make([]QuotaStatus, v.n)
+	for i := range v.n {
+		p := v.q[i]
+		out[i] = QuotaStatus{Period: p.unit, Limit: p.limit, Remaining: max(0, p.left+d.quotaHeld), Start: p.start, End: p.end}
+	}
+	return out
+}
+
+// QuotaRejected reports that d was rejected (or, for a shadow plan, would
+// have been) because a quota of its plan is spent: RetryAfter is then the
+// end of that quota's period.
+func (d Decision) QuotaRejected() bool { return d.quotaOut }
+
+// currentPeriods fills ps with the periods of m's quotas at store time sn
+// and returns how many there are.
+func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[MaxQuotaPeriods]QuotaPeriod) int {
+	ref := m.e.plan
+	at := time.Unix(0, sn)
+	n := 0
+	for _, q := range ref.QuotaList() {
+		start, end := ref.cal.Bounds(q.Period, at)
+		ps[n] = QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: m.share}
+		n++
+	}
+	return n
+}
+
+// quotaLockedState returns the key's quota state, creating it.
+func quotaLockedState(sh *shard, key string, e *entry) *quotaState {
+	q := sh.quotas[key]
+	if q == nil {
+		q = &quotaState{}
+		if sh.quotas == nil {
+			sh.quotas = make(map[string]*quotaState)
+		}
+		sh.quotas[key] = q
+		e.quota = true
+	}
+	return q
+}
+
+// dropQuotaLocked forgets the key's quota state (its plan lost its
+// quotas): the held quota permits go back with the next sweep.
+func (l *Limiter) dropQuotaLocked(sh *shard, key string, e *entry) {
+	q := sh.quotas[key]
+	delete(sh.quotas, key)
+	e.quota = false
+	if q == nil {
+		return
+	}
+	e.permits += q.extraRate
+	if held := q.heldOnly(e); held > 0 && q.n > 0 {
+		sh.returns = append(sh.returns, pendingReturn{key: key, quota: q.returnOf(held)})
+	}
+}
+
+// heldOnly is the quota permits held beyond the entry's permits, plus
+// those: the whole quota lease.
+func (q *quotaState) heldOnly(e *entry) int64 { return e.permits + q.extraQuota }
+
+// returnOf is a return of held quota permits to the counters they came
+// from.
+func (q *quotaState) returnOf(held int64) *quotaReturn {
+	r := &quotaReturn{n: q.n, periods: q.periods}
+	for i := range r.n {
+		r.periods[i].Return = held
+		r.periods[i].Base = nil
+	}
+	return r
+}
+
+// quotaReturn is quota permits on their way back to the counters of the
+// periods they were granted in, with any cost to charge them.
+type quotaReturn struct {
+	n       int
+	periods [MaxQuotaPeriods]QuotaPeriod // Return set
+	charge  int64
+}
+
+// quotaOutLocked rejects a check locally while the key's quotas are spent
+// (until the next quota call may find room: a re-base, a refund), and
+// reports whether it did. The shard is locked.
+func (l *Limiter) quotaOutLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) bool {
+	q := sh.quotas[key]
+	if q == nil || q.until == 0 || now >= q.until {
+		return false
+	}
+	l.rejectLocked(sh, key, e, now, cost, d)
+	return true
+}
+
+// quotaDecisionLocked adds the key's quotas to a decision: the tightest
+// of the bucket and every quota gives Remaining and Reset, and a check
+// refused for a quota waits until that quota's period ends.
+func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64, d *Decision) {
+	q := sh.quotas[key]
+	if q == nil || q.view == nil {
+		return
+	}
+	v := q.view
+	d.quota, d.quotaHeld = v, q.heldOnly(e)
+	sn := l.storeNanos(now)
+	for i := range v.n {
+		rem := max(0, v.q[i].left+d.quotaHeld)
+		if rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
+		}
+	}
+	if q.until != 0 && now < q.until && (!d.Allowed || d.ShadowRejected) {
+		d.quotaOut = true
+		if d.ShadowRejected {
+			return
+		}
+		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[q.exhausted].end.UnixNano()-sn), time.Millisecond)
+	}
+}
+
+// quotaWant is the quota lease a process asks for: rateWant, or its part
+// of QuotaAccuracy of the tightest quota when that is more (docs/design.md
+// [quotas]: the bound).
+func (l *Limiter) quotaWant(m *miss, ps *[MaxQuotaPeriods]QuotaPeriod, n int, rateWant int64) int64 {
+	tightest := ps[0].Limit
+	for i := 1; i < n; i++ {
+		tightest = min(tightest, ps[i].Limit)
+	}
+	c := l.cfg.QuotaAccuracy * float64(tightest) * m.share / float64(m.procs)
+	return max(m.cost, rateWant, int64(math.Min(c, maxCost)))
+}
+
+// leaseQuotaLocked is leaseLocked for a key whose plan has quotas: it
+// renews the rate lease when it is spent, expired or ended, and the
+// quota lease when it is spent, its periods ended, or a base or a charge
+// waits for the counters; then the entry's permits are the lesser of the
+// two leases. The shard is unlocked for the calls.
+func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, invalidated bool) Decision {
+	e, sh := m.e, m.sh
+	q := quotaLockedState(sh, m.key, e)
+	var ps [MaxQuotaPeriods]QuotaPeriod
+	n := l.currentPeriods(m, l.storeNanos(now), &ps)
+	rolled := n != q.n
+	for i := 0; i < n && !rolled; i++ {
+		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start) || ps[i].Limit != q.periods[i].Limit
+	}
+	held := q.heldOnly(e)
+	e.permits += q.extraRate // the whole rate lease
+	q.extraRate, q.extraQuota = 0, 0
+	if rolled {
+		// The permits held were granted in periods that ended (or by other
+		// quotas): their counters keep them, which charges an ended period
+		// (or a replaced quota) for permits nobody spent. That is harmless:
+		// such a counter grants nothing more.
+		held = 0
+		q.until = 0
+		q.baseless = false
+	}
+	rateLive := l.leaseLive(e, now)
+	needRate := invalidated || !rateLive || e.permits < m.cost
+	needQuota := rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil || (q.until != 0 && now >= q.until)
+
+	rateWant := m.cost
+	if needRate {
+		req := l.leaseRequestLocked(m, now, invalidated)
+		rateWant = req.Want
+		m.sh.mu.Unlock()
+		rep, lat, err := l.callStore(ctx, req)
+		m.sh.mu.Lock()
+		e.busy = false
+		now = l.now()
+		if !l.applyLeaseReplyLocked(m, req, rep, lat, err, now) {
+			q.split(e, held)
+			return l.degradedLocked(m, now)
+		}
+	}
+	if needQuota {
+		var ok bool
+		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, rateWant)
+		now = l.now()
+		if !ok {
+			q.split(e, held)
+			return l.degradedLocked(m, now)
+		}
+	}
+	q.split(e, held)
+	return l.decideFromPermitsLocked(sh, m, e, now)
+}
+
+// split makes the entry's permits the lesser of its rate lease (the
+// entry's permits on entry) and the quota lease held, and keeps the
+// surplus of the larger.
+func (q *quotaState) split(e *entry, held int64) {
+	s := min(e.permits, held)
+	q.extraRate, q.extraQuota = e.permits-s, held-s
+	e.permits = s
+}
+
+// release empties the key's leases for a return: the rate permits (the
+// entry's permits, already taken as permits, and the rate surplus) and a
+// return of the quota lease and any pending charge to the counters.
+func (q *quotaState) release(permits int64) (rate int64, qr *quotaReturn) {
+	rate = permits + q.extraRate
+	held := permits + q.extraQuota
+	q.extraRate, q.extraQuota = 0, 0
+	if q.n == 0 || (held <= 0 && q.charge <= 0) {
+		return rate, nil
+	}
+	qr = q.returnOf(held)
+	qr.charge, q.charge = q.charge, 0
+	return rate, qr
+}
+
+// applyLeaseReplyLocked applies a rate lease call's outcome as leaseLocked
+// does, and reports whether the store answered; when it did not, the
+// caller decides in degraded mode.
+func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseReply, lat time.Duration, err error, now int64) bool {
+	e, sh := m.e, m.sh
+	if err != nil && isTransient(err) {
+		sh.outstanding -= req.Return
+		l.breaker.failure(now)
+		return false
+	}
+	if lat > l.cfg.StoreTimeout {
+		l.breaker.failure(now)
+	} else {
+		l.breaker.success()
+	}
+	if err != nil {
+		sh.outstanding -= req.Return
+		b := l.degradedBucketFor(m, now)
+		b.refusedAt = now
+		return false
+	}
+	if !e.fits(rep.Granted + req.Return) {
+		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
+	}
+	if e.inDegraded {
+		l.settleDebtLocked(m, req.Debt)
+	}
+	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
+	sh.outstanding += rep.Granted - req.Return
+	return true
+}
+
+// degradedBucketFor creates the key's degraded bucket as degradedLocked
+// would, so that a refused key is remembered as refused.
+func (l *Limiter) degradedBucketFor(m *miss, now int64) *degradedBucket {
+	if b := m.sh.buckets[m.key]; b != nil {
+		return b
+	}
+	floor := math.Max(l.cfg.MinLocalShare, l.cfg.FloorFraction/float64(m.procs))
+	local := math.Min(1, math.Max(m.e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
+	return l.degradedBucketLocked(m, now, local, m.rate()*local, m.capacity())
+}
+
+// quotaCallLocked makes the key's quota call: it returns the held quota
+// permits, charges what was spent without a grant, sends any fetched
+// base, and leases anew. A counter without a base waits for the base
+// request in flight first. It returns the quota lease held after the
+// call (the old one when the store did not answer), and whether the
+// store answered.
+func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[MaxQuotaPeriods]QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
+	e, sh := m.e, m.sh
+	qs, ok := l.store.(QuotaStore)
+	if !ok {
+		// New refuses a plan with quotas on such a store (Validate of the
+		// resolver's plans happens per key): degrade, flagged, and let the
+		// key's refusal show in the key errors.
+		l.keyErrors.Add(1)
+		return held, false
+	}
+	if q.baseless && q.fetching != nil {
+		wait := q.fetching
+		e.busy = true
+		sh.mu.Unlock()
+		select {
+		case <-wait:
+		case <-time.After(l.cfg.QuotaBaseTimeout):
+		case <-ctx.Done():
+		}
+		sh.mu.Lock()
+		e.busy = false
+	}
+	call := QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge}
+	for i := range n {
+		ps[i].Return = held
+		ps[i].Base = q.bases[i]
+	}
+	if q.periods != *ps && q.n > 0 {
+		// Bases fetched for other periods do not apply.
+		for i := range n {
+			if q.bases[i] != nil && !q.periods[i].Start.Equal(ps[i].Start) {
+				ps[i].Base = nil
+			}
+		}
+	}
+	e.busy = true
+	sh.mu.Unlock()
+	rep, lat, err := l.callQuota(ctx, qs, call)
+	sh.mu.Lock()
+	e.busy = false
+	now := l.now()
+	if err != nil {
+		if isTransient(err) {
+			l.breaker.failure(now)
+		} else {
+			l.keyErrors.Add(1)
+		}
+		return held, false
+	}
+	if lat > l.cfg.StoreTimeout {
+		l.breaker.failure(now)
+	} else {
+		l.breaker.success()
+	}
+	q.charge = 0
+	q.bases = [MaxQuotaPeriods]*QuotaBaseIn{}
+	q.n, q.periods = n, *ps
+	for i := range n {
+		q.periods[i].Return, q.periods[i].Base = 0, nil
+	}
+	q.degradedSet = false
+	v := &quotaView{n: n}
+	q.until, q.baseless = 0, false
+	var oldest time.Time
+	for i := range n {
+		c := rep.Counters[i]
+		v.q[i] = quotaViewPeriod{unit: ps[i].Unit, limit: ps[i].Limit, start: ps[i].Start, end: ps[i].End, left: c.Allowance - c.Used}
+		if c.Allowance-c.Used < v.q[q.exhausted].left || i == 0 {
+			q.exhausted = i
+		}
+		if c.BaseAt.IsZero() {
+			q.baseless = true
+		} else if oldest.IsZero() || c.BaseAt.Before(oldest) {
+			oldest = c.BaseAt
+		}
+	}
+	q.view = v
+	if rep.Granted < m.cost {
+		q.until = now + int64(l.cfg.LeaseTTL)
+	}
+	l.maybeRebaseLocked(m, q, now, oldest, call.Want)
+	return rep.Granted, true
+}
+
+// callQuota makes one quota call under the hard timeout.
+func (l *Limiter) callQuota(ctx context.Context, qs QuotaStore, call QuotaCall) (QuotaReply, time.Duration, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
+	t0 := l.clock.Now()
+	rep, err := qs.LeaseQuota(cctx, call)
+	lat := l.clock.Now().Sub(t0)
+	cancel()
+	l.storeCalls.Add(1)
+	l.quotaCalls.Add(1)
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.StoreCall(lat, call.Want, rep.Granted, err)
+	}
+	if err == nil && (rep.Granted < 0 || rep.Granted > call.Want) {
+		err = fmt.Errorf("%w: quota store granted %d of %d asked", ErrStoreUnavailable, rep.Granted, call.Want)
+	}
+	return rep, lat, err
+}
+
+// maybeRebaseLocked starts a base request for the key's periods when its
+// counters need one (docs/design.md [quotas]): they hold none, their
+// oldest base is older than QuotaRebase, or a counter's room is within
+// two leases of its end. At most one request per key is in flight, and
+// a key whose requests fail waits longer each time (up to QuotaRebase).
+func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, oldest time.Time, lease int64) {
+	bases := l.cfg.QuotaBases
+	if bases == nil || q.fetching != nil {
+		return
+	}
+	due := q.baseless || time.Duration(l.storeNanos(now)-oldest.UnixNano()) > l.cfg.QuotaRebase
+	for i := 0; i < q.n && !due; i++ {
+		due = q.view.q[i].left < 2*lease
+	}
+	gap := min(l.cfg.QuotaRebase, time.Second<<min(q.fetchFails, 6))
+	if q.fetchFails == 0 && !q.baseless {
+		gap = time.Second // near the end, at most one request a second
+	}
+	if !due || (q.lastFetch != 0 && now-q.lastFetch < int64(gap) && !(q.baseless && q.fetchFails == 0)) {
+		return
+	}
+	done := make(chan struct{})
+	q.fetching, q.lastFetch = done, now
+	n, ps := q.n, q.periods
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+}
+
+// fetchBases reads the ledger's base of each of a key's periods and leaves
+// them for the key's next quota call.
+func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [MaxQuotaPeriods]QuotaPeriod, done chan struct{}) {
+	defer l.fetches.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.QuotaBaseTimeout)
+	defer cancel()
+	var got [MaxQuotaPeriods]*QuotaBaseIn
+	var err error
+	for i := range n {
+		var b QuotaBase
+		if b, err = l.cfg.QuotaBases.QuotaBase(ctx, key, ps[i].Start, ps[i].End); err != nil {
+			break
+		}
+		got[i] = &QuotaBaseIn{Total: b.Total, Region: b.ByRegion[l.cfg.Region], AsOf: b.AsOf}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	q.fetching = nil
+	close(done)
+	l.baseFetches.Add(1)
+	if err != nil {
+		q.fetchFails++
+		l.baseFailures.Add(1)
+		return
+	}
+	q.fetchFails = 0
+	if sh.quotas[key] == q && q.n == n && q.periods == ps {
+		q.bases = got
+	}
+}
+
+// degradedQuotaLocked decides a degraded check's quotas: what a degraded
+// decision may spend of them is the quota lease this process held, plus
+// its local share of what the region could still lease at the last call
+// (its whole quota lease's worth when it never made one), so that the
+// region's processes together stay within the region's allowance. It
+// reports whether cost fits, and counts it as spent without a grant, to
+// be charged to the counters after recovery.
+func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
+	q := m.sh.quotas[m.key]
+	if q == nil {
+		return true
+	}
+	if !q.degradedSet {
+		left := int64(math.MaxInt64)
+		if q.view != nil {
+			for i := range q.view.n {
+				left = min(left, q.view.q[i].left)
+			}
+			left = int64(float64(max(left, 0)) * local)
+		} else {
+			var ps [MaxQuotaPeriods]QuotaPeriod
+			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
+			left = l.quotaWant(m, &ps, n, m.cost)
+		}
+		q.degradedLeft = q.heldOnly(m.e) + left
+		q.degradedSet = true
+	}
+	if !open && q.degradedLeft < m.cost {
+		return false
+	}
+	q.degradedLeft -= m.cost
+	q.charge += m.cost
+	return true
+}
+
+// sendQuotaReturn gives r's quota permits back to the counters they came
+// from and charges its cost, in one quota call that leases nothing. Once
+// sent, r carries no quota part: a retry of r (the rate part failed
+// after) does not send it twice.
+func (l *Limiter) sendQuotaReturn(ctx context.Context, r pendingReturn) returnOutcome {
+	if r.quota == nil {
+		return returnSent
+	}
+	qs, ok := l.store.(QuotaStore)
+	if !ok {
+		return returnRefused
+	}
+	call := QuotaCall{Key: r.key, Periods: r.quota.periods[:r.quota.n], Charge: r.quota.charge}
+	_, _, err := l.callQuota(ctx, qs, call)
+	if isTransient(err) {
+		l.breaker.failure(l.now())
+		return returnFailed
+	}
+	l.breaker.success()
+	if err != nil {
+		return returnRefused
+	}
+	return returnSent
+}
+
+// quotaAdjustment is a refund's or a post-hoc charge's change to the
+// key's quota counters of the current periods, for the next sweep to
+// send: a refund returns cost, a charge adds it.
+func (l *Limiter) quotaAdjustment(key string, plan Plan, share float64, op RequestOp, cost, now int64) pendingReturn {
+	cal, _ := plan.Calendar() // validated by the caller
+	at := time.Unix(0, l.storeNanos(now))
+	qr := &quotaReturn{}
+	for _, q := range plan.QuotaList() {
+		start, end := cal.Bounds(q.Period, at)
+		p := QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: share}
+		if op == RequestRefund {
+			p.Return = cost
+		}
+		qr.periods[qr.n] = p
+		qr.n++
+	}
+	if op != RequestRefund {
+		qr.charge = cost
+	}
+	return pendingReturn{key: key, quota: qr}
+}
