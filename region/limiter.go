@@ -51,7 +51,7 @@ type Limiter struct {
 	// failed; fetches the base requests in flight, for Run to wait on.
 	quotaCalls, baseFetches, baseFailures atomic.Int64
 	fetches                               sync.WaitGroup
-	keyErrors  atomic.Int64 // store calls refused for their key's own reason (ErrStoreRejected)
+	keyErrors                             atomic.Int64 // store calls refused for their key's own reason (ErrStoreRejected)
 	// bgProbes is set while Run probes an open breaker in the background
 	// (Config.Clock nil): misses then never probe themselves.
 	bgProbes  atomic.Bool

@@ -280,8 +280,8 @@ func (p Plan) validateQuotas() error {
 // capacity as the integer limit the decision path compares costs with.
 // Never modified once made.
 type planRef struct {
-	limit int64         // int64(Capacity); first, read on the fast path
-	stats *planCounters // the counters of the plan's name and policy, kept across InvalidateAll
+	limit int64           // int64(Capacity); first, read on the fast path
+	stats *planCounters   // the counters of the plan's name and policy, kept across InvalidateAll
 	cal   period.Calendar // the quotas' calendar (Plan.Calendar)
 	Plan
 }
