@@ -44,6 +44,7 @@ func TestDegradedDecisionsAreFlagged(t *testing.T) {
 	plans := region.StaticPlans{Keys: map[string]region.Plan{
 		"acct_degraded": {Name: "std", Rate: 1000, Capacity: 1000},
 		"acct_closed":   {Name: "sms", Rate: 1000, Capacity: 1000, FailurePolicy: region.FailClosed},
+		"acct_warmup":   {Name: "std", Rate: 1000, Capacity: 1000},
 	}}
 	lim, err := region.New(region.NewRedisStore(rdb, fmt.Sprintf("mwdeg%d:", time.Now().UnixNano())), plans, cfg)
 	if err != nil {
@@ -66,6 +67,14 @@ func TestDegradedDecisionsAreFlagged(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w
+	}
+	// Warm the client (its dial, the scripts' first load) off the keys
+	// under test: on a loaded machine that first call alone can pass the
+	// store timeout and degrade a decision.
+	for range 3 {
+		if _, err := lim.Allow(ctx, "acct_warmup", 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, key := range []string{"acct_degraded", "acct_closed"} {
 		if w := serve(key); w.Code != http.StatusNoContent || w.Header().Get(httplimit.HeaderDegraded) != "" {

@@ -95,6 +95,9 @@ func WriteHeaders(h http.Header, p Policy, d region.Decision) {
 	h[HeaderStale] = vals[3:4:4]
 	h[HeaderPolicy] = vals[4:5:5]
 	h[HeaderRateLimit] = vals[5:6:6]
+	if qs := d.Quotas(); qs != nil {
+		h[HeaderPolicy], h[HeaderRateLimit] = quotaPolicies(p.Name, vals[4], vals[5], qs)
+	}
 	if n == 7 {
 		h[HeaderRetryAfter] = vals[6:7:7]
 	}
@@ -105,6 +108,36 @@ func WriteHeaders(h http.Header, p Policy, d region.Decision) {
 		}
 		h[HeaderDegraded] = v
 	}
+}
+
+// quotaPolicies lists every policy of a plan with quotas: the bucket's
+// (policy and state, as written) and one per quota, named after the plan
+// and the period ("pro-month"), with the period's length as its window
+// and the time to its end as its reset. Remaining is what the region may
+// still admit in the period (docs/design.md [quotas]).
+func quotaPolicies(name, bucketPolicy, bucketState string, qs []region.QuotaStatus) (policy, state []string) {
+	pb := append(make([]byte, 0, 64*len(qs)+len(bucketPolicy)), bucketPolicy...)
+	sb := append(make([]byte, 0, 64*len(qs)+len(bucketState)), bucketState...)
+	if name == "" {
+		name = "default"
+	}
+	now := time.Now()
+	for _, q := range qs {
+		label := name + "-" + string(q.Period)
+		pb = append(pb, ", "...)
+		pb = appendSFString(pb, label)
+		pb = append(pb, ";q="...)
+		pb = strconv.AppendInt(pb, q.Limit, 10)
+		pb = append(pb, ";w="...)
+		pb = strconv.AppendInt(pb, ceilSeconds(q.End.Sub(q.Start)), 10)
+		sb = append(sb, ", "...)
+		sb = appendSFString(sb, label)
+		sb = append(sb, ";r="...)
+		sb = strconv.AppendInt(sb, q.Remaining, 10)
+		sb = append(sb, ";t="...)
+		sb = strconv.AppendInt(sb, ceilSeconds(q.End.Sub(now)), 10)
+	}
+	return []string{string(pb)}, []string{string(sb)}
 }
 
 // ceilSeconds rounds d up to whole seconds.

@@ -58,8 +58,13 @@ func (m *memCatalog) PlanEntry(name string) (catalog.Entry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.plans[name]
-	return catalog.Entry{Kind: catalog.KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
-		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency}, ok
+	e := catalog.Entry{Kind: catalog.KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
+		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency,
+		TimeZone: p.TimeZone, AnchorDay: p.AnchorDay}
+	for _, q := range p.QuotaList() {
+		e.Quotas = append(e.Quotas, catalog.Quota{Period: q.Period, Limit: q.Limit})
+	}
+	return e, ok
 }
 func (m *memCatalog) Assignment(key string) (catalog.Entry, bool) {
 	m.mu.Lock()
@@ -279,6 +284,16 @@ func TestBadInput(t *testing.T) {
 		{"shadow type", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"shadow":"yes"}`, auth, 400, "shadow"},
 		{"negative concurrency", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"concurrency":-1}`, auth, 400, "concurrency"},
 		{"fractional concurrency", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"concurrency":1.5}`, auth, 400, "concurrency"},
+		{"quota period unknown", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"quotas":[{"period":"year","limit":5}]}`, auth, 400, "quotas[0].period"},
+		{"quota period missing", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"quotas":[{"limit":5}]}`, auth, 400, "quotas[0].period"},
+		{"quota period twice", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"quotas":[{"period":"day","limit":5},{"period":"day","limit":6}]}`, auth, 400, "quotas[1].period"},
+		{"quota limit zero", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"quotas":[{"period":"month","limit":0}]}`, auth, 400, "quotas[0].limit"},
+		{"quota limit missing", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"quotas":[{"period":"month"}]}`, auth, 400, "quotas[0].limit"},
+		{"quota limit fractional", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"quotas":[{"period":"month","limit":1.5}]}`, auth, 400, "quotas.limit"},
+		{"too many quotas", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"quotas":[{"period":"hour","limit":1},{"period":"day","limit":1},{"period":"week","limit":1},{"period":"month","limit":1},{"period":"month","limit":2}]}`, auth, 400, "quotas"},
+		{"quotas on an exact plan", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"mode":"exact","quotas":[{"period":"month","limit":5}]}`, auth, 400, "quotas"},
+		{"unknown time zone", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"time_zone":"Mars/Olympus"}`, auth, 400, "time_zone"},
+		{"anchor day 32", "PUT", "/v1/limits/pro", `{"rate":1,"capacity":1,"anchor_day":32}`, auth, 400, "anchor_day"},
 		{"unknown plan", "PUT", "/v1/keys/acct_1", `{"plan":"gold"}`, auth, 400, "plan"},
 		{"plan missing", "PUT", "/v1/keys/acct_1", `{}`, auth, 400, "plan"},
 		{"bad key path", "PUT", "/v1/keys/a%20b", `{"plan":"pro"}`, auth, 400, "key"},

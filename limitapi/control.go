@@ -3,11 +3,13 @@ package limitapi
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -49,6 +51,22 @@ type planBody struct {
 	Mode          *string  `json:"mode"`
 	Shadow        *bool    `json:"shadow"`
 	Concurrency   *int     `json:"concurrency"`
+	// Quotas are the plan's calendar quotas (docs/design.md [quotas]),
+	// counted in TimeZone's calendar with months from AnchorDay.
+	Quotas    []quotaBody `json:"quotas"`
+	TimeZone  *string     `json:"time_zone"`
+	AnchorDay *int        `json:"anchor_day"`
+}
+
+type quotaBody struct {
+	Period *string `json:"period"`
+	Limit  *int64  `json:"limit"`
+}
+
+// planQuota is one quota as plan and key answers show it.
+type planQuota struct {
+	Period period.Unit `json:"period"`
+	Limit  int64       `json:"limit"`
 }
 
 // planSemantics is a plan's semantics as plan and key answers show them
@@ -58,10 +76,21 @@ type planSemantics struct {
 	Mode          region.Mode          `json:"mode"`
 	Shadow        bool                 `json:"shadow"`
 	Concurrency   int                  `json:"concurrency"`
+	// Quotas, with their calendar: absent when the plan has none.
+	Quotas    []planQuota `json:"quotas,omitempty"`
+	TimeZone  string      `json:"time_zone,omitempty"`
+	AnchorDay int         `json:"anchor_day,omitempty"`
 }
 
 func semanticsOf(p region.Plan) planSemantics {
-	return planSemantics{FailurePolicy: p.Policy(), Mode: cmp.Or(p.Mode, region.ModeLeased), Shadow: p.Shadow, Concurrency: p.Concurrency}
+	s := planSemantics{FailurePolicy: p.Policy(), Mode: cmp.Or(p.Mode, region.ModeLeased), Shadow: p.Shadow, Concurrency: p.Concurrency}
+	for _, q := range p.QuotaList() {
+		s.Quotas = append(s.Quotas, planQuota{Period: q.Period, Limit: q.Limit})
+	}
+	if len(s.Quotas) > 0 {
+		s.TimeZone, s.AnchorDay = cmp.Or(p.TimeZone, "UTC"), max(p.AnchorDay, 1)
+	}
+	return s
 }
 
 type planAnswer struct {
@@ -144,6 +173,55 @@ func (b planBody) semantics(p region.Plan) (region.Plan, *apiError) {
 			return p, badRequest("concurrency", "concurrency must be an integer in [0, %d] (slots; 0: none), got %d", region.MaxConcurrency, *b.Concurrency)
 		}
 		p.Concurrency = *b.Concurrency
+	}
+	return b.quotas(p)
+}
+
+// quotas adds the body's quotas and their calendar to p, each checked and
+// named when bad: quotas[i].period, quotas[i].limit, time_zone,
+// anchor_day.
+func (b planBody) quotas(p region.Plan) (region.Plan, *apiError) {
+	if len(b.Quotas) > region.MaxQuotaPeriods {
+		return p, badRequest("quotas", "quotas: at most %d (one per period: hour, day, week, month), got %d", region.MaxQuotaPeriods, len(b.Quotas))
+	}
+	qs := make([]region.Quota, len(b.Quotas))
+	seen := map[period.Unit]bool{}
+	for i, q := range b.Quotas {
+		field := fmt.Sprintf("quotas[%d]", i)
+		if q.Period == nil {
+			return p, badRequest(field+".period", "%s.period is required: hour, day, week or month", field)
+		}
+		u, err := period.ParseUnit(*q.Period)
+		if err != nil {
+			return p, badRequest(field+".period", "%s.period must be hour, day, week or month, got %q", field, *q.Period)
+		}
+		if seen[u] {
+			return p, badRequest(field+".period", "%s.period %q appears twice: one quota per period", field, u)
+		}
+		seen[u] = true
+		if q.Limit == nil || *q.Limit < 1 || *q.Limit > region.MaxQuota {
+			return p, badRequest(field+".limit", "%s.limit is required: an integer in [1, %d] cost units per period", field, int64(region.MaxQuota))
+		}
+		qs[i] = region.Quota{Period: u, Limit: *q.Limit}
+	}
+	if b.TimeZone != nil {
+		if _, err := period.NewCalendar(*b.TimeZone, 0); err != nil {
+			return p, badRequest("time_zone", "time_zone must be an IANA time zone such as Europe/Paris (\"\" is UTC), got %q", *b.TimeZone)
+		}
+		p.TimeZone = *b.TimeZone
+	}
+	if b.AnchorDay != nil {
+		if *b.AnchorDay < 1 || *b.AnchorDay > 31 {
+			return p, badRequest("anchor_day", "anchor_day must be a day of the month, 1 to 31, got %d", *b.AnchorDay)
+		}
+		p.AnchorDay = *b.AnchorDay
+	}
+	if len(qs) > 0 && p.Mode == region.ModeExact {
+		return p, badRequest("quotas", "quotas are not supported on an exact plan: use mode %q", region.ModeLeased)
+	}
+	var err error
+	if p.Quotas, err = region.NewQuotas(qs); err != nil {
+		return p, badRequest("quotas", "%v", err)
 	}
 	return p, nil
 }

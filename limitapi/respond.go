@@ -39,12 +39,49 @@ func appendDecision(b []byte, d region.Decision) []byte {
 	if d.ShadowRejected {
 		b = append(b, `,"shadow_rejected":true`...)
 	}
+	if qs := d.Quotas(); qs != nil {
+		b = appendQuotas(b, d, qs)
+	}
 	if d.Replayed {
 		// The check's request id was decided before: docs/design.md
 		// [idempotency].
 		b = append(b, `,"replayed":true`...)
 	}
 	return append(b, '}')
+}
+
+// appendQuotas appends the quota fields of a decision whose plan has
+// quotas (docs/design.md [quotas]): the tightest constraint ("rate" for
+// the bucket, or a quota's period), whether a quota refused the check,
+// and every quota's limit, remaining and time to its period's end.
+func appendQuotas(b []byte, d region.Decision, qs []region.QuotaStatus) []byte {
+	b = append(b, `,"tightest":"`...)
+	if t := d.Tightest(); t != "" {
+		b = append(b, t...)
+	} else {
+		b = append(b, "rate"...)
+	}
+	b = append(b, '"')
+	if d.QuotaRejected() {
+		b = append(b, `,"quota_rejected":true`...)
+	}
+	b = append(b, `,"quota_remaining":[`...)
+	now := time.Now()
+	for i, q := range qs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"period":"`...)
+		b = append(b, q.Period...)
+		b = append(b, `","limit":`...)
+		b = strconv.AppendInt(b, q.Limit, 10)
+		b = append(b, `,"remaining":`...)
+		b = strconv.AppendInt(b, q.Remaining, 10)
+		b = append(b, `,"reset_ms":`...)
+		b = strconv.AppendInt(b, ceilMillis(q.End.Sub(now)), 10)
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 func ceilMillis(d time.Duration) int64 {

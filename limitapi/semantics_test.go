@@ -2,6 +2,7 @@ package limitapi_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,82 @@ func TestAcquireNeedsCheckToken(t *testing.T) {
 			t.Errorf("%s with the check token: %d %s", path, w.Code, w.Body)
 		}
 	}
+}
+
+// TestQuotasThroughTheAPI: a plan's quotas are written with PUT
+// /v1/limits/{plan} and read back; a check answers the tightest
+// constraint, every quota's remaining and its reset, and lists every
+// policy in the IETF fields; once the day's quota is spent the check is
+// refused for it, with retry_after_ms at the day's end.
+func TestQuotasThroughTheAPI(t *testing.T) {
+	h, _ := newAPI(t, false)
+	auth := []string{"Authorization", "Bearer " + token}
+	body := `{"rate":1000,"capacity":1000,"quotas":[{"period":"month","limit":100},{"period":"day","limit":5}],"time_zone":"Europe/Paris","anchor_day":15}`
+	if w := do(h, "PUT", "/v1/limits/metered", body, auth...); w.Code != 204 {
+		t.Fatalf("PUT: %d %s", w.Code, w.Body)
+	}
+	w := do(h, "GET", "/v1/limits/metered", "", auth...)
+	if want := `"quotas":[{"period":"day","limit":5},{"period":"month","limit":100}],"time_zone":"Europe/Paris","anchor_day":15`; !strings.Contains(w.Body.String(), want) {
+		t.Fatalf("GET plan: %s, want %s", w.Body, want)
+	}
+	if w := do(h, "PUT", "/v1/keys/acct_q", `{"plan":"metered"}`, auth...); w.Code != 204 {
+		t.Fatalf("PUT key: %d %s", w.Code, w.Body)
+	}
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().In(paris)
+	dayEnd := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, paris)
+	type quota struct {
+		Period    string
+		Limit     int64
+		Remaining int64
+		ResetMS   int64 `json:"reset_ms"`
+	}
+	type answer struct {
+		Allowed        bool
+		Remaining      int64
+		RetryAfterMS   int64   `json:"retry_after_ms"`
+		Tightest       string  `json:"tightest"`
+		QuotaRejected  bool    `json:"quota_rejected"`
+		QuotaRemaining []quota `json:"quota_remaining"`
+	}
+	for i := range 7 {
+		w := do(h, "POST", "/v1/allow", `{"key":"acct_q"}`)
+		var a answer
+		if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+			t.Fatalf("check %d: %v: %s", i, err, w.Body)
+		}
+		if len(a.QuotaRemaining) != 2 || a.QuotaRemaining[0].Period != "day" || a.QuotaRemaining[1].Period != "month" || a.Tightest != "day" {
+			t.Fatalf("check %d: %s, want both quotas listed and the day tightest", i, w.Body)
+		}
+		if left := time.Until(dayEnd).Milliseconds(); abs(a.QuotaRemaining[0].ResetMS-left) > 2000 {
+			t.Fatalf("check %d: day reset_ms %d, want about %d", i, a.QuotaRemaining[0].ResetMS, left)
+		}
+		if i < 5 {
+			if w.Code != 200 || !a.Allowed || a.Remaining != int64(4-i) || a.QuotaRemaining[0].Remaining != int64(4-i) {
+				t.Fatalf("check %d: %d %s, want allowed with %d left today", i, w.Code, w.Body, 4-i)
+			}
+			policy, state := w.Header().Get("Ratelimit-Policy"), w.Header().Get("Ratelimit")
+			if !strings.Contains(policy, `"metered";q=1000`) || !strings.Contains(policy, `"metered-day";q=5;w=`) || !strings.Contains(policy, `"metered-month";q=100;w=`) ||
+				!strings.Contains(state, `"metered-day";r=`+strconv.Itoa(4-i)) || !strings.Contains(state, `"metered-month";r=`) {
+				t.Fatalf("check %d: RateLimit-Policy %q, RateLimit %q, want every policy", i, policy, state)
+			}
+			continue
+		}
+		if w.Code != 200 || a.Allowed || !a.QuotaRejected || a.Remaining != 0 {
+			t.Fatalf("check %d: %d %s, want refused for the day's quota", i, w.Code, w.Body)
+		}
+		if left := time.Until(dayEnd).Milliseconds(); abs(a.RetryAfterMS-left) > 2000 {
+			t.Fatalf("check %d: retry_after_ms %d, want the day's end in about %d", i, a.RetryAfterMS, left)
+		}
+	}
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

@@ -185,6 +185,11 @@ func (p *Participant) buildLimiter() error {
 	}
 	cfg.Usage = sinks
 	cfg.Shares = p.node
+	if p.quotaBases != nil {
+		// A nil interface when there is none: the limiter counts quotas
+		// from its region's store alone.
+		cfg.QuotaBases = p.quotaBases
+	}
 	if p.members != nil {
 		cfg.Processes = p.members
 	}

@@ -42,9 +42,10 @@ type Decision struct {
 	// quota is the key's quota counters at its last quota call and
 	// quotaHeld the quota permits this process held at the decision:
 	// Quotas. quotaOut: refused for a quota (QuotaRejected).
-	quota     *quotaView
-	quotaHeld int64
-	quotaOut  bool
+	quota      *quotaView
+	quotaHeld  int64
+	quotaOut   bool
+	quotaTight int8 // 1 + the index of the quota that gave Remaining; 0: the bucket
 
 	// plan is the plan the decision was taken against: a pointer to the copy
 	// the key's entry shares, so that the fast path writes 8 bytes, not a

@@ -86,6 +86,15 @@ func (d Decision) Quotas() []QuotaStatus {
 	return out
 }
 
+// Tightest names the constraint that gave d's Remaining and Reset: the
+// period of one of the plan's quotas, or "" for the token bucket.
+func (d Decision) Tightest() period.Unit {
+	if d.quotaTight == 0 || d.quota == nil {
+		return ""
+	}
+	return d.quota.q[d.quotaTight-1].unit
+}
+
 // QuotaRejected reports that d was rejected (or, for a shadow plan, would
 // have been) because a quota of its plan is spent: RetryAfter is then the
 // end of that quota's period.
@@ -185,6 +194,7 @@ func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64
 		if rem < d.Remaining {
 			d.Remaining = rem
 			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
 		}
 	}
 	if q.until != 0 && now < q.until && (!d.Allowed || d.ShadowRejected) {
