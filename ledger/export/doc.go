@@ -1,15 +1,29 @@
 // Package export reads the ledger period by period for every key: one Row
-// per (key, UTC day or month) with spent, rejected and degraded cost and
-// whether the period is complete (it has ended and every process sent its
-// final report for every window in it). It streams them as CSV or NDJSON
+// per (key, UTC day or month) with spent, refunded, charged, rejected and
+// degraded cost, whether the period is complete (it has ended and every
+// process sent its final report for every window in it), and what it
+// bills: the net (spent + charged − refunded) with a negative net carried
+// forward to the key's next periods, never billed below zero (Row, Carry;
+// [idempotency] in docs/design.md). It streams them as CSV or NDJSON
 // (Encoder) and serves GET /v1/usage/export to billing tokens (Handler).
+// The sinks (ledger/sink) send Row.Billed.
+//
+// Determinism: a row's figures are a function of the ledger alone. The
+// carry runs over each key's whole history in the ledger, before the
+// Query's From too, so the same ledger exports the same figures whatever
+// the range asked for, and a rerun gives the same figures. Detaching a
+// month (retention) that leaves a credit open for a key changes that
+// key's later figures: keep the months a credit spans attached.
 //
 // Memory and time: Exporter.Export reads the keys in pages, each page a
 // separate bounded query (at most Config.PageRows rows, under
 // Config.StatementTimeout), buffers one page, hands it to the caller and
 // reuses the buffer: memory is bounded by one page whatever the number of
 // keys, and no single query lasts as long as the export. A slow reader
-// slows the next page, never a running query.
+// slows the next page, never a running query. A page's query also reads
+// its keys' periods before From (for the carry), by the same key range in
+// every earlier month partition: its cost grows with the months the
+// ledger keeps attached, its rows and memory do not.
 //
 // Order and resumption: rows come ordered by key, then period. A Cursor
 // names a row (key, period start); a Query resumed from it yields exactly

@@ -36,8 +36,11 @@ func (f Format) ContentType() string {
 	return "application/x-ndjson"
 }
 
-// CSVHeader is the first line of a CSV export.
-const CSVHeader = "key,period_start,period_end,granularity,spent,rejected,degraded,windows,complete,cursor"
+// CSVHeader is the first line of a CSV export. The columns up to complete
+// are those of exports before refunds were billed; the billing columns
+// (Row: refunded … carried_out) come after them, the cursor last.
+const CSVHeader = "key,period_start,period_end,granularity,spent,rejected,degraded,windows,complete," +
+	"refunded,charged,net,carried_in,billed,carried_out,cursor"
 
 // Encoder writes export rows as CSV or NDJSON, then one last line that
 // says whether the export ended or failed:
@@ -102,6 +105,10 @@ func (e *Encoder) row(r *Row) {
 		}
 		b = append(b, ',')
 		b = strconv.AppendBool(b, r.Complete)
+		for _, n := range r.billing() {
+			b = append(b, ',')
+			b = strconv.AppendInt(b, n, 10)
+		}
 		b = append(b, ',')
 		b = append(b, e.last.String()...)
 	} else {
@@ -122,6 +129,12 @@ func (e *Encoder) row(r *Row) {
 		}
 		b = append(b, `,"complete":`...)
 		b = strconv.AppendBool(b, r.Complete)
+		for i, n := range r.billing() {
+			b = append(b, `,"`...)
+			b = append(b, billingNames[i]...)
+			b = append(b, `":`...)
+			b = strconv.AppendInt(b, n, 10)
+		}
 		b = append(b, `,"cursor":"`...)
 		b = append(b, e.last.String()...)
 		b = append(b, `"}`...)
@@ -129,6 +142,14 @@ func (e *Encoder) row(r *Row) {
 	b = append(b, '\n')
 	e.w.Write(b)
 	e.line = b
+}
+
+// billingNames are the JSON names and CSV columns of Row.billing, in order.
+var billingNames = [...]string{"refunded", "charged", "net", "carried_in", "billed", "carried_out"}
+
+// billing returns r's billing figures in the order of billingNames.
+func (r *Row) billing() [len(billingNames)]int64 {
+	return [...]int64{r.Refunded, r.Charged, r.Net, r.CarriedIn, r.Billed, r.CarriedOut}
 }
 
 // End writes the line that says the export is whole, and flushes.

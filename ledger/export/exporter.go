@@ -70,18 +70,41 @@ var ErrTimeout = billing.ErrTimeout
 // bound's operator (> or >=) and the prefix's upper bound, if any. The
 // keys of a page are contiguous, so the rows are read by a key range on
 // the primary key (key, window_start, process_id) of each month partition
-// that [from, to) touches.
+// before to: the periods before from are read too, for the carry-over
+// (Row), which runs over each key's whole history in the ledger.
+//
+// The carry is computed in closed form: with N(p) the key's cumulative
+// net up to period p and B(p) = max(0, max of N(q) for q ≤ p) its
+// cumulative billed (billing never goes back), the credit carried into p
+// is B(p−1) − N(p−1); Carry turns it and p's net into Billed and
+// CarriedOut (Billed = B(p) − B(p−1), CarriedOut = B(p) − N(p)).
 const pageSQL = `WITH page AS (
     SELECT DISTINCT key FROM usage_reports
     WHERE window_start >= $1 AND window_start < $2 AND key %s $3 %s
-    ORDER BY key LIMIT $4)
-SELECT key, date_trunc($5, window_start, 'UTC') AS period,
-       sum(spent)::bigint, sum(rejected)::bigint, sum(degraded)::bigint,
-       count(DISTINCT window_start)::bigint, bool_and(final)
-FROM usage_reports
-WHERE window_start >= $1 AND window_start < $2
-  AND key >= (SELECT min(key) FROM page) AND key <= (SELECT max(key) FROM page)
-GROUP BY 1, 2
+    ORDER BY key LIMIT $4),
+kp AS (
+    SELECT key, date_trunc($5, window_start, 'UTC') AS period,
+           sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
+           sum(refunded) AS refunded, sum(charged) AS charged,
+           sum(spent) + sum(charged) - sum(refunded) AS net,
+           count(DISTINCT window_start) AS windows, bool_and(final) AS final
+    FROM usage_reports
+    WHERE window_start < $2
+      AND key >= (SELECT min(key) FROM page) AND key <= (SELECT max(key) FROM page)
+    GROUP BY 1, 2),
+cum AS (
+    SELECT *, sum(net) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING) AS cum_net
+    FROM kp),
+billed AS (
+    SELECT *, greatest(0, max(cum_net) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING)) AS cum_billed
+    FROM cum),
+carried AS (
+    SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), 0) - (cum_net - net) AS carried_in
+    FROM billed)
+SELECT key, period, spent::bigint, rejected::bigint, degraded::bigint, windows::bigint, final,
+       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint
+FROM carried
+WHERE period >= $1 AND key IN (SELECT key FROM page)
 ORDER BY 1, 2`
 
 // Export reads q's rows page by page and calls page with each page's rows,
@@ -158,9 +181,11 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 	for rows.Next() {
 		var r Row
 		var final bool
-		if err := rows.Scan(&r.Key, &r.PeriodStart, &r.Spent, &r.Rejected, &r.Degraded, &r.Windows, &final); err != nil {
+		if err := rows.Scan(&r.Key, &r.PeriodStart, &r.Spent, &r.Rejected, &r.Degraded, &r.Windows, &final,
+			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn); err != nil {
 			return buf, fmt.Errorf("export: scan: %w", err)
 		}
+		r.Billed, r.CarriedOut = Carry(r.CarriedIn, r.Net)
 		r.PeriodStart = r.PeriodStart.UTC()
 		r.PeriodEnd = q.Granularity.Next(r.PeriodStart)
 		r.Complete = final && !r.PeriodEnd.After(q.Now)

@@ -151,22 +151,70 @@ func ParseCursor(s string) (Cursor, error) {
 	return Cursor{Key: key, PeriodStart: time.Unix(unix, 0).UTC()}, nil
 }
 
-// Row is one key's usage in one period. Cost units.
+// Row is one key's usage in one period, and what the period bills. Cost
+// units.
+//
+// Billing is net of refunds with carry-over ([idempotency] in
+// docs/design.md): Net = Spent + Charged − Refunded may be negative (a
+// refund lands in the window it is made in, which may be a later period
+// than its request's), but Billed never is. A negative net is carried
+// forward and deducted from the key's next periods until it is used up:
+//
+//	Billed     = max(0, Net − CarriedIn)
+//	CarriedOut = max(0, CarriedIn − Net)
+//
+// where CarriedIn is the previous period's CarriedOut (0 for a key's first
+// period). Over a key's periods so far, Σ Billed = Σ Net + the last
+// CarriedOut: what is billed equals the net exactly once the credit is
+// used up, and never less. The carry runs over every period of the key in
+// the ledger before the row's, from the key's first report, whatever the
+// Query's From: the figures of a row depend only on the ledger, not on the
+// range asked for. Each granularity carries separately (a day's negative
+// net may vanish in its month's).
 type Row struct {
 	Key         string    `json:"key"`
 	PeriodStart time.Time `json:"period_start"`
 	PeriodEnd   time.Time `json:"period_end"`
-	Spent       int64     `json:"spent"`
-	Rejected    int64     `json:"rejected"`
-	Degraded    int64     `json:"degraded"`
+	// Spent is the cost of allowed decisions (usage_reports.spent): gross,
+	// before refunds and post-hoc charges.
+	Spent    int64 `json:"spent"`
+	Rejected int64 `json:"rejected"`
+	Degraded int64 `json:"degraded"`
 	// Windows is the number of accounting windows that started in the
 	// period.
 	Windows int64 `json:"windows"`
 	// Complete: the period has ended (PeriodEnd ≤ Query.Now) and every
 	// process sent its final report for every window in it. An
 	// incomplete period may still grow: windows are open or reports
-	// outstanding.
+	// outstanding. A complete period's Billed may still change when an
+	// earlier period of the key changes (its CarriedIn does).
 	Complete bool `json:"complete"`
+	// Refunded is the cost given back by refunds (POST /v1/refund) in the
+	// period's windows; Charged the cost taken by post-hoc charges (POST
+	// /v1/charge).
+	Refunded int64 `json:"refunded"`
+	Charged  int64 `json:"charged"`
+	// Net is Spent + Charged − Refunded: what GET /v1/usage and the
+	// ledger's views bill for the period; it may be negative.
+	Net int64 `json:"net"`
+	// CarriedIn is the credit (≥ 0) carried from the key's earlier
+	// periods; CarriedOut the credit left for its later ones.
+	CarriedIn int64 `json:"carried_in"`
+	// Billed is what the period is invoiced (≥ 0): what the sinks send.
+	Billed     int64 `json:"billed"`
+	CarriedOut int64 `json:"carried_out"`
+}
+
+// Carry applies the carry-over rule to one period: given the credit
+// carried in (≥ 0) and the period's net, it returns what the period bills
+// and the credit it carries out, both ≥ 0, with
+// billed − carriedOut = net − carriedIn.
+func Carry(carriedIn, net int64) (billed, carriedOut int64) {
+	d := net - carriedIn
+	if d >= 0 {
+		return d, 0
+	}
+	return 0, -d
 }
 
 // Cursor is the cursor that resumes after r.

@@ -3,17 +3,29 @@
 // migration 004), and reports the difference between the ledger and each
 // sink.
 //
+// What a period bills is export.Row.Billed: the net (spent + charged −
+// refunded) less the credit carried in from the key's earlier periods,
+// never negative; a negative net is carried forward to the key's next
+// periods ([idempotency] in docs/design.md). Every event carries the
+// billed figure and the figures it comes from (spent, refunded, charged,
+// net, carried in and out), and billing_sink_events.spent and acked_spent
+// hold billed figures (rows from before net billing hold the gross spent,
+// which was then the billed figure, so corrections are computed against
+// what was sent either way).
+//
 // Exactly-once at the receiver: an event's id is derived from (key,
 // period start, granularity) and, for a correction, the revision, so a
 // resend carries the id the receiver has seen and is dropped by a
 // receiver that deduplicates on id (OpenMeter, a JetStream stream's
 // Nats-Msg-Id window). A period is sent once it is complete (ended, every
-// final report in); a later change of its figures (a late report) sends
+// final report in); a later change of its figures (a late report, or a
+// change of an earlier period that changes the credit carried in) sends
 // one correction with the next revision, whose data names the event it
-// replaces and the change in spent (spent_delta: meter on it to sum
-// corrections correctly). An event the sink did not acknowledge is
-// recorded as failed and sent again, unchanged, by the next run, before
-// any newer revision of its period.
+// replaces and the change in the billed figure (billed_delta, also under
+// its old name spent_delta: meter on it to sum corrections correctly; it
+// is negative when a late refund lowers a period). An event the sink did
+// not acknowledge is recorded as failed and sent again, unchanged, by the
+// next run, before any newer revision of its period.
 //
 // SyncStripe sends the same periods to a Stripe billing meter through
 // the Stripe Sender (sink "stripe:<meter>"): keys are mapped to customers

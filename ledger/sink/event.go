@@ -20,23 +20,47 @@ const (
 )
 
 // Data is an event's data (JSON). Cost units.
+//
+// Billed is what the period bills (export.Row.Billed: the net, spent +
+// charged − refunded, less the credit carried in from the key's earlier
+// periods, never negative); a meter sums BilledDelta. The other figures
+// are there to audit it.
 type Data struct {
 	Key         string             `json:"key"`
 	PeriodStart time.Time          `json:"period_start"`
 	PeriodEnd   time.Time          `json:"period_end"`
 	Granularity export.Granularity `json:"granularity"`
-	Spent       int64              `json:"spent"`
-	Rejected    int64              `json:"rejected"`
-	Degraded    int64              `json:"degraded"`
-	Windows     int64              `json:"windows"`
+	// Billed is what the period bills, ≥ 0.
+	Billed int64 `json:"billed"`
+	// Spent is the cost of allowed decisions (gross), Refunded and
+	// Charged the period's refunds and post-hoc charges, Net = Spent +
+	// Charged − Refunded (may be negative), CarriedIn and CarriedOut the
+	// credit carried in from the key's earlier periods and on to its
+	// later ones: Billed − CarriedOut = Net − CarriedIn.
+	Spent      int64 `json:"spent"`
+	Refunded   int64 `json:"refunded"`
+	Charged    int64 `json:"charged"`
+	Net        int64 `json:"net"`
+	CarriedIn  int64 `json:"carried_in"`
+	CarriedOut int64 `json:"carried_out"`
+	Rejected   int64 `json:"rejected"`
+	Degraded   int64 `json:"degraded"`
+	Windows    int64 `json:"windows"`
 	// Revision is 0 for the first event of a period, n for its n-th
 	// correction.
 	Revision int `json:"revision"`
 	// Replaces is the id of the event this one corrects ("" for revision 0).
 	Replaces string `json:"replaces,omitempty"`
-	// PreviousSpent is the spent of the replaced event (0 for revision 0);
-	// SpentDelta = Spent − PreviousSpent: a meter summing it counts each
-	// period once, corrections included.
+	// PreviousBilled is the Billed of the replaced event (0 for revision
+	// 0); BilledDelta = Billed − PreviousBilled: a meter summing it counts
+	// each period once, corrections included. A correction's BilledDelta
+	// may be negative (a late refund); a period's sum never is.
+	PreviousBilled int64 `json:"previous_billed"`
+	BilledDelta    int64 `json:"billed_delta"`
+	// PreviousSpent and SpentDelta are PreviousBilled and BilledDelta
+	// under the names of events from before net billing, so that a meter
+	// summing spent_delta bills the net too. Deprecated: meter on
+	// billed_delta.
 	PreviousSpent int64 `json:"previous_spent"`
 	SpentDelta    int64 `json:"spent_delta"`
 }

@@ -9,8 +9,8 @@ type Metrics struct {
 }
 
 // NewMetrics registers the sink metrics on reg:
-// quota_billing_sink_difference{sink} (gauge: closed periods' spent in the
-// ledger minus what the sink acknowledged, over the last run's range) and
+// quota_billing_sink_difference{sink} (gauge: closed periods' billed
+// figures in the ledger minus what the sink acknowledged, over the last run's range) and
 // quota_billing_sink_events_total{sink,result="sent|correction|resent|failed"}.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{

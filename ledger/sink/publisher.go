@@ -33,8 +33,8 @@ type Config struct {
 	Logger      *slog.Logger // nil discards; keys are logged at debug only
 	// Skip, if set, is asked about each closed period the sink does not
 	// hold with the ledger's figures (unsent, refused or changed), before
-	// anything is sent for it; held is the spent the sink holds for it (0
-	// if nothing was acknowledged). True leaves the period unsent and
+	// anything is sent for it; held is the billed figure the sink holds for
+	// it (0 if nothing was acknowledged). True leaves the period unsent and
 	// unrecorded, counted in Stats.Skipped, and asked again next run. Run
 	// calls it from its own goroutine. Nil skips nothing.
 	Skip func(r export.Row, held int64) bool
@@ -48,8 +48,9 @@ type Stats struct {
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
 	Skipped     int // closed periods Config.Skip held back
-	// Difference is, over the run's range, the closed periods' spent in
-	// the ledger minus what the sink acknowledged, after the run.
+	// Difference is, over the run's range, the closed periods' billed
+	// figures in the ledger minus what the sink acknowledged, after the
+	// run.
 	Difference int64
 }
 
@@ -98,14 +99,28 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	return &Publisher{db: db, ex: ex, send: send, cfg: cfg}, nil
 }
 
-// state is a billing_sink_events row.
+// state is a billing_sink_events row. Its spent column holds the billed
+// figure of the latest event (before net billing the billed figure was
+// the gross spent, so rows written then compare correctly), acked_spent
+// the billed figure the sink acknowledged.
 type state struct {
-	revision                  int
-	eventID                   string
-	spent, rejected, degraded int64
-	ackedSpent                int64
-	data                      json.RawMessage
-	sent                      bool
+	revision int
+	eventID  string
+	figures  figures // of the latest event
+	acked    int64   // billed figure the sink holds
+	data     json.RawMessage
+	sent     bool
+}
+
+// figures are what an event says about its period: a period whose
+// figures changed gets a correction. Net and CarriedOut follow from them.
+type figures struct {
+	billed, spent, refunded, charged, carriedIn, rejected, degraded int64
+}
+
+func rowFigures(r *export.Row) figures {
+	return figures{billed: r.Billed, spent: r.Spent, refunded: r.Refunded, charged: r.Charged, carriedIn: r.CarriedIn,
+		rejected: r.Rejected, degraded: r.Degraded}
 }
 
 // Run sends every closed period in [from, to) (period starts) that the
@@ -147,12 +162,12 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, st *Sta
 		return nil
 	}
 	if s != nil && !s.sent {
-		if err := p.deliver(ctx, r, s.revision, s.eventID, s.data, s.spent, s.rejected, s.degraded, s.ackedSpent); err != nil {
+		if err := p.deliver(ctx, r, s.revision, s.eventID, s.data, s.figures, s.acked); err != nil {
 			return err
 		}
 		st.Resent++
 		p.cfg.Metrics.count(p.cfg.Sink, "resent")
-		s.sent, s.ackedSpent = true, s.spent
+		s.sent, s.acked = true, s.figures.billed
 	}
 	switch {
 	case s == nil:
@@ -161,10 +176,10 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, st *Sta
 		}
 		st.Sent++
 		p.cfg.Metrics.count(p.cfg.Sink, "sent")
-	case s.spent == r.Spent && s.rejected == r.Rejected && s.degraded == r.Degraded:
+	case s.figures == rowFigures(r):
 		st.Unchanged++
 	default:
-		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.spent); err != nil {
+		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed); err != nil {
 			return err
 		}
 		st.Corrections++
@@ -182,29 +197,33 @@ func (p *Publisher) skip(r *export.Row, s *state) bool {
 	if s == nil {
 		return p.cfg.Skip(*r, 0)
 	}
-	if s.sent && s.spent == r.Spent && s.rejected == r.Rejected && s.degraded == r.Degraded {
+	if s.sent && s.figures == rowFigures(r) {
 		return false
 	}
-	return p.cfg.Skip(*r, s.ackedSpent)
+	return p.cfg.Skip(*r, s.acked)
 }
 
-// sendRevision builds and delivers revision rev of r's period.
-func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevSpent int64) error {
+// sendRevision builds and delivers revision rev of r's period; prevBilled
+// is what the replaced revision billed, which the sink holds.
+func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64) error {
+	delta := r.Billed - prevBilled
 	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
-		Spent: r.Spent, Rejected: r.Rejected, Degraded: r.Degraded, Windows: r.Windows,
-		Revision: rev, Replaces: replaces, PreviousSpent: prevSpent, SpentDelta: r.Spent - prevSpent})
+		Billed: r.Billed, Spent: r.Spent, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
+		CarriedIn: r.CarriedIn, CarriedOut: r.CarriedOut, Rejected: r.Rejected, Degraded: r.Degraded, Windows: r.Windows,
+		Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta,
+		PreviousSpent: prevBilled, SpentDelta: delta})
 	if err != nil {
 		return fmt.Errorf("sink: event data: %w", err)
 	}
 	id := EventID(r.Key, r.PeriodStart, p.cfg.Granularity, rev)
-	return p.deliver(ctx, r, rev, id, d, r.Spent, r.Rejected, r.Degraded, prevSpent)
+	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled)
 }
 
 // deliver sends one event and records the outcome: acknowledged, the sink
-// holds spent; refused, it still holds prevAcked and the event is sent
+// holds f.billed; refused, it still holds prevAcked and the event is sent
 // again next run.
 func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id string, data json.RawMessage,
-	spent, rejected, degraded, prevAcked int64) error {
+	f figures, prevAcked int64) error {
 	ev, err := newEvent(p.cfg.Source, p.cfg.Type, id, data, r.Key, r.PeriodEnd)
 	if err != nil {
 		return err
@@ -212,14 +231,14 @@ func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id stri
 	sctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
 	sendErr := p.send.Send(sctx, ev)
 	cancel()
-	status, acked, lastErr := "sent", spent, ""
+	status, acked, lastErr := "sent", f.billed, ""
 	if sendErr != nil {
 		status, acked, lastErr = "failed", prevAcked, sendErr.Error()
 		p.cfg.Metrics.count(p.cfg.Sink, "failed")
 		p.cfg.Logger.Debug("sink refused an event", "sink", p.cfg.Sink, "key", r.Key, "period", r.PeriodStart, "err", sendErr)
 	}
 	_, err = p.db.Exec(ctx, upsertSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), r.PeriodEnd,
-		rev, id, spent, rejected, degraded, acked, data, status, nullable(lastErr))
+		rev, id, f.billed, f.rejected, f.degraded, acked, data, status, nullable(lastErr))
 	if err != nil {
 		return fmt.Errorf("sink: record event: %w", err)
 	}
@@ -269,10 +288,23 @@ WHERE sink = $1 AND granularity = $2 AND key >= $3 AND key <= $4 AND period_star
 		var key string
 		var start time.Time
 		s := &state{}
-		if err := rows.Scan(&key, &start, &s.revision, &s.eventID, &s.spent, &s.rejected, &s.degraded,
-			&s.ackedSpent, &s.data, &s.sent); err != nil {
+		if err := rows.Scan(&key, &start, &s.revision, &s.eventID, &s.figures.billed, &s.figures.rejected, &s.figures.degraded,
+			&s.acked, &s.data, &s.sent); err != nil {
 			return nil, fmt.Errorf("sink: load: %w", err)
 		}
+		// The audit figures are in the event's data (absent, so 0, in
+		// events from before net billing, whose spent was the billed
+		// figure).
+		var d struct {
+			Spent     int64 `json:"spent"`
+			Refunded  int64 `json:"refunded"`
+			Charged   int64 `json:"charged"`
+			CarriedIn int64 `json:"carried_in"`
+		}
+		if err := json.Unmarshal(s.data, &d); err != nil {
+			return nil, fmt.Errorf("sink: load: event %s data: %w", s.eventID, err)
+		}
+		s.figures.spent, s.figures.refunded, s.figures.charged, s.figures.carriedIn = d.Spent, d.Refunded, d.Charged, d.CarriedIn
 		out[periodKey{key, start.Unix()}] = s
 	}
 	if err := rows.Err(); err != nil {

@@ -75,13 +75,16 @@ func NewStripeClient(secretKey, url string, hc *http.Client) *stripe.Client {
 
 // Stripe is a Sender that turns usage events into Stripe billing meter
 // events: event_name the meter, payload {stripe_customer_id: the key's
-// customer, value: spent for revision 0, spent_delta for a correction},
+// customer, value: billed for revision 0, billed_delta for a correction},
 // timestamp the period's end − 1s, identifier StripeIdentifier. Stripe
 // sums a meter's events, so a correction is a new event carrying the
 // change, never a cancellation of the original (Stripe cancels only within
-// 24 hours of an event; a late report usually comes later). An event whose
-// value is 0 (a correction of rejected or degraded only) is acknowledged
-// without a request: Stripe's sum would not change.
+// 24 hours of an event; a late report usually comes later). A correction
+// that lowers a period's billed figure (a late refund) is a negative
+// value, which Stripe accepts as a correction; a period's events sum to
+// its billed figure, never below zero. An event whose value is 0 (a
+// correction of figures other than billed) is acknowledged without a
+// request: Stripe's sum would not change.
 type Stripe struct {
 	events    MeterEvents
 	meter     string
@@ -109,9 +112,9 @@ func (s *Stripe) Send(ctx context.Context, ev cloudevents.Event) error {
 	if !ok {
 		return errors.New("sink: stripe: key has no Stripe customer")
 	}
-	value := d.Spent
+	value := d.Billed
 	if d.Revision > 0 {
-		value = d.SpentDelta
+		value = d.BilledDelta
 	}
 	if value == 0 {
 		return nil
@@ -156,8 +159,11 @@ type StripeStats struct {
 type StalePeriod struct {
 	Key         string
 	PeriodStart time.Time
-	Spent       int64 // the ledger's
-	Held        int64 // what Stripe holds for it (acknowledged)
+	Billed      int64 // what the ledger bills for it (export.Row.Billed)
+	// Spent is Billed, under its name from before net billing.
+	// Deprecated: use Billed.
+	Spent int64
+	Held  int64 // what Stripe holds for it (acknowledged)
 }
 
 // SyncStripe sends the closed periods in [from, to) (period starts) of
@@ -187,7 +193,8 @@ func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, even
 			return true
 		}
 		if r.PeriodEnd.Add(-time.Second).Before(oldest) {
-			out.TooOld = append(out.TooOld, StalePeriod{Key: r.Key, PeriodStart: r.PeriodStart, Spent: r.Spent, Held: held})
+			out.TooOld = append(out.TooOld, StalePeriod{Key: r.Key, PeriodStart: r.PeriodStart, Billed: r.Billed, Spent: r.Billed,
+				Held: held})
 			return true
 		}
 		return false
