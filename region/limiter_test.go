@@ -42,6 +42,18 @@ func (c *countingStore) Request(ctx context.Context, req region.RequestCall) (re
 	return rs.Request(ctx, req)
 }
 
+// LeaseQuota counts and forwards a quota call (region.QuotaStore).
+func (c *countingStore) LeaseQuota(ctx context.Context, call region.QuotaCall) (region.QuotaReply, error) {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	qs, ok := c.Store.(region.QuotaStore)
+	if !ok {
+		return region.QuotaReply{}, fmt.Errorf("%T keeps no quota counters", c.Store)
+	}
+	return qs.LeaseQuota(ctx, call)
+}
+
 func (c *countingStore) Calls() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

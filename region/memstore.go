@@ -222,7 +222,7 @@ func (s *MemoryStore) Request(ctx context.Context, req RequestCall) (RequestRepl
 			return answer(RequestReplayed, rec.checkCost), nil
 		}
 		rec.checked, rec.checkCost = true, req.Cost
-		if b.tokens >= float64(req.Cost) {
+		if !req.Deny && b.tokens >= float64(req.Cost) {
 			b.tokens -= float64(req.Cost)
 			rec.allowed = true
 		}

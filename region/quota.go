@@ -43,6 +43,10 @@ type quotaState struct {
 	fetching   chan struct{}
 	lastFetch  int64 // limiter ns the last base request started
 	fetchFails int   // base requests failed in a row
+	// syncAt is the limiter time of the last quota call: the quota lease
+	// outlives rate leases, and goes back QuotaRebase after it once the
+	// key is idle.
+	syncAt int64
 }
 
 // quotaView is a key's quota counters as its last quota call left them:
@@ -227,23 +231,7 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 	e, sh := m.e, m.sh
 	q := quotaLockedState(sh, m.key, e)
 	var ps [MaxQuotaPeriods]QuotaPeriod
-	n := l.currentPeriods(m, l.storeNanos(now), &ps)
-	rolled := n != q.n
-	for i := 0; i < n && !rolled; i++ {
-		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start) || ps[i].Limit != q.periods[i].Limit
-	}
-	held := q.heldOnly(e)
-	e.permits += q.extraRate // the whole rate lease
-	q.extraRate, q.extraQuota = 0, 0
-	if rolled {
-		// The permits held were granted in periods that ended (or by other
-		// quotas): their counters keep them, which charges an ended period
-		// (or a replaced quota) for permits nobody spent. That is harmless:
-		// such a counter grants nothing more.
-		held = 0
-		q.until = 0
-		q.baseless = false
-	}
+	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
 	rateLive := l.leaseLive(e, now)
 	needRate := invalidated || !rateLive || e.permits < m.cost
 	needQuota := rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil || (q.until != 0 && now >= q.until)
@@ -273,6 +261,68 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 	}
 	q.split(e, held)
 	return l.decideFromPermitsLocked(sh, m, e, now)
+}
+
+// quotaUnfoldLocked takes the key's two leases apart for a store call:
+// the entry's permits become the whole rate lease, and it returns the
+// periods of the plan's quotas now, the quota lease held (none when the
+// periods rolled since it was granted), and whether they rolled.
+func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[MaxQuotaPeriods]QuotaPeriod) (n int, held int64, rolled bool) {
+	e := m.e
+	n = l.currentPeriods(m, l.storeNanos(now), ps)
+	rolled = n != q.n
+	for i := 0; i < n && !rolled; i++ {
+		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start) || ps[i].Limit != q.periods[i].Limit
+	}
+	held = q.heldOnly(e)
+	e.permits += q.extraRate
+	q.extraRate, q.extraQuota = 0, 0
+	if rolled {
+		// The permits held were granted in periods that ended (or by other
+		// quotas): their counters keep them, which charges an ended period
+		// (or a replaced quota) for permits nobody spent. That is harmless:
+		// such a counter grants nothing more.
+		held = 0
+		q.until = 0
+		q.baseless = false
+	}
+	return n, held, rolled
+}
+
+// requestQuota is what became of a check's cost taken from a key's quota
+// lease (requestQuotaLocked).
+type requestQuota uint8
+
+const (
+	quotaTaken       requestQuota = iota // taken from the quota lease
+	quotaSpent                           // a quota cannot afford it
+	quotaUnavailable                     // the store did not answer
+)
+
+// requestQuotaLocked takes a check's cost from the key's quota lease for
+// a check with a request id (which is decided by its own store call, not
+// from the rate lease), leasing quota first when the lease held cannot
+// cover it. The caller gives the cost back (returnOf) when the check is
+// then not charged. The shard is unlocked for a call.
+func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (requestQuota, *quotaReturn) {
+	e := m.e
+	q := quotaLockedState(m.sh, m.key, e)
+	var ps [MaxQuotaPeriods]QuotaPeriod
+	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
+	if rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil {
+		var ok bool
+		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, m.cost)
+		if !ok {
+			q.split(e, held)
+			return quotaUnavailable, nil
+		}
+	}
+	if held < m.cost {
+		q.split(e, held)
+		return quotaSpent, nil
+	}
+	q.split(e, held-m.cost)
+	return quotaTaken, q.returnOf(m.cost)
 }
 
 // split makes the entry's permits the lesser of its rate lease (the
@@ -403,6 +453,7 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 		l.breaker.success()
 	}
 	q.charge = 0
+	q.syncAt = now
 	q.bases = [MaxQuotaPeriods]*QuotaBaseIn{}
 	q.n, q.periods = n, *ps
 	for i := range n {
@@ -589,4 +640,32 @@ func (l *Limiter) quotaAdjustment(key string, plan Plan, share float64, op Reque
 		qr.charge = cost
 	}
 	return pendingReturn{key: key, quota: qr}
+}
+
+// collectQuotaLocked is collectReturns for a key with quotas: an expired
+// rate lease goes back as any other, but the quota lease stays for
+// QuotaRebase after its call (renewing it with every rate lease would
+// double the key's store calls), then goes back once the key is idle,
+// or at once on Drain (all). A charge goes whenever the store is back.
+// It reports whether there is anything to send.
+func (l *Limiter) collectQuotaLocked(key string, e *entry, q *quotaState, debt, now int64, all, live, chargeDebts bool) (pendingReturn, bool) {
+	r := pendingReturn{key: key, debt: debt, rate: float64(e.rate), capacity: float64(e.capacity)}
+	expired := all || !live
+	if expired && (e.permits > 0 || q.extraRate > 0) {
+		released := e.releaseLease()
+		r.permits = released + q.extraRate
+		q.extraRate = 0
+		q.extraQuota += released
+	}
+	switch {
+	case q.n == 0:
+	case expired && (q.extraQuota > 0 || q.charge > 0) && (all || now-q.syncAt >= int64(l.cfg.QuotaRebase)):
+		r.quota = q.returnOf(q.extraQuota)
+		r.quota.charge = q.charge
+		q.extraQuota, q.charge = 0, 0
+	case q.charge > 0 && chargeDebts:
+		r.quota = &quotaReturn{n: q.n, periods: q.periods, charge: q.charge}
+		q.charge = 0
+	}
+	return r, r.permits > 0 || r.debt > 0 || r.quota != nil
 }

@@ -196,7 +196,7 @@ func (s *RedisStore) Request(ctx context.Context, req RequestCall) (RequestReply
 		req.Op.String(),
 		strconv.FormatFloat(req.Rate, 'g', -1, 64),
 		strconv.FormatFloat(req.Capacity, 'g', -1, 64),
-		req.Cost, req.Horizon.Milliseconds(), req.Grace.Microseconds()).Result()
+		req.Cost, req.Horizon.Milliseconds(), req.Grace.Microseconds(), denyArg(req.Deny)).Result()
 	if err != nil {
 		kind := ErrStoreRejected
 		if isTransient(err) {
@@ -229,4 +229,12 @@ func (s *RedisStore) Request(ctx context.Context, req RequestCall) (RequestReply
 	}
 	return RequestReply{Status: RequestStatus(n[0]), Allowed: n[1] == 1, Charged: n[2], Refunded: n[3], Cost: n[4],
 		Tokens: tokens, StoreTime: time.UnixMicro(n[6])}, nil
+}
+
+// denyArg is RequestCall.Deny as lua/request.lua's ARGV[7].
+func denyArg(deny bool) int {
+	if deny {
+		return 1
+	}
+	return 0
 }

@@ -28,7 +28,7 @@ type RequestStore interface {
 	//   - RequestCheck: when the record holds a check, nothing changes and
 	//     the reply is that check's decision (RequestReplayed). Otherwise
 	//     req.Cost is taken if the bucket holds it, and the decision is
-	//     recorded, allowed or not.
+	//     recorded, allowed or not (never allowed with req.Deny).
 	//   - RequestCharge: req.Cost is taken even below zero (down to
 	//     −capacity) and recorded as the id's post-hoc charge; an id
 	//     already charged is RequestReplayed when req.Cost equals that
@@ -77,6 +77,11 @@ type RequestCall struct {
 	Cost     int64         // cost units, ≥ 1
 	Horizon  time.Duration // how long the record lives after its last write, ≥ 1 ms
 	Grace    time.Duration // LeaseRequest.Grace, ≥ 0
+	// Deny, for a check, refuses a new id for a reason of the caller's
+	// own (the key's quota is spent): it is recorded as rejected and
+	// takes nothing, so that its retries replay that; a known id replays
+	// as always.
+	Deny bool
 }
 
 // RequestStatus is what became of a RequestCall.
@@ -223,20 +228,34 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	if l.breaker.current() != BreakerClosed {
 		return l.degradedLocked(&m, now), nil
 	}
+	// A key whose quota is spent still asks the store, with Deny: a known
+	// id replays its first decision, a new one is recorded as rejected.
 	var d Decision
-	if m.e.quota && l.quotaOutLocked(sh, key, m.e, now, cost, &d) {
-		// The key's quotas are spent: no store call, and the id is not
-		// recorded (a retry once the quota reopens is decided then).
-		d.Path = PathFast
-		return d, nil
+	var quotaBack *quotaReturn // the quota cost to give back if the check is not charged
+	deny := false
+	if q := sh.quotas[key]; m.e.quota && q != nil && q.until != 0 && now < q.until {
+		deny = true
+	} else if m.plan.HasQuotas() {
+		switch took, back := l.requestQuotaLocked(ctx, &m, now); took {
+		case quotaUnavailable:
+			return l.degradedLocked(&m, l.now()), nil
+		case quotaSpent:
+			deny = true
+		default:
+			quotaBack = back
+		}
 	}
-	call := RequestCall{Op: RequestCheck, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
+	call := RequestCall{Op: RequestCheck, Deny: deny, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
 		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
 	sh.mu.Unlock()
 	rep, err := l.callRequest(ctx, rs, call)
 	sh.mu.Lock()
 	now = l.now()
 	l.attachLocked(&m, now) // the entry may have been evicted meanwhile
+	if quotaBack != nil && (err != nil || !rep.Allowed || rep.Status == RequestReplayed) {
+		// Not charged now: the quota cost goes back with the next sweep.
+		sh.returns = append(sh.returns, pendingReturn{key: key, quota: quotaBack})
+	}
 	if err != nil {
 		return l.degradedLocked(&m, now), nil
 	}
@@ -265,16 +284,14 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 		e.spent += cost
 		sh.allowed++
 		if e.quota {
-			// Charged to the quota counters with the key's next quota
-			// call or sweep: a check with an id may pass a quota by the
-			// cost of the checks in flight when it runs out
-			// (docs/design.md [quotas]).
-			quotaLockedState(sh, key, e).charge += cost
 			l.quotaDecisionLocked(sh, key, e, now, &d)
 		}
 		return d, nil
 	}
 	refuseLocked(sh, e, cost, &d)
+	if e.quota {
+		l.quotaDecisionLocked(sh, key, e, now, &d)
+	}
 	return d, nil
 }
 

@@ -190,19 +190,8 @@ func (l *Limiter) collectReturns(sh *shard, batch []pendingReturn, all, chargeDe
 		}
 		live := l.leaseLive(e, now)
 		if q := sh.quotas[k]; q != nil {
-			// An expired lease gives its quota lease back too; a charge
-			// (cost spent without a quota grant) goes once the store is
-			// back, whatever the leases.
-			var permits int64
-			var qr *quotaReturn
-			if all || !live {
-				permits, qr = q.release(e.releaseLease())
-			} else if q.charge > 0 && chargeDebts && q.n > 0 {
-				qr = &quotaReturn{n: q.n, periods: q.periods, charge: q.charge}
-				q.charge = 0
-			}
-			if permits > 0 || debt > 0 || qr != nil {
-				batch = append(batch, pendingReturn{k, permits, debt, float64(e.rate), float64(e.capacity), qr})
+			if r, ok := l.collectQuotaLocked(k, e, q, debt, now, all, live, chargeDebts); ok {
+				batch = append(batch, r)
 			}
 			continue
 		}

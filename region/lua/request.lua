@@ -12,6 +12,9 @@
 -- ARGV[5]  horizon: how long the record lives after its last write,
 --          milliseconds (integer >= 1)
 -- ARGV[6]  grace: lease.lua's ARGV[9], microseconds (integer >= 0)
+-- ARGV[7]  deny (check only): "1" records a new id as rejected without
+--          taking its cost (the caller's quota is spent); absent or "0":
+--          decide by the bucket
 --
 -- Record fields: a = the check's decision (1 allowed, 0 rejected), ac = the
 -- check's cost, p = the post-hoc charge, r = the refund. A field is absent
@@ -125,7 +128,7 @@ if op == 'check' then
   if a ~= nil then
     return answer(1, ac)
   end
-  if tokens >= cost then
+  if ARGV[7] ~= '1' and tokens >= cost then
     tokens = tokens - cost
     a = 1
   else

@@ -1,0 +1,88 @@
+package region_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/period"
+	"github.com/quotaplatform/quota/region"
+)
+
+// quotaBenchPlans are a plan without quotas and the same plan with a
+// month and a day quota that the benchmark never reaches.
+func quotaBenchPlans(b *testing.B, rate float64) map[string]region.Plan {
+	b.Helper()
+	qs, err := region.NewQuotas([]region.Quota{{Period: period.Month, Limit: 1e15}, {Period: period.Day, Limit: 1e14}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return map[string]region.Plan{
+		"no-quotas": {Rate: rate, Capacity: rate},
+		"quotas":    {Rate: rate, Capacity: rate, Quotas: qs, TimeZone: "Europe/Paris"},
+	}
+}
+
+// BenchmarkQuotaFastPath spends from a warm lease of a plan with quotas
+// beside the same plan without, in the same run (docs/design.md [quotas]:
+// a check under its quotas stays on the fast path).
+func BenchmarkQuotaFastPath(b *testing.B) {
+	ctx := context.Background()
+	for _, name := range []string{"no-quotas", "quotas"} {
+		b.Run(name, func(b *testing.B) {
+			lim := benchLimiter(b, region.NewMemoryStore(nil), quotaBenchPlans(b, 1e9)[name])
+			lim.Allow(ctx, "hot", 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if d, _ := lim.Allow(ctx, "hot", 1); !d.Allowed {
+					b.Fatal("rejected")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkQuotaStoreCalls reports store calls per decision, and quota
+// calls among them, for 10,000 keys at about 3 decisions per second each
+// on a simulated clock (BenchmarkStoreCallsModerate's load), with and
+// without quotas on the plan: what quotas add at steady state.
+func BenchmarkQuotaStoreCalls(b *testing.B) {
+	ctx := context.Background()
+	for _, name := range []string{"no-quotas", "quotas"} {
+		b.Run(name, func(b *testing.B) {
+			clk := clock.NewManual(time.Now())
+			store := &countingStore{Store: region.NewMemoryStore(clk)}
+			cfg := region.DefaultConfig()
+			cfg.Clock = clk
+			lim, err := region.New(store, region.StaticPlans{Default: quotaBenchPlans(b, 1000)[name]}, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runOn(b, lim, clk)
+			const keys = 10_000
+			names := make([]string, keys)
+			for i := range names {
+				names[i] = "key-" + strconv.Itoa(i)
+			}
+			step := time.Second / 30_000
+			decide := func(i int) {
+				clk.Advance(step)
+				lim.Allow(ctx, names[(i*7919)%keys], 1)
+			}
+			for i := 0; i < 30*30_000; i++ { // 30 simulated seconds of warm-up
+				decide(i)
+			}
+			before, quotaBefore := store.Calls(), lim.Stats().QuotaCalls
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				decide(i)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
+			b.ReportMetric(float64(lim.Stats().QuotaCalls-quotaBefore)/float64(b.N), "quota-calls/decision")
+		})
+	}
+}
