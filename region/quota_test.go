@@ -450,3 +450,70 @@ func TestQuotaWhileStoreDown(t *testing.T) {
 		t.Fatalf("allowed %d across the outage, want exactly the quota %d", allowed, limit)
 	}
 }
+
+// TestQuotaResetAtCalendarEdges: a spent quota is refused until its
+// period's end in the plan's calendar, across daylight-saving changes and
+// month lengths: RetryAfter and the quota's End are that instant, and one
+// second past it the quota opens.
+func TestQuotaResetAtCalendarEdges(t *testing.T) {
+	cases := []struct {
+		name, zone string
+		anchor     int
+		unit       period.Unit
+		now, end   string // RFC 3339
+	}{
+		{"a 23-hour day (New York, spring forward)", "America/New_York", 0, period.Day, "2027-03-14T12:00:00-04:00", "2027-03-15T00:00:00-04:00"},
+		{"a 25-hour day (New York, fall back)", "America/New_York", 0, period.Day, "2027-11-07T00:30:00-04:00", "2027-11-08T00:00:00-05:00"},
+		{"anchor 31 in a 30-day month", "UTC", 31, period.Month, "2027-04-10T00:00:00Z", "2027-04-30T00:00:00Z"},
+		{"anchor 31 in a leap February", "Europe/Paris", 31, period.Month, "2028-02-10T00:00:00+01:00", "2028-02-29T00:00:00+01:00"},
+		{"anchor 29 in a common February", "UTC", 29, period.Month, "2027-02-01T00:00:00Z", "2027-02-28T00:00:00Z"},
+		{"a month over a DST change (Paris, March)", "Europe/Paris", 1, period.Month, "2027-03-20T00:00:00+01:00", "2027-04-01T00:00:00+02:00"},
+		{"an ISO week over a year's end", "Australia/Sydney", 0, period.Week, "2027-12-31T10:00:00+11:00", "2028-01-03T00:00:00+11:00"},
+		{"an hour in a half-hour zone", "Asia/Kolkata", 0, period.Hour, "2027-06-01T10:45:00+05:30", "2027-06-01T11:00:00+05:30"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			now, err1 := time.Parse(time.RFC3339, tc.now)
+			end, err2 := time.Parse(time.RFC3339, tc.end)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			qs, err := region.NewQuotas([]region.Quota{{Period: tc.unit, Limit: 3}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := region.Plan{Rate: 1e6, Capacity: 1e6, Quotas: qs, TimeZone: tc.zone, AnchorDay: tc.anchor}
+			clk := clock.NewManual(now)
+			book := &bookLedger{clock: clk}
+			r := newQuotaRegion(t, "eu", region.NewMemoryStore(clk), plan, clk, book, 1)
+			ctx := context.Background()
+			var allowed int
+			var last region.Decision
+			for range 5 {
+				d, err := r.lim.Allow(ctx, "acct", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					allowed++
+				}
+				last = d
+			}
+			if allowed != 3 || last.Allowed || !last.QuotaRejected() {
+				t.Fatalf("allowed %d of 5 with a quota of 3, last %+v", allowed, last)
+			}
+			// Limiter time runs a nanosecond ahead of the clock (zero means
+			// never): RetryAfter is the period's end within a millisecond.
+			if want := end.Sub(now); last.RetryAfter < want-time.Millisecond || last.RetryAfter > want {
+				t.Fatalf("RetryAfter %v, want %v (until %v)", last.RetryAfter, want, end)
+			}
+			if q := last.Quotas(); len(q) != 1 || !q[0].End.Equal(end) || q[0].Remaining != 0 {
+				t.Fatalf("quotas %+v, want the period ending %v spent", q, end)
+			}
+			clk.Set(end.Add(time.Second))
+			if d, err := r.lim.Allow(ctx, "acct", 1); err != nil || !d.Allowed {
+				t.Fatalf("a second into the next period: %+v %v, want allowed", d, err)
+			}
+		})
+	}
+}
