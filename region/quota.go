@@ -270,9 +270,11 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[MaxQuotaPeriods]QuotaPeriod) (n int, held int64, rolled bool) {
 	e := m.e
 	n = l.currentPeriods(m, l.storeNanos(now), ps)
+	// A counter is a (unit, period start): a new limit on the same
+	// periods keeps the counters and the lease held.
 	rolled = n != q.n
 	for i := 0; i < n && !rolled; i++ {
-		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start) || ps[i].Limit != q.periods[i].Limit
+		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
 	}
 	held = q.heldOnly(e)
 	e.permits += q.extraRate
@@ -663,9 +665,13 @@ func (l *Limiter) collectQuotaLocked(key string, e *entry, q *quotaState, debt, 
 		r.quota = q.returnOf(q.extraQuota)
 		r.quota.charge = q.charge
 		q.extraQuota, q.charge = 0, 0
+		q.degradedSet = false
 	case q.charge > 0 && chargeDebts:
+		// The store is back: what degraded decisions spent goes to the
+		// counters, and the next outage starts a new degraded budget.
 		r.quota = &quotaReturn{n: q.n, periods: q.periods, charge: q.charge}
 		q.charge = 0
+		q.degradedSet = false
 	}
 	return r, r.permits > 0 || r.debt > 0 || r.quota != nil
 }

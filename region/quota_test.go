@@ -90,6 +90,9 @@ func newQuotaRegion(t *testing.T, name string, store region.Store, plan region.P
 	cfg.Usage = book.sink(name)
 	cfg.QuotaBases = book
 	cfg.Shares = fixedShare(share)
+	// About quotas, not the store's latency: on a loaded machine a Redis
+	// call can pass the 5 ms default and degrade a decision.
+	cfg.StoreTimeout = 2 * time.Second
 	for _, mod := range mods {
 		mod(&cfg)
 	}
