@@ -16,6 +16,7 @@ func TestDependencies(t *testing.T) {
 		{".", []string{"go.uber.org/fx", "github.com/jackc/pgx"}},
 		{"./reconcile", []string{"go.uber.org/fx"}},
 		{"./billing", []string{"go.uber.org/fx"}},
+		{"./planmirror", []string{"go.uber.org/fx"}},
 	}
 	for _, tt := range tests {
 		out, err := exec.Command("go", "list", "-deps", tt.pkg).Output()

@@ -25,6 +25,7 @@ import (
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
+	"github.com/quotaplatform/quota/ledger/planmirror"
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -51,14 +52,17 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newReconciler,
 			newBillingPool,
 			newBillingLedger,
+			func(l *billing.Ledger) billing.Querier { return l },
+			func(l *billing.Ledger) billing.QuotaQuerier { return l },
 			newExporter,
 			newQuotaBasePool,
 			newQuotaBaseServer,
+			newPlanMirror,
 			newReadiness,
 			newRoutes,
 			newMux,
 		),
-		fx.Invoke(runReconciler, runQuotaBase, serveHTTP),
+		fx.Invoke(runReconciler, runQuotaBase, runPlanMirror, serveHTTP),
 	)
 }
 
@@ -196,7 +200,7 @@ func newBillingPool(lc fx.Lifecycle, o options) (billingPool, error) {
 	return billingPool{pool}, nil
 }
 
-func newBillingLedger(p billingPool, o options) (billing.Querier, error) {
+func newBillingLedger(p billingPool, o options) (*billing.Ledger, error) {
 	return billing.NewLedger(p.Pool, o.billingConfig())
 }
 
@@ -247,6 +251,52 @@ func runQuotaBase(lc fx.Lifecycle, s *quotabase.Server) {
 	})
 }
 
+// newPlanMirror mirrors the catalogue's plans and key assignments from
+// --catalog-bucket into the ledger through the writer's pool, for billing
+// by period (docs/design.md [quotas]); nil when --catalog-bucket is empty.
+func newPlanMirror(o options, js jetstream.JetStream, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) (*planmirror.Mirror, error) {
+	if o.CatalogBucket == "" {
+		return nil, nil
+	}
+	cfg := planmirror.DefaultConfig()
+	cfg.Bucket = o.CatalogBucket
+	cfg.Logger = log
+	cfg.Metrics = planmirror.NewMetrics(reg)
+	return planmirror.New(js, pool, cfg)
+}
+
+// runPlanMirror runs the mirror from start to stop. Its failures are its
+// own (logged, retried, counted in quota_plan_mirror_failures_total):
+// they do not fail /readyz, since ingestion does not need it.
+func runPlanMirror(lc fx.Lifecycle, m *planmirror.Mirror, log *slog.Logger) {
+	if m == nil {
+		log.Info("catalogue plans are not mirrored into the ledger (--catalog-bucket is empty): billing by period answers from the last mirrored copy")
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			go func() {
+				defer close(done)
+				if err := m.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					log.Error("plan mirror stopped", "err", err)
+				}
+			}()
+			return nil
+		},
+		OnStop: func(stop context.Context) error {
+			cancel()
+			select {
+			case <-done:
+				return nil
+			case <-stop.Done():
+				return stop.Err()
+			}
+		},
+	})
+}
+
 // readiness is what /readyz answers besides the pool and the reconciler:
 // it fails from the moment the daemon starts to stop.
 type readiness struct{ draining atomic.Bool }
@@ -266,7 +316,7 @@ type route struct {
 }
 
 // newRoutes is the reconciler's HTTP surface.
-func newRoutes(o options, q billing.Querier, ex *export.Exporter, r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness,
+func newRoutes(o options, q billing.Querier, qq billing.QuotaQuerier, ex *export.Exporter, r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness,
 	reg *prometheus.Registry, log *slog.Logger) ([]route, error) {
 	access, err := o.billingAccess()
 	if err != nil {
@@ -275,6 +325,8 @@ func newRoutes(o options, q billing.Querier, ex *export.Exporter, r *reconcile.R
 	return []route{
 		{"GET /v1/usage", true, "billing clients with a --billing-token; a prefix-scoped token reads only its keys",
 			&billing.Handler{Ledger: q, Access: access, Logger: log}},
+		{"GET /v1/usage/quotas", true, "billing clients with a --billing-token; a prefix-scoped token reads only its keys",
+			&billing.QuotaHandler{Ledger: qq, Access: access, Logger: log}},
 		{"GET /v1/usage/export", true, "billing clients with a --billing-token; a prefix-scoped token exports only its keys",
 			&export.Handler{Exporter: ex, Access: access, WriteTimeout: o.BillingStatementTimeout + writeTimeoutSlack, Logger: log}},
 		{"GET /metrics", false, "Prometheus", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},

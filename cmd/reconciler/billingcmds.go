@@ -133,7 +133,7 @@ func sinksReport(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "sink,period_start,ledger_spent,closed_spent,acked_spent,difference,unacked_keys")
+	fmt.Fprintln(stdout, "sink,period_start,ledger_billed,closed_billed,acked_billed,difference,unacked_keys")
 	for _, r := range rows {
 		if _, err := fmt.Fprintf(stdout, "%s,%s,%d,%d,%d,%d,%d\n", r.Sink, r.PeriodStart.Format(time.RFC3339),
 			r.Ledger, r.Closed, r.Acked, r.Difference(), r.Unacked); err != nil {
@@ -304,9 +304,9 @@ func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slo
 		"unmapped_keys", st.UnmappedKeys, "too_old", len(st.TooOld), "difference", st.Difference)
 	if len(st.TooOld) > 0 {
 		log.Warn("periods older than Stripe accepts were not sent; bill them by hand (listed on stdout)", "count", len(st.TooOld))
-		fmt.Fprintln(stdout, "key,period_start,granularity,ledger_spent,stripe_spent")
+		fmt.Fprintln(stdout, "key,period_start,granularity,ledger_billed,stripe_billed")
 		for _, p := range st.TooOld {
-			fmt.Fprintf(stdout, "%s,%s,%s,%d,%d\n", p.Key, p.PeriodStart.Format(time.RFC3339), g, p.Spent, p.Held)
+			fmt.Fprintf(stdout, "%s,%s,%s,%d,%d\n", p.Key, p.PeriodStart.Format(time.RFC3339), g, p.Billed, p.Held)
 		}
 	}
 	if o.MetricsFile != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
+	"github.com/quotaplatform/quota/ledger/planmirror"
 	"github.com/quotaplatform/quota/ledger/quotabase"
 )
 
@@ -41,6 +42,10 @@ type options struct {
 	// QuotaBaseSubject is the NATS subject serve answers quota-base
 	// requests on (ledger/quotabase), in queue group quotabase.DefaultQueue.
 	QuotaBaseSubject string
+	// CatalogBucket is the catalogue's JetStream key-value bucket, whose
+	// plans and key assignments serve mirrors into the ledger
+	// (ledger/planmirror); empty: no mirror.
+	CatalogBucket string
 
 	// BillingToken is --billing-token as given (billing.ParseTokens
 	// syntax); it prints without its secrets.
@@ -59,6 +64,8 @@ type options struct {
 	From, To    string
 	Granularity string
 	Format      string
+	Quotas      bool   // --quotas: each quota's period, limit, used and remaining instead of buckets
+	At          string // --at, RFC 3339: the instant whose periods --quotas shows; empty = now
 
 	// export, events and sinks-report subcommands
 	Month       string // --month 2026-11
@@ -80,6 +87,7 @@ func defaultOptions() options {
 		BatchInterval:  200 * time.Millisecond,
 
 		QuotaBaseSubject: quotabase.DefaultSubject,
+		CatalogBucket:    planmirror.DefaultConfig().Bucket,
 
 		BillingMaxConns:         int(billing.DefaultConfig().MaxConns),
 		BillingStatementTimeout: billing.DefaultConfig().StatementTimeout,
@@ -145,6 +153,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on SIGTERM, fail /readyz and keep serving this long before stopping")
 		fs.StringVar(&o.QuotaBaseSubject, "quota-base-subject", o.QuotaBaseSubject,
 			"NATS subject of quota-base requests: the limiters ask what a key spent in a quota period, by region; answered from the ledger in queue group "+quotabase.DefaultQueue)
+		fs.StringVar(&o.CatalogBucket, "catalog-bucket", o.CatalogBucket,
+			"the catalogue's JetStream key-value bucket (the limiters'): its plans and key assignments are mirrored into the ledger for billing by period (needs read access to it); empty: no mirror")
 		fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP collector URL for traces of the reconciler's batches (e.g. http://otel-collector:4318); empty: tracing off")
 	}
 	if cmd == "retention" {
@@ -176,7 +186,9 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.StringVar(&o.From, "from", "", "start, RFC 3339 (required)")
 		fs.StringVar(&o.To, "to", "", "end, RFC 3339, exclusive (required)")
 		fs.StringVar(&o.Granularity, "granularity", o.Granularity, "hour, day or window")
-		fs.StringVar(&o.Format, "format", o.Format, "json or csv")
+		fs.StringVar(&o.Format, "format", o.Format, "json or csv; with --quotas also text")
+		fs.BoolVar(&o.Quotas, "quotas", false, "print each quota of the key's plan in the period that holds --at: limit, used, remaining (instead of --from, --to, --granularity)")
+		fs.StringVar(&o.At, "at", "", "with --quotas: the instant, RFC 3339 (default now)")
 	}
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix)); err != nil {
 		return o, err
@@ -237,10 +249,17 @@ func (o *options) validate(cmd string) error {
 		if err := quotabase.CheckSubject(o.QuotaBaseSubject); err != nil {
 			errs = append(errs, fmt.Errorf("--quota-base-subject: %w", err))
 		}
+		check(validBucket(o.CatalogBucket), "--catalog-bucket: %q is not a key-value bucket name (letters, digits, '-', '_'; empty: no mirror)", o.CatalogBucket)
 		_, err = o.billingAccess()
 		check(err == nil, "%v", err)
 	case "usage":
-		check(o.Format == "json" || o.Format == "csv", "--format: must be json or csv, got %q", o.Format)
+		if o.Quotas {
+			check(o.Format == "json" || o.Format == "csv" || o.Format == "text", "--format: must be json, csv or text, got %q", o.Format)
+			check(o.From == "" && o.To == "", "--from, --to: not with --quotas, which shows the periods that hold --at")
+		} else {
+			check(o.Format == "json" || o.Format == "csv", "--format: must be json or csv, got %q", o.Format)
+			check(o.At == "", "--at: only with --quotas")
+		}
 	case "export", "events", "sinks-report":
 		_, _, err := o.month()
 		check(err == nil, "--month: %v", err)
@@ -343,6 +362,17 @@ func redact(urls string) string {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// validBucket reports whether b names a JetStream key-value bucket (as
+// nats.go checks it: letters, digits, '-' and '_'), or is empty.
+func validBucket(b string) bool {
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // regions reads --regions: region names (subject tokens), each once.

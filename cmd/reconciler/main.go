@@ -2,10 +2,12 @@
 // ledger and answers billing queries.
 //
 //	reconciler [serve] [flags]   consume reports, serve /v1/usage, /metrics, /healthz, /readyz,
-//	                             answer quota-base requests on NATS (--quota-base-subject, default quota.base)
+//	                             answer quota-base requests on NATS (--quota-base-subject, default quota.base),
+//	                             mirror the catalogue's plans into the ledger (--catalog-bucket, default quota-catalog)
 //	reconciler migrate [flags]   apply the schema migrations
 //	reconciler retention --keep-months N [--ahead-months M]   create the coming months' partitions, detach old ones
 //	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]
+//	reconciler usage --quotas --key K [--at T] [--format json|csv|text]   each quota's period, limit, used, remaining
 //	reconciler export --month 2026-11 [--granularity day|month] [--format csv|ndjson]   every key's usage per period
 //	reconciler events --sink http(s)://URL|nats://SUBJECT --month 2026-11 [--granularity day|month] [--metrics-file F]
 //	reconciler sinks-report --month 2026-11 [--sink S] [--granularity day|month]   ledger vs what each sink acknowledged
@@ -119,6 +121,9 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 // (--billing-statement-timeout, --billing-max-rows) and reads through a
 // read-only billing pool.
 func usage(ctx context.Context, o options, stdout io.Writer) error {
+	if o.Quotas {
+		return usageQuotas(ctx, o, stdout, time.Now())
+	}
 	flagError := func(err error) error {
 		var fe *billing.FieldError
 		if errors.As(err, &fe) {
@@ -161,4 +166,48 @@ func usage(ctx context.Context, o options, stdout io.Writer) error {
 		return billing.WriteCSV(stdout, res)
 	}
 	return billing.WriteJSON(stdout, res)
+}
+
+// usageQuotas prints each quota of --key's plan in the period that holds
+// --at (default now), as GET /v1/usage/quotas does, straight from Postgres
+// through a one-connection read-only billing pool.
+func usageQuotas(ctx context.Context, o options, stdout io.Writer, now time.Time) error {
+	q, err := billing.ParseQuotaQuery(func(name string) string {
+		switch name {
+		case "key":
+			return o.Key
+		case "at":
+			return o.At
+		}
+		return ""
+	}, now)
+	if err != nil {
+		var fe *billing.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("--%s: %w", fe.Field, fe.Err)
+		}
+		return err
+	}
+	cfg := o.billingConfig()
+	cfg.MaxConns = 1
+	pool, err := billing.NewPool(o.Postgres, cfg)
+	if err != nil {
+		return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
+	}
+	defer pool.Close()
+	l, err := billing.NewLedger(pool, cfg)
+	if err != nil {
+		return err
+	}
+	res, err := l.Quotas(ctx, q)
+	if err != nil {
+		return err
+	}
+	switch o.Format {
+	case "csv":
+		return billing.WriteQuotasCSV(stdout, res)
+	case "text":
+		return billing.WriteQuotasText(stdout, res)
+	}
+	return billing.WriteQuotasJSON(stdout, res)
 }

@@ -102,7 +102,7 @@ func TestRoutes(t *testing.T) {
 			}
 		}
 		// Any other route would answer one of these.
-		probes := []string{"/", "/x", "/v1", "/v1/", "/v1/usage/", "/v1/usage/x", "/v1/usage/export/", "/v1/keys/k", "/v1/allow", "/metrics/",
+		probes := []string{"/", "/x", "/v1", "/v1/", "/v1/usage/", "/v1/usage/x", "/v1/usage/export/", "/v1/usage/quotas/", "/v1/keys/k", "/v1/allow", "/metrics/",
 			"/healthz/", "/readyz/", "/debug/pprof/", "/debug/vars", "/admin", "/api", "/usage", "/v2/usage", "/favicon.ico"}
 		for _, p := range probes {
 			for _, m := range []string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"} {
@@ -133,6 +133,16 @@ func TestRoutes(t *testing.T) {
 		{"usage, bad query", "GET", "/v1/usage?key=k&from=yesterday", "Bearer " + tokOld, 400, "from"},
 		{"usage, over the row limit", "GET", "/v1/usage?key=k&from=2026-01-01T00:00:00Z&to=2026-01-03T00:00:01Z", "Bearer " + tokOld, 400, "to"},
 		{"usage, POST", "POST", "/v1/usage?key=k" + rng, "Bearer " + tokOld, 405, ""},
+		{"quotas, no token", "GET", "/v1/usage/quotas?key=k", "", 401, "Authorization"},
+		{"quotas, basic auth", "GET", "/v1/usage/quotas?key=k", "Basic " + tokOld, 401, "Authorization"},
+		{"quotas, wrong token", "GET", "/v1/usage/quotas?key=k", "Bearer " + tokOld + "x", 403, "Authorization"},
+		{"quotas, token", "GET", "/v1/usage/quotas?key=k&at=2026-03-01T00:00:00Z", "Bearer " + tokOld, 200, ""},
+		{"quotas, HEAD", "HEAD", "/v1/usage/quotas?key=k", "Bearer " + tokNew, 200, ""},
+		{"quotas, tenant's own key", "GET", "/v1/usage/quotas?key=acct_42_a", "Bearer " + tokTenant, 200, ""},
+		{"quotas, tenant's other key", "GET", "/v1/usage/quotas?key=acct_43_a", "Bearer " + tokTenant, 403, "key"},
+		{"quotas, no key", "GET", "/v1/usage/quotas", "Bearer " + tokOld, 400, "key"},
+		{"quotas, bad at", "GET", "/v1/usage/quotas?key=k&at=noon", "Bearer " + tokOld, 400, "at"},
+		{"quotas, POST", "POST", "/v1/usage/quotas?key=k", "Bearer " + tokOld, 405, ""},
 		{"export, no token", "GET", "/v1/usage/export?from=2026-11&to=2026-12", "", 401, "Authorization"},
 		{"export, wrong token", "GET", "/v1/usage/export?from=2026-11&to=2026-12", "Bearer " + tokOld + "x", 403, "Authorization"},
 		{"export, token", "GET", "/v1/usage/export?from=2026-11&to=2026-12&format=csv", "Bearer " + tokOld, 200, ""},
@@ -239,7 +249,7 @@ func TestHTTPServerLimits(t *testing.T) {
 // ledger/README.md and the repository's README list every route with who
 // may call it.
 func TestRoutesDocumented(t *testing.T) {
-	routes, err := newRoutes(defaultOptions(), nil, nil, nil, nil, newReadiness(), newRegistry(), nil)
+	routes, err := newRoutes(defaultOptions(), nil, nil, nil, nil, nil, newReadiness(), newRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

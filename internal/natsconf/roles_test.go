@@ -16,6 +16,7 @@ import (
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/planmirror"
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -209,6 +210,58 @@ func TestShippedRoles(t *testing.T) {
 	defer closeCancel()
 	if err := rep.Close(closeCtx); err != nil {
 		t.Fatal(err)
+	}
+
+	// The reconciler reads the catalogue to mirror its plans into the
+	// ledger (ledger/planmirror, as reconciler serve runs it); it cannot
+	// write, create, purge or delete the bucket.
+	mcfg := planmirror.DefaultConfig()
+	mcfg.Logger, mcfg.RetryInterval = quiet, 50*time.Millisecond
+	mirror, err := planmirror.New(recJS, pool, mcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrorCtx, stopMirror := context.WithCancel(ctx)
+	mirrorDone := make(chan error, 1)
+	go func() { mirrorDone <- mirror.Run(mirrorCtx) }()
+	defer func() { stopMirror(); <-mirrorDone }()
+	waitCtx, waitCancel := context.WithTimeout(ctx, 30*time.Second)
+	err = mirror.WaitRevision(waitCtx, writer.Version())
+	waitCancel()
+	if err != nil {
+		t.Fatalf("the reconciler mirrors the catalogue: %v", err)
+	}
+	var mirrored string
+	if err := pool.QueryRow(ctx, `SELECT plan FROM quota_key_plans WHERE key = 'acct_1' AND NOT deleted`).Scan(&mirrored); err != nil || mirrored != "gold" {
+		t.Fatalf("the reconciler's mirror holds plan %q for acct_1 (%v), want gold", mirrored, err)
+	}
+	recKV, err := recJS.KeyValue(ctx, "quota-catalog")
+	if err != nil {
+		t.Fatalf("the reconciler binds the bucket: %v", err)
+	}
+	putCtx, putCancel = context.WithTimeout(ctx, 2*time.Second) // refused: no reply comes
+	_, err = recKV.Put(putCtx, "plan.Z29sZA", []byte(`{"kind":"plan","name":"gold","rate":1000000,"capacity":1000000}`))
+	putCancel()
+	if err == nil {
+		t.Fatal("the reconciler's credentials wrote the catalogue")
+	}
+	refused(t, recErrs, "$KV.quota-catalog.plan.Z29sZA")
+	createCtx, createCancel = context.WithTimeout(ctx, 2*time.Second)
+	_, err = recJS.CreateKeyValue(createCtx, jetstream.KeyValueConfig{Bucket: "quota-catalog"})
+	createCancel()
+	if err == nil {
+		t.Fatal("the reconciler's credentials created the catalogue bucket")
+	}
+	refused(t, recErrs, "$JS.API.STREAM.CREATE.KV_quota-catalog")
+	for _, subject := range []string{"$JS.API.STREAM.PURGE.KV_quota-catalog", "$JS.API.STREAM.DELETE.KV_quota-catalog",
+		"$JS.API.STREAM.UPDATE.KV_quota-catalog", "$JS.API.STREAM.MSG.DELETE.KV_quota-catalog"} {
+		if err := recJS.Conn().Publish(subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := recJS.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, recErrs, subject)
 	}
 
 	// Quota bases: a reconciler answers them from the ledger on us's

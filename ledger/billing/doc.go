@@ -4,6 +4,14 @@
 // unavailable) and complete (every process sent its final report). It serves
 // them over HTTP (GET /v1/usage) as JSON or CSV, to bearer tokens only.
 //
+// Billing by period (docs/design.md [quotas]): for a key's plan (the
+// catalogue's plans and assignments as ledger/planmirror mirrors them into
+// quota_plans and quota_key_plans), each quota's period at an instant on
+// the plan's calendar (time zone and anchor day, computed in SQL exactly as
+// package period computes it), its limit, used and remaining (Ledger.Quotas,
+// GET /v1/usage/quotas). Used is the billed cost of the windows that start
+// in the period: the sum ledger/quotabase answers quota bases with.
+//
 // A window belongs to the bucket and range that hold its window_start
 // (UTC); ranges are half-open [from, to).
 //
@@ -19,8 +27,9 @@
 // connections billing takes (NewPool's own small pool, apart from the
 // ingestion writer's).
 //
-// It owns no goroutines. Time enters as a query's from and to (no "now" is
-// read to answer) and as Config.StatementTimeout, a deadline on each query. Access, Ledger and Handler are
+// It owns no goroutines. Time enters as a query's from and to, or a quota
+// query's at (QuotaHandler reads its Now, time.Now by default, only when a
+// request names no at), and as Config.StatementTimeout, a deadline on each query. Access, Ledger and Handler are
 // safe for concurrent use. It does not write the ledger (ledger/reconcile
 // does) and does not parse flags (cmd/reconciler does).
 package billing

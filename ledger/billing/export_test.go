@@ -5,3 +5,6 @@ const (
 	BucketSQL = bucketSQL
 	WindowSQL = windowSQL
 )
+
+// QuotaSQL is the SQL that Ledger.Quotas runs, for the EXPLAIN tests.
+const QuotaSQL = quotaSQL

@@ -378,11 +378,13 @@ func TestExportConstantMemory(t *testing.T) {
 	}
 	grew := int64(peak) - int64(before)
 	// Buffering the rows would hold at least their output (and Row
-	// values, ~100 bytes each): over 10 MB. One page is 10,000 rows.
-	const bound = 4 << 20
+	// values, ~100 bytes each): over 10 MB. One page is 10,000 rows, and
+	// with the carry-over a page also reads its keys' earlier periods:
+	// +1.8 MiB alone, up to +4.4 MiB seen beside other packages' tests.
+	const bound = 6 << 20
 	t.Logf("export of %d keys: %d bytes in %v (%.0f rows/s); heap in use %d KiB before, peak %d KiB during (+%d KiB)",
 		keys, bytes, elapsed, float64(rows)/elapsed.Seconds(), before>>10, peak>>10, grew>>10)
-	if bytes < 3*bound || grew > bound {
+	if bytes < 5*bound || grew > bound {
 		t.Fatalf("heap grew by %d bytes during the export (bound %d); the body was %d bytes", grew, bound, bytes)
 	}
 }

@@ -160,10 +160,7 @@ type StalePeriod struct {
 	Key         string
 	PeriodStart time.Time
 	Billed      int64 // what the ledger bills for it (export.Row.Billed)
-	// Spent is Billed, under its name from before net billing.
-	// Deprecated: use Billed.
-	Spent int64
-	Held  int64 // what Stripe holds for it (acknowledged)
+	Held        int64 // what Stripe holds for it (acknowledged)
 }
 
 // SyncStripe sends the closed periods in [from, to) (period starts) of
@@ -193,7 +190,7 @@ func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, even
 			return true
 		}
 		if r.PeriodEnd.Add(-time.Second).Before(oldest) {
-			out.TooOld = append(out.TooOld, StalePeriod{Key: r.Key, PeriodStart: r.PeriodStart, Billed: r.Billed, Spent: r.Billed,
+			out.TooOld = append(out.TooOld, StalePeriod{Key: r.Key, PeriodStart: r.PeriodStart, Billed: r.Billed,
 				Held: held})
 			return true
 		}
