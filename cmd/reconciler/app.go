@@ -162,14 +162,21 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 }
 
 func runReconciler(lc fx.Lifecycle, r *reconcile.Reconciler, log *slog.Logger) {
+	runInBackground(lc, "reconciler", r.Run, log)
+}
+
+// runInBackground runs run from the app's start until its stop, which
+// cancels run's context and waits for it to return; an error other than
+// the cancellation is logged as name's.
+func runInBackground(lc fx.Lifecycle, name string, run func(context.Context) error, log *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			go func() {
 				defer close(done)
-				if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-					log.Error("reconciler stopped", "err", err)
+				if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					log.Error(name+" stopped", "err", err)
 				}
 			}()
 			return nil
@@ -273,28 +280,7 @@ func runPlanMirror(lc fx.Lifecycle, m *planmirror.Mirror, log *slog.Logger) {
 		log.Info("catalogue plans are not mirrored into the ledger (--catalog-bucket is empty): billing by period answers from the last mirrored copy")
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			go func() {
-				defer close(done)
-				if err := m.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-					log.Error("plan mirror stopped", "err", err)
-				}
-			}()
-			return nil
-		},
-		OnStop: func(stop context.Context) error {
-			cancel()
-			select {
-			case <-done:
-				return nil
-			case <-stop.Done():
-				return stop.Err()
-			}
-		},
-	})
+	runInBackground(lc, "plan mirror", m.Run, log)
 }
 
 // readiness is what /readyz answers besides the pool and the reconciler:

@@ -147,17 +147,11 @@ func usage(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return flagError(err)
 	}
-	cfg := o.billingConfig()
-	cfg.MaxConns = 1
-	pool, err := billing.NewPool(o.Postgres, cfg)
-	if err != nil {
-		return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
-	}
-	defer pool.Close()
-	l, err := billing.NewLedger(pool, cfg)
+	l, closeLedger, err := o.openBillingLedger()
 	if err != nil {
 		return err
 	}
+	defer closeLedger()
 	res, err := l.Usage(ctx, q)
 	if err != nil {
 		return flagError(err)
@@ -188,17 +182,11 @@ func usageQuotas(ctx context.Context, o options, stdout io.Writer, now time.Time
 		}
 		return err
 	}
-	cfg := o.billingConfig()
-	cfg.MaxConns = 1
-	pool, err := billing.NewPool(o.Postgres, cfg)
-	if err != nil {
-		return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
-	}
-	defer pool.Close()
-	l, err := billing.NewLedger(pool, cfg)
+	l, closeLedger, err := o.openBillingLedger()
 	if err != nil {
 		return err
 	}
+	defer closeLedger()
 	res, err := l.Quotas(ctx, q)
 	if err != nil {
 		return err
@@ -210,4 +198,22 @@ func usageQuotas(ctx context.Context, o options, stdout io.Writer, now time.Time
 		return billing.WriteQuotasText(stdout, res)
 	}
 	return billing.WriteQuotasJSON(stdout, res)
+}
+
+// openBillingLedger opens the billing ledger on --postgres through a
+// one-connection read-only pool, for the commands that read it once; the
+// returned function closes the pool.
+func (o options) openBillingLedger() (*billing.Ledger, func(), error) {
+	cfg := o.billingConfig()
+	cfg.MaxConns = 1
+	pool, err := billing.NewPool(o.Postgres, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
+	}
+	l, err := billing.NewLedger(pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return l, pool.Close, nil
 }

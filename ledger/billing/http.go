@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -64,6 +65,24 @@ func ParseQuery(get func(string) string) (Query, error) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var res Result
+	h.serveRead(w, r, "usage", "query a shorter range, or retry later",
+		func() (string, func(context.Context) error, error) {
+			q, err := ParseQuery(r.URL.Query().Get)
+			return q.Key, func(ctx context.Context) (err error) { res, err = h.Ledger.Usage(ctx, q); return err }, err
+		},
+		func(w io.Writer) error { return WriteCSV(w, res) },
+		func(w io.Writer) error { return WriteJSON(w, res) })
+}
+
+// serveRead is what every billing read shares: GET or HEAD only, the
+// bearer token, the request parsed (parse returns the key asked for and
+// the query to run, or the error naming a bad parameter), the key inside
+// the token's prefix, the query run (400 naming a bad field, 503 on a
+// timeout or an unreachable ledger, logged as the what query's failure),
+// and the answer as CSV when Accept prefers it, else JSON.
+func (h *Handler) serveRead(w http.ResponseWriter, r *http.Request, what, onTimeout string,
+	parse func() (string, func(context.Context) error, error), writeCSV, writeJSON func(io.Writer) error) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
@@ -73,37 +92,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, err := ParseQuery(r.URL.Query().Get)
+	key, run, err := parse()
 	if err != nil {
 		writeBadRequest(w, err)
 		return
 	}
-	if !scope.Allows(q.Key) {
+	if !scope.Allows(key) {
 		writeError(w, http.StatusForbidden, fmt.Sprintf("this token may read only keys that start with %q", scope.Prefix), "key")
 		return
 	}
-	res, err := h.Ledger.Usage(r.Context(), q)
+	err = run(r.Context())
 	var fe *FieldError
 	switch {
 	case errors.As(err, &fe):
 		writeBadRequest(w, err)
 		return
 	case errors.Is(err, ErrTimeout):
-		h.logError("billing: usage query timed out", err)
-		writeError(w, http.StatusServiceUnavailable, "the usage query exceeded the statement timeout: query a shorter range, or retry later", "")
+		h.logError("billing: "+what+" query timed out", err)
+		writeError(w, http.StatusServiceUnavailable, "the "+what+" query exceeded the statement timeout: "+onTimeout, "")
 		return
 	case err != nil:
-		h.logError("billing: usage query failed", err)
+		h.logError("billing: "+what+" query failed", err)
 		writeError(w, http.StatusServiceUnavailable, "ledger unavailable", "")
 		return
 	}
 	if wantsCSV(r.Header.Get("Accept")) {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		_ = WriteCSV(w, res)
+		_ = writeCSV(w)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = WriteJSON(w, res)
+	_ = writeJSON(w)
 }
 
 // authorize returns the scope of r's bearer token, or answers 503, 401 or

@@ -3,7 +3,7 @@ package billing
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -51,49 +51,17 @@ func ParseQuotaQuery(get func(string) string, now time.Time) (QuotaQuery, error)
 }
 
 func (h *QuotaHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
-		return
-	}
-	base := Handler{Access: h.Access, Logger: h.Logger}
-	scope, ok := base.authorize(w, r)
-	if !ok {
-		return
-	}
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now
 	}
-	q, err := ParseQuotaQuery(r.URL.Query().Get, now())
-	if err != nil {
-		writeBadRequest(w, err)
-		return
-	}
-	if !scope.Allows(q.Key) {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("this token may read only keys that start with %q", scope.Prefix), "key")
-		return
-	}
-	res, err := h.Ledger.Quotas(r.Context(), q)
-	var fe *FieldError
-	switch {
-	case errors.As(err, &fe):
-		writeBadRequest(w, err)
-		return
-	case errors.Is(err, ErrTimeout):
-		base.logError("billing: quota query timed out", err)
-		writeError(w, http.StatusServiceUnavailable, "the quota query exceeded the statement timeout: retry later", "")
-		return
-	case err != nil:
-		base.logError("billing: quota query failed", err)
-		writeError(w, http.StatusServiceUnavailable, "ledger unavailable", "")
-		return
-	}
-	if wantsCSV(r.Header.Get("Accept")) {
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		_ = WriteQuotasCSV(w, res)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = WriteQuotasJSON(w, res)
+	base := Handler{Access: h.Access, Logger: h.Logger}
+	var res QuotaResult
+	base.serveRead(w, r, "quota", "retry later",
+		func() (string, func(context.Context) error, error) {
+			q, err := ParseQuotaQuery(r.URL.Query().Get, now())
+			return q.Key, func(ctx context.Context) (err error) { res, err = h.Ledger.Quotas(ctx, q); return err }, err
+		},
+		func(w io.Writer) error { return WriteQuotasCSV(w, res) },
+		func(w io.Writer) error { return WriteQuotasJSON(w, res) })
 }
