@@ -41,6 +41,8 @@ func appendDecision(b []byte, d region.Decision) []byte {
 	}
 	if qs := d.Quotas(); qs != nil {
 		b = appendQuotas(b, d, qs)
+	} else if d.QuotaRejected() {
+		b = append(b, `,"quota_rejected":true`...)
 	}
 	if d.Replayed {
 		// The check's request id was decided before: docs/design.md

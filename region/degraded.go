@@ -80,6 +80,9 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	}
 	d.Remaining = int64(b.tokens)
 	d.Reset = refillTime(capacity-b.tokens, rate)
+	if e.quota {
+		l.degradedQuotaViewLocked(m, &d)
+	}
 	return d
 }
 

@@ -43,6 +43,11 @@ type quotaState struct {
 	fetching   chan struct{}
 	lastFetch  int64 // limiter ns the last base request started
 	fetchFails int   // base requests failed in a row
+	// baseAt and usedAtBase are, per period, the base the counter held at
+	// the last call and the counter just after that base reached it: what
+	// the region added since is the counter less usedAtBase.
+	baseAt     [MaxQuotaPeriods]time.Time
+	usedAtBase [MaxQuotaPeriods]int64
 	// syncAt is the limiter time of the last quota call: the quota lease
 	// outlives rate leases, and goes back QuotaRebase after it once the
 	// key is idle.
@@ -401,7 +406,6 @@ func (l *Limiter) degradedBucketFor(m *miss, now int64) *degradedBucket {
 // call (the old one when the store did not answer), and whether the
 // store answered.
 func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[MaxQuotaPeriods]QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
-	e, sh := m.e, m.sh
 	qs, ok := l.store.(QuotaStore)
 	if !ok {
 		// New refuses a plan with quotas on such a store (Validate of the
@@ -410,36 +414,72 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 		l.keyErrors.Add(1)
 		return held, false
 	}
-	if q.baseless && q.fetching != nil {
-		wait := q.fetching
-		e.busy = true
-		sh.mu.Unlock()
-		select {
-		case <-wait:
-		case <-time.After(l.cfg.QuotaBaseTimeout):
-		case <-ctx.Done():
-		}
-		sh.mu.Lock()
-		e.busy = false
-	}
-	call := QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge}
+	l.awaitBaseLocked(ctx, m, q)
+	call := QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge,
+		NeedBase: l.cfg.QuotaBases != nil && q.fetchFails == 0}
 	for i := range n {
 		ps[i].Return = held
 		ps[i].Base = q.bases[i]
-	}
-	if q.periods != *ps && q.n > 0 {
-		// Bases fetched for other periods do not apply.
-		for i := range n {
-			if q.bases[i] != nil && !q.periods[i].Start.Equal(ps[i].Start) {
-				ps[i].Base = nil
-			}
+		if q.bases[i] != nil && (q.n != n || !q.periods[i].Start.Equal(ps[i].Start)) {
+			ps[i].Base = nil // fetched for another period
 		}
 	}
-	e.busy = true
-	sh.mu.Unlock()
+	rep, ok := l.sendQuotaCallLocked(ctx, m, qs, call)
+	if !ok {
+		return held, false
+	}
+	l.applyQuotaReplyLocked(m, q, ps, n, rep)
+	if rep.Granted == 0 && call.NeedBase && q.baseless {
+		// A counter without a base (a new period or region, a store that
+		// lost its state) granted nothing: read the base and ask again,
+		// so that it is rebuilt from the ledger before it grants. The
+		// returns and the charge went with the first call.
+		// A request in flight may be for the periods before these (it
+		// is then dropped): start one for these after it.
+		for try := 0; try < 2 && q.bases[0] == nil && q.fetchFails == 0; try++ {
+			l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+			l.awaitBaseLocked(ctx, m, q)
+		}
+		call.Charge, call.NeedBase = 0, q.fetchFails == 0
+		for i := range n {
+			ps[i].Return, ps[i].Base = 0, q.bases[i]
+		}
+		if rep, ok = l.sendQuotaCallLocked(ctx, m, qs, call); !ok {
+			return 0, false
+		}
+		l.applyQuotaReplyLocked(m, q, ps, n, rep)
+	}
+	l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+	return rep.Granted, true
+}
+
+// awaitBaseLocked waits, up to QuotaBaseTimeout, for the base request in
+// flight of a key whose counters hold no base. The shard is unlocked
+// meanwhile.
+func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
+	if !q.baseless || q.fetching == nil {
+		return
+	}
+	wait := q.fetching
+	m.e.busy = true
+	m.sh.mu.Unlock()
+	select {
+	case <-wait:
+	case <-time.After(l.cfg.QuotaBaseTimeout):
+	case <-ctx.Done():
+	}
+	m.sh.mu.Lock()
+	m.e.busy = false
+}
+
+// sendQuotaCallLocked makes one quota call with the shard unlocked and
+// tells the breaker how it went; it reports whether the store answered.
+func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs QuotaStore, call QuotaCall) (QuotaReply, bool) {
+	m.e.busy = true
+	m.sh.mu.Unlock()
 	rep, lat, err := l.callQuota(ctx, qs, call)
-	sh.mu.Lock()
-	e.busy = false
+	m.sh.mu.Lock()
+	m.e.busy = false
 	now := l.now()
 	if err != nil {
 		if isTransient(err) {
@@ -447,13 +487,22 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 		} else {
 			l.keyErrors.Add(1)
 		}
-		return held, false
+		return QuotaReply{}, false
 	}
 	if lat > l.cfg.StoreTimeout {
 		l.breaker.failure(now)
 	} else {
 		l.breaker.success()
 	}
+	return rep, true
+}
+
+// applyQuotaReplyLocked records a quota call's reply in the key's quota
+// state: the periods, the counters' view, whether they hold a base, and
+// whether a quota is spent (the key is then refused locally until
+// LeaseTTL has passed).
+func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[MaxQuotaPeriods]QuotaPeriod, n int, rep QuotaReply) {
+	now := l.now()
 	q.charge = 0
 	q.syncAt = now
 	q.bases = [MaxQuotaPeriods]*QuotaBaseIn{}
@@ -463,26 +512,24 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 	}
 	q.degradedSet = false
 	v := &quotaView{n: n}
-	q.until, q.baseless = 0, false
-	var oldest time.Time
+	q.until, q.baseless, q.exhausted = 0, false, 0
 	for i := range n {
 		c := rep.Counters[i]
 		v.q[i] = quotaViewPeriod{unit: ps[i].Unit, limit: ps[i].Limit, start: ps[i].Start, end: ps[i].End, left: c.Allowance - c.Used}
-		if c.Allowance-c.Used < v.q[q.exhausted].left || i == 0 {
+		if v.q[i].left < v.q[q.exhausted].left {
 			q.exhausted = i
 		}
 		if c.BaseAt.IsZero() {
 			q.baseless = true
-		} else if oldest.IsZero() || c.BaseAt.Before(oldest) {
-			oldest = c.BaseAt
+		}
+		if !c.BaseAt.Equal(q.baseAt[i]) {
+			q.baseAt[i], q.usedAtBase[i] = c.BaseAt, c.Used-rep.Granted
 		}
 	}
 	q.view = v
 	if rep.Granted < m.cost {
 		q.until = now + int64(l.cfg.LeaseTTL)
 	}
-	l.maybeRebaseLocked(m, q, now, oldest, call.Want)
-	return rep.Granted, true
 }
 
 // callQuota makes one quota call under the hard timeout.
@@ -504,22 +551,31 @@ func (l *Limiter) callQuota(ctx context.Context, qs QuotaStore, call QuotaCall) 
 }
 
 // maybeRebaseLocked starts a base request for the key's periods when its
-// counters need one (docs/design.md [quotas]): they hold none, their
-// oldest base is older than QuotaRebase, or a counter's room is within
-// two leases of its end. At most one request per key is in flight, and
-// a key whose requests fail waits longer each time (up to QuotaRebase).
-func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, oldest time.Time, lease int64) {
+// counters need one (docs/design.md [quotas]): they hold none; their
+// oldest base is older than QuotaRebase; a counter's room is within two
+// leases of its end; or the region added to a counter, since its base,
+// more than QuotaAccuracy of the quota or two leases (what the other
+// regions spent meanwhile is in no base this region holds: its share of it
+// is what a stale base over-admits). At most one request per key is in
+// flight, at most one a second, and a key whose requests fail waits
+// longer each time (up to QuotaRebase).
+func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep QuotaReply, lease int64) {
 	bases := l.cfg.QuotaBases
 	if bases == nil || q.fetching != nil {
 		return
 	}
-	due := q.baseless || time.Duration(l.storeNanos(now)-oldest.UnixNano()) > l.cfg.QuotaRebase
+	due := q.baseless
+	sn := l.storeNanos(now)
 	for i := 0; i < q.n && !due; i++ {
-		due = q.view.q[i].left < 2*lease
+		c := rep.Counters[i]
+		grew := c.Used - q.usedAtBase[i]
+		due = time.Duration(sn-c.BaseAt.UnixNano()) > l.cfg.QuotaRebase ||
+			q.view.q[i].left < 2*lease ||
+			float64(grew) >= math.Max(l.cfg.QuotaAccuracy*float64(q.periods[i].Limit), float64(2*lease))
 	}
-	gap := min(l.cfg.QuotaRebase, time.Second<<min(q.fetchFails, 6))
-	if q.fetchFails == 0 && !q.baseless {
-		gap = time.Second // near the end, at most one request a second
+	gap := time.Second
+	if q.fetchFails > 0 {
+		gap = min(l.cfg.QuotaRebase, time.Second<<min(q.fetchFails, 6))
 	}
 	if !due || (q.lastFetch != 0 && now-q.lastFetch < int64(gap) && !(q.baseless && q.fetchFails == 0)) {
 		return
@@ -674,4 +730,35 @@ func (l *Limiter) collectQuotaLocked(key string, e *entry, q *quotaState, debt, 
 		q.degradedSet = false
 	}
 	return r, r.permits > 0 || r.debt > 0 || r.quota != nil
+}
+
+// degradedQuotaViewLocked adds the key's quotas to a degraded decision:
+// the counters as the last quota call saw them, less this process's
+// degraded spend since, so that a degraded answer lists its quotas and
+// says which one refused it like any other.
+func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
+	q := m.sh.quotas[m.key]
+	if q == nil || q.view == nil {
+		return
+	}
+	d.quota = q.view
+	d.quotaHeld = q.heldOnly(m.e)
+	if q.degradedSet {
+		// What this process may still spend of the quotas while degraded,
+		// as a holding on top of the region's room at the last call:
+		// Quotas then shows the tightest room less the degraded spend.
+		tight := q.view.q[0].left
+		for i := 1; i < q.view.n; i++ {
+			tight = min(tight, q.view.q[i].left)
+		}
+		d.quotaHeld = q.degradedLeft - max(tight, 0)
+	}
+	sn := l.storeNanos(l.now())
+	for i := range q.view.n {
+		if rem := max(0, q.view.q[i].left+d.quotaHeld); rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, q.view.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
+		}
+	}
 }

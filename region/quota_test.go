@@ -416,6 +416,9 @@ func TestQuotaWhileStoreDown(t *testing.T) {
 			}
 		} else if d.Degraded {
 			flaggedRejections++
+			if !d.QuotaRejected() || len(d.Quotas()) != 2 || d.Remaining != 0 || d.Tightest() != period.Month {
+				t.Fatalf("a degraded refusal with room in the bucket: %+v %+v, want it refused for the quota, listed", d, d.Quotas())
+			}
 		}
 		return d
 	}

@@ -42,6 +42,12 @@ type QuotaCall struct {
 	// charged after the response): every counter adds it after its
 	// returns and before the grant, even past its allowance. ≥ 0.
 	Charge int64
+	// NeedBase grants nothing while a counter holds no base after the
+	// call (a new period, a new region, a store that lost its state): the
+	// caller has a ledger to read one from, and a counter without one
+	// would grant the region's share of the whole quota. Returns and the
+	// charge still apply.
+	NeedBase bool
 }
 
 // QuotaPeriod is one quota of a call: the current period of one of the
@@ -75,6 +81,9 @@ type QuotaCounter struct {
 	Used      int64     // the region's spend and leases in the period
 	Allowance int64     // what the region may reach: base region + share × (limit − base total), floored
 	BaseAt    time.Time // when the base the counter holds was read; zero: none
+	// BaseRegion is the base's spend of the region (0 without a base):
+	// Used − BaseRegion is what the region added since its base.
+	BaseRegion int64
 }
 
 // Remaining is what the region may still lease in the period.

@@ -34,8 +34,8 @@ func (s *RedisStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaReply
 		return QuotaReply{}, err
 	}
 	keys := make([]string, len(call.Periods))
-	args := make([]any, 0, 3+7*len(call.Periods))
-	args = append(args, call.Want, call.Min, call.Charge)
+	args := make([]any, 0, 4+7*len(call.Periods))
+	args = append(args, call.Want, call.Min, call.Charge, flagArg(call.NeedBase))
 	for i, p := range call.Periods {
 		keys[i] = s.QuotaKey(call.Key, p.Unit, p.Start)
 		var total, reg, at int64
@@ -54,8 +54,8 @@ func (s *RedisStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaReply
 		return QuotaReply{}, fmt.Errorf("%w: redis quota lease %q: %w", kind, call.Key, err)
 	}
 	parts, ok := res.([]any)
-	if !ok || len(parts) != 1+3*len(call.Periods) {
-		return QuotaReply{}, fmt.Errorf("%w: quota reply is %T of %d, want %d integers", ErrStoreUnavailable, res, len(parts), 1+3*len(call.Periods))
+	if !ok || len(parts) != 1+4*len(call.Periods) {
+		return QuotaReply{}, fmt.Errorf("%w: quota reply is %T of %d, want %d integers", ErrStoreUnavailable, res, len(parts), 1+4*len(call.Periods))
 	}
 	n := make([]int64, len(parts))
 	for i, p := range parts {
@@ -67,8 +67,8 @@ func (s *RedisStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaReply
 	}
 	rep := QuotaReply{Granted: n[0]}
 	for i := range call.Periods {
-		c := QuotaCounter{Used: n[1+3*i], Allowance: n[2+3*i]}
-		if bt := n[3+3*i]; bt > 0 {
+		c := QuotaCounter{Used: n[1+4*i], Allowance: n[2+4*i], BaseRegion: n[4+4*i]}
+		if bt := n[3+4*i]; bt > 0 {
 			c.BaseAt = time.UnixMicro(bt)
 		}
 		rep.Counters[i] = c
@@ -116,6 +116,9 @@ func (s *MemoryStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaRepl
 		q.expires = p.End.Add(quotaTTL)
 		allowance := quotaAllowance(p.Limit, p.Share, q.baseTotal, q.baseRegion)
 		g = min(g, allowance-q.used)
+		if call.NeedBase && q.baseAt == 0 {
+			g = 0
+		}
 		next[i] = q
 		rep.Counters[i].Allowance = allowance
 	}
@@ -128,6 +131,7 @@ func (s *MemoryStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaRepl
 		q.used += g
 		sh.quotas[memQuotaKey(call.Key, p)] = &q
 		rep.Counters[i].Used = q.used
+		rep.Counters[i].BaseRegion = q.baseRegion
 		if q.baseAt > 0 {
 			rep.Counters[i].BaseAt = time.UnixMicro(q.baseAt)
 		}

@@ -196,7 +196,7 @@ func (s *RedisStore) Request(ctx context.Context, req RequestCall) (RequestReply
 		req.Op.String(),
 		strconv.FormatFloat(req.Rate, 'g', -1, 64),
 		strconv.FormatFloat(req.Capacity, 'g', -1, 64),
-		req.Cost, req.Horizon.Milliseconds(), req.Grace.Microseconds(), denyArg(req.Deny)).Result()
+		req.Cost, req.Horizon.Milliseconds(), req.Grace.Microseconds(), flagArg(req.Deny)).Result()
 	if err != nil {
 		kind := ErrStoreRejected
 		if isTransient(err) {
@@ -231,8 +231,9 @@ func (s *RedisStore) Request(ctx context.Context, req RequestCall) (RequestReply
 		Tokens: tokens, StoreTime: time.UnixMicro(n[6])}, nil
 }
 
-// denyArg is RequestCall.Deny as lua/request.lua's ARGV[7].
-func denyArg(deny bool) int {
+// flagArg is a boolean argument of a script (RequestCall.Deny,
+// QuotaCall.NeedBase): "1" or "0".
+func flagArg(deny bool) int {
 	if deny {
 		return 1
 	}

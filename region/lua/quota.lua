@@ -7,7 +7,10 @@
 -- ARGV[1]  want (integer >= 0)
 -- ARGV[2]  min (integer in [0, want])
 -- ARGV[3]  charge (integer >= 0): added to every counter after its return
--- then, per period i, 7 values from ARGV[4 + 7(i-1)]:
+-- ARGV[4]  needbase: "1" grants nothing while a counter holds no base after
+--          the call (its returns and charge still apply); "0" grants on the
+--          counter alone
+-- then, per period i, 7 values from ARGV[5 + 7(i-1)]:
 --   limit (integer >= 1), share (float in (0, 1]), return (integer >= 0),
 --   expire-at (unix milliseconds), base total, base region, base time
 --   (unix microseconds; 0 = no base in the call)
@@ -21,16 +24,17 @@
 -- floor(br + share × (limit − b)) − c, and every counter grants
 -- g = min(want, every room), or 0 when g < min.
 --
--- Reply: { granted, then per period: c, allowance, bt }.
+-- Reply: { granted, then per period: c, allowance, bt, br }.
 
 local want = tonumber(ARGV[1])
 local min = tonumber(ARGV[2])
 local charge = tonumber(ARGV[3])
+local needbase = ARGV[4] == '1'
 local n = #KEYS
 local state = {}
 local g = want
 for i = 1, n do
-  local a = 4 + 7 * (i - 1)
+  local a = 5 + 7 * (i - 1)
   local limit = tonumber(ARGV[a])
   local share = tonumber(ARGV[a + 1])
   local ret = tonumber(ARGV[a + 2])
@@ -52,6 +56,7 @@ for i = 1, n do
   local allowance = br + math.floor(share * (limit - b))
   local room = allowance - c
   if room < g then g = room end
+  if needbase and bt == 0 then g = 0 end
   state[i] = { c, b, br, bt, allowance, tonumber(ARGV[a + 3]) }
 end
 if g < min or g < 0 then g = 0 end
@@ -64,5 +69,6 @@ for i = 1, n do
   reply[#reply + 1] = c
   reply[#reply + 1] = s[5]
   reply[#reply + 1] = s[4]
+  reply[#reply + 1] = s[3]
 end
 return reply
