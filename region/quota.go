@@ -440,7 +440,10 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 			l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
 			l.awaitBaseLocked(ctx, m, q)
 		}
-		call.Charge, call.NeedBase = 0, q.fetchFails == 0
+		// Without a base by now (the ledger is slow or away) the counter
+		// grants on what it holds: a quota is not closed for want of a
+		// base.
+		call.Charge, call.NeedBase = 0, false
 		for i := range n {
 			ps[i].Return, ps[i].Base = 0, q.bases[i]
 		}
@@ -527,7 +530,9 @@ func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[MaxQuotaPer
 		}
 	}
 	q.view = v
-	if rep.Granted < m.cost {
+	if rep.Granted < m.cost && v.q[q.exhausted].left < m.cost {
+		// Spent (not merely waiting for a base): refused locally until a
+		// re-base or a refund may have opened room.
 		q.until = now + int64(l.cfg.LeaseTTL)
 	}
 }

@@ -226,8 +226,7 @@ func TestQuotaMonthAcrossRegions(t *testing.T) {
 
 // TestQuotaSurvivesLostStoreAndRestart: every limiter restarted and the
 // region's store emptied mid-month: the quota is not reset, because the
-// new counters are re-based on the ledger before they grant more than a
-// lease. On the in-process store and on a real Redis (a new key prefix
+// new counters are re-based on the ledger before they grant. On the in-process store and on a real Redis (a new key prefix
 // is a Redis that lost its state).
 func TestQuotaSurvivesLostStoreAndRestart(t *testing.T) {
 	stores := map[string]func() region.Store{}
@@ -272,11 +271,10 @@ func TestQuotaSurvivesLostStoreAndRestart(t *testing.T) {
 			second.lim.Drain(ctx)
 			st := second.lim.Stats()
 			t.Logf("allowed %d before, %d after the restart (quota %d); %d quota calls, %d base requests", before, after, limit, st.QuotaCalls, st.QuotaBaseRequests)
-			// The first quota call of an empty counter grants one lease
-			// (a new key's first: one permit) before its base arrives; that
-			// lease is the bound here.
-			if total := before + after; total < limit || total > limit+2 {
-				t.Fatalf("admitted %d across the restart, want the quota %d (at most 2 over)", total, limit)
+			// An empty counter grants nothing until it is re-based
+			// (NeedBase): the quota holds exactly.
+			if total := before + after; total != limit {
+				t.Fatalf("admitted %d across the restart, want the quota %d exactly", total, limit)
 			}
 			if st.QuotaBaseRequests == 0 {
 				t.Fatal("no base request: the counter was not re-based")

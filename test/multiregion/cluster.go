@@ -178,7 +178,7 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	c.reconURL = "http://" + reconListen
 	c.reconProc = newProc("reconciler", reconBin, c.dir, []string{"serve",
 		"--nats", c.nats.URL(c.order[0]), "--nats-user", "reconciler", "--postgres", c.pgURL, "--listen", reconListen,
-		"--batch-interval", "100ms"}, []string{"QUOTA_NATS_PASSWORD=" + c.nats.Password("reconciler")})
+		"--batch-interval", reconcilerBatchInterval.String()}, []string{"QUOTA_NATS_PASSWORD=" + c.nats.Password("reconciler")})
 	if err := c.reconProc.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +246,10 @@ func Start(t testing.TB, spec Spec) *Cluster {
 		time.Since(began).Seconds(), natsReady.Seconds())
 	return c
 }
+
+// reconcilerBatchInterval is the reconciler's --batch-interval: how long
+// usage reports wait in the reconciler before it writes them to Postgres.
+const reconcilerBatchInterval = 100 * time.Millisecond
 
 // stopTimeout bounds the wait for a limiter to exit after SIGTERM: its
 // shutdown delay, then its drain.

@@ -62,6 +62,12 @@ type Observed struct {
 	Allowed, Degraded    bool
 	FailurePolicy        string // "" unless Degraded
 	Start, End           time.Duration
+	// Tightest, QuotaRejected and Quotas are the answer's quota fields
+	// (docs/design.md [quotas]), from the daemon's check API only: ""
+	// false and nil for a key whose plan has no quotas.
+	Tightest      string
+	QuotaRejected bool
+	Quotas        []QuotaRemaining
 }
 
 // decisionLog keeps the decisions of a few keys, in full: the per-key

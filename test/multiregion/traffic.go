@@ -499,6 +499,11 @@ type decisionJSON struct {
 	Error         string `json:"error"`
 	Field         string `json:"field"`
 	Status        int    `json:"status"`
+	// The quota fields of a key whose plan has quotas (docs/design.md
+	// [quotas]); absent otherwise.
+	Tightest       string           `json:"tightest"`
+	QuotaRejected  bool             `json:"quota_rejected"`
+	QuotaRemaining []QuotaRemaining `json:"quota_remaining"`
 }
 
 type checkJSON struct {
@@ -581,7 +586,8 @@ func (g *Generator) send(n *Node, checks []check) {
 		if g.tr.Observe != nil {
 			at := t0.Sub(g.start)
 			g.tr.Observe(Observed{Key: checks[i].key, Region: n.Region, Process: id, Cost: checks[i].cost,
-				Allowed: d.Allowed, Degraded: d.Degraded, FailurePolicy: d.FailurePolicy, Start: at, End: at + lat})
+				Allowed: d.Allowed, Degraded: d.Degraded, FailurePolicy: d.FailurePolicy, Start: at, End: at + lat,
+				Tightest: d.Tightest, QuotaRejected: d.QuotaRejected, Quotas: d.QuotaRemaining})
 		}
 	}
 }
