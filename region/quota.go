@@ -36,6 +36,13 @@ type quotaState struct {
 	// mode (degradedSet).
 	degradedLeft int64
 	degradedSet  bool
+	// degradedSpent is what degraded decisions spent since degradedSet;
+	// spentAt samples it when base requests start while degraded (the
+	// ledger lacks at least what was spent since), and degradedBase is
+	// the time of the last base that capped degradedLeft.
+	degradedSpent int64
+	spentAt       [4]int64
+	degradedBase  time.Time
 	// bases are fetched ledger bases not yet sent to the counters, by
 	// period; fetching is closed when the base request in flight ends.
 	bases      [MaxQuotaPeriods]*QuotaBaseIn
@@ -648,14 +655,53 @@ func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
 			left = l.quotaWant(m, &ps, n, m.cost)
 		}
 		q.degradedLeft = q.heldOnly(m.e) + left
-		q.degradedSet = true
+		q.degradedSet, q.degradedSpent, q.spentAt = true, 0, [4]int64{}
 	}
+	l.degradedRebaseLocked(m, q, local)
 	if !open && q.degradedLeft < m.cost {
 		return false
 	}
 	q.degradedLeft -= m.cost
+	q.degradedSpent += m.cost
 	q.charge += m.cost
 	return true
+}
+
+// degradedRebaseLocked keeps a degraded key's quota budget on the ledger
+// while its store is away (the ledger is not: its bases come over NATS):
+// at most once a second it asks for the key's bases, and each new base
+// caps what this process may still spend at its local share of the
+// region's room by that base, share × (limit − base total), less what it
+// spent that the base may not hold yet (its degraded spend since the
+// request three before this one, about three seconds: a report's way to
+// the ledger). Without it a long outage spends on the room and the share
+// of the last call before it, while the other regions spend the same
+// room.
+func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
+	if l.cfg.QuotaBases == nil || q.n == 0 {
+		return
+	}
+	now := l.now()
+	if b := q.bases[0]; b != nil && !b.AsOf.Equal(q.degradedBase) {
+		q.degradedBase = b.AsOf
+		unreported := q.degradedSpent - q.spentAt[len(q.spentAt)-1]
+		room := int64(math.MaxInt64)
+		for i := range q.n {
+			if b := q.bases[i]; b != nil {
+				room = min(room, int64(math.Floor(m.share*float64(q.periods[i].Limit-b.Total))))
+			}
+		}
+		q.degradedLeft = min(q.degradedLeft, max(0, int64(local*float64(max(room, 0)))-unreported))
+	}
+	if q.fetching != nil || (q.lastFetch != 0 && now-q.lastFetch < int64(time.Second)) {
+		return
+	}
+	copy(q.spentAt[1:], q.spentAt[:len(q.spentAt)-1])
+	q.spentAt[0] = q.degradedSpent
+	done := make(chan struct{})
+	q.fetching, q.lastFetch = done, now
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
 }
 
 // sendQuotaReturn gives r's quota permits back to the counters they came
