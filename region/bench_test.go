@@ -150,12 +150,21 @@ func BenchmarkStoreCalls(b *testing.B) {
 // daemon's load test), on a simulated clock so that lease expiry is part of
 // the figure. Run sweeps once a simulated second, beside the decisions.
 func BenchmarkStoreCallsModerate(b *testing.B) {
+	benchModerateLoad(b, region.Plan{Rate: 1000, Capacity: 1000}, nil)
+}
+
+// benchModerateLoad runs BenchmarkStoreCallsModerate's load on a limiter
+// of plan: 10,000 keys at about 3 decisions per second each, on a
+// simulated clock, after 30 simulated seconds of warm-up. It reports store
+// calls per decision, and each of perDecision's counts per decision
+// (read before and after the measured decisions).
+func benchModerateLoad(b *testing.B, plan region.Plan, perDecision map[string]func(region.Stats) int64) {
 	ctx := context.Background()
 	clk := clock.NewManual(time.Now())
 	store := &countingStore{Store: region.NewMemoryStore(clk)}
 	cfg := region.DefaultConfig()
 	cfg.Clock = clk
-	lim, err := region.New(store, region.StaticPlans{Default: region.Plan{Rate: 1000, Capacity: 1000}}, cfg)
+	lim, err := region.New(store, region.StaticPlans{Default: plan}, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -173,13 +182,17 @@ func BenchmarkStoreCallsModerate(b *testing.B) {
 	for i := 0; i < 30*30_000; i++ { // 30 simulated seconds of warm-up
 		decide(i)
 	}
-	before := store.Calls()
+	before, stats := store.Calls(), lim.Stats()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		decide(i)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
+	after := lim.Stats()
+	for unit, count := range perDecision {
+		b.ReportMetric(float64(count(after)-count(stats))/float64(b.N), unit)
+	}
 }
 
 // BenchmarkStateBytes reports the heap held per tracked key.

@@ -2,11 +2,8 @@ package region_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
-	"time"
 
-	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region"
 )
@@ -50,39 +47,10 @@ func BenchmarkQuotaFastPath(b *testing.B) {
 // on a simulated clock (BenchmarkStoreCallsModerate's load), with and
 // without quotas on the plan: what quotas add at steady state.
 func BenchmarkQuotaStoreCalls(b *testing.B) {
-	ctx := context.Background()
 	for _, name := range []string{"no-quotas", "quotas"} {
 		b.Run(name, func(b *testing.B) {
-			clk := clock.NewManual(time.Now())
-			store := &countingStore{Store: region.NewMemoryStore(clk)}
-			cfg := region.DefaultConfig()
-			cfg.Clock = clk
-			lim, err := region.New(store, region.StaticPlans{Default: quotaBenchPlans(b, 1000)[name]}, cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			runOn(b, lim, clk)
-			const keys = 10_000
-			names := make([]string, keys)
-			for i := range names {
-				names[i] = "key-" + strconv.Itoa(i)
-			}
-			step := time.Second / 30_000
-			decide := func(i int) {
-				clk.Advance(step)
-				lim.Allow(ctx, names[(i*7919)%keys], 1)
-			}
-			for i := 0; i < 30*30_000; i++ { // 30 simulated seconds of warm-up
-				decide(i)
-			}
-			before, quotaBefore := store.Calls(), lim.Stats().QuotaCalls
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				decide(i)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
-			b.ReportMetric(float64(lim.Stats().QuotaCalls-quotaBefore)/float64(b.N), "quota-calls/decision")
+			benchModerateLoad(b, quotaBenchPlans(b, 1000)[name],
+				map[string]func(region.Stats) int64{"quota-calls/decision": func(s region.Stats) int64 { return s.QuotaCalls }})
 		})
 	}
 }
