@@ -29,9 +29,9 @@ func (l *Limiter) Run(ctx context.Context) error {
 		defer l.coarse.Store(0)
 		l.bgProbes.Store(true)
 		defer l.probes.Wait()
-		defer l.fetches.Wait()
 		defer l.bgProbes.Store(false)
 	}
+	defer l.fetches.Wait() // quota base requests in flight (QuotaBaseTimeout at most)
 	sweeps := l.clock.NewTicker(l.cfg.SweepInterval)
 	defer sweeps.Stop()
 	flushes := l.clock.NewTicker(l.cfg.FlushInterval)
