@@ -82,6 +82,10 @@ type Options struct {
 	// IdempotencyHorizon is how long the region's store remembers a
 	// request id (region.Config.IdempotencyHorizon). Default 24h.
 	IdempotencyHorizon time.Duration
+	// GCPercent is the garbage collector's GOGC (applyGCPercent): a
+	// collection when the heap has grown this many percent since the
+	// last. GOGC in the environment wins. Default 400.
+	GCPercent int
 
 	GossipInterval time.Duration
 	// Regions is --regions as given; regionSet (modules.go) derives the
@@ -163,6 +167,7 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.DurationVar(&o.ReportInterval, "report-interval", 5*time.Second, "usage report interval")
 	fs.DurationVar(&o.StoreTimeout, "store-timeout", 5*time.Millisecond, "hard timeout of one store call")
 	fs.IntVar(&o.Processes, "processes", 1, "estimate of the limiter processes sharing the region's store")
+	fs.IntVar(&o.GCPercent, "gc-percent", defaultGCPercent, "the garbage collector's GOGC: collect when the heap has grown this many percent since the last collection (Go's default is 100); fewer collections shorten the check latency's tail for more memory, bounded by GOMEMLIMIT; GOGC in the environment wins")
 	fs.DurationVar(&o.IdempotencyHorizon, "idempotency-horizon", region.DefaultIdempotencyHorizon, "how long the region's store remembers a request_id (checks, refunds, charges): the same id within it is charged once")
 	fs.DurationVar(&o.GossipInterval, "gossip-interval", time.Second, "cross-region demand gossip interval")
 	fs.StringVar(&o.Regions, "regions", "", "every region sharing limits over gossip, comma-separated, this one included; default: the regions of --region-weights, or --region alone with embedded NATS (required with --nats otherwise)")
@@ -323,6 +328,7 @@ func (o *Options) validate() error {
 	check(o.StoreTimeout > 0, "store-timeout", "must be positive, got %v", o.StoreTimeout)
 	check(o.Processes >= 1, "processes", "must be at least 1, got %d", o.Processes)
 	check(o.IdempotencyHorizon >= time.Millisecond, "idempotency-horizon", "must be at least 1ms, got %v", o.IdempotencyHorizon)
+	check(o.GCPercent >= 10 && o.GCPercent <= 10_000, "gc-percent", "must be in [10, 10000], got %d", o.GCPercent)
 	check(o.GossipInterval > 0, "gossip-interval", "must be positive, got %v", o.GossipInterval)
 	check(o.ShareFloor >= 0 && o.ShareFloor < 1, "share-floor", "must be in [0, 1), got %v", o.ShareFloor)
 	if _, err := regionSet(*o); err != nil {

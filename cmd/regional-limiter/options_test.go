@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -272,6 +273,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, nil, "", []string{"-nope"}},
 		{"positional argument", []string{"serve"}, nil, "", []string{"unexpected arguments"}},
 		{"validation", []string{"--share-floor", "1"}, nil, "", []string{"--share-floor"}},
+		{"gc percent too small", []string{"--gc-percent", "5"}, nil, "", []string{"--gc-percent", "got 5"}},
 		{"validation joins all", []string{"--window", "0s", "--processes", "0"}, nil, "", []string{"--window", "--processes"}},
 		{"usage encoding", []string{"--usage-encoding", "xml"}, nil, "", []string{"--usage-encoding"}},
 		{"hot-key metrics", []string{"--hotkey-metrics", "101"}, nil, "", []string{"--hotkey-metrics"}},
@@ -332,5 +334,28 @@ func TestParseConfigLine(t *testing.T) {
 			t.Errorf("parseConfigLine(%q) = %q, %q, %v, %v; want %q, %q, %v, error %v",
 				tt.line, name, value, ok, err, tt.name, tt.value, tt.ok, tt.err)
 		}
+	}
+}
+
+// --gc-percent (default 400) sets the collector's percent, unless GOGC is
+// in the environment: an operator's GOGC wins.
+func TestGCPercent(t *testing.T) {
+	if o, err := parseOptions(nil, io.Discard); err != nil || o.GCPercent != 400 {
+		t.Fatalf("default: %d %v, want 400", o.GCPercent, err)
+	}
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	if !applyGCPercent(250) {
+		t.Fatal("GOGC unset: --gc-percent not applied")
+	}
+	if got := debug.SetGCPercent(100); got != 250 {
+		t.Fatalf("the collector's percent is %d, want 250", got)
+	}
+	t.Setenv("GOGC", "150")
+	if applyGCPercent(250) {
+		t.Fatal("GOGC set: --gc-percent applied over it")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("the collector's percent is %d, want GOGC's setting left alone (100 here)", got)
 	}
 }
