@@ -154,14 +154,14 @@ func (l *Limiter) dropQuotaLocked(sh *shard, key string, e *entry) {
 		return
 	}
 	e.permits += q.extraRate
-	if held := q.heldOnly(e); held > 0 && q.n > 0 {
+	if held := q.quotaLease(e); held > 0 && q.n > 0 {
 		sh.returns = append(sh.returns, pendingReturn{key: key, quota: q.returnOf(held)})
 	}
 }
 
-// heldOnly is the quota permits held beyond the entry's permits, plus
-// those: the whole quota lease.
-func (q *quotaState) heldOnly(e *entry) int64 { return e.permits + q.extraQuota }
+// quotaLease is the whole quota lease this process holds for the key: the
+// entry's permits and the quota lease's surplus over them.
+func (q *quotaState) quotaLease(e *entry) int64 { return e.permits + q.extraQuota }
 
 // returnOf is a return of held quota permits to the counters they came
 // from.
@@ -203,7 +203,7 @@ func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64
 		return
 	}
 	v := q.view
-	d.quota, d.quotaHeld = v, q.heldOnly(e)
+	d.quota, d.quotaHeld = v, q.quotaLease(e)
 	sn := l.storeNanos(now)
 	for i := range v.n {
 		rem := max(0, v.q[i].left+d.quotaHeld)
@@ -257,9 +257,13 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 		m.sh.mu.Lock()
 		e.busy = false
 		now = l.now()
-		if !l.applyLeaseReplyLocked(m, req, rep, lat, err, now) {
+		switch l.applyLeaseReplyLocked(m, req, rep, lat, err, now) {
+		case leaseUnavailable:
 			q.split(e, held)
 			return l.degradedLocked(m, now)
+		case leaseRefused:
+			q.split(e, held)
+			return l.refusedCallLocked(m, now, req)
 		}
 	}
 	if needQuota {
@@ -288,7 +292,7 @@ func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[MaxQ
 	for i := 0; i < n && !rolled; i++ {
 		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
 	}
-	held = q.heldOnly(e)
+	held = q.quotaLease(e)
 	e.permits += q.extraRate
 	q.extraRate, q.extraQuota = 0, 0
 	if rolled {
@@ -361,49 +365,6 @@ func (q *quotaState) release(permits int64) (rate int64, qr *quotaReturn) {
 	qr = q.returnOf(held)
 	qr.charge, q.charge = q.charge, 0
 	return rate, qr
-}
-
-// applyLeaseReplyLocked applies a rate lease call's outcome as leaseLocked
-// does, and reports whether the store answered; when it did not, the
-// caller decides in degraded mode.
-func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseReply, lat time.Duration, err error, now int64) bool {
-	e, sh := m.e, m.sh
-	if err != nil && isTransient(err) {
-		sh.outstanding -= req.Return
-		l.breaker.failure(now)
-		return false
-	}
-	if lat > l.cfg.StoreTimeout {
-		l.breaker.failure(now)
-	} else {
-		l.breaker.success()
-	}
-	if err != nil {
-		sh.outstanding -= req.Return
-		b := l.degradedBucketFor(m, now)
-		b.refusedAt = now
-		return false
-	}
-	if !e.fits(rep.Granted + req.Return) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
-	if e.inDegraded {
-		l.settleDebtLocked(m, req.Debt)
-	}
-	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
-	sh.outstanding += rep.Granted - req.Return
-	return true
-}
-
-// degradedBucketFor creates the key's degraded bucket as degradedLocked
-// would, so that a refused key is remembered as refused.
-func (l *Limiter) degradedBucketFor(m *miss, now int64) *degradedBucket {
-	if b := m.sh.buckets[m.key]; b != nil {
-		return b
-	}
-	floor := math.Max(l.cfg.MinLocalShare, l.cfg.FloorFraction/float64(m.procs))
-	local := math.Min(1, math.Max(m.e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
-	return l.degradedBucketLocked(m, now, local, m.rate()*local, m.capacity())
 }
 
 // quotaCallLocked makes the key's quota call: it returns the held quota
@@ -654,7 +615,7 @@ func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
 			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
 			left = l.quotaWant(m, &ps, n, m.cost)
 		}
-		q.degradedLeft = q.heldOnly(m.e) + left
+		q.degradedLeft = q.quotaLease(m.e) + left
 		q.degradedSet, q.degradedSpent, q.spentAt = true, 0, [4]int64{}
 	}
 	l.degradedRebaseLocked(m, q, local)
@@ -793,7 +754,7 @@ func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
 		return
 	}
 	d.quota = q.view
-	d.quotaHeld = q.heldOnly(m.e)
+	d.quotaHeld = q.quotaLease(m.e)
 	if q.degradedSet {
 		// What this process may still spend of the quotas while degraded,
 		// as a holding on top of the region's room at the last call:

@@ -81,9 +81,6 @@ type QuotaCounter struct {
 	Used      int64     // the region's spend and leases in the period
 	Allowance int64     // what the region may reach: base region + share × (limit − base total), floored
 	BaseAt    time.Time // when the base the counter holds was read; zero: none
-	// BaseRegion is the base's spend of the region (0 without a base):
-	// Used − BaseRegion is what the region added since its base.
-	BaseRegion int64
 }
 
 // Remaining is what the region may still lease in the period.

@@ -54,8 +54,8 @@ func (s *RedisStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaReply
 		return QuotaReply{}, fmt.Errorf("%w: redis quota lease %q: %w", kind, call.Key, err)
 	}
 	parts, ok := res.([]any)
-	if !ok || len(parts) != 1+4*len(call.Periods) {
-		return QuotaReply{}, fmt.Errorf("%w: quota reply is %T of %d, want %d integers", ErrStoreUnavailable, res, len(parts), 1+4*len(call.Periods))
+	if !ok || len(parts) != 1+3*len(call.Periods) {
+		return QuotaReply{}, fmt.Errorf("%w: quota reply is %T of %d, want %d integers", ErrStoreUnavailable, res, len(parts), 1+3*len(call.Periods))
 	}
 	n := make([]int64, len(parts))
 	for i, p := range parts {
@@ -67,8 +67,8 @@ func (s *RedisStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaReply
 	}
 	rep := QuotaReply{Granted: n[0]}
 	for i := range call.Periods {
-		c := QuotaCounter{Used: n[1+4*i], Allowance: n[2+4*i], BaseRegion: n[4+4*i]}
-		if bt := n[3+4*i]; bt > 0 {
+		c := QuotaCounter{Used: n[1+3*i], Allowance: n[2+3*i]}
+		if bt := n[3+3*i]; bt > 0 {
 			c.BaseAt = time.UnixMicro(bt)
 		}
 		rep.Counters[i] = c
@@ -131,7 +131,6 @@ func (s *MemoryStore) LeaseQuota(ctx context.Context, call QuotaCall) (QuotaRepl
 		q.used += g
 		sh.quotas[memQuotaKey(call.Key, p)] = &q
 		rep.Counters[i].Used = q.used
-		rep.Counters[i].BaseRegion = q.baseRegion
 		if q.baseAt > 0 {
 			rep.Counters[i].BaseAt = time.UnixMicro(q.baseAt)
 		}

@@ -177,15 +177,38 @@ func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 	m.sh.mu.Unlock()
 	rep, lat, err := l.callStore(ctx, req)
 	m.sh.mu.Lock()
-	e, sh := m.e, m.sh
-	e.busy = false
+	m.e.busy = false
 	now = l.now()
+	switch l.applyLeaseReplyLocked(m, req, rep, lat, err, now) {
+	case leaseUnavailable:
+		return l.degradedLocked(m, now)
+	case leaseRefused:
+		return l.refusedCallLocked(m, now, req)
+	}
+	return l.decideFromPermitsLocked(m.sh, m, m.e, now)
+}
+
+// leaseOutcome is what a lease call's reply did to the entry
+// (applyLeaseReplyLocked).
+type leaseOutcome uint8
+
+const (
+	leaseGranted     leaseOutcome = iota // the reply was applied: a new lease
+	leaseUnavailable                     // the store did not answer: decide degraded
+	leaseRefused                         // the store refused the key's call: refusedCallLocked
+)
+
+// applyLeaseReplyLocked applies a lease call's outcome to the entry: it
+// tells the breaker, and on a reply returns the unspent permits, charges
+// the degraded debt and takes the new lease.
+func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseReply, lat time.Duration, err error, now int64) leaseOutcome {
+	e, sh := m.e, m.sh
 	if err != nil && isTransient(err) {
 		// The returned permits may or may not have reached the store; they
 		// count as lost, which under-admits and is safe.
 		sh.outstanding -= req.Return
 		l.breaker.failure(now)
-		return l.degradedLocked(m, now)
+		return leaseUnavailable
 	}
 	if lat > l.cfg.StoreTimeout {
 		// The store answered, but slower than allowed: use the answer and
@@ -195,7 +218,7 @@ func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 		l.breaker.success()
 	}
 	if err != nil {
-		return l.refusedCallLocked(m, now, req)
+		return leaseRefused
 	}
 	if !e.fits(rep.Granted + req.Return) {
 		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
@@ -205,7 +228,7 @@ func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 	}
 	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
 	sh.outstanding += rep.Granted - req.Return
-	return l.decideFromPermitsLocked(sh, m, e, now)
+	return leaseGranted
 }
 
 // refusedCallLocked decides after the store refused the key's call for a

@@ -24,7 +24,7 @@
 -- floor(br + share × (limit − b)) − c, and every counter grants
 -- g = min(want, every room), or 0 when g < min.
 --
--- Reply: { granted, then per period: c, allowance, bt, br }.
+-- Reply: { granted, then per period: c, allowance, bt }.
 
 local want = tonumber(ARGV[1])
 local min = tonumber(ARGV[2])
@@ -69,6 +69,5 @@ for i = 1, n do
   reply[#reply + 1] = c
   reply[#reply + 1] = s[5]
   reply[#reply + 1] = s[4]
-  reply[#reply + 1] = s[3]
 end
 return reply

@@ -1,34 +1,18 @@
 package multiregion
 
 import (
-	"fmt"
-	"net/url"
 	"slices"
 	"time"
-
-	"github.com/quotaplatform/quota/internal/testserver"
 )
 
-// Calendar quotas in the harness (docs/design.md [quotas]): a plan with
-// quotas, written and awaited on every node, and the quota fields of a
-// check's answer. The scenario that uses them is quota_test.go.
+// Calendar quotas in the harness (docs/design.md [quotas]): a plan's
+// quotas (PlanFields.Quotas) and the quota fields of a check's answer. The scenario that uses them is quota_test.go.
 
 // Quota is one calendar quota of a plan: a limit in cost units per period
 // ("hour", "day", "week", "month").
 type Quota struct {
 	Period string `json:"period"`
 	Limit  int64  `json:"limit"`
-}
-
-// QuotaPlan is a plan with quotas as PUT /v1/limits/{plan} takes it and
-// GET /v1/keys/{key} shows it: the token bucket, the quotas, and their
-// calendar (TimeZone "" is UTC; AnchorDay 0 is the 1st).
-type QuotaPlan struct {
-	Rate      float64 `json:"rate"`
-	Capacity  float64 `json:"capacity"`
-	Quotas    []Quota `json:"quotas"`
-	TimeZone  string  `json:"time_zone,omitempty"`
-	AnchorDay int     `json:"anchor_day,omitempty"`
 }
 
 // QuotaRemaining is one quota as a check's answer lists it in
@@ -39,37 +23,6 @@ type QuotaRemaining struct {
 	Limit     int64  `json:"limit"`
 	Remaining int64  `json:"remaining"`
 	ResetMS   int64  `json:"reset_ms"`
-}
-
-// SetQuotaPlan creates or changes a plan with quotas through the
-// control-plane API.
-func (c *Cluster) SetQuotaPlan(plan string, p QuotaPlan) {
-	c.t.Helper()
-	c.put("/v1/limits/"+url.PathEscape(plan), p, 30*time.Second)
-}
-
-// WaitQuotaPlan waits until every live node resolves each key to a plan
-// with p's rate, capacity and quotas (GET /v1/keys/{key}): the push of the
-// catalogue has converged.
-func (c *Cluster) WaitQuotaPlan(timeout time.Duration, p QuotaPlan, keys ...string) {
-	c.t.Helper()
-	testserver.WaitFor(c.t, timeout, 50*time.Millisecond, func() error {
-		for _, n := range c.Nodes() {
-			if n.Crashed() {
-				continue
-			}
-			for _, k := range keys {
-				var v QuotaPlan
-				if err := getJSONWith(c.client, n.URL()+"/v1/keys/"+url.PathEscape(k), c.spec.AdminToken, &v); err != nil {
-					return fmt.Errorf("%s: %w", n.Name(), err)
-				}
-				if v.Rate != p.Rate || v.Capacity != p.Capacity || !sameQuotas(v.Quotas, p.Quotas) {
-					return fmt.Errorf("%s sees key %s as %+v, want %+v", n.Name(), k, v, p)
-				}
-			}
-		}
-		return nil
-	})
 }
 
 // sameQuotas compares two quota lists in any order (the API lists them

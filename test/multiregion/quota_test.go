@@ -83,7 +83,7 @@ type quotaRun struct {
 	form   quotaForm
 	prefix string
 	key    string
-	plan   QuotaPlan
+	plan   PlanFields
 	limit  int64 // the monthly quota
 	// every is one report interval: the limiter hands usage to the
 	// reporter every FlushInterval (the participant's default; the daemon
@@ -108,7 +108,7 @@ func runQuotaExhaustion(t *testing.T, c *Cluster, mode Mode, form quotaForm) {
 	prefix := fmt.Sprintf("%s-%d-", quotaScenario, time.Now().UnixNano()%1_000_000_000)
 	limit := int64(form.offered * form.run.Seconds() / 2)
 	q := &quotaRun{c: c, mode: mode, form: form, prefix: prefix, key: prefix + "k", limit: limit,
-		plan: QuotaPlan{
+		plan: PlanFields{
 			Rate: quotaRateFactor * form.offered, Capacity: quotaRateFactor * form.offered,
 			Quotas:   []Quota{{Period: "month", Limit: limit}, {Period: "day", Limit: quotaDayFactor * limit}},
 			TimeZone: "UTC", AnchorDay: 1,
@@ -116,9 +116,9 @@ func runQuotaExhaustion(t *testing.T, c *Cluster, mode Mode, form quotaForm) {
 		every: max(spec.ReportInterval, participant.DefaultOptions().FlushInterval),
 	}
 	q.bound = math.Max(0.001*float64(limit), form.offered*q.every.Seconds())
-	c.SetQuotaPlan(prefix+"plan", q.plan)
+	c.SetPlanFields(prefix+"plan", q.plan)
 	c.AssignKey(q.key, prefix+"plan")
-	c.WaitQuotaPlan(30*time.Second, q.plan, q.key)
+	c.WaitPlanFields(30*time.Second, q.plan, q.key)
 	c.WaitConverged(30 * time.Second)
 
 	log := newDecisionLog(q.key)

@@ -14,13 +14,18 @@ import (
 // exact key in every scenario, a closed-policy key through the Redis kill.
 // The scenarios' use of them is in semantics_test.go.
 
-// PlanFields is a plan as PUT /v1/limits/{plan} takes it, with its
-// semantics ("" leaves a field at its default).
+// PlanFields is a plan as PUT /v1/limits/{plan} takes it and GET
+// /v1/keys/{key} shows it, with its semantics ("" leaves a field at its
+// default) and its calendar quotas (none: no quotas; TimeZone "" is UTC,
+// AnchorDay 0 the 1st).
 type PlanFields struct {
 	Rate          float64 `json:"rate"`
 	Capacity      float64 `json:"capacity"`
 	FailurePolicy string  `json:"failure_policy,omitempty"`
 	Mode          string  `json:"mode,omitempty"`
+	Quotas        []Quota `json:"quotas,omitempty"`
+	TimeZone      string  `json:"time_zone,omitempty"`
+	AnchorDay     int     `json:"anchor_day,omitempty"`
 }
 
 // SetPlanFields creates or changes a plan, semantics included, through the
@@ -31,7 +36,8 @@ func (c *Cluster) SetPlanFields(plan string, p PlanFields) {
 }
 
 // WaitPlanFields waits until every live node resolves each key to a plan
-// with p's rate, capacity, failure policy and mode (GET /v1/keys/{key}).
+// with p's rate, capacity, failure policy, mode and quotas (GET
+// /v1/keys/{key}): the push of the catalogue has converged.
 func (c *Cluster) WaitPlanFields(timeout time.Duration, p PlanFields, keys ...string) {
 	c.t.Helper()
 	testserver.WaitFor(c.t, timeout, 50*time.Millisecond, func() error {
@@ -44,7 +50,8 @@ func (c *Cluster) WaitPlanFields(timeout time.Duration, p PlanFields, keys ...st
 				if err := getJSONWith(c.client, n.URL()+"/v1/keys/"+url.PathEscape(k), c.spec.AdminToken, &v); err != nil {
 					return fmt.Errorf("%s: %w", n.Name(), err)
 				}
-				if v.Rate != p.Rate || v.Capacity != p.Capacity || (p.FailurePolicy != "" && v.FailurePolicy != p.FailurePolicy) || (p.Mode != "" && v.Mode != p.Mode) {
+				if v.Rate != p.Rate || v.Capacity != p.Capacity || (p.FailurePolicy != "" && v.FailurePolicy != p.FailurePolicy) || (p.Mode != "" && v.Mode != p.Mode) ||
+					!sameQuotas(v.Quotas, p.Quotas) {
 					return fmt.Errorf("%s sees key %s as %+v, want %+v", n.Name(), k, v, p)
 				}
 			}
