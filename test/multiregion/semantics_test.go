@@ -25,7 +25,13 @@ const (
 	// run down by the dearest endpoint's lumps (cost 5).
 	closedCapacity = 100.0
 	exactDemand    = 2.0 // the exact key's demand, × its rate: it is rejected often
-	closedDemand   = 0.8 // the closed key's demand, × its rate: under its limit
+	// closedDemand is the closed key's demand, × its rate: under its limit,
+	// at half of what each region's demand-weighted share pays for, so that
+	// a region with a working store rejects none of it while its share
+	// follows the history. At 0.8, ap's demand sat near its share, and a
+	// lagging share once cost it a cost-5 lump in the outage window (15 of
+	// 20 allowed).
+	closedDemand = 0.5
 	// regainedWithin is how soon after its Redis answers again eu must be
 	// back on it (as for the leased keys: ProbeTimeout, with a margin).
 	regainedWithin = 2 * time.Second
