@@ -47,7 +47,11 @@ type Node struct {
 	shareChanges atomic.Uint64 // OnChange calls (keys whose share moved enough)
 
 	accMu sync.Mutex
-	acc   map[string]*pending // usage since the last tick; guarded by accMu
+	acc   map[string]pending // usage since the last tick; guarded by accMu
+	// spare is the map acc was before the last tick, emptied, to be acc
+	// after the next: with thousands of keys a tick, a new map each tick
+	// was most of the node's allocation. Only the tick touches it.
+	spare map[string]pending
 
 	// regions is Config.Regions as a set; never modified after New.
 	regions map[string]bool
@@ -128,7 +132,8 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		clock:   cfg.Clock,
 		log:     cfg.Logger.With("component", "gossip", "region", cfg.Region, "process", cfg.Process),
 		regions: regions,
-		acc:     make(map[string]*pending),
+		acc:     make(map[string]pending),
+		spare:   make(map[string]pending),
 		peers:   make(map[peerID]*peer),
 		heard:   make(map[string]time.Time),
 		gone:    make(map[string]bool),
@@ -158,12 +163,9 @@ func (n *Node) Record(batch []region.Usage) {
 	defer n.accMu.Unlock()
 	for _, u := range batch {
 		p := n.acc[u.Key]
-		if p == nil {
-			p = &pending{}
-			n.acc[u.Key] = p
-		}
 		p.demand += u.Spent + u.Rejected
 		p.admitted += u.Spent
+		n.acc[u.Key] = p
 	}
 }
 
@@ -339,8 +341,12 @@ func (n *Node) digest(now time.Time, e uint64) *Digest {
 	}
 	n.accMu.Lock()
 	acc := n.acc
-	n.acc = make(map[string]*pending, len(acc))
+	n.acc, n.spare = n.spare, nil
 	n.accMu.Unlock()
+	defer func() {
+		clear(acc)
+		n.spare = acc
+	}()
 
 	secs := elapsed.Seconds()
 	h, hl := n.cfg.Hysteresis, n.cfg.HalfLife
@@ -355,7 +361,7 @@ func (n *Node) digest(now time.Time, e uint64) *Digest {
 	keys := make([]KeyDemand, 0, len(n.own))
 	for key, s := range n.own {
 		var sd, sa float64
-		if p := acc[key]; p != nil {
+		if p, ok := acc[key]; ok {
 			sd, sa = float64(p.demand)/secs, float64(p.admitted)/secs
 		}
 		totD += sd

@@ -185,9 +185,22 @@ func batchReportBytes(r *Report) int {
 
 // SplitBatches groups reports by region and publishing process (their
 // subject), keeping their order within a group, and cuts each group into
-// batches that EncodeBatch takes.
+// batches that EncodeBatch takes. When every report shares one group (a
+// process's own reports, the usual flush) the batches are slices of reps,
+// not copies.
 func SplitBatches(reps []Report) [][]Report {
 	type group struct{ region, process string }
+	if len(reps) == 0 {
+		return nil
+	}
+	first := group{reps[0].Region, subjectProcess(reps[0].ProcessID)}
+	one := true
+	for i := 1; i < len(reps) && one; i++ {
+		one = reps[i].Region == first.region && subjectProcess(reps[i].ProcessID) == first.process
+	}
+	if one {
+		return cutBatches(nil, reps, first.region, first.process)
+	}
 	var order []group
 	groups := make(map[group][]Report)
 	for _, r := range reps {
@@ -199,17 +212,23 @@ func SplitBatches(reps []Report) [][]Report {
 	}
 	var out [][]Report
 	for _, g := range order {
-		rs := groups[g]
-		header := 4 + len(g.region) + len(g.process) + 4*binary.MaxVarintLen64
-		for len(rs) > 0 {
-			n, size := 0, header
-			for n < len(rs) && n < MaxBatchReports && size+batchReportBytes(&rs[n]) <= MaxBatchBytes {
-				size += batchReportBytes(&rs[n])
-				n++
-			}
-			out = append(out, rs[:n:n])
-			rs = rs[n:]
+		out = cutBatches(out, groups[g], g.region, g.process)
+	}
+	return out
+}
+
+// cutBatches appends to out the batches of one group's reports, each
+// within MaxBatchReports and MaxBatchBytes.
+func cutBatches(out [][]Report, rs []Report, region, process string) [][]Report {
+	header := 4 + len(region) + len(process) + 4*binary.MaxVarintLen64
+	for len(rs) > 0 {
+		n, size := 0, header
+		for n < len(rs) && n < MaxBatchReports && size+batchReportBytes(&rs[n]) <= MaxBatchBytes {
+			size += batchReportBytes(&rs[n])
+			n++
 		}
+		out = append(out, rs[:n:n])
+		rs = rs[n:]
 	}
 	return out
 }

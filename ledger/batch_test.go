@@ -114,6 +114,46 @@ func TestSplitBatches(t *testing.T) {
 	}
 }
 
+// A process's own reports, one group, are cut in order by the count and
+// byte caps, as mixed ones are.
+func TestSplitBatchesOneGroup(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		key  string
+		n    int
+		want int // batches at least
+	}{
+		{"count cap", "k", 2*MaxBatchReports + 1, 3},
+		{"byte cap", strings.Repeat("k", MaxKeyLen), 2000, 2},
+		{"one batch", "k", 10, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reps := make([]Report, tt.n)
+			for i := range reps {
+				reps[i] = validReport()
+				reps[i].Key = tt.key
+				reps[i].Seq = int64(i + 1)
+			}
+			batches := SplitBatches(reps)
+			var seq int64
+			for i, b := range batches {
+				if _, _, err := EncodeBatch(b); err != nil {
+					t.Fatalf("batch %d (%d reports): %v", i, len(b), err)
+				}
+				for _, r := range b {
+					if r.Seq != seq+1 {
+						t.Fatalf("batch %d: report seq %d after %d: order lost", i, r.Seq, seq)
+					}
+					seq = r.Seq
+				}
+			}
+			if seq != int64(tt.n) || len(batches) < tt.want {
+				t.Fatalf("%d batches holding %d reports, want ≥ %d holding %d", len(batches), seq, tt.want, tt.n)
+			}
+		})
+	}
+}
+
 func gz(raw []byte) []byte {
 	var b bytes.Buffer
 	w := gzip.NewWriter(&b)

@@ -284,7 +284,9 @@ func (l *Limiter) accountReturn(sh *shard, r pendingReturn) {
 // Flush hands every usage delta to Config.Usage now. Each delta is handed
 // over exactly once.
 func (l *Limiter) Flush() {
-	var batch []Usage
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	batch := l.flushBuf[:0]
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
@@ -300,6 +302,8 @@ func (l *Limiter) Flush() {
 	if len(batch) > 0 && l.cfg.Usage != nil {
 		l.cfg.Usage.Record(batch)
 	}
+	clear(batch) // drop the keys until the next flush refills it
+	l.flushBuf = batch[:0]
 }
 
 // Stats is a snapshot of the Limiter, for metrics and tests.

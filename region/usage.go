@@ -39,7 +39,9 @@ type Usage struct {
 
 // UsageSink receives usage deltas. Record is called from the Limiter's
 // background loop (Run) and from Flush, never on the decision path; it must
-// not block for long and must not lose what it accepted.
+// not block for long and must not lose what it accepted. The batch is the
+// Limiter's and is reused once Record returns: a sink that keeps deltas
+// copies them.
 type UsageSink interface {
 	Record(batch []Usage)
 }

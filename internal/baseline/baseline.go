@@ -7,15 +7,26 @@ package baseline
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"runtime/metrics"
 )
 
 // CheckHandler serves POST /v1/allow (a check body, answered with a fixed
-// decision; 400 for a body that is not one) and GET /readyz.
+// decision; 400 for a body that is not one), GET /readyz, and GET /metrics
+// with the one counter the load test reads from any server it loads,
+// go_memstats_alloc_bytes_total (as the Prometheus Go collector names the
+// process's allocated bytes), so that the baseline's allocation per check
+// is measured as the daemon's is.
 func CheckHandler() http.Handler {
 	answer := []byte(`{"allowed":true,"remaining":999,"limit":1000,"retry_after_ms":0,"reset_ms":1,"stale_ms":0,"degraded":false}` + "\n")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+		metrics.Read(s)
+		fmt.Fprintf(w, "go_memstats_alloc_bytes_total %d\n", s[0].Value.Uint64())
+	})
 	mux.HandleFunc("POST /v1/allow", func(w http.ResponseWriter, r *http.Request) {
 		var c struct {
 			Key  string `json:"key"`
