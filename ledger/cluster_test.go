@@ -13,13 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
-	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/migrations"
 	"github.com/quotaplatform/quota/region"
 )
@@ -78,13 +76,15 @@ func TestReplicatedStreamAndBucketOutliveALostServer(t *testing.T) {
 	}
 	checkPlaced(t, kvs.CachedInfo(), cl.Name())
 
-	rep, metrics := clusterReporter(t, connectOrdered(t, cl, lost), scfg)
-	rec := startClusterReconciler(t, connectOrdered(t, cl, lost), pool, scfg)
+	rep, metrics := ledgertest.Reporter(t, connectOrdered(t, cl, lost), "eu-1", func(c *ledger.Config) {
+		c.Stream, c.PublishTimeout = scfg, time.Second
+	})
+	rec := ledgertest.StartReconciler(t, connectOrdered(t, cl, lost), pool, scfg)
 
 	// Everything works with three servers.
 	window := time.Now().UTC().Truncate(time.Minute)
 	rep.Record([]region.Usage{{Key: "k-before", WindowStart: window, Spent: 5}})
-	flushAcked(t, rep, metrics, 1)
+	ledgertest.FlushAcked(t, rep, metrics, 1)
 	putPlan(t, writer, region.Plan{Name: "pro", Rate: 10, Capacity: 20})
 	if _, err := writer.Assign(ctx, "admin", "acct_1", "pro"); err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestReplicatedStreamAndBucketOutliveALostServer(t *testing.T) {
 	t.Logf("stopped %s-%d, the usage stream's leader", cl.Name(), lost)
 
 	rep.Record([]region.Usage{{Key: "k-after", WindowStart: window, Spent: 7}})
-	flushAcked(t, rep, metrics, 2)
+	ledgertest.FlushAcked(t, rep, metrics, 2)
 	t.Logf("report acknowledged %v after the loss", time.Since(start).Round(time.Millisecond))
 	putPlan(t, writer, region.Plan{Name: "pro", Rate: 30, Capacity: 60})
 	waitPlan(t, reader, region.Plan{Name: "pro", Rate: 30, Capacity: 60})
@@ -203,58 +203,6 @@ func waitPlan(t *testing.T, c *catalog.Catalog, want region.Plan) {
 	})
 }
 
-func clusterReporter(t *testing.T, js jetstream.JetStream, scfg ledger.StreamConfig) (*ledger.Reporter, *ledger.Metrics) {
-	t.Helper()
-	cfg := ledger.DefaultConfig()
-	cfg.Region, cfg.ProcessID, cfg.AppendIncarnation = "eu", "eu-1", false
-	cfg.SpoolDir = t.TempDir()
-	cfg.Stream = scfg
-	cfg.PublishTimeout = time.Second
-	cfg.Metrics = ledger.NewMetrics(nil)
-	rep, err := ledger.NewReporter(js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rep.Close(ctx); err != nil {
-			t.Errorf("Reporter.Close: %v", err)
-		}
-	})
-	return rep, cfg.Metrics
-}
-
-// flushAcked flushes until JetStream has acknowledged published reports in
-// all and none waits in the spool or in memory.
-func flushAcked(t *testing.T, rep *ledger.Reporter, m *ledger.Metrics, published float64) {
-	t.Helper()
-	testserver.WaitFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		if err := rep.Flush(ctx); err != nil {
-			return err
-		}
-		p, spooled, unreported := metricValue(m.Published), metricValue(m.SpoolReports), metricValue(m.Unacknowledge)
-		if p < published || spooled > 0 || unreported > 0 {
-			return fmt.Errorf("%v reports acknowledged (want %v), %v in the spool, %v windows unreported", p, published, spooled, unreported)
-		}
-		return nil
-	})
-}
-
-// metricValue reads a counter or gauge.
-func metricValue(m prometheus.Metric) float64 {
-	var d dto.Metric
-	if err := m.Write(&d); err != nil {
-		return -1
-	}
-	if d.Counter != nil {
-		return d.Counter.GetValue()
-	}
-	return d.Gauge.GetValue()
-}
-
 func clusterTestPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	url := testserver.NewDatabase(t)
@@ -267,33 +215,6 @@ func clusterTestPool(t *testing.T) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
-}
-
-func startClusterReconciler(t *testing.T, js jetstream.JetStream, pool *pgxpool.Pool, scfg ledger.StreamConfig) *reconcile.Reconciler {
-	t.Helper()
-	cfg := reconcile.DefaultConfig()
-	cfg.Stream = scfg
-	cfg.BatchInterval, cfg.AckWait = 50*time.Millisecond, 2*time.Second
-	cfg.RetryMin, cfg.RetryMax = 20*time.Millisecond, 200*time.Millisecond
-	r, err := reconcile.New(js, reconcile.NewWriter(pool), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("reconciler Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("the reconciler did not stop")
-		}
-	})
-	return r
 }
 
 // waitLedger waits until Postgres holds want as each key's spent usage.

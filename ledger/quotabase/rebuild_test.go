@@ -8,14 +8,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/quotabase"
-	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region"
 )
@@ -42,7 +40,7 @@ func TestQuotaRebuiltFromTheLedger(t *testing.T) {
 	url := testserver.NewDatabase(t)
 	pool := ledgerPool(t, url, quotabase.DefaultConfig())
 	startServer(t, nc, pool, quotabase.DefaultConfig())
-	startReconciler(t, js, writerPool(t, url))
+	ledgertest.StartReconciler(t, js, writerPool(t, url), ledger.DefaultStreamConfig())
 	rsrv := testserver.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rsrv.Addr})
 	t.Cleanup(func() { rdb.Close() })
@@ -57,7 +55,7 @@ func TestQuotaRebuiltFromTheLedger(t *testing.T) {
 	// process starts one limiter process of region eu: its reporter and
 	// its quota-base client on the test's NATS.
 	process := func(id string) (*region.Limiter, func()) {
-		rep, metrics := newReporter(t, js, id)
+		rep, metrics := ledgertest.Reporter(t, js, id, nil)
 		cfg := region.DefaultConfig()
 		cfg.Region = "eu"
 		cfg.StoreTimeout = 2 * time.Second // about wiring, not latency
@@ -69,7 +67,7 @@ func TestQuotaRebuiltFromTheLedger(t *testing.T) {
 		}
 		stop := func() {
 			lim.Drain(ctx)
-			flushReporter(t, rep, metrics)
+			ledgertest.FlushAcked(t, rep, metrics, 0)
 		}
 		return lim, stop
 	}
@@ -106,76 +104,6 @@ func TestQuotaRebuiltFromTheLedger(t *testing.T) {
 	if st.QuotaBaseRequests == 0 || st.QuotaBaseFailures != 0 {
 		t.Fatalf("%d base requests, %d failed: the counters were not re-based on the ledger", st.QuotaBaseRequests, st.QuotaBaseFailures)
 	}
-}
-
-func newReporter(t *testing.T, js jetstream.JetStream, process string) (*ledger.Reporter, *ledger.Metrics) {
-	t.Helper()
-	cfg := ledger.DefaultConfig()
-	cfg.Region, cfg.ProcessID, cfg.AppendIncarnation = "eu", process, false
-	cfg.SpoolDir = t.TempDir()
-	cfg.PublishTimeout = 2 * time.Second
-	cfg.Metrics = ledger.NewMetrics(nil)
-	rep, err := ledger.NewReporter(js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rep.Close(ctx); err != nil {
-			t.Errorf("Reporter.Close: %v", err)
-		}
-	})
-	return rep, cfg.Metrics
-}
-
-// flushReporter flushes until nothing waits in the spool or in memory.
-func flushReporter(t *testing.T, rep *ledger.Reporter, m *ledger.Metrics) {
-	t.Helper()
-	testserver.WaitFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		if err := rep.Flush(ctx); err != nil {
-			return err
-		}
-		if spooled, unreported := gaugeValue(m.SpoolReports), gaugeValue(m.Unacknowledge); spooled > 0 || unreported > 0 {
-			return fmt.Errorf("%v reports in the spool, %v windows unreported", spooled, unreported)
-		}
-		return nil
-	})
-}
-
-func gaugeValue(g prometheus.Gauge) float64 {
-	var d dto.Metric
-	if err := g.Write(&d); err != nil {
-		return -1
-	}
-	return d.GetGauge().GetValue()
-}
-
-func startReconciler(t *testing.T, js jetstream.JetStream, pool *pgxpool.Pool) {
-	t.Helper()
-	cfg := reconcile.DefaultConfig()
-	cfg.BatchInterval, cfg.AckWait = 50*time.Millisecond, 2*time.Second
-	cfg.RetryMin, cfg.RetryMax = 20*time.Millisecond, 200*time.Millisecond
-	r, err := reconcile.New(js, reconcile.NewWriter(pool), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("reconciler Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("the reconciler did not stop")
-		}
-	})
 }
 
 // waitSpent waits until the ledger holds want as key's spent cost.
