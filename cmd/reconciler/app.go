@@ -48,7 +48,7 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newNATS,
 			newJetStream,
 			newPool,
-			func(p *pgxpool.Pool) reconcile.Store { return reconcile.NewWriter(p) },
+			newWriter,
 			newReconciler,
 			newBillingPool,
 			newBillingLedger,
@@ -117,12 +117,27 @@ func newPool(lc fx.Lifecycle, o options) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
 	}
+	// The Writer writes a batch's parts on --write-parallel connections at
+	// once, and records dead letters on one more.
+	cfg.MaxConns = max(cfg.MaxConns, int32(o.WriteParallel)+1)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	return pool, nil
+}
+
+// newWriter is the reconciler's Store: the Postgres Writer, writing each
+// batch in up to --write-parallel parts at once.
+func newWriter(o options, pool *pgxpool.Pool) (reconcile.Store, error) {
+	cfg := reconcile.DefaultWriterConfig()
+	cfg.Parallel = o.WriteParallel
+	w, err := reconcile.NewWriterWithConfig(pool, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--write-parallel: %w", err)
+	}
+	return w, nil
 }
 
 // newTracer exports spans over OTLP when --otlp-endpoint is set (nil, no

@@ -18,6 +18,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/planmirror"
 	"github.com/quotaplatform/quota/ledger/quotabase"
+	"github.com/quotaplatform/quota/ledger/reconcile"
 )
 
 // options are the reconciler's settings from flags and environment.
@@ -38,6 +39,10 @@ type options struct {
 	Regions       string
 	BatchSize     int
 	BatchInterval time.Duration
+	// WriteParallel is the most transactions, on as many Postgres
+	// connections, that one batch is written in at once
+	// (reconcile.WriterConfig.Parallel).
+	WriteParallel int
 	OTLPEndpoint  string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
 	// QuotaBaseSubject is the NATS subject serve answers quota-base
 	// requests on (ledger/quotabase), in queue group quotabase.DefaultQueue.
@@ -85,6 +90,7 @@ func defaultOptions() options {
 		Durable:        "reconciler",
 		BatchSize:      5000,
 		BatchInterval:  200 * time.Millisecond,
+		WriteParallel:  reconcile.DefaultWriterConfig().Parallel,
 
 		QuotaBaseSubject: quotabase.DefaultSubject,
 		CatalogBucket:    planmirror.DefaultConfig().Bucket,
@@ -147,6 +153,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.StringVar(&o.Regions, "regions", "", "consume only these regions' reports, comma-separated, to split the stream between reconcilers (one per region, each its own --durable); empty = every region")
 		fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "most reports per Postgres transaction")
 		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait to fill a batch")
+		fs.IntVar(&o.WriteParallel, "write-parallel", o.WriteParallel,
+			"write each batch as up to this many primary-key ranges at once, each its own transaction on its own Postgres connection (about Postgres's cores; 1: one transaction per batch)")
 		fs.Var(&o.BillingToken, "billing-token",
 			"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
 		fs.IntVar(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool")
@@ -239,6 +247,8 @@ func (o *options) validate(cmd string) error {
 		check(err == nil, "--regions: %v", err)
 		check(o.BatchSize >= 1, "--batch-size: must be at least 1, got %d", o.BatchSize)
 		check(o.BatchInterval > 0, "--batch-interval: must be positive, got %v", o.BatchInterval)
+		check(o.WriteParallel >= 1 && o.WriteParallel <= reconcile.MaxWriteParallel,
+			"--write-parallel: must be 1 to %d, got %d", reconcile.MaxWriteParallel, o.WriteParallel)
 		check(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns,
 			"--billing-max-conns: must be 1 to %d, got %d", maxBillingConns, o.BillingMaxConns)
 		check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay,

@@ -116,6 +116,13 @@ func TestParseFlags(t *testing.T) {
 		{"region not a subject token", "serve", []string{"--regions", "eu,u.s"}, nil, nil, `--regions: entry 2 "u.s"`},
 		{"region twice", "serve", []string{"--regions", "eu,eu"}, nil, nil, `--regions: region "eu" appears twice`},
 		{"empty region", "serve", []string{"--regions", "eu,,us"}, nil, nil, "--regions: entry 2"},
+		{"write parallel default", "serve", nil, nil, func(o options) bool { return o.WriteParallel == 2 }, ""},
+		{"write parallel from env", "serve", nil, map[string]string{"QUOTA_WRITE_PARALLEL": "4"},
+			func(o options) bool { return o.WriteParallel == 4 }, ""},
+		{"write parallel zero", "serve", []string{"--write-parallel", "0"}, nil, nil, "--write-parallel: must be 1 to 64, got 0"},
+		{"write parallel negative", "serve", []string{"--write-parallel", "-1"}, nil, nil, "--write-parallel: must be 1 to 64, got -1"},
+		{"write parallel too many", "serve", []string{"--write-parallel", "65"}, nil, nil, "--write-parallel: must be 1 to 64, got 65"},
+		{"write parallel not a number", "serve", []string{"--write-parallel", "two"}, nil, nil, "-write-parallel"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

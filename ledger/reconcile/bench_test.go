@@ -61,16 +61,19 @@ func BenchmarkIngest(b *testing.B) {
 // BenchmarkWrite measures the Writer alone, rows/s into Postgres: b.N rows
 // in batches of 5000 (the reconciler's default BatchSize), split between
 // one or two Writers that each have their own pool and write at the same
-// time (two reconcilers on one Postgres). Keys are spread over the key
-// space, as customers' keys are. "new rows": every row is inserted;
-// "updates": every row exists (written before the timer) and takes a newer
-// cumulative report. Run with a fixed count, e.g.
+// time (two reconcilers on one Postgres), each Writer writing a batch in
+// one transaction (parallel=1) or in two key ranges at once (parallel=2,
+// WriterConfig's default). Keys are spread over the key space, as
+// customers' keys are. "new rows": every row is inserted; "updates": every
+// row exists (written before the timer) and takes a newer cumulative
+// report. Run with a fixed count, e.g.
 // go test -run XXX -bench 'Write$' -benchtime 200000x ./ledger/reconcile/
 func BenchmarkWrite(b *testing.B) {
 	const batch = 5000
 	for _, mode := range []string{"new rows", "updates"} {
-		for _, writers := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/writers=%d", mode, writers), func(b *testing.B) {
+		for _, wp := range [][2]int{{1, 1}, {1, 2}, {2, 1}, {2, 2}} {
+			writers, parallel := wp[0], wp[1]
+			b.Run(fmt.Sprintf("%s/writers=%d/parallel=%d", mode, writers, parallel), func(b *testing.B) {
 				url := testserver.NewDatabase(b)
 				pools := []*pgxpool.Pool{migratedPool(b, url)}
 				for len(pools) < writers {
@@ -103,12 +106,18 @@ func BenchmarkWrite(b *testing.B) {
 						}
 					}
 				}
+				wcfg := reconcile.DefaultWriterConfig()
+				wcfg.Parallel = parallel
 				b.ResetTimer()
 				start := time.Now()
 				errs := make(chan error, writers) // one result per writer
 				for w := range writers {
 					go func() {
-						wr := reconcile.NewWriter(pools[w])
+						wr, err := reconcile.NewWriterWithConfig(pools[w], wcfg)
+						if err != nil {
+							errs <- err
+							return
+						}
 						for _, reps := range work[w] {
 							if _, err := wr.Write(ctx, reps); err != nil {
 								errs <- err

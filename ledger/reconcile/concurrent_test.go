@@ -20,9 +20,24 @@ import (
 // after round; each round also brings a month that has no partition yet,
 // which both create on demand. No write may fail (a deadlock is SQLSTATE
 // 40P01), and every row must end with the greatest figures of all rounds.
+// Each writer writes a batch in one transaction, or in three parts at once
+// (WriterConfig.Parallel): six transactions then share rows.
 func TestConcurrentWritersDoNotDeadlock(t *testing.T) {
+	for _, parallel := range []int{1, 3} {
+		t.Run(fmt.Sprintf("parallel=%d", parallel), func(t *testing.T) { testConcurrentWriters(t, parallel) })
+	}
+}
+
+func testConcurrentWriters(t *testing.T, parallel int) {
 	url := testserver.NewDatabase(t)
-	writers := [2]*reconcile.Writer{reconcile.NewWriter(migratedPool(t, url)), reconcile.NewWriter(migratedPool(t, url))}
+	var writers [2]*reconcile.Writer
+	for i := range writers {
+		w, err := reconcile.NewWriterWithConfig(migratedPool(t, url), reconcile.WriterConfig{Parallel: parallel, MinPartRows: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writers[i] = w
+	}
 	pool := migratedPool(t, url)
 	const keys, rounds = 200, 30
 	ctx := context.Background()

@@ -25,7 +25,10 @@
 // A lost durable consumer (deleted, or its stream) is created again; Run is
 // not Ready until it consumes from it.
 //
-// The Writer (the Postgres Store) merges each report into its row
+// The Writer (the Postgres Store) writes a batch in contiguous primary-key
+// ranges, each its own transaction on its own connection, at once
+// (WriterConfig.Parallel, default 2), every transaction taking its rows
+// in primary-key order. It merges each report into its row
 // (key, window_start, process_id): spent, rejected and degraded take the
 // greatest value, leased and seq come from the report with the highest seq,
 // and final sticks once true. Reports are cumulative, so a redelivered,
@@ -33,7 +36,9 @@
 // to what Postgres stores (whole microseconds, UTC) before a batch is
 // merged: window starts that differ below the microsecond are one row.
 //
-// Run owns one goroutine (the caller's); the package starts no other.
+// Run owns one goroutine (the caller's). The Writer starts one goroutine
+// per part of a batch beyond the first (WriterConfig.Parallel), for the
+// duration of Write; the package starts no other.
 //
 // Time: BatchInterval, the retry backoff and the idle check are measured on
 // the system clock, as they pace waiting on JetStream and Postgres; there is

@@ -20,7 +20,10 @@ import (
 // Store is where the Reconciler writes. Writer is the Postgres
 // implementation. The Reconciler calls it from one goroutine at a time.
 type Store interface {
-	// Write writes a batch of reports atomically and idempotently.
+	// Write writes a batch of reports idempotently; when it fails, it may
+	// have written part of the batch (the Writer's parts, see
+	// WriterConfig.Parallel), which writing the batch again makes
+	// harmless.
 	Write(ctx context.Context, reports []ledger.Report) (WriteResult, error)
 	// DeadLetter records messages that will not be written, atomically and
 	// idempotently (a redelivered letter is recorded once).
