@@ -49,8 +49,9 @@ type Node struct {
 	accMu sync.Mutex
 	acc   map[string]pending // usage since the last tick; guarded by accMu
 	// spare is the map acc was before the last tick, emptied, to be acc
-	// after the next: with thousands of keys a tick, a new map each tick
-	// was most of the node's allocation. Only the tick touches it.
+	// after the next (nil when that map held more than maxSpareKeys): with
+	// thousands of keys a tick, a new map each tick was most of the node's
+	// allocation. Only the tick touches it.
 	spare map[string]pending
 
 	// regions is Config.Regions as a set; never modified after New.
@@ -80,6 +81,10 @@ type Node struct {
 }
 
 type pending struct{ demand, admitted int64 }
+
+// maxSpareKeys bounds the map of pending usage kept for reuse (Node.spare):
+// about 3 MB.
+const maxSpareKeys = 1 << 16
 
 type keyState struct {
 	born                   uint64  // epoch of the key's first digest here
@@ -342,10 +347,17 @@ func (n *Node) digest(now time.Time, e uint64) *Digest {
 	n.accMu.Lock()
 	acc := n.acc
 	n.acc, n.spare = n.spare, nil
+	if n.acc == nil {
+		n.acc = make(map[string]pending, len(acc))
+	}
 	n.accMu.Unlock()
 	defer func() {
-		clear(acc)
-		n.spare = acc
+		// A cleared map keeps its size: past maxSpareKeys, one tick's
+		// burst of keys would pin its memory for good, so it goes.
+		if len(acc) <= maxSpareKeys {
+			clear(acc)
+			n.spare = acc
+		}
 	}()
 
 	secs := elapsed.Seconds()

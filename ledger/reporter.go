@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/scratch"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -198,6 +199,8 @@ type Reporter struct {
 	repsBuf     []Report
 	okBuf       []Report
 	acceptedBuf map[spoolKey]int64
+	// acceptedHigh is the most entries acceptedBuf has been made for.
+	acceptedHigh int
 
 	stop chan struct{}
 	done chan struct{}
@@ -360,7 +363,7 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 	r.ensureStreamOnce(ctx)
 	spooled := r.spool.Len()
 	due := r.buildDue(r.dueBuf[:0], now, closing)
-	r.dueBuf = due
+	defer func() { r.dueBuf = scratch.Reuse(due) }()
 	if spooled == 0 && len(due) == 0 {
 		r.m.Unacknowledge.Set(0)
 		r.m.SpoolFullNow.Set(0)
@@ -492,13 +495,15 @@ func (r *Reporter) publishOrSpool(ctx context.Context, due []built) (map[spoolKe
 	for i := range due {
 		reps = append(reps, due[i].rep)
 	}
-	r.repsBuf = reps
+	defer func() { r.repsBuf = scratch.Reuse(reps) }()
 	var published []Report
 	if len(reps) > 0 && r.connected() {
 		published = r.publish(ctx, reps)
 	}
-	if r.acceptedBuf == nil {
-		r.acceptedBuf = make(map[spoolKey]int64, len(published))
+	// A map keeps its size once cleared: reuse it only while this flush
+	// fills a fair part of it.
+	if r.acceptedBuf == nil || len(published) < r.acceptedHigh/4 {
+		r.acceptedBuf, r.acceptedHigh = make(map[spoolKey]int64, len(published)), len(published)
 	}
 	accepted := r.acceptedBuf
 	clear(accepted)
@@ -515,6 +520,7 @@ func (r *Reporter) publishOrSpool(ctx context.Context, due []built) (map[spoolKe
 	for i := range spooled {
 		accepted[keyOf(&spooled[i])] = spooled[i].Seq
 	}
+	r.acceptedHigh = max(r.acceptedHigh, len(accepted))
 	r.updateSpoolGauges()
 	return accepted, err
 }
@@ -639,8 +645,9 @@ func (r *Reporter) messages(reps []Report) []outMsg {
 // returned is the Reporter's, reused by the next call (under flushMu).
 func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
 	msgs := r.messages(reps)
-	ok := r.okBuf[:0]
-	defer func() { r.okBuf = ok[:0] }()
+	// What the last call returned is the caller's until now.
+	ok := scratch.Reuse(r.okBuf)
+	defer func() { r.okBuf = ok }()
 	sent := 0
 	for lo := 0; lo < len(msgs); lo += r.cfg.PublishBatch {
 		window := msgs[lo:min(lo+r.cfg.PublishBatch, len(msgs))]

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/quotaplatform/quota/internal/scratch"
 )
 
 // coarseTick is the resolution of the decision clock while Run runs.
@@ -302,8 +304,7 @@ func (l *Limiter) Flush() {
 	if len(batch) > 0 && l.cfg.Usage != nil {
 		l.cfg.Usage.Record(batch)
 	}
-	clear(batch) // drop the keys until the next flush refills it
-	l.flushBuf = batch[:0]
+	l.flushBuf = scratch.Reuse(batch)
 }
 
 // Stats is a snapshot of the Limiter, for metrics and tests.
