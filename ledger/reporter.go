@@ -195,12 +195,10 @@ type Reporter struct {
 	// changed window (10,000 keys make 10,000 reports a second), and
 	// building them afresh was a quarter of a daemon's allocation per check
 	// at 0.5 checks/s per key. Nothing holds them past the flush.
-	dueBuf      []built
-	repsBuf     []Report
-	okBuf       []Report
-	acceptedBuf map[spoolKey]int64
-	// acceptedHigh is the most entries acceptedBuf has been made for.
-	acceptedHigh int
+	dueBuf      scratch.Buffer[built]
+	repsBuf     scratch.Buffer[Report]
+	okBuf       scratch.Buffer[Report]
+	acceptedBuf scratch.Map[spoolKey, int64]
 
 	stop chan struct{}
 	done chan struct{}
@@ -362,8 +360,8 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 	now := r.cfg.Clock.Now()
 	r.ensureStreamOnce(ctx)
 	spooled := r.spool.Len()
-	due := r.buildDue(r.dueBuf[:0], now, closing)
-	defer func() { r.dueBuf = scratch.Reuse(due) }()
+	due := r.buildDue(r.dueBuf.Get(), now, closing)
+	defer func() { r.dueBuf.Put(due) }()
 	if spooled == 0 && len(due) == 0 {
 		r.m.Unacknowledge.Set(0)
 		r.m.SpoolFullNow.Set(0)
@@ -491,22 +489,17 @@ func (r *Reporter) freeLocked(k entryKey) {
 // report either accepted, by (process, key, window), and spoolReports'
 // error. The map is the Reporter's, reused by the next flush.
 func (r *Reporter) publishOrSpool(ctx context.Context, due []built) (map[spoolKey]int64, error) {
-	reps := r.repsBuf[:0]
+	reps := r.repsBuf.Get()
 	for i := range due {
 		reps = append(reps, due[i].rep)
 	}
-	defer func() { r.repsBuf = scratch.Reuse(reps) }()
+	defer func() { r.repsBuf.Put(reps) }()
 	var published []Report
 	if len(reps) > 0 && r.connected() {
 		published = r.publish(ctx, reps)
 	}
-	// A map keeps its size once cleared: reuse it only while this flush
-	// fills a fair part of it.
-	if r.acceptedBuf == nil || len(published) < r.acceptedHigh/4 {
-		r.acceptedBuf, r.acceptedHigh = make(map[spoolKey]int64, len(published)), len(published)
-	}
-	accepted := r.acceptedBuf
-	clear(accepted)
+	accepted := r.acceptedBuf.Get()
+	defer r.acceptedBuf.Put()
 	for i := range published {
 		accepted[keyOf(&published[i])] = published[i].Seq
 	}
@@ -520,7 +513,6 @@ func (r *Reporter) publishOrSpool(ctx context.Context, due []built) (map[spoolKe
 	for i := range spooled {
 		accepted[keyOf(&spooled[i])] = spooled[i].Seq
 	}
-	r.acceptedHigh = max(r.acceptedHigh, len(accepted))
 	r.updateSpoolGauges()
 	return accepted, err
 }
@@ -645,9 +637,8 @@ func (r *Reporter) messages(reps []Report) []outMsg {
 // returned is the Reporter's, reused by the next call (under flushMu).
 func (r *Reporter) publish(ctx context.Context, reps []Report) []Report {
 	msgs := r.messages(reps)
-	// What the last call returned is the caller's until now.
-	ok := scratch.Reuse(r.okBuf)
-	defer func() { r.okBuf = ok }()
+	ok := r.okBuf.Get() // what the last call returned was the caller's until now
+	defer func() { r.okBuf.Put(ok) }()
 	sent := 0
 	for lo := 0; lo < len(msgs); lo += r.cfg.PublishBatch {
 		window := msgs[lo:min(lo+r.cfg.PublishBatch, len(msgs))]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/scratch"
 )
 
 // slowStripes serialises store calls per key without a mutex per entry:
@@ -70,7 +71,7 @@ type Limiter struct {
 	// flushBuf is Flush's batch, reused: 10,000 keys changed a second make
 	// a 10,000-delta batch a second. Guarded by flushMu.
 	flushMu  sync.Mutex
-	flushBuf []Usage
+	flushBuf scratch.Buffer[Usage]
 
 	// inMemory is set when the store is a MemoryStore, which answers
 	// without I/O: its calls get no deadline (callStoreWithin).

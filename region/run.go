@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/quotaplatform/quota/internal/scratch"
 )
 
 // coarseTick is the resolution of the decision clock while Run runs.
@@ -288,7 +286,7 @@ func (l *Limiter) accountReturn(sh *shard, r pendingReturn) {
 func (l *Limiter) Flush() {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
-	batch := l.flushBuf[:0]
+	batch := l.flushBuf.Get()
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
@@ -304,7 +302,7 @@ func (l *Limiter) Flush() {
 	if len(batch) > 0 && l.cfg.Usage != nil {
 		l.cfg.Usage.Record(batch)
 	}
-	l.flushBuf = scratch.Reuse(batch)
+	l.flushBuf.Put(batch)
 }
 
 // Stats is a snapshot of the Limiter, for metrics and tests.
