@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -276,4 +277,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkLedger sets the run's ledger comparison and asserts it, as every
+// scenario does: the ledger's spent equals what the clients saw allowed
+// (of whose, which processes were compared: "live processes", "per
+// process"), and its degraded cost what they saw flagged degraded.
+func (f *Figures) checkLedger(l LedgerCheck, whose string) {
+	f.Ledger = l
+	if !l.Wired {
+		f.check("ledger spent == allowed seen by clients", false, "no usage report reached the ledger (is the Reporter wired into the daemon?)", "exact")
+		return
+	}
+	v := fmt.Sprintf("ledger %d, clients %d", l.LedgerSpent, l.ClientAllowed)
+	if len(l.Mismatches) > 0 {
+		v += "; " + strings.Join(l.Mismatches, "; ")
+	}
+	f.check("ledger spent == allowed seen by clients ("+whose+")", l.Exact(), v, "exact")
+	f.check("ledger degraded == degraded seen by clients", l.ClientDegraded == l.LedgerDegraded,
+		fmt.Sprintf("ledger %d, clients %d", l.LedgerDegraded, l.ClientDegraded), "exact")
 }

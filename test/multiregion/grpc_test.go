@@ -151,41 +151,12 @@ func TestGRPCScenario(t *testing.T) {
 	f.check("wrongly rejected (keys under their limit)", f.WrongRejectPct <= 1,
 		fmt.Sprintf("%.3f %% (%d of %d, %d keys)", f.WrongRejectPct, f.UnderRejected, f.UnderDemand, f.UnderKeys), "≤ 1 %")
 	f.check("failed API calls", f.Failed == 0, fmt.Sprintf("%d checks", f.Failed), "0")
-	f.Ledger = c.CompareLedger(rec, prefix, nil, 30*time.Second)
-	l := f.Ledger
-	v := fmt.Sprintf("ledger %d, clients %d", l.LedgerSpent, l.ClientAllowed)
-	if len(l.Mismatches) > 0 {
-		v += "; " + strings.Join(l.Mismatches, "; ")
-	}
-	f.check("ledger spent == allowed seen by clients (live processes)", l.Exact(), v, "exact")
-	f.check("ledger degraded == degraded seen by clients", l.Wired && l.ClientDegraded == l.LedgerDegraded,
-		fmt.Sprintf("ledger %d, clients %d", l.LedgerDegraded, l.ClientDegraded), "exact")
+	f.checkLedger(c.CompareLedger(rec, prefix, nil, 30*time.Second), "live processes")
 	f.Notes = append(f.Notes, fmt.Sprintf("%d decisions over gRPC: p50 %.2f ms, p99 %.2f ms per call, client side; the probe (decided from leases) p50 %.2f ms, p99 %.2f ms over %d calls.",
 		f.Decisions, float64(f.P50)/1e6, float64(f.P99)/1e6, float64(f.FastP50)/1e6, float64(f.FastP99)/1e6, f.FastN))
 	if f.DegradedCost > 0 {
 		f.Notes = append(f.Notes, fmt.Sprintf("%d cost was allowed in degraded mode with no fault injected (store calls over --store-timeout on this loaded machine), flagged to the clients by X-Ratelimit-Degraded.", f.DegradedCost))
 	}
 	addReport(f)
-	for _, ch := range f.Checks {
-		switch {
-		case !ch.OK && gatedOnlyInFullForm(mode, ch.Name):
-			t.Logf("%s: MISSED (reported, not gated in the short form): %s = %s, target %s", name, ch.Name, ch.Value, ch.Target)
-		case !ch.OK:
-			t.Errorf("%s: %s = %s, target %s", name, ch.Name, ch.Value, ch.Target)
-		default:
-			t.Logf("%s: %s = %s (target %s)", name, ch.Name, ch.Value, ch.Target)
-		}
-	}
-	for _, n := range f.Notes {
-		t.Logf("%s: note: %s", name, n)
-	}
-	if t.Failed() {
-		_, _, first := rec.Failures()
-		for i, fl := range first {
-			if i >= 5 {
-				break
-			}
-			t.Logf("failure: %+v", fl)
-		}
-	}
+	gateChecks(t, name, mode, f, rec, false)
 }

@@ -141,25 +141,7 @@ func runQuotaExhaustion(t *testing.T, c *Cluster, mode Mode, form quotaForm) {
 
 	f := q.figures(rec, log.events(q.key))
 	addReport(f)
-	for _, ch := range f.Checks {
-		if !ch.OK {
-			t.Errorf("%s: %s = %s, target %s", quotaScenario, ch.Name, ch.Value, ch.Target)
-		} else {
-			t.Logf("%s: %s = %s (target %s)", quotaScenario, ch.Name, ch.Value, ch.Target)
-		}
-	}
-	for _, n := range f.Notes {
-		t.Logf("%s: note: %s", quotaScenario, n)
-	}
-	if t.Failed() {
-		_, _, first := rec.Failures()
-		for i, fl := range first {
-			if i >= 5 {
-				break
-			}
-			t.Logf("failure: %+v", fl)
-		}
-	}
+	gateChecks(t, quotaScenario, q.mode, f, rec, false)
 }
 
 // figures computes the scenario's checks and notes.
@@ -224,21 +206,7 @@ func (q *quotaRun) figures(rec *Record, evs []Observed) *Figures {
 	f.Failed = failed
 	f.check("failed API calls", failed == 0, fmt.Sprintf("%d checks", failed), "0")
 
-	// Ledger exactness, as every scenario asserts it.
-	f.Ledger = c.CompareLedger(rec, q.prefix, nil, 30*time.Second)
-	l := f.Ledger
-	switch {
-	case !l.Wired:
-		f.check("ledger spent == allowed seen by clients", false, "no usage report reached the ledger", "exact")
-	default:
-		v := fmt.Sprintf("ledger %d, clients %d", l.LedgerSpent, l.ClientAllowed)
-		if len(l.Mismatches) > 0 {
-			v += "; " + strings.Join(l.Mismatches, "; ")
-		}
-		f.check("ledger spent == allowed seen by clients (per process)", l.Exact(), v, "exact")
-		f.check("ledger degraded == degraded seen by clients", l.ClientDegraded == l.LedgerDegraded,
-			fmt.Sprintf("ledger %d, clients %d", l.LedgerDegraded, l.ClientDegraded), "exact")
-	}
+	f.checkLedger(c.CompareLedger(rec, q.prefix, nil, 30*time.Second), "per process")
 
 	if samples := rec.Samples(q.key); len(samples) > 0 {
 		worst := 0.0

@@ -246,22 +246,31 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 		f.Notes = append(f.Notes, notes...)
 	}
 	addReport(f)
+	gateChecks(t, sc.name, s.mode, f, rec, s.counterfactual != "")
+}
+
+// gateChecks fails t for each of f's checks that missed its target and is
+// gated (not Ungated, and in the short form not one gatedOnlyInFullForm),
+// logs the others and f's notes, and, when t failed or showFailures is
+// set, logs the first failed API calls of rec.
+func gateChecks(t *testing.T, name string, mode Mode, f *Figures, rec *Record, showFailures bool) {
+	t.Helper()
 	for _, ch := range f.Checks {
 		switch {
 		case !ch.OK && ch.Ungated:
-			t.Logf("%s: MISSED (reported, not gated): %s = %s, target %s", sc.name, ch.Name, ch.Value, ch.Target)
-		case !ch.OK && gatedOnlyInFullForm(s.mode, ch.Name):
-			t.Logf("%s: MISSED (reported, not gated in the short form): %s = %s, target %s", sc.name, ch.Name, ch.Value, ch.Target)
+			t.Logf("%s: MISSED (reported, not gated): %s = %s, target %s", name, ch.Name, ch.Value, ch.Target)
+		case !ch.OK && gatedOnlyInFullForm(mode, ch.Name):
+			t.Logf("%s: MISSED (reported, not gated in the short form): %s = %s, target %s", name, ch.Name, ch.Value, ch.Target)
 		case !ch.OK:
-			t.Errorf("%s: %s = %s, target %s", sc.name, ch.Name, ch.Value, ch.Target)
+			t.Errorf("%s: %s = %s, target %s", name, ch.Name, ch.Value, ch.Target)
 		default:
-			t.Logf("%s: %s = %s (target %s)", sc.name, ch.Name, ch.Value, ch.Target)
+			t.Logf("%s: %s = %s (target %s)", name, ch.Name, ch.Value, ch.Target)
 		}
 	}
 	for _, n := range f.Notes {
-		t.Logf("%s: note: %s", sc.name, n)
+		t.Logf("%s: note: %s", name, n)
 	}
-	if t.Failed() || s.counterfactual != "" {
+	if t.Failed() || showFailures {
 		_, _, first := rec.Failures()
 		for i, fl := range first {
 			if i >= 5 {
@@ -448,21 +457,7 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 		s.note("largest Σ over regions of each region's own share of %s (sampled every 500 ms, from each region's node): %.3f", s.watch, worst)
 	}
 
-	// Ledger exactness.
-	f.Ledger = c.CompareLedger(rec, s.prefix, s.crashed, 30*time.Second)
-	l := f.Ledger
-	switch {
-	case !l.Wired:
-		f.check("ledger spent == allowed seen by clients", false, "no usage report reached the ledger (is the Reporter wired into the daemon?)", "exact")
-	default:
-		v := fmt.Sprintf("ledger %d, clients %d", l.LedgerSpent, l.ClientAllowed)
-		if len(l.Mismatches) > 0 {
-			v += "; " + strings.Join(l.Mismatches, "; ")
-		}
-		f.check("ledger spent == allowed seen by clients (live processes)", l.Exact(), v, "exact")
-		f.check("ledger degraded == degraded seen by clients", l.ClientDegraded == l.LedgerDegraded,
-			fmt.Sprintf("ledger %d, clients %d", l.LedgerDegraded, l.ClientDegraded), "exact")
-	}
+	f.checkLedger(c.CompareLedger(rec, s.prefix, s.crashed, 30*time.Second), "live processes")
 	return f
 }
 
