@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/catalogtest"
 	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
-	"github.com/quotaplatform/quota/migrations"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -36,7 +36,7 @@ import (
 // stops its old consumer with a synchronous delete the lost server never
 // answers), and the control plane's own watch up to its WriteTimeout.
 func TestReplicatedStreamAndBucketOutliveALostServer(t *testing.T) {
-	pool := clusterTestPool(t)
+	_, pool := ledgertest.Database(t)
 	cl := testserver.StartJetStreamCluster(t, "eu", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -66,10 +66,10 @@ func TestReplicatedStreamAndBucketOutliveALostServer(t *testing.T) {
 	ccfg := catalog.DefaultConfig()
 	ccfg.Replicas, ccfg.Cluster = 3, cl.Name()
 	ccfg.RetryInterval, ccfg.WriteTimeout, ccfg.Logger = 50*time.Millisecond, 3*time.Second, quiet
-	writer := startCatalog(t, connectOrdered(t, cl, survivor), ccfg)
+	writer := catalogtest.Start(t, connectOrdered(t, cl, survivor), ccfg)
 	rcfg := ccfg
 	rcfg.ReadOnly = true
-	reader := startCatalog(t, connectOrdered(t, cl, lost), rcfg)
+	reader := catalogtest.Start(t, connectOrdered(t, cl, lost), rcfg)
 	kvs, err := setup.Stream(ctx, "KV_"+ccfg.Bucket)
 	if err != nil {
 		t.Fatal(err)
@@ -162,24 +162,6 @@ func connectOrdered(t *testing.T, cl *testserver.JetStreamCluster, first int) je
 	return js
 }
 
-func startCatalog(t *testing.T, js jetstream.JetStream, cfg catalog.Config) *catalog.Catalog {
-	t.Helper()
-	c, err := catalog.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(js); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := c.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // putPlan writes plan "pro", retrying while the bucket's group elects a
 // leader.
 func putPlan(t *testing.T, c *catalog.Catalog, p region.Plan) {
@@ -201,20 +183,6 @@ func waitPlan(t *testing.T, c *catalog.Catalog, want region.Plan) {
 		}
 		return nil
 	})
-}
-
-func clusterTestPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	url := testserver.NewDatabase(t)
-	if _, err := migrations.Migrate(context.Background(), url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // waitLedger waits until Postgres holds want as each key's spent usage.

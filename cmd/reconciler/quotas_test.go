@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/catalogtest"
 	"github.com/quotaplatform/quota/internal/edge"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
@@ -48,17 +49,7 @@ func TestServeBillsByPeriod(t *testing.T) {
 	}
 	ccfg := catalog.DefaultConfig()
 	ccfg.RetryInterval, ccfg.Logger = 50*time.Millisecond, slog.New(slog.DiscardHandler)
-	cat, err := catalog.New(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Start(js); err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Stop()
-	if err := cat.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cat := catalogtest.Start(t, js, ccfg)
 	qs, err := region.NewQuotas([]region.Quota{{Period: period.Month, Limit: 1000}, {Period: period.Day, Limit: 100}})
 	if err != nil {
 		t.Fatal(err)

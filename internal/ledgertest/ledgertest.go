@@ -1,7 +1,7 @@
-// Package ledgertest runs the ledger's real parts for tests: a Reporter
-// publishing to JetStream and a Reconciler writing into Postgres, each
-// stopped when the test ends, and waits on what they have done. It is for
-// tests only.
+// Package ledgertest runs the ledger's real parts for tests: a migrated
+// database of its own, a Reporter publishing to JetStream and a Reconciler
+// writing into Postgres, each stopped when the test ends, and waits on what
+// they have done. It is for tests only.
 package ledgertest
 
 import (
@@ -18,7 +18,26 @@ import (
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/migrations"
 )
+
+// Database creates a database of the test's own on the Postgres of make
+// test (testserver.NewDatabase), migrates it, and returns its URL and a
+// pool on it, closed when the test ends.
+func Database(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	url := testserver.NewDatabase(t)
+	ctx := context.Background()
+	if _, err := migrations.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return url, pool
+}
 
 // Reporter starts a Reporter of region eu as process on js, with its spool
 // in a temporary directory, fresh metrics and a publish timeout of 2 s,

@@ -12,11 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/reconcile"
-	"github.com/quotaplatform/quota/migrations"
 )
 
 type fixedQuerier struct{ got billing.Query }
@@ -117,16 +116,8 @@ func FuzzParseQuery(f *testing.F) {
 // a writer's pool on it.
 func seed(t *testing.T) (string, *pgxpool.Pool) {
 	t.Helper()
-	url := testserver.NewDatabase(t)
+	url, pool := ledgertest.Database(t)
 	ctx := context.Background()
-	if _, err := migrations.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	// key "acme": windows of 60s starting 10:00:30; two processes; the
 	// 11:00:30 window has degraded cost; the 11:01:30 window misses p2's
 	// final.

@@ -13,12 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
-	"github.com/quotaplatform/quota/migrations"
 )
 
 // seedQuotas creates a migrated database with mirrored plans and
@@ -35,16 +34,8 @@ import (
 //	2026-03-31 04:00:00Z  allowed 1000                     Mar 31 00:00 EDT: March's period begins
 func seedQuotas(t *testing.T) (string, *pgxpool.Pool) {
 	t.Helper()
-	url := testserver.NewDatabase(t)
+	url, pool := ledgertest.Database(t)
 	ctx := context.Background()
-	if _, err := migrations.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO quota_plans (name, quotas, time_zone, anchor_day, revision) VALUES
 			('pro', '[{"period":"day","limit":1000},{"period":"month","limit":1000000}]', 'America/New_York', 31, 3),

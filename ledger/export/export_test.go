@@ -19,12 +19,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
-	"github.com/quotaplatform/quota/migrations"
 )
 
 const (
@@ -34,22 +33,6 @@ const (
 
 // now is after November 2026 ends: its periods can be complete.
 var now = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-
-// newDB returns a migrated database and a writer's pool on it.
-func newDB(t testing.TB) (string, *pgxpool.Pool) {
-	t.Helper()
-	url := testserver.NewDatabase(t)
-	ctx := context.Background()
-	if _, err := migrations.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return url, pool
-}
 
 // serve starts a Handler on the database's billing pool with tokens
 // tokAll (every key) and tokTenant (keys acct_42_…).
@@ -178,7 +161,7 @@ func got(rows []line) []want {
 }
 
 func TestExportRows(t *testing.T) {
-	url, pool := newDB(t)
+	url, pool := ledgertest.Database(t)
 	seed(t, pool)
 	srv := serve(t, url, export.DefaultConfig())
 	tests := []struct {
@@ -243,7 +226,7 @@ func TestExportRows(t *testing.T) {
 }
 
 func TestExportRefusals(t *testing.T) {
-	url, _ := newDB(t)
+	url, _ := ledgertest.Database(t)
 	srv := serve(t, url, export.DefaultConfig())
 	const rng = "from=2026-11&to=2026-12"
 	tests := []struct {
@@ -280,7 +263,7 @@ func TestExportRefusals(t *testing.T) {
 // Resuming from the cursor of any row gives exactly the rows after it,
 // across page boundaries (pages of 3 rows).
 func TestExportResume(t *testing.T) {
-	url, pool := newDB(t)
+	url, pool := ledgertest.Database(t)
 	var reps []ledger.Report
 	for k := range 7 {
 		for d := range k % 3 * 2 { // 0, 2 or 4 days
@@ -322,7 +305,7 @@ func TestExportConstantMemory(t *testing.T) {
 		t.Skip("100,000 keys")
 	}
 	const keys = 100_000
-	url, pool := newDB(t)
+	url, pool := ledgertest.Database(t)
 	ctx := context.Background()
 	start := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
 	if _, err := pool.Exec(ctx, `SELECT usage_ensure_partition($1)`, start); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -116,7 +117,7 @@ func writeUses(t testing.TB, w *reconcile.Writer, key string, uses []use) {
 // negative period still carries it in, and a rerun, by any range, gives
 // the same figures.
 func TestExportBillsNet(t *testing.T) {
-	_, pool := newDB(t)
+	_, pool := ledgertest.Database(t)
 	w := reconcile.NewWriter(pool)
 	for _, c := range netCases {
 		writeUses(t, w, c.key, c.uses)

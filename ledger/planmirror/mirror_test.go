@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/catalogtest"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger/planmirror"
 	"github.com/quotaplatform/quota/migrations"
@@ -31,10 +33,16 @@ type env struct {
 	pool   *pgxpool.Pool
 }
 
+// quietCatalog is the catalogue's default configuration, retrying fast
+// and logging nothing.
+func quietCatalog() catalog.Config {
+	cfg := catalog.DefaultConfig()
+	cfg.RetryInterval, cfg.Logger = 50*time.Millisecond, slog.New(slog.DiscardHandler)
+	return cfg
+}
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	n := testserver.StartNATS(t)
 	nc, err := nats.Connect(n.URL)
 	if err != nil {
@@ -45,28 +53,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := catalog.DefaultConfig()
-	cfg.RetryInterval, cfg.Logger = 50*time.Millisecond, slog.New(slog.DiscardHandler)
-	w, err := catalog.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(js); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	if err := w.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
-	url := testserver.NewDatabase(t)
-	if _, err := migrations.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	w := catalogtest.Start(t, js, quietCatalog())
+	_, pool := ledgertest.Database(t)
 	return &env{js: js, writer: w, pool: pool}
 }
 
@@ -345,19 +333,7 @@ func TestMirrorWaitsForBucket(t *testing.T) {
 	defer pool.Close()
 	e := &env{js: js, pool: pool}
 	m, _ := e.start(t)
-	ccfg := catalog.DefaultConfig()
-	ccfg.RetryInterval, ccfg.Logger = 50*time.Millisecond, slog.New(slog.DiscardHandler)
-	w, err := catalog.New(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(js); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if err := w.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := catalogtest.Start(t, js, quietCatalog())
 	if _, err := w.PutPlan(ctx, "test", "pro", region.Plan{Rate: 1, Capacity: 1}); err != nil {
 		t.Fatal(err)
 	}

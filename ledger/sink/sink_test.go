@@ -18,12 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/ledger/sink"
-	"github.com/quotaplatform/quota/migrations"
 )
 
 var (
@@ -94,16 +94,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	url := testserver.NewDatabase(t)
-	ctx := context.Background()
-	if _, err := migrations.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	_, pool := ledgertest.Database(t)
 	ex, err := export.New(pool, export.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
