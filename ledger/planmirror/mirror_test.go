@@ -98,30 +98,26 @@ func wait(t *testing.T, m *planmirror.Mirror, rev uint64) {
 // rows dumps both tables, one line per row, without revisions.
 func (e *env) rows(t *testing.T) []string {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), `
+	return e.lines(t, `
 		SELECT concat_ws('|', 'plan', name, quotas::text, time_zone, anchor_day, CASE WHEN deleted THEN 'deleted' END) FROM quota_plans
 		UNION ALL
-		SELECT concat_ws('|', 'key', key, plan, CASE WHEN deleted THEN 'deleted' END) FROM quota_key_plans
-		ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out) // bytes, not the database's collation
-	return out
+		SELECT concat_ws('|', 'key', key, plan, CASE WHEN deleted THEN 'deleted' END) FROM quota_key_plans`)
 }
 
 // full dumps both tables with revisions and update times.
 func (e *env) full(t *testing.T) []string {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), `
+	return e.lines(t, `
 		SELECT concat_ws('|', name, quotas::text, time_zone, anchor_day, deleted, revision, updated_at) FROM quota_plans
 		UNION ALL
-		SELECT concat_ws('|', key, plan, deleted, revision, updated_at) FROM quota_key_plans
-		ORDER BY 1`)
+		SELECT concat_ws('|', key, plan, deleted, revision, updated_at) FROM quota_key_plans`)
+}
+
+// lines runs query, which selects one text column, and returns its rows
+// sorted bytewise (not in the database's collation).
+func (e *env) lines(t *testing.T, query string) []string {
+	t.Helper()
+	rows, err := e.pool.Query(context.Background(), query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +125,7 @@ func (e *env) full(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(out) // bytes, not the database's collation
+	slices.Sort(out)
 	return out
 }
 
