@@ -115,6 +115,16 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
+// flagError names the flag of a query field that billing refused (a
+// billing.FieldError), as the usage commands take their fields as flags.
+func flagError(err error) error {
+	var fe *billing.FieldError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("--%s: %w", fe.Field, fe.Err)
+	}
+	return err
+}
+
 // usage prints one key's usage, as GET /v1/usage does. It reads Postgres
 // directly, not through the HTTP API: the credentials in --postgres are its
 // authorization, and no billing token applies. It keeps the API's limits
@@ -123,13 +133,6 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 func usage(ctx context.Context, o options, stdout io.Writer) error {
 	if o.Quotas {
 		return usageQuotas(ctx, o, stdout, time.Now())
-	}
-	flagError := func(err error) error {
-		var fe *billing.FieldError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("--%s: %w", fe.Field, fe.Err)
-		}
-		return err
 	}
 	q, err := billing.ParseQuery(func(name string) string {
 		switch name {
@@ -176,11 +179,7 @@ func usageQuotas(ctx context.Context, o options, stdout io.Writer, now time.Time
 		return ""
 	}, now)
 	if err != nil {
-		var fe *billing.FieldError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("--%s: %w", fe.Field, fe.Err)
-		}
-		return err
+		return flagError(err)
 	}
 	l, closeLedger, err := o.openBillingLedger()
 	if err != nil {
