@@ -1,7 +1,6 @@
 package region_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/quotaplatform/quota/period"
@@ -26,19 +25,8 @@ func quotaBenchPlans(b *testing.B, rate float64) map[string]region.Plan {
 // beside the same plan without, in the same run (docs/design.md [quotas]:
 // a check under its quotas stays on the fast path).
 func BenchmarkQuotaFastPath(b *testing.B) {
-	ctx := context.Background()
 	for _, name := range []string{"no-quotas", "quotas"} {
-		b.Run(name, func(b *testing.B) {
-			lim := benchLimiter(b, region.NewMemoryStore(nil), quotaBenchPlans(b, 1e9)[name])
-			lim.Allow(ctx, "hot", 1)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if d, _ := lim.Allow(ctx, "hot", 1); !d.Allowed {
-					b.Fatal("rejected")
-				}
-			}
-		})
+		b.Run(name, func(b *testing.B) { benchWarmLease(b, quotaBenchPlans(b, 1e9)[name]) })
 	}
 }
 
