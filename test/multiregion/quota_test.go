@@ -209,14 +209,7 @@ func (q *quotaRun) figures(rec *Record, evs []Observed) *Figures {
 	f.checkLedger(c.CompareLedger(rec, q.prefix, nil, 30*time.Second), "per process")
 
 	if samples := rec.Samples(q.key); len(samples) > 0 {
-		worst := 0.0
-		for _, sm := range samples {
-			sum := 0.0
-			for _, v := range sm.Shares {
-				sum += v
-			}
-			worst = math.Max(worst, sum)
-		}
+		worst := largestShareSum(samples)
 		last := samples[len(samples)-1].Shares
 		var sh []string
 		for _, r := range spec.Regions {

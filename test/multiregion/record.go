@@ -1,6 +1,7 @@
 package multiregion
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -171,6 +172,20 @@ func (r *Record) Samples(key string) []ShareSample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]ShareSample(nil), r.samples[key]...)
+}
+
+// largestShareSum is the largest sum over regions of each region's own
+// share in one of samples (1 when the regions agree on their shares).
+func largestShareSum(samples []ShareSample) float64 {
+	worst := 0.0
+	for _, sm := range samples {
+		sum := 0.0
+		for _, v := range sm.Shares {
+			sum += v
+		}
+		worst = math.Max(worst, sum)
+	}
+	return worst
 }
 
 // Seconds is the number of whole or partial seconds the run lasted.

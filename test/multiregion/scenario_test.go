@@ -446,14 +446,7 @@ func (s *scenarioRun) figures(rec *Record, before, after counters) *Figures {
 	}
 	// The regions' own shares of the watched key should sum to 1.
 	if samples := rec.Samples(s.watch); len(samples) > 0 {
-		worst := 0.0
-		for _, sm := range samples {
-			sum := 0.0
-			for _, v := range sm.Shares {
-				sum += v
-			}
-			worst = math.Max(worst, sum)
-		}
+		worst := largestShareSum(samples)
 		s.note("largest Σ over regions of each region's own share of %s (sampled every 500 ms, from each region's node): %.3f", s.watch, worst)
 	}
 
