@@ -115,6 +115,24 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
+// queryField is the flag that gives a billing query's field (the usage
+// commands take as flags what GET /v1/usage takes as query parameters).
+func (o *options) queryField(name string) string {
+	switch name {
+	case "key":
+		return o.Key
+	case "from":
+		return o.From
+	case "to":
+		return o.To
+	case "granularity":
+		return o.Granularity
+	case "at":
+		return o.At
+	}
+	return ""
+}
+
 // flagError names the flag of a query field that billing refused (a
 // billing.FieldError), as the usage commands take their fields as flags.
 func flagError(err error) error {
@@ -134,19 +152,7 @@ func usage(ctx context.Context, o options, stdout io.Writer) error {
 	if o.Quotas {
 		return usageQuotas(ctx, o, stdout, time.Now())
 	}
-	q, err := billing.ParseQuery(func(name string) string {
-		switch name {
-		case "key":
-			return o.Key
-		case "from":
-			return o.From
-		case "to":
-			return o.To
-		case "granularity":
-			return o.Granularity
-		}
-		return ""
-	})
+	q, err := billing.ParseQuery(o.queryField)
 	if err != nil {
 		return flagError(err)
 	}
@@ -169,15 +175,7 @@ func usage(ctx context.Context, o options, stdout io.Writer) error {
 // --at (default now), as GET /v1/usage/quotas does, straight from Postgres
 // through a one-connection read-only billing pool.
 func usageQuotas(ctx context.Context, o options, stdout io.Writer, now time.Time) error {
-	q, err := billing.ParseQuotaQuery(func(name string) string {
-		switch name {
-		case "key":
-			return o.Key
-		case "at":
-			return o.At
-		}
-		return ""
-	}, now)
+	q, err := billing.ParseQuotaQuery(o.queryField, now)
 	if err != nil {
 		return flagError(err)
 	}
