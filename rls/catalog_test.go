@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/catalogtest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/rls"
 )
@@ -43,20 +44,7 @@ func startCatalogCached(t *testing.T, url string, readOnly bool, cache string) *
 	cfg.ReadOnly = readOnly
 	cfg.CachePath = cache
 	cfg.RetryInterval = 20 * time.Millisecond
-	c, err := catalog.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(js); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return catalogtest.Start(t, js, cfg)
 }
 
 func catalogYAML(domain string, perMinute int) string {
