@@ -33,8 +33,6 @@ type proc struct {
 	lim    *region.Limiter
 	node   *Node
 	mem    *membership.Membership
-
-	allowed, rejected atomic.Int64 // per key "over"/"under" are tracked by the driver
 }
 
 func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func(*region.Config)) *fleet {

@@ -268,8 +268,6 @@ func (f *Figures) Missed() []Check {
 	return out
 }
 
-func pct(x float64) string { return fmt.Sprintf("%.2f %%", 100*x) }
-
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
