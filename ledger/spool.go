@@ -184,7 +184,8 @@ func (s *Spool) rewriteLocked() error {
 		m, _ := w.Write(rec.line)
 		n += int64(m)
 	}
-	if err := w.Flush(); err == nil {
+	err = w.Flush()
+	if err == nil {
 		err = f.Sync()
 	}
 	if err != nil {

@@ -183,3 +183,38 @@ func TestReporterIncarnation(t *testing.T) {
 type fakeJS struct{ jetstream.JetStream }
 
 func (fakeJS) Conn() *nats.Conn { return nil }
+
+// A compaction that cannot write its new file (here the disk is full: the
+// file is /dev/full) fails, and the spool keeps what it held: the old file
+// is not replaced by a short one.
+func TestSpoolCompactionFailureKeepsTheSpool(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	path := filepath.Join(t.TempDir(), "spool.jsonl")
+	s, err := OpenSpool(path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put([]Report{spoolReport("a", 1), spoolReport("b", 1), spoolReport("c", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/full", path+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove([]Report{spoolReport("a", 1)}); err == nil {
+		t.Fatal("a compaction onto a full disk succeeded")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path + ".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenSpool(path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkSpool(t, s, map[string]int64{"a": 1, "b": 1, "c": 1})
+}
