@@ -26,11 +26,11 @@ const (
 	closedCapacity = 100.0
 	exactDemand    = 2.0 // the exact key's demand, × its rate: it is rejected often
 	// closedDemand is the closed key's demand, × its rate: under its limit,
-	// at half of what each region's demand-weighted share pays for, so that
-	// a region with a working store rejects none of it while its share
-	// follows the history. At 0.8, ap's demand sat near its share, and a
-	// lagging share once cost it a cost-5 lump in the outage window (15 of
-	// 20 allowed).
+	// at half of what each region's demand-weighted share pays for. Its
+	// requests all go to the cheapest endpoint, cost 1 (closedLoad): the
+	// outage window is 5 s, in which ap sends about 10 cost, and one
+	// refused cost-5 lump (a share not yet caught up with the history)
+	// failed the 90 % ap must serve, at 0.8 × the rate and at 0.5.
 	closedDemand = 0.5
 	// regainedWithin is how soon after its Redis answers again eu must be
 	// back on it (as for the leased keys: ProbeTimeout, with a margin).
@@ -58,9 +58,16 @@ type semantics struct {
 	exact, closed, leased string // closed is "" unless the scenario has one
 }
 
-// closedLoad is the closed-policy key's demand, for a scenario that has it.
+// closedLoad is the closed-policy key's demand, for a scenario that has
+// it, on the run's cheapest endpoint.
 func (s *scenarioRun) closedLoad() KeyLoad {
-	return KeyLoad{Key: s.prefix + "closed", Rate: closedDemand * semRate}
+	cheapest := s.endpoints[0]
+	for _, e := range s.endpoints {
+		if e.Cost < cheapest.Cost {
+			cheapest = e
+		}
+	}
+	return KeyLoad{Key: s.prefix + "closed", Rate: closedDemand * semRate, Endpoint: &cheapest}
 }
 
 // addSemantics adds the exact key to the scenario's traffic, puts it (and

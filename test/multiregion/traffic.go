@@ -30,6 +30,9 @@ type KeyLoad struct {
 	Rate float64
 	// RegionDemand, when set, replaces Traffic.RegionDemand for this key.
 	RegionDemand func(elapsed time.Duration) map[string]float64
+	// Endpoint, when set, is the endpoint of every request for this key,
+	// instead of one drawn from Traffic.Endpoints.
+	Endpoint *Endpoint
 }
 
 // Burst is extra demand on one key from one region: Cost cost units spread
@@ -403,6 +406,12 @@ func (g *Generator) pace(ctx context.Context, jobs map[string]chan batchJob) {
 		}
 		return g.tr.Endpoints[len(g.tr.Endpoints)-1]
 	}
+	fixed := map[string]Endpoint{} // keys whose requests all go to one endpoint
+	for _, k := range g.tr.Keys {
+		if k.Endpoint != nil {
+			fixed[k.Key] = *k.Endpoint
+		}
+	}
 	type slot struct{ key, region string }
 	credit := map[slot]float64{}
 	next := map[slot]Endpoint{}
@@ -426,7 +435,9 @@ func (g *Generator) pace(ctx context.Context, jobs map[string]chan batchJob) {
 				for {
 					e, ok := next[s]
 					if !ok {
-						e = pick()
+						if e, ok = fixed[key]; !ok {
+							e = pick()
+						}
 						next[s] = e
 					}
 					if credit[s] < float64(e.Cost) {
