@@ -153,7 +153,7 @@ func DecodeDigest(b []byte) (Digest, error) {
 				r.fail("key age %d above %d", k.Age, MaxKeyAge)
 			}
 			if _, dup := seen[k.Key]; dup && r.err == nil {
-				r.fail("key %q repeated", k.Key)
+				r.fail("key %d repeated (keys are not quoted in errors)", i)
 			}
 			seen[k.Key] = struct{}{}
 			d.Keys = append(d.Keys, k)

@@ -388,6 +388,11 @@ func TestConfigValidation(t *testing.T) {
 		{"zero warm-up", func(c *Config) { c.WarmUp = 0 }, "WarmUp"},
 		{"digest too big", func(c *Config) { c.MaxDigestBytes = MaxDigestSize + 1 }, "MaxDigestBytes"},
 		{"hysteresis one", func(c *Config) { c.Hysteresis = 1 }, "Hysteresis"},
+		{"zero max claim", func(c *Config) { c.MaxClaim = 0 }, "MaxClaim"},
+		{"infinite max claim", func(c *Config) { c.MaxClaim = math.Inf(1) }, "MaxClaim"},
+		{"no processes", func(c *Config) { c.MaxProcesses = 0 }, "MaxProcesses"},
+		{"no keys", func(c *Config) { c.MaxKeys = 0 }, "MaxKeys"},
+		{"region keys below keys", func(c *Config) { c.MaxRegionKeys = c.MaxKeys - 1 }, "MaxRegionKeys"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

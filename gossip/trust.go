@@ -1,0 +1,71 @@
+package gossip
+
+// Bounded trust. Every limiter of a region shares the region's NATS
+// credentials, so whoever holds them may publish any digest or goodbye on
+// <Subject>.<region>.<any process>. What such a sender can do is bounded
+// here and in compute:
+//
+//   - A goodbye only marks its process as leaving; a digest after it
+//     undoes it. A region is dropped only once every one of its processes
+//     has said goodbye and then stayed silent for StaleAfter intervals, so
+//     goodbyes that its own digests contradict take no share from it.
+//   - A process's claims count in proportion to its trust, which ramps over
+//     TrustRamp from the receiver's own count of ticks it has had the
+//     process's digest (peer.seen), not from anything the digest says; a
+//     key's age, which ramps the key's trust, is capped the same way.
+//   - A region's claims for a key count up to MaxClaim × the key's rate
+//     (Config.Rate), so no claim pins another region at its floor.
+//   - Only a trusted process counts as missing, so unknown and one-shot
+//     processes never freeze shares; and a trusted process that misses a
+//     tick while others of its region are heard is counted from its last
+//     digest instead of freezing everyone.
+//   - Processes per region (MaxProcesses), keys per digest (MaxKeys) and
+//     keys per region and tick (MaxRegionKeys) are capped.
+
+// dropReason says why keys of a stored digest were left out; it labels
+// quota_gossip_dropped_keys_total{reason}.
+type dropReason int
+
+const (
+	// dropProcessCap: keys of one digest beyond Config.MaxKeys.
+	dropProcessCap dropReason = iota
+	// dropRegionCap: keys of one region beyond Config.MaxRegionKeys, at one
+	// tick.
+	dropRegionCap
+	numDrops
+)
+
+func (r dropReason) String() string {
+	switch r {
+	case dropProcessCap:
+		return "process_cap"
+	case dropRegionCap:
+		return "region_cap"
+	}
+	return "unknown"
+}
+
+// rampTicks is TrustRamp in intervals, at least 1.
+func (c *Config) rampTicks() float64 {
+	return max(1, float64(c.TrustRamp)/float64(c.Interval))
+}
+
+// peerTrustLocked is how far process id's claims count, in (0, 1]: 1 for
+// this process and for processes publishing before this node listened,
+// else its ticks seen over the ramp.
+func (n *Node) peerTrustLocked(id peerID, p *peer) float64 {
+	if p.inherited || id == (peerID{n.cfg.Region, n.cfg.Process}) {
+		return 1
+	}
+	return min(1, float64(p.seen)/n.cfg.rampTicks())
+}
+
+// maxKeyAgeLocked is the oldest key age this node believes of process id:
+// how many epochs it has itself heard the process (any for processes
+// trusted at once), whatever the digest says.
+func (n *Node) maxKeyAgeLocked(id peerID, p *peer) uint64 {
+	if p.inherited || id == (peerID{n.cfg.Region, n.cfg.Process}) {
+		return MaxKeyAge
+	}
+	return uint64(max(0, p.seen-1))
+}
