@@ -310,7 +310,7 @@ func TestBadDigestLogThrottledAndKeyFree(t *testing.T) {
 	h.barrier = flood // fence waits for these and its own
 	h.fence("eu", n)
 	out := logs.String()
-	if got := strings.Count(out, "bad gossip digests"); got != 1 {
+	if got := strings.Count(out, "bad gossip digest"); got != 1 {
 		t.Fatalf("%d log lines for %d bad digests, want 1:\n%s", got, flood+1, out)
 	}
 	if strings.Contains(out, "secret-customer-key") {
@@ -320,7 +320,7 @@ func TestBadDigestLogThrottledAndKeyFree(t *testing.T) {
 	f.clock.Advance(badLogEvery)
 	h.fence("eu", n)
 	out = logs.String()
-	if got := strings.Count(out, "bad gossip digests"); got != 2 || !strings.Contains(out, "count=101") {
+	if got := strings.Count(out, "bad gossip digest"); got != 2 || !strings.Contains(out, "count=101") {
 		t.Fatalf("after a minute: %d lines, want 2, the second with count=101:\n%s", got, out)
 	}
 }
