@@ -58,11 +58,12 @@ type Config struct {
 	// samples are noise; a process's claims count linearly more over its
 	// first TrustRamp, and until then it never freezes shares by going
 	// silent. Both are counted by the receiver: a process's trust is the
-	// number of ticks this node has had a digest of it, and a key's age is
-	// at most that (a digest's self-reported age cannot skip the ramp).
-	// Processes already publishing when this node starts are trusted at
-	// once: it cannot know how long they have been up. Default (when zero)
-	// 2 × HalfLife; one Interval trusts demand at once.
+	// number of ticks this node has had a new digest of it, and a key's
+	// age is at most that (a digest's self-reported age cannot skip the
+	// ramp). Only for processes already publishing when this node starts
+	// does it add the age their first digest reports: it cannot know how
+	// long they have been up. Default (when zero) 2 × HalfLife; one
+	// Interval trusts demand at once.
 	TrustRamp time.Duration
 	// Hysteresis is the relative change of a key's smoothed demand needed
 	// before the new value is published. Default 0.1 (10 %).

@@ -104,14 +104,20 @@ type peerID struct{ region, process string }
 type peer struct {
 	cur, prev *Digest // latest two digests, by epoch
 	lastHeard time.Time
-	// seen counts the ticks at which this node had the process's digest
-	// of the epoch before: its own measure of how long the process has
-	// been heard, from which the process's trust ramps (Config.TrustRamp).
-	// A sender cannot raise it faster than one a tick.
-	seen int
-	// inherited: first heard before this node's second tick, so it was
-	// publishing before this node listened and is trusted at once.
+	// seen counts the ticks at which this node had a new digest of the
+	// process, of an epoch within StaleAfter of the tick (counted: the
+	// epoch of the last one counted): its own measure of how long the
+	// process has been heard, from which the process's trust ramps
+	// (Config.TrustRamp). A sender cannot raise it faster than one a tick.
+	seen    int
+	counted uint64
+	// inherited: first heard before this node's second tick, so it may
+	// have been publishing long before this node listened. Its ticks seen
+	// then start from the oldest key age its first digest reports (age0),
+	// which is what a node that heard it from its start counts (see
+	// trust.go).
 	inherited bool
+	age0      uint64
 	// bye: the process said goodbye and has sent no digest since. It no
 	// longer counts as missing when silent, and is forgotten once silent
 	// for StaleAfter intervals; a digest after it (a forged goodbye, or a
@@ -335,6 +341,11 @@ func (n *Node) store(d *Digest, now time.Time) (rejectReason, bool) {
 			return rejectProcesses, true
 		}
 		p = &peer{inherited: n.ticks <= 1}
+		if p.inherited {
+			for _, k := range d.Keys {
+				p.age0 = max(p.age0, k.Age)
+			}
+		}
 		n.peers[id] = p
 	}
 	if p.cur != nil && d.Epoch < p.cur.Epoch {

@@ -252,8 +252,11 @@ func (n *Node) compute(now time.Time, e uint64) {
 		v := view{id: id, p: p, d: p.at(e), silent: now.Sub(p.lastHeard) > staleAfter}
 		v.current = v.d != nil && v.d.Epoch == e-1
 		if v.current {
-			p.seen++
 			got[id.region] = true
+		}
+		if v.d != nil && v.d.Epoch+uint64(n.cfg.StaleAfter) >= e && (p.seen == 0 || v.d.Epoch > p.counted) {
+			p.seen++ // late digests count too: a process always late still earns trust, then freezes when missing
+			p.counted = v.d.Epoch
 		}
 		v.trusted = n.peerTrustLocked(id, p) >= 1
 		if v.trusted && !p.bye {

@@ -50,22 +50,34 @@ func (c *Config) rampTicks() float64 {
 	return max(1, float64(c.TrustRamp)/float64(c.Interval))
 }
 
-// peerTrustLocked is how far process id's claims count, in (0, 1]: 1 for
-// this process and for processes publishing before this node listened,
-// else its ticks seen over the ramp.
-func (n *Node) peerTrustLocked(id peerID, p *peer) float64 {
-	if p.inherited || id == (peerID{n.cfg.Region, n.cfg.Process}) {
-		return 1
+// ticksLocked is how many ticks this node counts process id as heard: its
+// own count, plus, for a process it found publishing when it started, the
+// oldest key age of the first digest it had (a node that heard the process
+// from its start counted those ticks itself; only a node that starts
+// together with a forged process can be told a false age).
+func (n *Node) ticksLocked(p *peer) float64 {
+	t := float64(p.seen)
+	if p.inherited {
+		t += float64(p.age0)
 	}
-	return min(1, float64(p.seen)/n.cfg.rampTicks())
+	return t
 }
 
-// maxKeyAgeLocked is the oldest key age this node believes of process id:
-// how many epochs it has itself heard the process (any for processes
-// trusted at once), whatever the digest says.
+// peerTrustLocked is how far process id's claims count, in (0, 1]: its
+// ticks heard over the ramp; 1 for this process.
+func (n *Node) peerTrustLocked(id peerID, p *peer) float64 {
+	if id == (peerID{n.cfg.Region, n.cfg.Process}) {
+		return 1
+	}
+	return min(1, n.ticksLocked(p)/n.cfg.rampTicks())
+}
+
+// maxKeyAgeLocked is the oldest key age this node believes of process id,
+// whatever its digest says: one less than the ticks it counts the process
+// as heard.
 func (n *Node) maxKeyAgeLocked(id peerID, p *peer) uint64 {
-	if p.inherited || id == (peerID{n.cfg.Region, n.cfg.Process}) {
+	if id == (peerID{n.cfg.Region, n.cfg.Process}) {
 		return MaxKeyAge
 	}
-	return uint64(max(0, p.seen-1))
+	return uint64(max(0, n.ticksLocked(p)-1))
 }
