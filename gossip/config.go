@@ -109,7 +109,10 @@ type Config struct {
 	// next hottest key, so that each keeps its hottest keys however many
 	// keys others claim, and every node leaves out the same ones
 	// (quota_gossip_dropped_keys_total{reason="region_cap"}, counted per
-	// tick). At least MaxKeys; default 8192.
+	// tick). Each tick shares every kept key of every region, so this bounds
+	// its work. Raise it for a fleet whose load balancer shards keys over
+	// processes (their top keys are then disjoint: TopK × processes). At
+	// least MaxKeys; default 16384.
 	MaxRegionKeys int
 	// MaxDigestBytes caps one digest's size, at most MaxDigestSize.
 	// Default 60 KiB.
@@ -187,7 +190,7 @@ func DefaultConfig() Config {
 		MaxClaim:        2,
 		MaxProcesses:    128,
 		MaxKeys:         1024,
-		MaxRegionKeys:   8192,
+		MaxRegionKeys:   16384,
 		MaxDigestBytes:  60 << 10,
 		StaleAfter:      3,
 		WarmUp:          5,
