@@ -74,6 +74,13 @@ type Config struct {
 	// WeightPrior is how much learned total demand, in cost units per
 	// second, counts as much as the configured Weights. Default 100.
 	WeightPrior float64
+	// WeightBand bounds the learned weights: each region's ends within
+	// [w/WeightBand, w·WeightBand] of its configured weight w (equal
+	// without Weights; partition.Band). Learned totals are self-reported,
+	// so one absurd total would otherwise take every region's default
+	// share of keys without digests. At least 1 (1 ignores learning);
+	// default 2.
+	WeightBand float64
 
 	// TopK caps the keys per digest. Default 1024.
 	TopK int
@@ -186,6 +193,7 @@ func DefaultConfig() Config {
 		Hysteresis:      0.1,
 		WeightHalfLife:  10 * time.Minute,
 		WeightPrior:     100,
+		WeightBand:      2,
 		TopK:            1024,
 		MaxClaim:        2,
 		MaxProcesses:    128,
@@ -234,6 +242,7 @@ func (c *Config) validate() error {
 	check(finite(c.Hysteresis) && c.Hysteresis >= 0 && c.Hysteresis < 1, "Hysteresis", "must be in [0, 1), got %v", c.Hysteresis)
 	check(c.WeightHalfLife > 0, "WeightHalfLife", "must be positive, got %v", c.WeightHalfLife)
 	check(finite(c.WeightPrior) && c.WeightPrior > 0, "WeightPrior", "must be positive, got %v", c.WeightPrior)
+	check(finite(c.WeightBand) && c.WeightBand >= 1, "WeightBand", "must be at least 1, got %v", c.WeightBand)
 	check(c.TopK >= 1, "TopK", "must be at least 1, got %d", c.TopK)
 	check(finite(c.MaxClaim) && c.MaxClaim > 0, "MaxClaim", "must be positive, got %v", c.MaxClaim)
 	check(c.MaxProcesses >= 1, "MaxProcesses", "must be at least 1, got %d", c.MaxProcesses)

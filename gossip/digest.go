@@ -113,6 +113,16 @@ func (d *Digest) encode(b []byte, max int) ([]byte, int, error) {
 	return b, n, nil
 }
 
+// MarshalBinary encodes d in the wire format (encoding.BinaryMarshaler),
+// with as many of its keys, in order, as fit in MaxDigestSize; a key that
+// is not printable ASCII of 1 to MaxKeyLen bytes is left out. It fails
+// only on a bad region or process name. A Node publishes its own digests;
+// this is for tools and tests that speak the protocol.
+func (d *Digest) MarshalBinary() ([]byte, error) {
+	b, _, err := d.encode(nil, MaxDigestSize)
+	return b, err
+}
+
 // DecodeDigest parses one digest. It never panics; anything malformed is an
 // error wrapping ErrBadDigest.
 func DecodeDigest(b []byte) (Digest, error) {

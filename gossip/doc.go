@@ -48,7 +48,9 @@
 // to the receiver's own count of ticks it has heard the process, over
 // Config.TrustRamp, and a key's age is capped by that count; a region's
 // claims for a key count up to Config.MaxClaim × the key's rate
-// (Config.Rate); only trusted processes freeze shares when missing; and
+// (Config.Rate), and learned region weights stay within Config.WeightBand
+// of the configured ones; only trusted processes freeze shares when
+// missing; and
 // processes per region, keys per digest and keys per region are capped
 // (Config.MaxProcesses, MaxKeys, MaxRegionKeys), refusals counted in
 // quota_gossip_rejected_digests_total and quota_gossip_dropped_keys_total.

@@ -117,7 +117,8 @@ func TestForgedGoodbyesKeepTheGlobalBound(t *testing.T) {
 // claims float32's largest rate for a key (trusted at once here, so that
 // the claim cap alone is tested) does not pin eu at its floor although eu
 // has 90 % of the real demand: us's claims count up to MaxClaim × the
-// key's rate.
+// key's rate. Its float32-max learned total does not take eu's default
+// share either.
 func TestHugeClaimIsBounded(t *testing.T) {
 	srv := testserver.StartNATS(t)
 	const rate = 1000.0
@@ -132,7 +133,7 @@ func TestHugeClaimIsBounded(t *testing.T) {
 	want := 900 / (900 + DefaultConfig().MaxClaim*rate)
 	for i := 0; i < 8; i++ {
 		e := eu.epoch(f.clock.Now())
-		h.publish(Digest{Region: "us", Process: "evil", Epoch: e, Demand: huge, Admitted: huge,
+		h.publish(Digest{Region: "us", Process: "evil", Epoch: e, Demand: huge, Admitted: huge, Learned: huge,
 			Keys: []KeyDemand{{Key: "k", Demand: huge, Admitted: huge, Age: MaxKeyAge}}})
 		h.fence("us", f.nodes...)
 		f.step("k", 900, 100)
@@ -141,6 +142,12 @@ func TestHugeClaimIsBounded(t *testing.T) {
 		}
 		if sum := enforced("k", f.nodes...); sum > 1+1e-6 {
 			t.Fatalf("round %d: the regions enforce %.4f of the limit", i, sum)
+		}
+		// The invented process's learned total is float32's largest too:
+		// the learned weights stay within WeightBand of the configured
+		// (equal) ones, so eu keeps half of its default share.
+		if got, least := eu.Shares("never-seen")["eu"], 0.5/DefaultConfig().WeightBand; got < least-1e-6 {
+			t.Fatalf("round %d: eu's default share %v, want ≥ %v", i, got, least)
 		}
 	}
 }

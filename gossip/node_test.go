@@ -389,6 +389,7 @@ func TestConfigValidation(t *testing.T) {
 		{"digest too big", func(c *Config) { c.MaxDigestBytes = MaxDigestSize + 1 }, "MaxDigestBytes"},
 		{"hysteresis one", func(c *Config) { c.Hysteresis = 1 }, "Hysteresis"},
 		{"zero max claim", func(c *Config) { c.MaxClaim = 0 }, "MaxClaim"},
+		{"weight band below one", func(c *Config) { c.WeightBand = 0.5 }, "WeightBand"},
 		{"infinite max claim", func(c *Config) { c.MaxClaim = math.Inf(1) }, "MaxClaim"},
 		{"no processes", func(c *Config) { c.MaxProcesses = 0 }, "MaxProcesses"},
 		{"no keys", func(c *Config) { c.MaxKeys = 0 }, "MaxKeys"},

@@ -116,7 +116,7 @@ func (n *Node) inputs(set map[string]bool, used []use) inputs {
 	}
 	return inputs{
 		regions: regions,
-		weights: partition.Weights(configured, learned, n.cfg.WeightPrior),
+		weights: partition.Band(partition.Weights(configured, learned, n.cfg.WeightPrior), configured, n.cfg.WeightBand),
 		keys:    keys,
 		age:     age,
 	}

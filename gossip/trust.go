@@ -14,7 +14,8 @@ package gossip
 //     process's digest (peer.seen), not from anything the digest says; a
 //     key's age, which ramps the key's trust, is capped the same way.
 //   - A region's claims for a key count up to MaxClaim × the key's rate
-//     (Config.Rate), so no claim pins another region at its floor.
+//     (Config.Rate), so no claim pins another region at its floor; learned
+//     region weights stay within WeightBand of the configured ones.
 //   - Only a trusted process counts as missing, so unknown and one-shot
 //     processes never freeze shares; and a trusted process that misses a
 //     tick while others of its region are heard is counted from its last
