@@ -150,6 +150,12 @@ func TestHugeClaimIsBounded(t *testing.T) {
 			t.Fatalf("round %d: eu's default share %v, want ≥ %v", i, got, least)
 		}
 	}
+	// The hot-key list counts claims as the shares do: us's demand for k
+	// is at most its real 100 plus one capped claim.
+	hot := eu.HotKeys("us", 1)
+	if len(hot.Keys) != 1 || hot.Keys[0].Key != "k" || hot.Keys[0].Demand > 100+DefaultConfig().MaxClaim*rate+1 {
+		t.Fatalf("us's hottest key: %+v, want k at ≤ %v", hot.Keys, 100+DefaultConfig().MaxClaim*rate)
+	}
 }
 
 // TestSelfReportedAgeDoesNotSkipTheRamp (issue 28, item 6): a digest of an
