@@ -54,7 +54,11 @@
 // processes per region, keys per digest and keys per region are capped
 // (Config.MaxProcesses, MaxKeys, MaxRegionKeys), refusals counted in
 // quota_gossip_rejected_digests_total and quota_gossip_dropped_keys_total.
-// Digests more than one epoch ahead or StaleAfter behind are refused.
+// Digests more than one epoch ahead or StaleAfter behind are refused. A
+// node counts the processes of its own region by the least of their last
+// two digests, never more than another region holds of them, so that
+// digests timed to reach some regions before a tick and others after
+// cannot lift the regions' own shares above 1 (see ownViewLocked).
 //
 // # Why every region computes the same shares
 //
@@ -62,11 +66,13 @@
 // published, so shares are a pure function of the published digests. A
 // digest of epoch e (published at tick e) is used by everybody at tick e+1,
 // the process's own included. As long as a digest crosses the gateways in
-// less than one interval and clocks agree to within a fraction of it, every
-// process in every region computes identical shares for every key, and the
-// shares of a key sum to exactly 1 (partition works in integer
-// micro-shares). A late digest makes the views disagree for one interval,
-// by at most the change of that one digest.
+// less than half an interval and clocks agree to within a fraction of it,
+// every process in every region computes identical shares for every key
+// once demand is steady, and the shares of a key sum to exactly 1
+// (partition works in integer micro-shares). A node counts its own
+// region's processes by the least of their last two digests, so while a
+// region's demand rises its own share trails, the sum is below 1, and no
+// digest that reaches some regions late can lift it above 1.
 //
 // # Partitions and the global bound
 //

@@ -102,8 +102,9 @@ type keyState struct {
 type peerID struct{ region, process string }
 
 type peer struct {
-	cur, prev *Digest // latest two digests, by epoch
-	lastHeard time.Time
+	cur, prev     *Digest   // latest two digests, by epoch
+	curAt, prevAt time.Time // when they arrived
+	lastHeard     time.Time
 	// seen counts the ticks at which this node had a new digest of the
 	// process, of an epoch within StaleAfter of the tick (counted: the
 	// epoch of the last one counted): its own measure of how long the
@@ -123,6 +124,17 @@ type peer struct {
 	// for StaleAfter intervals; a digest after it (a forged goodbye, or a
 	// restart under the same name) undoes it.
 	bye bool
+}
+
+// of returns p's digest of epoch e and when it arrived, or nil.
+func (p *peer) of(e uint64) (*Digest, time.Time) {
+	switch {
+	case p.cur != nil && p.cur.Epoch == e:
+		return p.cur, p.curAt
+	case p.prev != nil && p.prev.Epoch == e:
+		return p.prev, p.prevAt
+	}
+	return nil, time.Time{}
 }
 
 // at returns the latest digest of p published before tick e (of an epoch
@@ -356,9 +368,9 @@ func (n *Node) store(d *Digest, now time.Time) (rejectReason, bool) {
 		d.Keys = d.Keys[:n.cfg.MaxKeys]
 	}
 	if p.cur != nil && d.Epoch > p.cur.Epoch {
-		p.prev = p.cur
+		p.prev, p.prevAt = p.cur, p.curAt
 	}
-	p.cur = d
+	p.cur, p.curAt = d, now
 	p.bye = false
 	p.lastHeard = now
 	n.heard[d.Region] = now

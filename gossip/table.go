@@ -289,10 +289,14 @@ func (n *Node) compute(now time.Time, e uint64) {
 			}
 			continue
 		}
-		if v.d == nil || (!v.current && !v.trusted) {
+		d := v.d
+		if v.id.region == n.cfg.Region {
+			d = n.ownViewLocked(v.id, v.p, e, now)
+		}
+		if d == nil {
 			continue
 		}
-		used = append(used, use{d: v.d, trust: n.peerTrustLocked(v.id, v.p), maxAge: n.maxKeyAgeLocked(v.id, v.p)})
+		used = append(used, use{d: d, trust: n.peerTrustLocked(v.id, v.p), maxAge: n.maxKeyAgeLocked(v.id, v.p)})
 	}
 	if n.warming {
 		n.warming = n.ticks <= 1 || (n.ticks <= n.cfg.WarmUp && len(got) < len(set))

@@ -1,5 +1,7 @@
 package gossip
 
+import "time"
+
 // Bounded trust. Every limiter of a region shares the region's NATS
 // credentials, so whoever holds them may publish any digest or goodbye on
 // <Subject>.<region>.<any process>. What such a sender can do is bounded
@@ -22,6 +24,9 @@ package gossip
 //     digest instead of freezing everyone.
 //   - Processes per region (MaxProcesses), keys per digest (MaxKeys) and
 //     keys per region and tick (MaxRegionKeys) are capped.
+//   - A node counts the processes of its own region conservatively
+//     (ownView), so that digests which reach some regions before their tick
+//     and others after cannot make the regions' own shares sum above 1.
 
 // dropReason says why keys of a stored digest were left out; it labels
 // quota_gossip_dropped_keys_total{reason}.
@@ -81,4 +86,43 @@ func (n *Node) maxKeyAgeLocked(id peerID, p *peer) uint64 {
 		return MaxKeyAge
 	}
 	return uint64(max(0, n.ticksLocked(p)-1))
+}
+
+// ownView is what a node counts of process id of its own region at tick e
+// (now): for every claim, the least of its digests of epochs e-1 and e-2,
+// a digest counting as zero claims unless held, and the one of e-2 only if
+// it arrived half an interval before the tick. Nodes of other regions
+// count the latest digest they hold; so whichever of the two they hold
+// (the one of e-2 reached them, if digests cross the gateways in under half
+// an interval, and the one of e-1 counts as zero here unless held), they
+// count at least this much of the process. With shares monotone in demand
+// (more of one's own demand never lowers one's share, more of another's
+// never raises it), every region then takes at most its share of one
+// common view, and the regions' own shares sum to at most 1 however a
+// sender times its digests. The price: a region's own rise in demand
+// reaches its own share one tick after the others see it.
+func (n *Node) ownViewLocked(id peerID, p *peer, e uint64, now time.Time) *Digest {
+	last, _ := p.of(e - 1)
+	before, at := p.of(e - 2)
+	if last == nil || before == nil || now.Sub(at) < n.cfg.Interval/2 {
+		return nil
+	}
+	prevKeys := make(map[string]KeyDemand, len(before.Keys))
+	for _, k := range before.Keys {
+		prevKeys[k.Key] = k
+	}
+	d := &Digest{Region: id.region, Process: id.process, Epoch: e - 1,
+		Demand: min(last.Demand, before.Demand), Admitted: min(last.Admitted, before.Admitted),
+		Learned: min(last.Learned, before.Learned)}
+	for _, k := range last.Keys {
+		b, ok := prevKeys[k.Key]
+		if !ok {
+			continue
+		}
+		k.Demand, k.Admitted, k.Age = min(k.Demand, b.Demand), min(k.Admitted, b.Admitted), min(k.Age, b.Age+1)
+		if k.Demand > 0 || k.Admitted > 0 {
+			d.Keys = append(d.Keys, k)
+		}
+	}
+	return d
 }
