@@ -290,7 +290,9 @@ func (n *Node) compute(now time.Time, e uint64) {
 			continue
 		}
 		d := v.d
-		if v.id.region == n.cfg.Region {
+		if v.id.region == n.cfg.Region && v.id.process != n.cfg.Process {
+			// This process's own digest it published itself: no sender
+			// can time it (ownViewLocked).
 			d = n.ownViewLocked(v.id, v.p, e, now)
 		}
 		if d == nil {
