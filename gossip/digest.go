@@ -252,13 +252,29 @@ func appendString(b []byte, s string) []byte {
 }
 
 func appendRate(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(wireRate(v))))
+}
+
+// wireRate is v as the wire carries it: a float32 in [0, MaxFloat32].
+func wireRate(v float64) float64 {
 	if math.IsNaN(v) || v < 0 {
 		v = 0
 	}
 	if v > math.MaxFloat32 {
 		v = math.MaxFloat32
 	}
-	return binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(v)))
+	return float64(float32(v))
+}
+
+// toWire rounds d's numbers to what the wire carries, so that a process
+// counts its own digest exactly as every other process decodes it (and
+// knows its own echo from a forgery).
+func (d *Digest) toWire() {
+	d.Demand, d.Admitted, d.Learned = wireRate(d.Demand), wireRate(d.Admitted), wireRate(d.Learned)
+	for i := range d.Keys {
+		k := &d.Keys[i]
+		k.Demand, k.Admitted, k.Age = wireRate(k.Demand), wireRate(k.Admitted), min(k.Age, MaxKeyAge)
+	}
 }
 
 func uvarintLen(v uint64) int {

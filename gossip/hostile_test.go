@@ -106,6 +106,9 @@ func TestForgedGoodbyesKeepTheGlobalBound(t *testing.T) {
 				f.nodes[0].Share("k"), f.nodes[1].Share("k"), f.nodes[2].Share("k"))
 		}
 		for _, n := range f.nodes {
+			if s := n.Snapshot(); s.RejectedDigests["conflicting_digest"] != 0 {
+				t.Fatalf("round %d: %s/%s counts %d conflicting digests in an honest fleet (its own echo?)", i, n.cfg.Region, n.cfg.Process, s.RejectedDigests["conflicting_digest"])
+			}
 			if s := n.Snapshot(); s.Frozen || len(s.Default) != 2 || !near(n.Shares("k")["eu"], 0.6, 0.02) {
 				t.Fatalf("round %d: %s/%s frozen=%v regions=%v shares %v, want eu 0.6", i, n.cfg.Region, n.cfg.Process, s.Frozen, s.Default, n.Shares("k"))
 			}
@@ -367,5 +370,38 @@ func TestStraddledDigestsKeepTheBound(t *testing.T) {
 	}
 	if worst > 1+1e-6 {
 		t.Fatalf("the regions enforced up to %.4f of the limit", worst)
+	}
+}
+
+// TestForgedDigestOfARealProcessIsMerged: a second digest for a real us
+// process and epoch, claiming nothing, reaches every node after the real
+// one. Taken as is (the last one wins), eu would count us at nothing and
+// take the limit while us/p1 counts its real demand; merged, eu keeps the
+// greater claims and us the lesser, so the regions enforce at most 1, and
+// the forgery is counted.
+func TestForgedDigestOfARealProcessIsMerged(t *testing.T) {
+	ls := newLockstep(t, nil, [2]string{"eu", "p1"}, [2]string{"us", "p1"})
+	eu, us := ls.nodes[0], ls.nodes[1]
+	for i := 0; i < 10; i++ {
+		ls.step("k", []float64{500, 500}, nil)
+	}
+	worst := 0.0
+	for i := 0; i < 5; i++ {
+		forged := Digest{Region: "us", Process: "p1", Epoch: eu.epoch(ls.now)}
+		b, err := forged.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ls.nodes { // as NATS delivers it, us/p1 included
+			n.receive("quota.gossip.us.p1", b)
+		}
+		ls.step("k", []float64{500, 500}, nil)
+		worst = max(worst, enforced("k", eu, us))
+	}
+	if worst > 1+1e-6 {
+		t.Fatalf("the regions enforced up to %.4f of the limit", worst)
+	}
+	if got := eu.Snapshot().RejectedDigests["conflicting_digest"]; got != 5 {
+		t.Fatalf("eu counted %d conflicting digests, want 5", got)
 	}
 }

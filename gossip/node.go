@@ -367,6 +367,17 @@ func (n *Node) store(d *Digest, now time.Time) (rejectReason, bool) {
 		n.dropped[dropProcessCap].Add(uint64(extra))
 		d.Keys = d.Keys[:n.cfg.MaxKeys]
 	}
+	if p.cur != nil && d.Epoch == p.cur.Epoch {
+		if sameDigest(p.cur, d) {
+			return 0, false // our own echo, or a repeat
+		}
+		// Two digests of one process for one epoch: one is forged, and
+		// nodes may hold either. Keep what every node can agree to bound
+		// (mergeDigests), and count the forgery.
+		p.cur = n.mergeDigests(p.cur, d, d.Region == n.cfg.Region)
+		n.rejected[rejectConflict]++
+		return 0, false
+	}
 	if p.cur != nil && d.Epoch > p.cur.Epoch {
 		p.prev, p.prevAt = p.cur, p.curAt
 	}
@@ -408,6 +419,7 @@ func (n *Node) tick(now time.Time) {
 	}
 	n.compute(now, e)
 	d := n.digest(now, e)
+	d.toWire()
 	n.store(d, now) // never refused: this process is always kept
 	n.publish(d)
 }

@@ -32,6 +32,10 @@ const (
 	// rejectProcesses: a new process of a region that already has
 	// Config.MaxProcesses.
 	rejectProcesses
+	// rejectConflict: a second digest of a process for one epoch, other
+	// than the first: one of them is forged. Not refused but merged (see
+	// mergeDigests); counted here because it proves a forger.
+	rejectConflict
 	numReasons
 )
 
@@ -45,6 +49,8 @@ func (r rejectReason) String() string {
 		return "epoch_out_of_range"
 	case rejectProcesses:
 		return "too_many_processes"
+	case rejectConflict:
+		return "conflicting_digest"
 	}
 	return "unknown"
 }
@@ -66,9 +72,11 @@ func (n *Node) receive(subject string, data []byte) {
 		n.reject(r, subject, &d)
 		return
 	}
-	if d.Region == n.cfg.Region && d.Process == n.cfg.Process {
-		return // our own, stored when published
+	if d.Region == n.cfg.Region && d.Process == n.cfg.Process && d.Goodbye {
+		return // only this process leaves for itself
 	}
+	// Our own digests come back too: store ignores the echo, and merges a
+	// forged one (same epoch, other content) with what we published.
 	if r, ok := n.store(&d, now); ok {
 		n.reject(r, subject, &d)
 	}

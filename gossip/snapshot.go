@@ -32,7 +32,9 @@ type Snapshot struct {
 	// RejectedDigests counts well-formed digests refused, by reason:
 	// "subject_mismatch" (region or process not the subject's),
 	// "unknown_region" (region not in Config.Regions),
-	// "epoch_out_of_range" and "too_many_processes" (Config.MaxProcesses).
+	// "epoch_out_of_range", "too_many_processes" (Config.MaxProcesses) and
+	// "conflicting_digest" (a second digest of one process for one epoch,
+	// merged, not refused).
 	RejectedDigests map[string]uint64 `json:"rejected_digests"`
 	// DroppedKeys counts keys of stored digests left out of the shares, by
 	// reason: "process_cap" (Config.MaxKeys) and "region_cap"

@@ -1,6 +1,10 @@
 package gossip
 
-import "time"
+import (
+	"math"
+	"sort"
+	"time"
+)
 
 // Bounded trust. Every limiter of a region shares the region's NATS
 // credentials, so whoever holds them may publish any digest or goodbye on
@@ -125,4 +129,74 @@ func (n *Node) ownViewLocked(id peerID, p *peer, e uint64, now time.Time) *Diges
 		}
 	}
 	return d
+}
+
+// sameDigest reports whether a and b carry the same claims.
+func sameDigest(a, b *Digest) bool {
+	if a.Demand != b.Demand || a.Admitted != b.Admitted || a.Learned != b.Learned || len(a.Keys) != len(b.Keys) {
+		return false
+	}
+	for i := range a.Keys {
+		if a.Keys[i] != b.Keys[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeDigests combines two digests of one process and epoch, one of them
+// forged. A node of the process's own region keeps the lesser of every
+// claim (a key missing from either counts as zero), a node of another
+// region the greater (at most MaxKeys keys, those with the greatest claims,
+// ties by key): whichever versions each node holds, a region never counts
+// more of its own processes than another region does (see ownViewLocked),
+// and merging is order-free, so nodes holding the same versions agree.
+func (n *Node) mergeDigests(a, b *Digest, lower bool) *Digest {
+	pick := math.Max
+	if lower {
+		pick = math.Min
+	}
+	out := &Digest{Region: a.Region, Process: a.Process, Epoch: a.Epoch,
+		Demand: pick(a.Demand, b.Demand), Admitted: pick(a.Admitted, b.Admitted), Learned: pick(a.Learned, b.Learned)}
+	bk := make(map[string]KeyDemand, len(b.Keys))
+	for _, k := range b.Keys {
+		bk[k.Key] = k
+	}
+	if lower {
+		for _, k := range a.Keys {
+			if o, ok := bk[k.Key]; ok {
+				out.Keys = append(out.Keys, KeyDemand{Key: k.Key, Demand: min(k.Demand, o.Demand), Admitted: min(k.Admitted, o.Admitted), Age: min(k.Age, o.Age)})
+			}
+		}
+		sortKeys(out.Keys)
+		return out
+	}
+	for _, k := range a.Keys {
+		if o, ok := bk[k.Key]; ok {
+			k = KeyDemand{Key: k.Key, Demand: max(k.Demand, o.Demand), Admitted: max(k.Admitted, o.Admitted), Age: max(k.Age, o.Age)}
+			delete(bk, k.Key)
+		}
+		out.Keys = append(out.Keys, k)
+	}
+	for _, k := range b.Keys {
+		if _, ok := bk[k.Key]; ok {
+			out.Keys = append(out.Keys, k)
+		}
+	}
+	sortKeys(out.Keys)
+	if len(out.Keys) > n.cfg.MaxKeys {
+		out.Keys = out.Keys[:n.cfg.MaxKeys]
+	}
+	return out
+}
+
+// sortKeys orders keys by their greater claim, most first, ties by key.
+func sortKeys(keys []KeyDemand) {
+	sort.Slice(keys, func(i, j int) bool {
+		ci, cj := max(keys[i].Demand, keys[i].Admitted), max(keys[j].Demand, keys[j].Admitted)
+		if ci != cj {
+			return ci > cj
+		}
+		return keys[i].Key < keys[j].Key
+	})
 }
