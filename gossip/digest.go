@@ -271,10 +271,15 @@ func wireRate(v float64) float64 {
 // knows its own echo from a forgery).
 func (d *Digest) toWire() {
 	d.Demand, d.Admitted, d.Learned = wireRate(d.Demand), wireRate(d.Admitted), wireRate(d.Learned)
-	for i := range d.Keys {
-		k := &d.Keys[i]
+	keys := d.Keys[:0]
+	for _, k := range d.Keys {
+		if checkKey(k.Key) != nil {
+			continue // encode leaves it out
+		}
 		k.Demand, k.Admitted, k.Age = wireRate(k.Demand), wireRate(k.Admitted), min(k.Age, MaxKeyAge)
+		keys = append(keys, k)
 	}
+	d.Keys = keys
 }
 
 func uvarintLen(v uint64) int {
