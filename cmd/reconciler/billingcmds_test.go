@@ -55,6 +55,14 @@ func TestBillingCommands(t *testing.T) {
 		!strings.HasPrefix(lines[2], "acct_b,") || lines[3] != "#end,2" {
 		t.Fatalf("export:\n%s", out.String())
 	}
+	out.Reset()
+	if err := run([]string{"export", "--month", "2026-11", "--granularity", "hour", "--format", "csv"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 4 ||
+		!strings.HasPrefix(lines[1], "acct_a,2026-11-05T10:00:00Z,2026-11-05T11:00:00Z,hour,11,0,0,1,true,") {
+		t.Fatalf("export --granularity hour:\n%s", out.String())
+	}
 
 	var mu sync.Mutex
 	ids := map[string]int{}
@@ -101,7 +109,8 @@ func TestBillingCommands(t *testing.T) {
 	}{
 		{[]string{"export", "--month", "11/2026"}, "--month"},
 		{[]string{"export", "--month", "2026-11", "--format", "xml"}, "--format"},
-		{[]string{"export", "--month", "2026-11", "--granularity", "hour"}, "--granularity"},
+		{[]string{"export", "--month", "2026-11", "--granularity", "week"}, "--granularity"},
+		{[]string{"events", "--month", "2026-11", "--sink", "http://x", "--granularity", "hour"}, "--granularity"},
 		{[]string{"events", "--month", "2026-11"}, "--sink"},
 		{[]string{"events", "--month", "2026-11", "--sink", "ftp://x"}, "--sink"},
 	} {

@@ -172,7 +172,11 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	}
 	if cmd == "export" || cmd == "events" || cmd == "sinks-report" {
 		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required)")
-		fs.StringVar(&o.Granularity, "granularity", "month", "period: day or month")
+		granularities := "period: day or month"
+		if cmd == "export" {
+			granularities = "period: hour, day or month (UTC)"
+		}
+		fs.StringVar(&o.Granularity, "granularity", "month", granularities)
 		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
 			"longest query of one page of keys")
 	}
@@ -273,7 +277,12 @@ func (o *options) validate(cmd string) error {
 	case "export", "events", "sinks-report":
 		_, _, err := o.month()
 		check(err == nil, "--month: %v", err)
-		check(o.Granularity == "day" || o.Granularity == "month", "--granularity: must be day or month, got %q", o.Granularity)
+		if cmd == "export" {
+			check(o.Granularity == "hour" || o.Granularity == "day" || o.Granularity == "month",
+				"--granularity: must be hour, day or month, got %q", o.Granularity)
+		} else {
+			check(o.Granularity == "day" || o.Granularity == "month", "--granularity: must be day or month, got %q", o.Granularity)
+		}
 		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
 			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
 		if cmd == "export" {

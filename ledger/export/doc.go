@@ -1,5 +1,5 @@
 // Package export reads the ledger period by period for every key: one Row
-// per (key, UTC day or month) with spent, refunded, charged, rejected and
+// per (key, UTC hour, day or month) with spent, refunded, charged, rejected and
 // degraded cost, whether the period is complete (it has ended and every
 // process sent its final report for every window in it), and what it
 // bills: the net (spent + charged − refunded) with a negative net carried

@@ -14,7 +14,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/billing"
 )
 
-// Handler serves GET /v1/usage/export?from=&to=&granularity=day|month
+// Handler serves GET /v1/usage/export?from=&to=&granularity=hour|day|month
 // [&format=csv|ndjson][&after=KEY | &cursor=C] to the holders of a billing
 // token: every key's usage per period in [from, to), ordered by key, as
 // the Encoder writes it. A prefix-scoped token exports only its keys.

@@ -15,25 +15,29 @@ type Granularity string
 
 // Granularities.
 const (
+	Hour  Granularity = "hour"
 	Day   Granularity = "day"
 	Month Granularity = "month"
 )
 
-// ParseGranularity parses "day" or "month"; "" means Month.
+// ParseGranularity parses "hour", "day" or "month"; "" means Month.
 func ParseGranularity(s string) (Granularity, error) {
 	switch Granularity(s) {
 	case "":
 		return Month, nil
-	case Day, Month:
+	case Hour, Day, Month:
 		return Granularity(s), nil
 	}
-	return "", fmt.Errorf("must be day or month, got %q", s)
+	return "", fmt.Errorf("must be hour, day or month, got %q", s)
 }
 
 // Start returns the start of the period holding t (UTC).
 func (g Granularity) Start(t time.Time) time.Time {
 	t = t.UTC()
-	if g == Day {
+	switch g {
+	case Hour:
+		return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, time.UTC)
+	case Day:
 		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 	}
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
@@ -41,7 +45,10 @@ func (g Granularity) Start(t time.Time) time.Time {
 
 // Next returns the start of the period after the one starting at start.
 func (g Granularity) Next(start time.Time) time.Time {
-	if g == Day {
+	switch g {
+	case Hour:
+		return start.Add(time.Hour)
+	case Day:
 		return start.AddDate(0, 0, 1)
 	}
 	return start.AddDate(0, 1, 0)
@@ -49,14 +56,32 @@ func (g Granularity) Next(start time.Time) time.Time {
 
 // periods is the number of periods in [from, to), both period starts.
 func (g Granularity) periods(from, to time.Time) int {
-	if g == Day {
+	switch g {
+	case Hour:
+		return int(to.Sub(from) / time.Hour)
+	case Day:
 		return int(to.Sub(from) / (24 * time.Hour))
 	}
 	return (to.Year()-from.Year())*12 + int(to.Month()) - int(from.Month())
 }
 
-// MaxPeriods is the most periods one Query may span.
-const MaxPeriods = 366
+// MaxPeriods is the most day or month periods one Query may span (a
+// year of days); MaxHours the most hours (31 days: a month of hours, as
+// `reconciler export --month` asks). An hour page reads each of its keys'
+// hours before From too (the carry-over), so a longer hour range mostly
+// makes pages slower, not larger.
+const (
+	MaxPeriods = 366
+	MaxHours   = 31 * 24
+)
+
+// maxPeriods is the most periods of g one Query may span.
+func (g Granularity) maxPeriods() int {
+	if g == Hour {
+		return MaxHours
+	}
+	return MaxPeriods
+}
 
 // FieldError says which query field is wrong; it is billing's, so that
 // callers handle both packages' refusals alike.
@@ -64,8 +89,8 @@ type FieldError = billing.FieldError
 
 // Query asks for every key's usage per period in [From, To).
 type Query struct {
-	// From and To are period starts (UTC midnight for Day, the first of
-	// the month for Month); To is exclusive.
+	// From and To are period starts (a UTC hour for Hour, UTC midnight
+	// for Day, the first of the month for Month); To is exclusive.
 	From, To    time.Time
 	Granularity Granularity
 	// Prefix limits the export to keys that start with it ("" every key).
@@ -96,8 +121,8 @@ func (q *Query) Validate() error {
 		return &FieldError{Field: "to", Err: fmt.Errorf("must be the start of a UTC %s", g)}
 	case !q.To.After(q.From):
 		return &FieldError{Field: "to", Err: errors.New("must be after from")}
-	case g.periods(q.From, q.To) > MaxPeriods:
-		return &FieldError{Field: "to", Err: fmt.Errorf("more than %d %ss in [from, to)", MaxPeriods, g)}
+	case g.periods(q.From, q.To) > g.maxPeriods():
+		return &FieldError{Field: "to", Err: fmt.Errorf("more than %d %ss in [from, to)", g.maxPeriods(), g)}
 	case len(q.After) > billing.MaxKeyLen:
 		return &FieldError{Field: "after", Err: fmt.Errorf("longer than %d bytes", billing.MaxKeyLen)}
 	case q.After != "" && !q.Cursor.IsZero():
