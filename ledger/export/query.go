@@ -10,7 +10,9 @@ import (
 	"github.com/quotaplatform/quota/ledger/billing"
 )
 
-// Granularity is the length of an export period, in UTC.
+// Granularity is the length of an export period: UTC hours, days and
+// months, or on the plan calendar (Calendar) the key's zone's clock hours,
+// its local days and its months from the plan's anchor day.
 type Granularity string
 
 // Granularities.
@@ -83,16 +85,98 @@ func (g Granularity) maxPeriods() int {
 	return MaxPeriods
 }
 
+// Calendar is the calendar an export cuts each key's periods on.
+type Calendar string
+
+// Calendars.
+const (
+	// CalendarUTC cuts every key's periods on the UTC calendar: hours,
+	// days from 00:00 UTC, months from the 1st at 00:00 UTC.
+	CalendarUTC Calendar = "utc"
+	// CalendarPlan cuts each key's periods on its plan's calendar, as its
+	// quotas are counted (package period; quota_period_bounds in
+	// migrations/008): days and months start at local midnight in the
+	// plan's time_zone, months on its anchor_day (a shorter month's last
+	// day), hours on the zone's clock hour. The plan is the key's as the
+	// reconciler mirrors the catalogue (quota_key_plan: its assignment,
+	// else the plan "default"); a key whose plan is not in the mirror, or
+	// a plan without a time_zone, uses UTC with months from the 1st. The
+	// plan's calendar at export time cuts the key's whole history, so
+	// changing a plan's zone or anchor day re-cuts its keys' past periods
+	// (and their carry-over). A zone Postgres does not know fails the
+	// export.
+	CalendarPlan Calendar = "plan"
+)
+
+// ParseCalendar parses "utc" or "plan"; "" means CalendarUTC.
+func ParseCalendar(s string) (Calendar, error) {
+	switch Calendar(s) {
+	case "":
+		return CalendarUTC, nil
+	case CalendarUTC, CalendarPlan:
+		return Calendar(s), nil
+	}
+	return "", fmt.Errorf("must be utc or plan, got %q", s)
+}
+
+// maxSpan is the latest To of a plan-calendar Query from from: as many
+// UTC hours, days or months as a UTC Query may span.
+func (g Granularity) maxSpan(from time.Time) time.Time {
+	switch g {
+	case Hour:
+		return from.Add(MaxHours * time.Hour)
+	case Day:
+		return from.AddDate(0, 0, MaxPeriods)
+	}
+	return from.AddDate(0, MaxPeriods, 0)
+}
+
+// longest is more than the longest period of g on any calendar (a day of
+// 25 hours, a month of 31 days and a daylight-saving hour; hours are
+// always one hour long): a period that starts before To ends before
+// To + longest.
+func (g Granularity) longest() time.Duration {
+	switch g {
+	case Hour:
+		return time.Hour
+	case Day:
+		return 48 * time.Hour
+	}
+	return 32 * 24 * time.Hour
+}
+
+// planPeriods is at most the number of a key's periods that start in
+// [from, to) on any calendar (its shortest: an hour, a 23-hour day, a
+// 28-day month less an hour), for sizing pages.
+func (g Granularity) planPeriods(from, to time.Time) int {
+	shortest := time.Hour
+	switch g {
+	case Day:
+		shortest = 23 * time.Hour
+	case Month:
+		shortest = 28*24*time.Hour - time.Hour
+	}
+	span := to.Sub(from)
+	return int((span + shortest - 1) / shortest)
+}
+
 // FieldError says which query field is wrong; it is billing's, so that
 // callers handle both packages' refusals alike.
 type FieldError = billing.FieldError
 
-// Query asks for every key's usage per period in [From, To).
+// Query asks for every key's usage per period that starts in [From, To).
 type Query struct {
-	// From and To are period starts (a UTC hour for Hour, UTC midnight
-	// for Day, the first of the month for Month); To is exclusive.
+	// From and To bound the periods' starts; To is exclusive. On the UTC
+	// calendar they are period starts (a UTC hour for Hour, UTC midnight
+	// for Day, the first of the month for Month), at most MaxHours hours
+	// or MaxPeriods days or months apart. On the plan calendar they are
+	// any instants, at most as far apart (31 days of hours, 366 days, 366
+	// months): a key's row is its period that starts in [From, To), whole
+	// (its windows up to its end, which may be after To).
 	From, To    time.Time
 	Granularity Granularity
+	// Calendar cuts the periods: CalendarUTC ("" too) or CalendarPlan.
+	Calendar Calendar
 	// Prefix limits the export to keys that start with it ("" every key).
 	Prefix string
 	// After resumes after this key: only keys greater than it.
@@ -110,6 +194,23 @@ func (q *Query) Validate() error {
 	if err != nil {
 		return &FieldError{Field: "granularity", Err: err}
 	}
+	cal, err := ParseCalendar(string(q.Calendar))
+	if err != nil {
+		return &FieldError{Field: "calendar", Err: err}
+	}
+	if cal == CalendarPlan {
+		switch {
+		case q.From.IsZero():
+			return &FieldError{Field: "from", Err: errors.New("required")}
+		case q.To.IsZero():
+			return &FieldError{Field: "to", Err: errors.New("required")}
+		case !q.To.After(q.From):
+			return &FieldError{Field: "to", Err: errors.New("must be after from")}
+		case q.To.After(g.maxSpan(q.From)):
+			return &FieldError{Field: "to", Err: fmt.Errorf("more than %d %ss after from", g.maxPeriods(), g)}
+		}
+		return q.validateRest()
+	}
 	switch {
 	case q.From.IsZero():
 		return &FieldError{Field: "from", Err: errors.New("required")}
@@ -123,6 +224,13 @@ func (q *Query) Validate() error {
 		return &FieldError{Field: "to", Err: errors.New("must be after from")}
 	case g.periods(q.From, q.To) > g.maxPeriods():
 		return &FieldError{Field: "to", Err: fmt.Errorf("more than %d %ss in [from, to)", g.maxPeriods(), g)}
+	}
+	return q.validateRest()
+}
+
+// validateRest checks the fields both calendars share.
+func (q *Query) validateRest() error {
+	switch {
 	case len(q.After) > billing.MaxKeyLen:
 		return &FieldError{Field: "after", Err: fmt.Errorf("longer than %d bytes", billing.MaxKeyLen)}
 	case q.After != "" && !q.Cursor.IsZero():
