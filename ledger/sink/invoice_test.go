@@ -90,3 +90,44 @@ type nopEvents struct{}
 func (nopEvents) Create(context.Context, *stripe.BillingMeterEventCreateParams) (*stripe.BillingMeterEvent, error) {
 	return nil, errors.New("nopEvents: no request expected")
 }
+
+// Hour slices go to Stripe as they settle, each stamped at its last
+// second while its invoice is open: a pass sends the hours complete by
+// its now, the next pass the hours completed since (issue 27, scenario
+// 4: at a period's end the invoice already holds all but the last hour).
+func TestHourSlicesSentAsTheySettle(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	fake := startFakeStripe(t)
+	if err := sink.SetStripeCustomer(ctx, e.pool, "acct_h", "cus_H"); err != nil {
+		t.Fatal(err)
+	}
+	h9 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	e.write(t, "acct_h", "p1", h9.Add(10*time.Minute), 6, true)
+	e.write(t, "acct_h", "p2", h9.Add(70*time.Minute), 4, true)
+	cfg := sink.StripeConfig{Meter: testMeter, Granularity: export.Hour, Metrics: e.m}
+	pass := func(now time.Time) sink.StripeStats {
+		t.Helper()
+		st, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, dec, export.Hour.Next(export.Hour.Start(now)), now)
+		if err != nil {
+			t.Fatalf("pass at %v: %v", now, err)
+		}
+		return st
+	}
+	if st := pass(h9.Add(90 * time.Minute)); st.Sent != 1 || st.Open != 1 {
+		t.Fatalf("pass at 10:30: %+v, want the 09:00 hour sent and 10:00 open", st)
+	}
+	if st := pass(h9.Add(2 * time.Hour)); st.Sent != 1 || st.Unchanged != 1 {
+		t.Fatalf("pass at 11:00: %+v, want the 10:00 hour sent", st)
+	}
+	b, _ := fake.billedBy("cus_H")
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	stamps := map[int64]int64{}
+	for _, ev := range fake.stored {
+		stamps[ev.timestamp] = ev.value
+	}
+	if b != 10 || stamps[h9.Add(time.Hour-time.Second).Unix()] != 6 || stamps[h9.Add(2*time.Hour-time.Second).Unix()] != 4 {
+		t.Fatalf("Stripe billed %d with stamps %v, want 6 at 09:59:59 and 4 at 10:59:59", b, stamps)
+	}
+}

@@ -42,8 +42,9 @@ type Config struct {
 	// from the ledger (unsent, failed, pending, changed) is brought up to
 	// date, so a month the schedule no longer names is still corrected.
 	// Default DefaultLookback (62 days: Stripe's 35-day window and a
-	// month); at most 30 days with hour periods (an export's hour limit);
-	// negative: none.
+	// month); with hour periods DefaultHourLookback, and never further
+	// back than export.MaxHours before the run's to (an export's hour
+	// limit); negative: none.
 	Lookback time.Duration
 	// ResendWindow is how long after its first attempt an unacknowledged
 	// event may be sent again: the sink's deduplication window (Stripe
@@ -55,8 +56,13 @@ type Config struct {
 	ResendWindow time.Duration
 }
 
-// DefaultLookback is Config.Lookback's default.
-const DefaultLookback = 62 * 24 * time.Hour
+// Config.Lookback's defaults. An hour slice's invoice stays open at most
+// MaxFinalizationGrace after its month, so three days of hours catch
+// every slice a correction can still reach in place.
+const (
+	DefaultLookback     = 62 * 24 * time.Hour
+	DefaultHourLookback = 72 * time.Hour
+)
 
 // Stats counts what a run did.
 type Stats struct {
@@ -125,11 +131,8 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	if cfg.Lookback == 0 {
 		cfg.Lookback = DefaultLookback
 		if cfg.Granularity == export.Hour {
-			cfg.Lookback = maxHourLookback
+			cfg.Lookback = DefaultHourLookback
 		}
-	}
-	if cfg.Granularity == export.Hour && cfg.Lookback > maxHourLookback {
-		errs = append(errs, fmt.Errorf("sink: Config.Lookback must be at most %v with hour periods, got %v", maxHourLookback, cfg.Lookback))
 	}
 	if cfg.ResendWindow < 0 {
 		errs = append(errs, fmt.Errorf("sink: Config.ResendWindow must not be negative, got %v", cfg.ResendWindow))
@@ -149,9 +152,6 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	return &Publisher{db: db, ex: ex, send: send, cfg: cfg}, nil
 }
 
-// maxHourLookback keeps an hour run's range within export.MaxHours.
-const maxHourLookback = 30 * 24 * time.Hour
-
 // Run sends every closed period in [from, to) (period starts), and every
 // earlier one back to Config.Lookback, that the sink does not hold with
 // the ledger's current figures, and updates the difference gauges. It
@@ -167,7 +167,13 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 	}
 	defer unlock()
 	if p.cfg.Lookback > 0 {
-		from = p.cfg.Granularity.Start(from.Add(-p.cfg.Lookback))
+		early := p.cfg.Granularity.Start(from.Add(-p.cfg.Lookback))
+		if p.cfg.Granularity == export.Hour {
+			early = later(early, to.Add(-export.MaxHours*time.Hour))
+		}
+		if early.Before(from) {
+			from = early
+		}
 	}
 	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Now: now}
 	err = p.ex.Export(ctx, q, func(rows []export.Row) error {
@@ -197,4 +203,11 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 		p.cfg.Metrics.setDifference(p.cfg.Sink, st.Difference, st.KeysDiffering, st.AbsDifference)
 	}
 	return st, errors.Join(err, derr)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
