@@ -25,6 +25,13 @@ type Framer interface {
 	SendFrame(ctx context.Context, ev cloudevents.Event, frame json.RawMessage) error
 }
 
+// legacyFramer is a Framer that can rebuild the request sent for an event
+// recorded before frames were (migration 010), so that its resend is the
+// same request.
+type legacyFramer interface {
+	legacyFrame(ev cloudevents.Event) (json.RawMessage, error)
+}
+
 // Statuses of billing_sink_events (migrations 004 and 010).
 const (
 	statusPending = "pending" // recorded, maybe sent, answer not recorded
@@ -165,6 +172,16 @@ func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id stri
 		return err
 	}
 	framer, framed := p.send.(Framer)
+	if lf, ok := p.send.(legacyFramer); ok && framed && !fresh && frame == nil {
+		if frame, err = lf.legacyFrame(ev); err != nil {
+			return fmt.Errorf("%w: %w", ErrSinkRefused, err)
+		}
+		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
+			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id, frame); err != nil {
+			return fmt.Errorf("sink: record the frame of an event from before migration 010: %w", err)
+		}
+	}
 	if fresh {
 		if framed {
 			if frame, err = framer.Frame(ev, now); err != nil {

@@ -2,6 +2,8 @@ package sink_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/sink"
 )
 
@@ -181,5 +184,36 @@ func TestLostRecordNeverReusesAnID(t *testing.T) {
 	}
 	if st.Resent != 1 || st.Corrections != 1 {
 		t.Fatalf("run after the late report: %+v; want the recorded event re-sent, then one correction", st)
+	}
+}
+
+// An event refused before migration 010 (status failed, no frame) is
+// re-sent with the identifier and timestamp the older code gave it, so
+// Stripe, which stored it, drops the resend as a duplicate.
+func TestStripeFailedEventFromBeforeFramesResentAsBefore(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	fake := startFakeStripe(t)
+	at := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	e.write(t, "acct_a", "p1", at, 10, true)
+	if err := sink.SetStripeCustomer(ctx, e.pool, "acct_a", "cus_A"); err != nil {
+		t.Fatal(err)
+	}
+	id := sink.EventID("acct_a", nov, export.Month, 0)
+	h := sha256.Sum256([]byte(testMeter + "\x00" + id))
+	legacy := "qu-" + hex.EncodeToString(h[:16])
+	data := `{"key":"acct_a","period_start":"2026-11-01T00:00:00Z","period_end":"2026-12-01T00:00:00Z","granularity":"month","billed":10,"spent":10,"revision":0}`
+	if _, err := e.pool.Exec(ctx, `INSERT INTO billing_sink_events (sink, key, period_start, granularity, period_end, revision,
+    event_id, spent, rejected, degraded, data, status) VALUES ($1, 'acct_a', $2, 'month', $3, 0, $4, 10, 0, 0, $5, 'failed')`,
+		sink.StripeSinkName(testMeter), nov, dec, id, data); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock() // Stripe stored it; the answer was lost
+	fake.stored[legacy] = fakeMeterEvent{customer: "cus_A", value: 10, timestamp: dec.Unix() - 1}
+	fake.billed["cus_A"] = 10
+	fake.mu.Unlock()
+	st, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), sink.StripeConfig{Meter: testMeter}, nov, dec, now)
+	if b, _ := fake.billedBy("cus_A"); err != nil || st.Resent != 1 || b != 10 {
+		t.Fatalf("resend of a pre-010 event: Stripe billed %d, want 10 (%+v, %v)", b, st, err)
 	}
 }

@@ -131,3 +131,37 @@ func TestHourSlicesSentAsTheySettle(t *testing.T) {
 		t.Fatalf("Stripe billed %d with stamps %v, want 6 at 09:59:59 and 4 at 10:59:59", b, stamps)
 	}
 }
+
+// November was billed; a late report to it arrives 36 days after it
+// ended, long after its invoice was finalized (and past Stripe's 35-day
+// window for November's timestamps). The correction is sent stamped at
+// the time it is sent, so it lands on the customer's open invoice
+// instead of on none (issue 27, scenario 4).
+func TestLateCorrectionReachesTheOpenInvoice(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	fake := startFakeStripe(t)
+	at := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	e.write(t, "acct_a", "p1", at, 10, true)
+	if err := sink.SetStripeCustomer(ctx, e.pool, "acct_a", "cus_A"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sink.StripeConfig{Meter: testMeter}
+	if _, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, now); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, "acct_a", "p1~late2", at, 2, true)
+	late := dec.Add(36 * 24 * time.Hour)
+	st, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, late)
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	var onOpenInvoice int64
+	for _, ev := range fake.stored {
+		if ev.timestamp == late.Unix() {
+			onOpenInvoice += ev.value
+		}
+	}
+	if err != nil || st.Corrections != 1 || onOpenInvoice != 2 {
+		t.Fatalf("late correction: %d stamped at the run, want 2 (%+v, %v)", onOpenInvoice, st, err)
+	}
+}

@@ -146,6 +146,29 @@ func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, er
 	return json.Marshal(f)
 }
 
+// legacyFrame is the request the code before migration 010 sent for ev,
+// for an unacknowledged event recorded then without a frame: its
+// identifier was a hash of (meter, event id) and its timestamp the
+// period's end − 1s. Re-sending exactly that lets Stripe's dedupe drop it
+// if it was stored.
+func (s *Stripe) legacyFrame(ev cloudevents.Event) (json.RawMessage, error) {
+	var d Data
+	if err := json.Unmarshal(ev.Data(), &d); err != nil {
+		return nil, fmt.Errorf("sink: stripe: event data: %w", err)
+	}
+	c, ok := s.customers[d.Key]
+	if !ok {
+		return nil, errors.New("sink: stripe: key has no Stripe customer")
+	}
+	value := d.Billed
+	if d.Revision > 0 {
+		value = d.BilledDelta
+	}
+	h := sha256.Sum256([]byte(s.meter + "\x00" + ev.ID()))
+	return json.Marshal(stripeFrame{Customer: c.CustomerID, Value: value, Timestamp: d.PeriodEnd.Add(-time.Second).Unix(),
+		Identifier: "qu-" + hex.EncodeToString(h[:16])})
+}
+
 // Send frames ev at the current time and sends it (for callers outside a
 // Publisher, which records the frame first).
 func (s *Stripe) Send(ctx context.Context, ev cloudevents.Event) error {
