@@ -75,10 +75,11 @@ type Stats struct {
 	// Held lists events not acknowledged within Config.ResendWindow of
 	// their first attempt: not sent again, for a person to settle.
 	Held []HeldEvent
-	// Difference is, over the run's range, the closed periods' billed
-	// figures in the ledger minus what the sink acknowledged, after the
-	// run. Summed over keys, a key the sink over-holds hides another's
-	// unsent usage: judge by KeysDiffering and AbsDifference.
+	// Difference is, over the run's range (lookback included), the sum
+	// over keys and periods of KeyDifference.Difference after the run:
+	// ledger minus acknowledged, for closed periods and re-opened ones.
+	// A key the sink over-holds hides another's unsent usage in it:
+	// judge by KeysDiffering and AbsDifference.
 	Difference int64
 	// KeysDiffering counts the keys with a period whose ledger figure and
 	// acknowledged figure differ, after the run (KeyDifferences);
