@@ -236,12 +236,15 @@ type stripeOptions struct {
 	FinalizationGrace time.Duration
 	AnchorDay         int    // --anchor-day 1–31; 0 with "" --time-zone: the UTC month
 	TimeZone          string // --time-zone, IANA
+	EventID           string // stripe-settle --event-id
+	Outcome           string // stripe-settle --outcome delivered|missing
 }
 
-// stripeSubcommand recognises stripe-sync and stripe-customer set|list.
+// stripeSubcommand recognises stripe-sync, stripe-settle and
+// stripe-customer set|list.
 func stripeSubcommand(args []string) (cmd string, rest []string, ok bool) {
 	switch {
-	case len(args) > 0 && args[0] == "stripe-sync":
+	case len(args) > 0 && (args[0] == "stripe-sync" || args[0] == "stripe-settle"):
 		return args[0], args[1:], true
 	case len(args) > 0 && args[0] == "stripe-customer":
 		if len(args) > 1 && (args[1] == "set" || args[1] == "list") {
@@ -279,6 +282,10 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 		fs.StringVar(&o.Customer, "customer", "", "Stripe customer id, cus_… (required)")
 		fs.IntVar(&o.AnchorDay, "anchor-day", 0, "the customer's billing cycle anchor day, 1–31 (with --time-zone; unset: the UTC month)")
 		fs.StringVar(&o.TimeZone, "time-zone", "", "IANA time zone of --anchor-day, e.g. America/New_York")
+	case "stripe-settle":
+		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
+		fs.StringVar(&o.EventID, "event-id", "", "the held event's id, as stripe-sync printed it (required)")
+		fs.StringVar(&o.Outcome, "outcome", "", "what Stripe's meter event summaries show: delivered (Stripe holds it) or missing (send it again)")
 	case "stripe-customer list":
 	default:
 		return o, errors.New("stripe-customer: want set or list")
@@ -315,6 +322,10 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 		u, err := url.Parse(o.URL)
 		check(o.URL == "" || (err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil),
 			"--stripe-url: want http(s)://HOST[:PORT] without credentials")
+	case "stripe-settle":
+		check(o.Meter != "", "--meter: required")
+		check(o.EventID != "", "--event-id: required")
+		check(o.Outcome == "delivered" || o.Outcome == "missing", "--outcome: must be delivered or missing, got %q", o.Outcome)
 	case "stripe-customer set":
 		check(o.Key != "", "--key: required")
 		check(o.Customer != "", "--customer: required")
@@ -343,6 +354,17 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "stripe-sync":
 		return stripeSync(ctx, o, stdout, log)
+	case "stripe-settle":
+		pool, err := pgxpool.New(ctx, o.Postgres)
+		if err != nil {
+			return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
+		}
+		defer pool.Close()
+		if err := sink.SettleHeld(ctx, pool, sink.StripeSinkName(o.Meter), o.EventID, o.Outcome == "delivered"); err != nil {
+			return fmt.Errorf("--event-id: %w", err)
+		}
+		log.Info("held meter event settled", "event_id", o.EventID, "outcome", o.Outcome)
+		return nil
 	case "stripe-customer set":
 		pool, err := pgxpool.New(ctx, o.Postgres)
 		if err != nil {

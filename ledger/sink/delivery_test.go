@@ -105,10 +105,23 @@ func TestStripeEventHeldPastDedupeWindow(t *testing.T) {
 	if g := testutil.ToFloat64(e.m.Held(sink.StripeSinkName(testMeter))); g != 1 {
 		t.Fatalf("quota_sink_held_events = %v, want 1", g)
 	}
-	var status string
-	if err := e.pool.QueryRow(ctx, `SELECT status FROM billing_sink_events WHERE key = 'acct_a'`).Scan(&status); err != nil ||
+	var status, eventID string
+	if err := e.pool.QueryRow(ctx, `SELECT status, event_id FROM billing_sink_events WHERE key = 'acct_a'`).Scan(&status, &eventID); err != nil ||
 		status != "held" {
 		t.Fatalf("acct_a's record: %q, %v", status, err)
+	}
+	// A person finds the event in Stripe's meter event summaries and
+	// settles it as delivered: nothing is sent, nothing differs.
+	name := sink.StripeSinkName(testMeter)
+	if err := sink.SettleHeld(ctx, e.pool, name, "qu-nosuch", true); !errors.Is(err, sink.ErrNotHeld) {
+		t.Fatalf("settling an unknown event: %v", err)
+	}
+	if err := sink.SettleHeld(ctx, e.pool, name, eventID, true); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sync(later.Add(time.Hour))
+	if a, _ := fake.billedBy("cus_A"); err != nil || len(st.Held) != 0 || st.KeysDiffering != 0 || st.Unchanged != 2 || a != 10 {
+		t.Fatalf("run after settling: %+v, %v; cus_A billed %d", st, err, a)
 	}
 }
 
