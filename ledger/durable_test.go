@@ -209,3 +209,51 @@ func BenchmarkRecordDurable(b *testing.B) {
 		})
 	}
 }
+
+// A full usage stream (DiscardNew) refuses new reports; the Reporter
+// keeps them in the spool, never losing them, and sends them once the
+// stream takes reports again. (A message limit stands in for the byte
+// limit: the refusal is the same.)
+func TestFullStreamRefusalsAreSpooled(t *testing.T) {
+	nc, err := nats.Connect(testserver.StartNATS(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sc := ledger.DefaultStreamConfig()
+	full := jetstream.StreamConfig{Name: sc.Name, Subjects: []string{sc.SubjectPrefix + ".>"}, MaxMsgs: 1,
+		Discard: jetstream.DiscardNew, Duplicates: sc.DuplicateWindow}
+	if _, err := js.CreateStream(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	r, m := newReporter(t, js, clock.NewManual(t0.Add(time.Second)), nil)
+	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 2}})
+	if err := r.Flush(ctx); err != nil {
+		t.Fatalf("Flush into a full stream: %v", err)
+	}
+	if val(m.PublishErr) == 0 || val(m.SpoolReports) != 1 {
+		t.Fatalf("full stream: publish errors %v, spool depth %v; want a refusal and the report spooled", val(m.PublishErr), val(m.SpoolReports))
+	}
+	full.MaxMsgs = -1
+	if _, err := js.UpdateStream(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := reportOf(t, js, "a"); got.Spent != 3 || val(m.SpoolReports) != 0 {
+		t.Fatalf("after the stream took reports again: %+v, spool depth %v; want spent 3, empty spool", got, val(m.SpoolReports))
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
