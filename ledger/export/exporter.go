@@ -116,11 +116,14 @@ ORDER BY 1, 2`
 // summed by ('hour', or 'day' for days and months), %[4]s the CTEs from
 // local to kp (planHour, planDay, planMonth).
 //
-// Its cost stays that of pageSQL's: one key range on the primary key in
+// Its cost stays close to pageSQL's: one key range on the primary key in
 // each month partition before $5, one aggregate per window row (its local
 // time and offset by AT TIME ZONE, no PL/pgSQL), and the calendar's
 // functions called per plan and local month (month starts) or per
-// exported row (day bounds), never per window. Windows are first summed
+// exported row (day bounds), never per window. A window's zone comes from
+// a jsonb object of the page's keys (a binary search), not a join: with
+// the planner's estimate of the key range (InitPlan bounds) a join hashed
+// the window rows and spilled to disk. Windows are first summed
 // by (key, local day or hour, UTC offset): within one such group every
 // window is in the same period, because a period boundary is a local
 // midnight (or the instant the clock jumps over it) and an offset change
@@ -139,19 +142,23 @@ const planPageSQL = `WITH page AS (
 cal AS MATERIALIZED (
     SELECT p.key, coalesce(nullif(kp.time_zone, ''), 'UTC') AS zone, kp.anchor_day
     FROM page p CROSS JOIN LATERAL quota_key_plan(p.key) kp),
-local AS (
-    SELECT r.key, c.zone, c.anchor_day, date_trunc(%[3]s, l.lt) AS lt,
+zones AS MATERIALIZED (
+    SELECT jsonb_object_agg(key, zone) AS zone FROM cal),
+sums AS (
+    SELECT r.key, date_trunc(%[3]s, l.lt) AS lt,
            extract(epoch FROM l.lt - (r.window_start AT TIME ZONE 'UTC'))::bigint AS off,
            min(r.window_start) AS first,
            sum(r.spent) AS spent, sum(r.rejected) AS rejected, sum(r.degraded) AS degraded,
            sum(r.refunded) AS refunded, sum(r.charged) AS charged,
            count(DISTINCT r.window_start) AS windows, bool_and(r.final) AS final
     FROM usage_reports r
-    JOIN cal c ON c.key = r.key
-    CROSS JOIN LATERAL (SELECT r.window_start AT TIME ZONE c.zone AS lt) l
+    CROSS JOIN LATERAL (SELECT r.window_start AT TIME ZONE ((SELECT zone FROM zones) ->> r.key) AS lt) l
     WHERE r.window_start < $5
       AND r.key >= (SELECT min(key) FROM page) AND r.key <= (SELECT max(key) FROM page)
-    GROUP BY 1, 2, 3, 4, 5),
+      AND (SELECT zone FROM zones) ? r.key
+    GROUP BY 1, 2, 3),
+local AS (
+    SELECT s.*, c.zone, c.anchor_day FROM sums s JOIN cal c ON c.key = s.key),
 %[4]s,
 cum AS (
     SELECT *, spent + charged - refunded AS net,
