@@ -73,6 +73,7 @@ type options struct {
 	At          string // --at, RFC 3339: the instant whose periods --quotas shows; empty = now
 
 	// export, events and sinks-report subcommands
+	Calendar    string // export --calendar: utc or plan (export.Calendar)
 	Month       string // --month 2026-11
 	Sink        string // --sink http(s)://… or nats://SUBJECT
 	MetricsFile string // --metrics-file, Prometheus text format
@@ -172,12 +173,18 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	}
 	if cmd == "export" || cmd == "events" || cmd == "sinks-report" {
 		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required)")
-		fs.StringVar(&o.Granularity, "granularity", "month", "period: day or month")
+		granularities := "period: day or month"
+		if cmd == "export" {
+			granularities = "period: hour, day or month (UTC)"
+		}
+		fs.StringVar(&o.Granularity, "granularity", "month", granularities)
 		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
 			"longest query of one page of keys")
 	}
 	if cmd == "export" {
 		fs.StringVar(&o.Format, "format", "csv", "csv or ndjson")
+		fs.StringVar(&o.Calendar, "calendar", "utc",
+			"utc: UTC periods; plan: each key's periods on its plan's time_zone and anchor_day (a key without a mirrored plan: UTC), those that start in the UTC --month")
 	}
 	if cmd == "events" || cmd == "sinks-report" {
 		fs.StringVar(&o.Sink, "sink", "", "where usage events go: http(s)://URL (CloudEvents over HTTP) or nats://SUBJECT (JetStream, on --nats)")
@@ -273,11 +280,17 @@ func (o *options) validate(cmd string) error {
 	case "export", "events", "sinks-report":
 		_, _, err := o.month()
 		check(err == nil, "--month: %v", err)
-		check(o.Granularity == "day" || o.Granularity == "month", "--granularity: must be day or month, got %q", o.Granularity)
+		if cmd == "export" {
+			check(o.Granularity == "hour" || o.Granularity == "day" || o.Granularity == "month",
+				"--granularity: must be hour, day or month, got %q", o.Granularity)
+		} else {
+			check(o.Granularity == "day" || o.Granularity == "month", "--granularity: must be day or month, got %q", o.Granularity)
+		}
 		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
 			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
 		if cmd == "export" {
 			check(o.Format == "csv" || o.Format == "ndjson", "--format: must be csv or ndjson, got %q", o.Format)
+			check(o.Calendar == "utc" || o.Calendar == "plan", "--calendar: must be utc or plan, got %q", o.Calendar)
 		}
 		if cmd == "events" {
 			_, _, err := o.sinkTarget()
