@@ -87,7 +87,8 @@ kp AS (
            sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
            sum(refunded) AS refunded, sum(charged) AS charged,
            sum(spent) + sum(charged) - sum(refunded) AS net,
-           count(DISTINCT window_start) AS windows, bool_and(final) AS final
+           count(DISTINCT window_start) AS windows, bool_and(final) AS final,
+           count(DISTINCT window_start) FILTER (WHERE closed_at IS NOT NULL) AS closed
     FROM usage_reports
     WHERE window_start < $2
       AND key >= (SELECT min(key) FROM page) AND key <= (SELECT max(key) FROM page)
@@ -102,7 +103,7 @@ carried AS (
     SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), 0) - (cum_net - net) AS carried_in
     FROM billed)
 SELECT key, period, spent::bigint, rejected::bigint, degraded::bigint, windows::bigint, final,
-       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint
+       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint, closed::bigint
 FROM carried
 WHERE period >= $1 AND key IN (SELECT key FROM page)
 ORDER BY 1, 2`
@@ -182,7 +183,7 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 		var r Row
 		var final bool
 		if err := rows.Scan(&r.Key, &r.PeriodStart, &r.Spent, &r.Rejected, &r.Degraded, &r.Windows, &final,
-			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn); err != nil {
+			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn, &r.ClosedByReconciler); err != nil {
 			return buf, fmt.Errorf("export: scan: %w", err)
 		}
 		r.Billed, r.CarriedOut = Carry(r.CarriedIn, r.Net)
