@@ -26,6 +26,15 @@ COMMENT ON COLUMN usage_reports.closed_at IS 'When the reconciler marked the row
 COMMENT ON COLUMN usage_reports.closed_by IS 'The reconciler that closed the row (its --durable and host); NULL unless closed_at is set.';
 COMMENT ON COLUMN usage_reports.final IS 'The process will not report more for this window: it sent its final report, or the reconciler closed the row (closed_at).';
 
+-- The closer finds rows first written behind where its passes have got to
+-- (a window's first report comes up to a window after its start; a spool
+-- replayed after an outage far later) by first_seen: a BRIN index, which
+-- costs the writer almost nothing (see 003), since first_seen follows
+-- insertion order. Building it reads the ledger once, under a lock that
+-- holds writes back: stop the reconcilers while it runs (reports wait in
+-- the stream).
+CREATE INDEX usage_reports_first_seen ON usage_reports USING brin (first_seen);
+
 -- The views keep their columns and gain one at the end (CREATE OR REPLACE
 -- VIEW may only append), so readers of 007's columns are unaffected.
 
@@ -174,5 +183,6 @@ FROM usage_windows
 WHERE is_degraded;
 
 COMMENT ON COLUMN usage_reports.final IS 'The process will not report more for this window.';
+DROP INDEX usage_reports_first_seen;
 ALTER TABLE usage_reports DROP COLUMN closed_by;
 ALTER TABLE usage_reports DROP COLUMN closed_at;

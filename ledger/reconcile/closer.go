@@ -122,7 +122,10 @@ func NewCloserMetrics(reg prometheus.Registerer) *CloserMetrics {
 // the last pass ended to now − After, and closes at most BatchRows rows per
 // statement and BatchesPerTick statements per tick. It resumes at the
 // earliest row it left open (a live process's window, a row locked by a
-// writer), so a steady-state pass reads about one Interval's windows.
+// writer) or first written since the last pass behind where the passes had
+// got to (found by first_seen), so a steady-state pass reads about one
+// Interval's windows. Every Rescan, and at its start, a pass reads the
+// whole ledger.
 // Several reconcilers may run Closers on one ledger: rows are locked with
 // SKIP LOCKED (a Closer never waits for a writer, so it never takes part in
 // a deadlock) and closed only while still non-final.
@@ -137,6 +140,7 @@ type Closer struct {
 	from      time.Time // next window_start to scan; zero: start a pass at the oldest month
 	pending   time.Time // earliest window_start left open by this pass; zero: none
 	passStart time.Time // when the current pass from the oldest month began
+	inserted  time.Time // Postgres's clock at the last look for new rows (insertedSQL)
 }
 
 // NewCloser returns a Closer writing through pool. It validates a copy of
@@ -205,6 +209,20 @@ SELECT count(*) FROM closed`
 // openSQL is the earliest window_start in [$1, $2) of a row still open.
 const openSQL = `SELECT min(window_start) FROM usage_reports WHERE window_start >= $1 AND window_start < $2 AND NOT final`
 
+// insertedSQL is the earliest window_start of the open rows first written
+// since $1 (Postgres's clock; first_seen, BRIN-indexed by migration 009),
+// whatever their window, and Postgres's clock now. A row is first written
+// up to a window (and a report interval, and the stream's lag) after its
+// window starts, and far later from a spool replayed after an outage: such
+// a row may start behind where the passes have got to, and this sends the
+// next pass back for it.
+const insertedSQL = `SELECT (SELECT min(window_start) FROM usage_reports WHERE first_seen >= $1 AND NOT final), statement_timestamp()`
+
+// insertedSlack is how far before the last look insertedSQL looks again:
+// first_seen is its transaction's start, and a writer's transaction that
+// began before the last look may have committed after it.
+const insertedSlack = time.Minute
+
 // oldestSQL is the lower bound of usage_reports' oldest month partition.
 const oldestSQL = `SELECT min(substring(pg_get_expr(c.relpartbound, c.oid) FROM $re$FROM \('([^']+)'\)$re$)::timestamptz)
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -223,7 +241,20 @@ func (c *Closer) Close(ctx context.Context, now time.Time) (int, error) {
 		if oldest == nil {
 			return 0, nil // no partition, no row
 		}
-		c.from, c.pending, c.passStart = *oldest, time.Time{}, now
+		c.from, c.pending, c.passStart, c.inserted = *oldest, time.Time{}, now, time.Time{}
+	}
+	if !c.inserted.IsZero() {
+		var first *time.Time
+		if err := c.pool.QueryRow(ctx, insertedSQL, c.inserted.Add(-insertedSlack)).Scan(&first, &c.inserted); err != nil {
+			return 0, fmt.Errorf("reconcile: closer: rows written since the last pass: %w", err)
+		}
+		if first != nil && (c.pending.IsZero() || first.Before(c.pending)) {
+			c.pending = *first
+		}
+	} else if err := c.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&c.inserted); err != nil {
+		// A pass from the oldest month reads every row: new ones are
+		// looked for from its start on.
+		return 0, fmt.Errorf("reconcile: closer: clock: %w", err)
 	}
 	closed := 0
 	for stmts := 0; stmts < c.cfg.BatchesPerTick && c.from.Before(cut); stmts++ {

@@ -410,6 +410,36 @@ func TestCloserBoundedPasses(t *testing.T) {
 	}
 }
 
+// TestCloserFindsRowsWrittenBehindIt: a row first written after the passes
+// went past its window_start (a process that started mid-window, a spool
+// replayed after an outage) is closed by a later pass, not left for the
+// next Rescan.
+func TestCloserFindsRowsWrittenBehindIt(t *testing.T) {
+	_, pool := ledgertest.Database(t)
+	ctx := context.Background()
+	closer, _ := newCloser(t, pool, func(c *reconcile.CloserConfig) { c.After = time.Second })
+	if _, err := closer.Close(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s := time.Now().Add(-time.Hour).UTC()
+	r := ledger.Report{Key: "acct_behind", WindowStart: s, WindowEnd: s.Add(time.Minute), ProcessID: "eu-replayed", Region: "eu",
+		Spent: 4, Seq: 1, SentAt: s.Add(time.Second)}
+	if _, err := reconcile.NewWriter(pool).Write(ctx, []ledger.Report{r}); err != nil {
+		t.Fatal(err)
+	}
+	closed := 0
+	for pass := 0; pass < 3 && closed == 0; pass++ {
+		n, err := closer.Close(ctx, time.Now().Add(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed += n
+	}
+	if closed != 1 {
+		t.Fatalf("closed %d rows in three passes; want the row written behind the passes", closed)
+	}
+}
+
 func TestCloserConfigValidation(t *testing.T) {
 	tests := []struct {
 		name string
