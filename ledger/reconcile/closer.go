@@ -126,6 +126,7 @@ func NewCloserMetrics(reg prometheus.Registerer) *CloserMetrics {
 // got to (found by first_seen), so a steady-state pass reads about one
 // Interval's windows. Every Rescan, and at its start, a pass reads the
 // whole ledger.
+//
 // Several reconcilers may run Closers on one ledger: rows are locked with
 // SKIP LOCKED (a Closer never waits for a writer, so it never takes part in
 // a deadlock) and closed only while still non-final.
