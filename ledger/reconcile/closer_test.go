@@ -3,6 +3,8 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -15,7 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/ledgertest"
+	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
@@ -437,6 +441,44 @@ func TestCloserFindsRowsWrittenBehindIt(t *testing.T) {
 	}
 	if closed != 1 {
 		t.Fatalf("closed %d rows in three passes; want the row written behind the passes", closed)
+	}
+}
+
+// TestCloserRun: Run passes at once and then at every tick of its clock,
+// and returns when its context ends.
+func TestCloserRun(t *testing.T) {
+	_, pool := ledgertest.Database(t)
+	start := time.Now().Add(time.Hour) // after every write of the test
+	clk := clock.NewManual(start)
+	closer, m := newCloser(t, pool, func(c *reconcile.CloserConfig) { c.Clock, c.Interval = clk, time.Minute })
+	s := start.Add(-time.Hour)
+	writeAt(t, pool, []ledger.Report{{Key: "acct_run", WindowStart: s, WindowEnd: s.Add(time.Minute), ProcessID: "eu-dead",
+		Region: "eu", Spent: 1, Seq: 1, SentAt: s}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- closer.Run(ctx) }()
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := testutil.ToFloat64(m.Closed); n != 1 {
+			return fmt.Errorf("first pass closed %v rows", n)
+		}
+		return nil
+	})
+	// A second dead process, written after the first pass, behind it.
+	writeAt(t, pool, []ledger.Report{{Key: "acct_run", WindowStart: s, WindowEnd: s.Add(time.Minute), ProcessID: "eu-dead-2",
+		Region: "eu", Spent: 1, Seq: 1, SentAt: s}})
+	if _, err := pool.Exec(context.Background(), `UPDATE usage_reports SET first_seen = now() WHERE process_id = 'eu-dead-2'`); err != nil {
+		t.Fatal(err)
+	}
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		clk.Advance(time.Minute)
+		if n := testutil.ToFloat64(m.Closed); n != 2 {
+			return fmt.Errorf("passes closed %v rows, want 2", n)
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
 }
 
