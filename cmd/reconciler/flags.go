@@ -47,6 +47,9 @@ type options struct {
 	// QuotaBaseSubject is the NATS subject serve answers quota-base
 	// requests on (ledger/quotabase), in queue group quotabase.DefaultQueue.
 	QuotaBaseSubject string
+	// CloseAfter is how long a process may stay silent past a window's end
+	// before serve closes its row for it (reconcile.CloserConfig.After).
+	CloseAfter time.Duration
 	// CatalogBucket is the catalogue's JetStream key-value bucket, whose
 	// plans and key assignments serve mirrors into the ledger
 	// (ledger/planmirror); empty: no mirror.
@@ -92,6 +95,7 @@ func defaultOptions() options {
 		BatchSize:      5000,
 		BatchInterval:  200 * time.Millisecond,
 		WriteParallel:  reconcile.DefaultWriterConfig().Parallel,
+		CloseAfter:     reconcile.DefaultCloserConfig().After,
 
 		QuotaBaseSubject: quotabase.DefaultSubject,
 		CatalogBucket:    planmirror.DefaultConfig().Bucket,
@@ -116,6 +120,7 @@ const (
 	maxBillingStatementTimeout = 5 * time.Minute
 	maxShutdownDelay           = 5 * time.Minute
 	maxAheadMonths             = 24
+	maxCloseAfter              = 31 * 24 * time.Hour
 )
 
 // envPrefix is the prefix of every flag's environment variable:
@@ -156,6 +161,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait to fill a batch")
 		fs.IntVar(&o.WriteParallel, "write-parallel", o.WriteParallel,
 			"write each batch as up to this many primary-key ranges at once, each its own transaction on its own Postgres connection (about Postgres's cores; 1: one transaction per batch)")
+		fs.DurationVar(&o.CloseAfter, "close-after", o.CloseAfter,
+			"close the ledger rows of a process that sent nothing for this long past the window's end (it died without its final report): they count as final, marked closed_by_reconciler, billed at its last report; checked every min(30s, close-after/4)")
 		fs.Var(&o.BillingToken, "billing-token",
 			"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
 		fs.IntVar(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool")
@@ -256,6 +263,8 @@ func (o *options) validate(cmd string) error {
 		check(o.BatchInterval > 0, "--batch-interval: must be positive, got %v", o.BatchInterval)
 		check(o.WriteParallel >= 1 && o.WriteParallel <= reconcile.MaxWriteParallel,
 			"--write-parallel: must be 1 to %d, got %d", reconcile.MaxWriteParallel, o.WriteParallel)
+		check(o.CloseAfter > 0 && o.CloseAfter <= maxCloseAfter,
+			"--close-after: must be positive and at most %v, got %v", maxCloseAfter, o.CloseAfter)
 		check(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns,
 			"--billing-max-conns: must be 1 to %d, got %d", maxBillingConns, o.BillingMaxConns)
 		check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay,
