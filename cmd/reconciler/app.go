@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,7 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newPool,
 			newWriter,
 			newReconciler,
+			newCloser,
 			newBillingPool,
 			newBillingLedger,
 			func(l *billing.Ledger) billing.Querier { return l },
@@ -62,7 +64,7 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newRoutes,
 			newMux,
 		),
-		fx.Invoke(runReconciler, runQuotaBase, runPlanMirror, serveHTTP),
+		fx.Invoke(runReconciler, runCloser, runQuotaBase, runPlanMirror, serveHTTP),
 	)
 }
 
@@ -178,6 +180,29 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 
 func runReconciler(lc fx.Lifecycle, r *reconcile.Reconciler, log *slog.Logger) {
 	runInBackground(lc, "reconciler", r.Run, log)
+}
+
+// newCloser closes, through the writer's pool, the ledger rows of
+// processes silent for --close-after past their window's end
+// (reconcile.Closer), checking every min(30s, --close-after/4), and
+// records this reconciler (--durable@host) as the closer.
+func newCloser(o options, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) (*reconcile.Closer, error) {
+	cfg := reconcile.DefaultCloserConfig()
+	cfg.After = o.CloseAfter
+	cfg.Interval = max(min(cfg.Interval, o.CloseAfter/4), 100*time.Millisecond)
+	host, _ := os.Hostname()
+	cfg.Name = o.Durable + "@" + host
+	cfg.Logger = log
+	cfg.Metrics = reconcile.NewCloserMetrics(reg)
+	c, err := reconcile.NewCloser(pool, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--close-after: %w", err)
+	}
+	return c, nil
+}
+
+func runCloser(lc fx.Lifecycle, c *reconcile.Closer, log *slog.Logger) {
+	runInBackground(lc, "window closer", c.Run, log)
 }
 
 // runInBackground runs run from the app's start until its stop, which

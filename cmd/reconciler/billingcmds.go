@@ -43,8 +43,8 @@ func exporter(o options) (*export.Exporter, *pgxpool.Pool, error) {
 	return ex, pool, nil
 }
 
-// exportCmd prints every key's usage per period of --month, as GET
-// /v1/usage/export does, straight from Postgres (its --postgres
+// exportCmd prints every key's usage per period that starts in --month
+// (on --calendar), as GET /v1/usage/export does, straight from Postgres (its --postgres
 // credentials are its authorization).
 func exportCmd(ctx context.Context, o options, stdout io.Writer) error {
 	from, to, _ := o.month()
@@ -55,7 +55,8 @@ func exportCmd(ctx context.Context, o options, stdout io.Writer) error {
 	defer pool.Close()
 	g := export.Granularity(o.Granularity)
 	enc := export.NewEncoder(stdout, export.Format(o.Format), g)
-	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Now: time.Now()}, enc.Rows)
+	q := export.Query{From: from, To: to, Granularity: g, Calendar: export.Calendar(o.Calendar), Now: time.Now()}
+	err = ex.Export(ctx, q, enc.Rows)
 	if err != nil {
 		_ = enc.Fail(err.Error())
 		return err

@@ -63,6 +63,21 @@ func TestBillingCommands(t *testing.T) {
 		!strings.HasPrefix(lines[1], "acct_a,2026-11-05T10:00:00Z,2026-11-05T11:00:00Z,hour,11,0,0,1,true,") {
 		t.Fatalf("export --granularity hour:\n%s", out.String())
 	}
+	// On the plan calendar acct_a's month runs from the 5th in New York;
+	// acct_b has no plan: UTC.
+	if _, err := pool.Exec(ctx, `INSERT INTO quota_plans (name, time_zone, anchor_day, revision) VALUES ('ny5', 'America/New_York', 5, 1);
+		INSERT INTO quota_key_plans (key, plan, revision) VALUES ('acct_a', 'ny5', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run([]string{"export", "--month", "2026-11", "--calendar", "plan"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 4 ||
+		!strings.HasPrefix(lines[1], "acct_a,2026-11-05T05:00:00Z,2026-12-05T05:00:00Z,month,11,0,0,1,") ||
+		!strings.HasPrefix(lines[2], "acct_b,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,month,11,0,0,1,") {
+		t.Fatalf("export --calendar plan:\n%s", out.String())
+	}
 
 	var mu sync.Mutex
 	ids := map[string]int{}
@@ -110,6 +125,7 @@ func TestBillingCommands(t *testing.T) {
 		{[]string{"export", "--month", "11/2026"}, "--month"},
 		{[]string{"export", "--month", "2026-11", "--format", "xml"}, "--format"},
 		{[]string{"export", "--month", "2026-11", "--granularity", "week"}, "--granularity"},
+		{[]string{"export", "--month", "2026-11", "--calendar", "local"}, "--calendar"},
 		{[]string{"events", "--month", "2026-11", "--sink", "http://x", "--granularity", "week"}, "--granularity"},
 		{[]string{"events", "--month", "2026-11", "--sink", "http://x", "--continuous"}, "--month"},
 		{[]string{"events", "--sink", "http://x", "--continuous", "--every", "1s"}, "--every"},

@@ -47,6 +47,9 @@ type options struct {
 	// QuotaBaseSubject is the NATS subject serve answers quota-base
 	// requests on (ledger/quotabase), in queue group quotabase.DefaultQueue.
 	QuotaBaseSubject string
+	// CloseAfter is how long a process may stay silent past a window's end
+	// before serve closes its row for it (reconcile.CloserConfig.After).
+	CloseAfter time.Duration
 	// CatalogBucket is the catalogue's JetStream key-value bucket, whose
 	// plans and key assignments serve mirrors into the ledger
 	// (ledger/planmirror); empty: no mirror.
@@ -73,6 +76,7 @@ type options struct {
 	At          string // --at, RFC 3339: the instant whose periods --quotas shows; empty = now
 
 	// export, events and sinks-report subcommands
+	Calendar    string // export --calendar: utc or plan (export.Calendar)
 	Month       string // --month 2026-11
 	Sink        string // --sink http(s)://… or nats://SUBJECT
 	MetricsFile string // --metrics-file, Prometheus text format
@@ -97,6 +101,7 @@ func defaultOptions() options {
 		BatchSize:      5000,
 		BatchInterval:  200 * time.Millisecond,
 		WriteParallel:  reconcile.DefaultWriterConfig().Parallel,
+		CloseAfter:     reconcile.DefaultCloserConfig().After,
 
 		QuotaBaseSubject: quotabase.DefaultSubject,
 		CatalogBucket:    planmirror.DefaultConfig().Bucket,
@@ -121,6 +126,7 @@ const (
 	maxBillingStatementTimeout = 5 * time.Minute
 	maxShutdownDelay           = 5 * time.Minute
 	maxAheadMonths             = 24
+	maxCloseAfter              = 31 * 24 * time.Hour
 )
 
 // envPrefix is the prefix of every flag's environment variable:
@@ -161,6 +167,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait to fill a batch")
 		fs.IntVar(&o.WriteParallel, "write-parallel", o.WriteParallel,
 			"write each batch as up to this many primary-key ranges at once, each its own transaction on its own Postgres connection (about Postgres's cores; 1: one transaction per batch)")
+		fs.DurationVar(&o.CloseAfter, "close-after", o.CloseAfter,
+			"close the ledger rows of a process that sent nothing for this long past the window's end (it died without its final report): they count as final, marked closed_by_reconciler, billed at its last report; checked every min(30s, close-after/4)")
 		fs.Var(&o.BillingToken, "billing-token",
 			"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
 		fs.IntVar(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool")
@@ -184,6 +192,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	}
 	if cmd == "export" {
 		fs.StringVar(&o.Format, "format", "csv", "csv or ndjson")
+		fs.StringVar(&o.Calendar, "calendar", "utc",
+			"utc: UTC periods; plan: each key's periods on its plan's time_zone and anchor_day (a key without a mirrored plan: UTC), those that start in the UTC --month")
 	}
 	if cmd == "events" || cmd == "sinks-report" {
 		fs.StringVar(&o.Sink, "sink", "", "where usage events go: http(s)://URL (CloudEvents over HTTP) or nats://SUBJECT (JetStream, on --nats)")
@@ -256,6 +266,8 @@ func (o *options) validate(cmd string) error {
 		check(o.BatchInterval > 0, "--batch-interval: must be positive, got %v", o.BatchInterval)
 		check(o.WriteParallel >= 1 && o.WriteParallel <= reconcile.MaxWriteParallel,
 			"--write-parallel: must be 1 to %d, got %d", reconcile.MaxWriteParallel, o.WriteParallel)
+		check(o.CloseAfter > 0 && o.CloseAfter <= maxCloseAfter,
+			"--close-after: must be positive and at most %v, got %v", maxCloseAfter, o.CloseAfter)
 		check(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns,
 			"--billing-max-conns: must be 1 to %d, got %d", maxBillingConns, o.BillingMaxConns)
 		check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay,
@@ -288,6 +300,7 @@ func (o *options) validate(cmd string) error {
 			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
 		if cmd == "export" {
 			check(o.Format == "csv" || o.Format == "ndjson", "--format: must be csv or ndjson, got %q", o.Format)
+			check(o.Calendar == "utc" || o.Calendar == "plan", "--calendar: must be utc or plan, got %q", o.Calendar)
 		}
 		if cmd == "events" {
 			errs = append(errs, o.checkSinkRun()...)

@@ -113,8 +113,14 @@ type Row struct {
 	Windows int `json:"windows"`
 	// IsDegraded: some cost in the bucket was allowed in degraded mode.
 	IsDegraded bool `json:"degraded"`
-	// Complete: every process sent its final report for every window.
+	// Complete: every process sent its final report for every window, or
+	// the reconciler closed its row (ClosedByReconciler).
 	Complete bool `json:"complete"`
+	// ClosedByReconciler is the number of the bucket's windows in which
+	// the reconciler closed a process's row: the process sent nothing for
+	// reconciler serve --close-after past the window's end (it died
+	// without its final report), and its last report is what is billed.
+	ClosedByReconciler int `json:"closed_by_reconciler"`
 }
 
 // Result answers a Query.
@@ -126,7 +132,9 @@ type Result struct {
 	Totals      Totals      `json:"totals"`
 	IsDegraded  bool        `json:"degraded"`
 	Complete    bool        `json:"complete"`
-	Rows        []Row       `json:"rows"`
+	// ClosedByReconciler is the sum of the rows' (Row.ClosedByReconciler).
+	ClosedByReconciler int   `json:"closed_by_reconciler"`
+	Rows               []Row `json:"rows"`
 }
 
 // ErrTimeout: a query ran longer than Config.StatementTimeout and was
@@ -155,7 +163,8 @@ const bucketSQL = `SELECT date_trunc($4, window_start, 'UTC') AS b,
        date_trunc($4, window_start, 'UTC') + ('1 ' || $4)::interval AS e,
        sum(spent)::bigint, sum(leased)::bigint, sum(rejected)::bigint, sum(degraded)::bigint,
        count(*)::int, bool_or(is_degraded), bool_and(complete),
-       sum(allowed)::bigint, sum(refunded)::bigint, sum(charged)::bigint
+       sum(allowed)::bigint, sum(refunded)::bigint, sum(charged)::bigint,
+       count(*) FILTER (WHERE closed_by_reconciler > 0)::int
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
 GROUP BY 1 ORDER BY 1
@@ -163,7 +172,7 @@ LIMIT $5`
 
 // windowSQL selects one row per window; $4 most rows.
 const windowSQL = `SELECT window_start, window_end, spent, leased, rejected, degraded, 1, is_degraded, complete,
-       allowed, refunded, charged
+       allowed, refunded, charged, (closed_by_reconciler > 0)::int
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
 ORDER BY window_start
@@ -233,7 +242,7 @@ func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
 		}
 		var r Row
 		if err := rows.Scan(&r.Start, &r.End, &r.Spent, &r.Leased, &r.Rejected, &r.Degraded,
-			&r.Windows, &r.IsDegraded, &r.Complete, &r.Allowed, &r.Refunded, &r.Charged); err != nil {
+			&r.Windows, &r.IsDegraded, &r.Complete, &r.Allowed, &r.Refunded, &r.Charged, &r.ClosedByReconciler); err != nil {
 			return Result{}, fmt.Errorf("billing: scan: %w", err)
 		}
 		res.add(r)
@@ -258,6 +267,7 @@ func (res *Result) add(r Row) {
 	res.Totals.Degraded += r.Degraded
 	res.IsDegraded = res.IsDegraded || r.IsDegraded
 	res.Complete = res.Complete && r.Complete
+	res.ClosedByReconciler += r.ClosedByReconciler
 	res.Rows = append(res.Rows, r)
 }
 

@@ -3,6 +3,7 @@ package export_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -328,5 +329,51 @@ func TestExportPlanCalendarRefusals(t *testing.T) {
 				t.Fatalf("%d %v, want 400 naming %q", resp.StatusCode, body, tt.field)
 			}
 		})
+	}
+}
+
+// KeyPeriod gives the bounds of the row that holds an instant: on the
+// plan calendar the key's plan's period (period.Calendar), on UTC the UTC
+// period; a bad argument names its field.
+func TestKeyPeriod(t *testing.T) {
+	_, pool := ledgertest.Database(t)
+	seedPlans(t, pool)
+	ex, err := export.New(pool, export.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	units := map[export.Granularity]period.Unit{export.Hour: period.Hour, export.Day: period.Day, export.Month: period.Month}
+	for _, w := range planWindows() {
+		for g, u := range units {
+			start, end, err := ex.KeyPeriod(ctx, w.key, g, export.CalendarPlan, w.at)
+			ws, we := planKeys[w.key].Bounds(u, w.at)
+			if err != nil || !start.Equal(ws) || !end.Equal(we) {
+				t.Fatalf("%s %s at %s: [%s, %s) %v, want [%s, %s)", w.key, g, w.at.UTC().Format(time.RFC3339),
+					start.Format(time.RFC3339), end.Format(time.RFC3339), err, ws.UTC().Format(time.RFC3339), we.UTC().Format(time.RFC3339))
+			}
+			us, ue, err := ex.KeyPeriod(ctx, w.key, g, "", w.at)
+			if err != nil || !us.Equal(g.Start(w.at)) || !ue.Equal(g.Next(us)) {
+				t.Fatalf("%s %s at %s on UTC: [%s, %s) %v", w.key, g, w.at, us, ue, err)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		key   string
+		g     export.Granularity
+		cal   export.Calendar
+		at    time.Time
+		field string
+	}{
+		{"", export.Month, export.CalendarPlan, now, "key"},
+		{"k", "week", export.CalendarPlan, now, "granularity"},
+		{"k", export.Month, "local", now, "calendar"},
+		{"k", export.Month, export.CalendarPlan, time.Time{}, "at"},
+	} {
+		_, _, err := ex.KeyPeriod(ctx, tt.key, tt.g, tt.cal, tt.at)
+		var fe *export.FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field {
+			t.Errorf("KeyPeriod(%q, %q, %q, %v): %v, want a FieldError naming %s", tt.key, tt.g, tt.cal, tt.at, err, tt.field)
+		}
 	}
 }

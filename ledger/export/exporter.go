@@ -87,7 +87,8 @@ kp AS (
            sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
            sum(refunded) AS refunded, sum(charged) AS charged,
            sum(spent) + sum(charged) - sum(refunded) AS net,
-           count(DISTINCT window_start) AS windows, bool_and(final) AS final
+           count(DISTINCT window_start) AS windows, bool_and(final) AS final,
+           count(DISTINCT window_start) FILTER (WHERE closed_at IS NOT NULL) AS closed
     FROM usage_reports
     WHERE window_start < $2
       AND key >= (SELECT min(key) FROM page) AND key <= (SELECT max(key) FROM page)
@@ -102,7 +103,7 @@ carried AS (
     SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), 0) - (cum_net - net) AS carried_in
     FROM billed)
 SELECT key, period, spent::bigint, rejected::bigint, degraded::bigint, windows::bigint, final,
-       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint
+       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint, closed::bigint
 FROM carried
 WHERE period >= $1 AND key IN (SELECT key FROM page)
 ORDER BY 1, 2`
@@ -116,11 +117,14 @@ ORDER BY 1, 2`
 // summed by ('hour', or 'day' for days and months), %[4]s the CTEs from
 // local to kp (planHour, planDay, planMonth).
 //
-// Its cost stays that of pageSQL's: one key range on the primary key in
+// Its cost stays close to pageSQL's: one key range on the primary key in
 // each month partition before $5, one aggregate per window row (its local
 // time and offset by AT TIME ZONE, no PL/pgSQL), and the calendar's
 // functions called per plan and local month (month starts) or per
-// exported row (day bounds), never per window. Windows are first summed
+// exported row (day bounds), never per window. A window's zone comes from
+// a jsonb object of the page's keys (a binary search), not a join: with
+// the planner's estimate of the key range (InitPlan bounds) a join hashed
+// the window rows and spilled to disk. Windows are first summed
 // by (key, local day or hour, UTC offset): within one such group every
 // window is in the same period, because a period boundary is a local
 // midnight (or the instant the clock jumps over it) and an offset change
@@ -139,19 +143,24 @@ const planPageSQL = `WITH page AS (
 cal AS MATERIALIZED (
     SELECT p.key, coalesce(nullif(kp.time_zone, ''), 'UTC') AS zone, kp.anchor_day
     FROM page p CROSS JOIN LATERAL quota_key_plan(p.key) kp),
-local AS (
-    SELECT r.key, c.zone, c.anchor_day, date_trunc(%[3]s, l.lt) AS lt,
+zones AS MATERIALIZED (
+    SELECT jsonb_object_agg(key, zone) AS zone FROM cal),
+sums AS (
+    SELECT r.key, date_trunc(%[3]s, l.lt) AS lt,
            extract(epoch FROM l.lt - (r.window_start AT TIME ZONE 'UTC'))::bigint AS off,
            min(r.window_start) AS first,
            sum(r.spent) AS spent, sum(r.rejected) AS rejected, sum(r.degraded) AS degraded,
            sum(r.refunded) AS refunded, sum(r.charged) AS charged,
-           count(DISTINCT r.window_start) AS windows, bool_and(r.final) AS final
+           count(DISTINCT r.window_start) AS windows, bool_and(r.final) AS final,
+           count(DISTINCT r.window_start) FILTER (WHERE r.closed_at IS NOT NULL) AS closed
     FROM usage_reports r
-    JOIN cal c ON c.key = r.key
-    CROSS JOIN LATERAL (SELECT r.window_start AT TIME ZONE c.zone AS lt) l
+    CROSS JOIN LATERAL (SELECT r.window_start AT TIME ZONE ((SELECT zone FROM zones) ->> r.key) AS lt) l
     WHERE r.window_start < $5
       AND r.key >= (SELECT min(key) FROM page) AND r.key <= (SELECT max(key) FROM page)
-    GROUP BY 1, 2, 3, 4, 5),
+      AND (SELECT zone FROM zones) ? r.key
+    GROUP BY 1, 2, 3),
+local AS (
+    SELECT s.*, c.zone, c.anchor_day FROM sums s JOIN cal c ON c.key = s.key),
 %[4]s,
 cum AS (
     SELECT *, spent + charged - refunded AS net,
@@ -164,11 +173,11 @@ carried AS (
     SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY ord), 0) - (cum_net - net) AS carried_in
     FROM billed)
 SELECT key, ps, pe, spent::bigint, rejected::bigint, degraded::bigint, windows::bigint, final,
-       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint
+       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint, closed::bigint
 FROM carried
 WHERE ps >= $1 AND ps < $2
 UNION ALL
-SELECT max(key), NULL, NULL, 0, 0, 0, 0, false, 0, 0, 0, 0 FROM page
+SELECT max(key), NULL, NULL, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 FROM page
 ORDER BY 1, 2 NULLS LAST`
 
 // The CTEs of planPageSQL from local to kp: each key's periods, ordered
@@ -182,17 +191,20 @@ const (
            (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' AS ps,
            (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' + interval '1 hour' AS pe,
            sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
-           sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final
+           sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final,
+           sum(closed) AS closed
     FROM local GROUP BY 1, 2, 3, 4)`
 	// planDay: the local date; its bounds (quota_midnight) are computed
 	// only for the days that may start in [from, to).
 	planDay = `days AS (
     SELECT key, zone, lt::date AS day,
            sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
-           sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final
+           sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final,
+           sum(closed) AS closed
     FROM local GROUP BY 1, 2, 3),
 kp AS (
-    SELECT d.key, d.day AS ord, b.ps, b.pe, d.spent, d.rejected, d.degraded, d.refunded, d.charged, d.windows, d.final
+    SELECT d.key, d.day AS ord, b.ps, b.pe, d.spent, d.rejected, d.degraded, d.refunded, d.charged, d.windows, d.final,
+           d.closed
     FROM days d
     CROSS JOIN LATERAL (
         SELECT CASE WHEN d.day BETWEEN ($1 AT TIME ZONE d.zone)::date - 1 AND ($2 AT TIME ZONE d.zone)::date + 1
@@ -214,7 +226,8 @@ kp AS (
            CASE WHEN l.first >= mo.this THEN mo.this ELSE mo.prev END AS ps,
            CASE WHEN l.first >= mo.this THEN mo.next ELSE mo.this END AS pe,
            sum(l.spent) AS spent, sum(l.rejected) AS rejected, sum(l.degraded) AS degraded,
-           sum(l.refunded) AS refunded, sum(l.charged) AS charged, sum(l.windows) AS windows, bool_and(l.final) AS final
+           sum(l.refunded) AS refunded, sum(l.charged) AS charged, sum(l.windows) AS windows, bool_and(l.final) AS final,
+           sum(l.closed) AS closed
     FROM local l
     JOIN months mo ON mo.zone = l.zone AND mo.anchor_day = l.anchor_day AND mo.lm = date_trunc('month', l.lt)::date
     GROUP BY 1, 2, 3, 4)`
@@ -314,7 +327,7 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 		var start, end *time.Time
 		var final bool
 		dst := []any{&key, &start, &end, &r.Spent, &r.Rejected, &r.Degraded, &r.Windows, &final,
-			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn}
+			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn, &r.ClosedByReconciler}
 		if q.Calendar != CalendarPlan {
 			dst = append(dst[:2], dst[3:]...) // pageSQL has no period end
 		}

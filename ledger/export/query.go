@@ -317,7 +317,8 @@ type Row struct {
 	// period.
 	Windows int64 `json:"windows"`
 	// Complete: the period has ended (PeriodEnd ≤ Query.Now) and every
-	// process sent its final report for every window in it. An
+	// process sent its final report for every window in it, or the
+	// reconciler closed its row (ClosedByReconciler). An
 	// incomplete period may still grow: windows are open or reports
 	// outstanding. A complete period's Billed may still change when an
 	// earlier period of the key changes (its CarriedIn does).
@@ -336,6 +337,12 @@ type Row struct {
 	// Billed is what the period is invoiced (≥ 0): what the sinks send.
 	Billed     int64 `json:"billed"`
 	CarriedOut int64 `json:"carried_out"`
+	// ClosedByReconciler is the number of the period's windows in which
+	// the reconciler closed a process's row: the process died without its
+	// final report (it sent nothing for reconciler serve --close-after
+	// past the window's end), and its last report is what is billed.
+	// Those windows count as final for Complete.
+	ClosedByReconciler int64 `json:"closed_by_reconciler"`
 }
 
 // Carry applies the carry-over rule to one period: given the credit

@@ -36,11 +36,18 @@
 // to what Postgres stores (whole microseconds, UTC) before a batch is
 // merged: window starts that differ below the microsecond are one row.
 //
-// Run owns one goroutine (the caller's). The Writer starts one goroutine
-// per part of a batch beyond the first (WriterConfig.Parallel), for the
-// duration of Write; the package starts no other.
+// A Closer (reconciler serve --close-after) marks final the rows of
+// processes that died without their final report, once they have been
+// silent for CloserConfig.After past their window's end, so that their
+// keys' periods complete and get billed (migration 009).
+//
+// Run owns one goroutine (the caller's), and so does Closer.Run. The
+// Writer starts one goroutine per part of a batch beyond the first
+// (WriterConfig.Parallel), for the duration of Write; the package starts
+// no other.
 //
 // Time: BatchInterval, the retry backoff and the idle check are measured on
 // the system clock, as they pace waiting on JetStream and Postgres; there is
-// no Config.Clock. Report times come from the reports themselves.
+// no Config.Clock. Report times come from the reports themselves. The
+// Closer's passes run on CloserConfig.Clock, and Close takes its now.
 package reconcile

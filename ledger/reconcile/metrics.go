@@ -21,6 +21,8 @@ type Metrics struct {
 	Rows        *prometheus.CounterVec // result: inserted, updated, unchanged
 	WriteErrors prometheus.Counter
 	LastCommit  prometheus.Gauge
+	// OldestUnwritten: see newOldestUnwritten (streamage.go).
+	OldestUnwritten prometheus.Gauge
 }
 
 // NewMetrics creates the Reconciler's metrics and registers them on reg
@@ -56,6 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "write_errors_total", Help: "Failed Store calls: transient ones are retried with backoff, a batch Postgres refuses is split."}),
 		LastCommit: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "last_commit_timestamp_seconds", Help: "Unix time of the last committed batch."}),
+		OldestUnwritten: newOldestUnwritten(),
 	}
 	for _, r := range reasons {
 		if r != ReasonRefused {
@@ -65,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Messages, m.Redeliveries, m.Rejected, m.DeadLetters,
-			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit)
+			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit, m.OldestUnwritten)
 	}
 	return m
 }

@@ -199,6 +199,7 @@ func (r *Reconciler) consume(ctx context.Context) error {
 		msgs, lost = r.gather(ctx, it, msgs[:0])
 		if len(msgs) > 0 {
 			lastMsg = time.Now()
+			r.noteOldest(msgs)
 			if err := r.process(ctx, msgs); err != nil {
 				return nil // ctx ended: the rest of the batch is not acked
 			}
@@ -256,6 +257,7 @@ func (r *Reconciler) checkIdle(ctx context.Context, cons jetstream.Consumer) (re
 		return false, nil
 	}
 	r.m.Lag.Set(float64(info.NumPending))
+	r.noteCaughtUp(info)
 	if info.NumPending > 0 && info.NumAckPending == 0 && info.NumWaiting == 0 {
 		r.log.Warn("reconcile: reports are waiting but none is delivered; restarting the pull", "pending", info.NumPending)
 		return true, nil

@@ -150,7 +150,7 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
 		Billed: r.Billed, Spent: r.Spent, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
 		CarriedIn: r.CarriedIn, CarriedOut: r.CarriedOut, Rejected: r.Rejected, Degraded: r.Degraded, Windows: r.Windows,
-		Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta,
+		ClosedByReconciler: r.ClosedByReconciler, Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta,
 		PreviousSpent: prevBilled, SpentDelta: delta})
 	if err != nil {
 		return fmt.Errorf("sink: event data: %w", err)
