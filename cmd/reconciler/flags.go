@@ -80,6 +80,12 @@ type options struct {
 	Month       string // --month 2026-11
 	Sink        string // --sink http(s)://… or nats://SUBJECT
 	MetricsFile string // --metrics-file, Prometheus text format
+
+	// events and stripe-sync: --continuous passes every --every over the
+	// current month; --lookback the earlier periods each run corrects.
+	Continuous bool
+	Every      time.Duration
+	Lookback   time.Duration
 }
 
 func defaultOptions() options {
@@ -179,12 +185,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.IntVar(&o.AheadMonths, "ahead-months", o.AheadMonths, "create the partitions of this many months after the current one")
 	}
 	if cmd == "export" || cmd == "events" || cmd == "sinks-report" {
-		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required)")
-		granularities := "period: day or month"
-		if cmd == "export" {
-			granularities = "period: hour, day or month (UTC)"
-		}
-		fs.StringVar(&o.Granularity, "granularity", "month", granularities)
+		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required, except with --continuous)")
+		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC)")
 		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
 			"longest query of one page of keys")
 	}
@@ -202,6 +204,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.Var(&o.NATSAuth.Password, "nats-password", "password of --nats-user (use the environment: QUOTA_NATS_PASSWORD)")
 		fs.StringVar(&o.NATSAuth.Creds, "nats-creds", "", "NATS credentials file (JWT auth)")
 		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format, for node_exporter's textfile collector)")
+		sinkRunFlags(fs, &o)
 	}
 	if cmd == "usage" {
 		fs.StringVar(&o.Key, "key", "", "API key (required)")
@@ -287,14 +290,12 @@ func (o *options) validate(cmd string) error {
 			check(o.At == "", "--at: only with --quotas")
 		}
 	case "export", "events", "sinks-report":
-		_, _, err := o.month()
-		check(err == nil, "--month: %v", err)
-		if cmd == "export" {
-			check(o.Granularity == "hour" || o.Granularity == "day" || o.Granularity == "month",
-				"--granularity: must be hour, day or month, got %q", o.Granularity)
-		} else {
-			check(o.Granularity == "day" || o.Granularity == "month", "--granularity: must be day or month, got %q", o.Granularity)
+		if !o.Continuous {
+			_, _, err := o.month()
+			check(err == nil, "--month: %v", err)
 		}
+		check(o.Granularity == "hour" || o.Granularity == "day" || o.Granularity == "month",
+			"--granularity: must be hour, day or month, got %q", o.Granularity)
 		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
 			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
 		if cmd == "export" {
@@ -302,6 +303,7 @@ func (o *options) validate(cmd string) error {
 			check(o.Calendar == "utc" || o.Calendar == "plan", "--calendar: must be utc or plan, got %q", o.Calendar)
 		}
 		if cmd == "events" {
+			errs = append(errs, o.checkSinkRun()...)
 			_, _, err := o.sinkTarget()
 			check(err == nil, "--sink: %v", err)
 			if err := o.NATSAuth.Validate(); err != nil {
