@@ -15,8 +15,8 @@ import (
 // usage_dead_letters.
 type Reason string
 
-// The reasons. The first three are checked before writing (rejected
-// reports); ReasonRefused is found by writing.
+// The reasons. All but ReasonRefused and ReasonDetached are checked before
+// writing (rejected reports); those two are found by writing.
 const (
 	// ReasonInvalid: the body is not a valid report (ledger.DecodeReport
 	// fails), or its window is empty once its times are cut to microseconds.
@@ -29,9 +29,24 @@ const (
 	// ReasonRefused: Postgres refused the report's row with a data or
 	// constraint error (see isTransient), found by splitting the batch.
 	ReasonRefused Reason = "refused"
+	// ReasonTooOld: the report's window starts before now − Config.MaxReportAge.
+	ReasonTooOld Reason = "too_old"
+	// ReasonFuture: the report's window starts after now + Config.MaxReportSkew.
+	ReasonFuture Reason = "future"
+	// ReasonDetached: the report's month was detached by retention
+	// (usage_detached_months); writing it would start a new, lone partition
+	// for the month. Found by writing (MonthsError).
+	ReasonDetached Reason = "detached"
 )
 
-var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRefused}
+var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRefused, ReasonTooOld, ReasonFuture, ReasonDetached}
+
+// foundByWriting reports whether reason is found by writing, not by check.
+func foundByWriting(reason Reason) bool { return reason == ReasonRefused || reason == ReasonDetached }
+
+// window is the range of window starts the reconciler accepts
+// ([Oldest, Newest]); a zero bound is no bound.
+type window struct{ oldest, newest time.Time }
 
 // MaxCounter is the largest spent, rejected or degraded a report may carry,
 // and the largest magnitude of leased (which may be negative: it is net of
@@ -69,14 +84,14 @@ type badReport struct {
 // report is refused); otherwise each report of a batch is kept or refused
 // on its own. The reports it returns have their times normalized (see
 // normalize).
-func check(prefix, subject, encoding string, data []byte) (good []checked, bad []badReport, reason Reason, err error) {
+func check(prefix, subject, encoding string, data []byte, win window) (good []checked, bad []badReport, reason Reason, err error) {
 	decoded, err := ledger.DecodeReports(encoding, data)
 	if err != nil {
 		return nil, nil, ReasonInvalid, err
 	}
 	if encoding == "" {
 		rep := decoded[0].Report
-		if reason, err := checkReport(prefix, subject, &rep); err != nil {
+		if reason, err := checkReport(prefix, subject, &rep, win); err != nil {
 			return nil, nil, reason, err
 		}
 		return []checked{{-1, rep}}, nil, "", nil
@@ -85,7 +100,7 @@ func check(prefix, subject, encoding string, data []byte) (good []checked, bad [
 	for _, d := range decoded {
 		reason, err := ReasonInvalid, d.Err
 		if err == nil {
-			reason, err = checkReport(prefix, subject, &d.Report)
+			reason, err = checkReport(prefix, subject, &d.Report, win)
 		}
 		if err != nil {
 			bad = append(bad, badReport{d.Index, d.Report, reason, err})
@@ -96,9 +111,9 @@ func check(prefix, subject, encoding string, data []byte) (good []checked, bad [
 	return good, bad, "", nil
 }
 
-// checkReport normalizes a decoded report's times and checks its figures
-// and subject.
-func checkReport(prefix, subject string, rep *ledger.Report) (Reason, error) {
+// checkReport normalizes a decoded report's times and checks its figures,
+// subject and window start (win).
+func checkReport(prefix, subject string, rep *ledger.Report, win window) (Reason, error) {
 	normalize(rep)
 	if !rep.WindowEnd.After(rep.WindowStart) {
 		return ReasonInvalid, fmt.Errorf("%w: window_end: %v not after window_start %v in whole microseconds",
@@ -110,8 +125,20 @@ func checkReport(prefix, subject string, rep *ledger.Report) (Reason, error) {
 	if err := checkSubject(prefix, subject, rep); err != nil {
 		return ReasonSubject, err
 	}
+	if !win.oldest.IsZero() && rep.WindowStart.Before(win.oldest) {
+		return ReasonTooOld, fmt.Errorf("%w: window_start %v before %v (max report age)",
+			errWindow, rep.WindowStart, win.oldest)
+	}
+	if !win.newest.IsZero() && rep.WindowStart.After(win.newest) {
+		return ReasonFuture, fmt.Errorf("%w: window_start %v after %v (max report skew)",
+			errWindow, rep.WindowStart, win.newest)
+	}
 	return "", nil
 }
+
+// errWindow is wrapped by the errors of reports whose window is outside
+// the accepted range.
+var errWindow = errors.New("reconcile: window outside the accepted range")
 
 // errOutOfRange is wrapped by checkFigures' errors.
 var errOutOfRange = errors.New("reconcile: figure out of range")
