@@ -108,7 +108,187 @@ BEGIN
     END LOOP;
 END $$;
 
+-- Sums that cannot overflow (issue 28, item 3). A report's figures are at
+-- most reconcile.MaxCounter (2^53-1), but the rows of one key and window
+-- are not bounded (late rows, processes), and 2,000 rows at the bound
+-- overflowed the views' bigint sums: the key's /v1/usage failed, and the
+-- month's export failed for every key. The views now add up in numeric
+-- and saturate each figure at the bigint bounds (usage_saturate), with a
+-- column overflow that says a figure was saturated: never wrapped, never
+-- an error for the other keys.
+
+CREATE FUNCTION usage_saturate(v numeric) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT least(greatest(v, -9223372036854775807), 9223372036854775807)::bigint
+$$;
+
+COMMENT ON FUNCTION usage_saturate(numeric) IS 'v as bigint, saturated at ±(2^63-1): the views'' overflow guard.';
+
+-- usage_overflows reports whether any of the sums is beyond ±(2^63-1).
+CREATE FUNCTION usage_overflows(VARIADIC v numeric[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT coalesce(bool_or(abs(x) > 9223372036854775807), false) FROM unnest(v) AS x
+$$;
+
+CREATE OR REPLACE VIEW usage_windows AS
+SELECT key,
+       window_start,
+       max(window_end)                         AS window_end,
+       usage_saturate(sum(spent) + sum(charged) - sum(refunded)) AS spent,
+       usage_saturate(sum(leased))             AS leased,
+       usage_saturate(sum(rejected))           AS rejected,
+       usage_saturate(sum(degraded))           AS degraded,
+       count(*)::int                           AS processes,
+       array_agg(DISTINCT region ORDER BY region) AS regions,
+       bool_or(degraded > 0)                   AS is_degraded,
+       bool_and(final)                         AS complete,
+       bool_or(NOT final AND now() > window_end + usage_final_grace()) AS incomplete,
+       usage_saturate(sum(spent))              AS allowed,
+       usage_saturate(sum(refunded))           AS refunded,
+       usage_saturate(sum(charged))            AS charged,
+       usage_overflows(sum(spent) + sum(charged) - sum(refunded), sum(leased), sum(rejected), sum(degraded),
+                       sum(spent), sum(refunded), sum(charged)) AS overflow
+FROM usage_reports
+GROUP BY key, window_start;
+
+COMMENT ON VIEW usage_windows IS 'Usage per key and accounting window. spent (billed) = allowed + charged - refunded. complete: every process sent its final report; incomplete: a process is overdue; overflow: a figure passed ±(2^63-1) and is saturated there.';
+
+CREATE OR REPLACE VIEW usage_by_hour AS
+SELECT key,
+       date_trunc('hour', window_start, 'UTC') AS hour,
+       usage_saturate(sum(spent))    AS spent,
+       usage_saturate(sum(leased))   AS leased,
+       usage_saturate(sum(rejected)) AS rejected,
+       usage_saturate(sum(degraded)) AS degraded,
+       count(*)::int         AS windows,
+       count(*) FILTER (WHERE is_degraded)::int AS degraded_windows,
+       bool_or(is_degraded)  AS is_degraded,
+       bool_and(complete)    AS complete,
+       bool_or(incomplete)   AS incomplete,
+       usage_saturate(sum(allowed))  AS allowed,
+       usage_saturate(sum(refunded)) AS refunded,
+       usage_saturate(sum(charged))  AS charged,
+       bool_or(overflow) OR usage_overflows(sum(spent), sum(leased), sum(rejected), sum(degraded),
+                                            sum(allowed), sum(refunded), sum(charged)) AS overflow
+FROM usage_windows
+GROUP BY key, date_trunc('hour', window_start, 'UTC');
+
+CREATE OR REPLACE VIEW usage_by_day AS
+SELECT key,
+       date_trunc('day', window_start, 'UTC') AS day,
+       usage_saturate(sum(spent))    AS spent,
+       usage_saturate(sum(leased))   AS leased,
+       usage_saturate(sum(rejected)) AS rejected,
+       usage_saturate(sum(degraded)) AS degraded,
+       count(*)::int         AS windows,
+       count(*) FILTER (WHERE is_degraded)::int AS degraded_windows,
+       bool_or(is_degraded)  AS is_degraded,
+       bool_and(complete)    AS complete,
+       bool_or(incomplete)   AS incomplete,
+       usage_saturate(sum(allowed))  AS allowed,
+       usage_saturate(sum(refunded)) AS refunded,
+       usage_saturate(sum(charged))  AS charged,
+       bool_or(overflow) OR usage_overflows(sum(spent), sum(leased), sum(rejected), sum(degraded),
+                                            sum(allowed), sum(refunded), sum(charged)) AS overflow
+FROM usage_windows
+GROUP BY key, date_trunc('day', window_start, 'UTC');
+
+CREATE OR REPLACE VIEW usage_over_authorization AS
+SELECT region,
+       key,
+       window_start,
+       usage_saturate(sum(leased))               AS leased,
+       usage_saturate(sum(spent))                AS spent,
+       usage_saturate(sum(leased) - sum(spent))  AS over_authorized
+FROM usage_reports
+GROUP BY region, key, window_start;
+
 ---- create above / drop below ----
+
+-- The views of 007.
+DROP VIEW usage_over_authorization;
+DROP VIEW usage_degraded_windows;
+DROP VIEW usage_by_day;
+DROP VIEW usage_by_hour;
+DROP VIEW usage_windows;
+-- One row per (key, window): all processes and regions added up. spent is
+-- what billing charges: allowed + charged - refunded.
+CREATE VIEW usage_windows AS
+SELECT key,
+       window_start,
+       max(window_end)                         AS window_end,
+       (sum(spent) + sum(charged) - sum(refunded))::bigint AS spent,
+       sum(leased)::bigint                     AS leased,
+       sum(rejected)::bigint                   AS rejected,
+       sum(degraded)::bigint                   AS degraded,
+       count(*)::int                           AS processes,
+       array_agg(DISTINCT region ORDER BY region) AS regions,
+       bool_or(degraded > 0)                   AS is_degraded,
+       bool_and(final)                         AS complete,
+       bool_or(NOT final AND now() > window_end + usage_final_grace()) AS incomplete,
+       sum(spent)::bigint                      AS allowed,
+       sum(refunded)::bigint                   AS refunded,
+       sum(charged)::bigint                    AS charged
+FROM usage_reports
+GROUP BY key, window_start;
+
+COMMENT ON VIEW usage_windows IS 'Usage per key and accounting window. spent (billed) = allowed + charged - refunded. complete: every process sent its final report; incomplete: a process is overdue.';
+
+CREATE VIEW usage_by_hour AS
+SELECT key,
+       date_trunc('hour', window_start, 'UTC') AS hour,
+       sum(spent)::bigint    AS spent,
+       sum(leased)::bigint   AS leased,
+       sum(rejected)::bigint AS rejected,
+       sum(degraded)::bigint AS degraded,
+       count(*)::int         AS windows,
+       count(*) FILTER (WHERE is_degraded)::int AS degraded_windows,
+       bool_or(is_degraded)  AS is_degraded,
+       bool_and(complete)    AS complete,
+       bool_or(incomplete)   AS incomplete,
+       sum(allowed)::bigint  AS allowed,
+       sum(refunded)::bigint AS refunded,
+       sum(charged)::bigint  AS charged
+FROM usage_windows
+GROUP BY key, date_trunc('hour', window_start, 'UTC');
+
+CREATE VIEW usage_by_day AS
+SELECT key,
+       date_trunc('day', window_start, 'UTC') AS day,
+       sum(spent)::bigint    AS spent,
+       sum(leased)::bigint   AS leased,
+       sum(rejected)::bigint AS rejected,
+       sum(degraded)::bigint AS degraded,
+       count(*)::int         AS windows,
+       count(*) FILTER (WHERE is_degraded)::int AS degraded_windows,
+       bool_or(is_degraded)  AS is_degraded,
+       bool_and(complete)    AS complete,
+       bool_or(incomplete)   AS incomplete,
+       sum(allowed)::bigint  AS allowed,
+       sum(refunded)::bigint AS refunded,
+       sum(charged)::bigint  AS charged
+FROM usage_windows
+GROUP BY key, date_trunc('day', window_start, 'UTC');
+
+CREATE VIEW usage_degraded_windows AS
+SELECT key, window_start, window_end, spent, degraded, regions, processes, complete
+FROM usage_windows
+WHERE is_degraded;
+
+-- Over-authorization: permits leased from a region's store but not spent
+-- by decisions (post-hoc charges take no permits).
+CREATE VIEW usage_over_authorization AS
+SELECT region,
+       key,
+       window_start,
+       sum(leased)::bigint              AS leased,
+       sum(spent)::bigint               AS spent,
+       (sum(leased) - sum(spent))::bigint AS over_authorized
+FROM usage_reports
+GROUP BY region, key, window_start;
+
+DROP FUNCTION usage_overflows(numeric[]);
+DROP FUNCTION usage_saturate(numeric);
 
 -- The retention of 003.
 CREATE OR REPLACE FUNCTION usage_detach_partitions(cutoff timestamptz) RETURNS SETOF text

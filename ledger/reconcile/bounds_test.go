@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
@@ -280,5 +282,70 @@ func TestLateReportForDetachedMonthIsDeadLettered(t *testing.T) {
 	}
 	if got, parts := exportMonth(), partitions(t, pool); got != exportBefore || parts != partsBefore {
 		t.Fatalf("after the late report: export %s (was %s), %d partitions (was %d)", got, exportBefore, parts, partsBefore)
+	}
+}
+
+// Issue 28, item 3: 2,000 late rows (p1~late<i>) of one key and window,
+// each at MaxCounter, pass every check, and their sum overflowed bigint:
+// that key's /v1/usage failed, and the month's export failed for every
+// key. Now the other key's usage and the export still answer, and the
+// hostile key's answer is clear: billing.ErrOverflow, and in the export
+// saturated figures on a row that is not Complete (no sink bills it).
+func TestOverflowingKeyDoesNotBreakBilling(t *testing.T) {
+	pool := migratedPool(t, testserver.NewDatabase(t))
+	js := connect(t, testserver.StartNATS(t).URL)
+	var hostile []ledger.Report
+	for i := range 2000 {
+		r := rep("hostile", fmt.Sprintf("p1~late%d", i), 1, reconcile.MaxCounter, 0, true)
+		hostile = append(hostile, r)
+	}
+	publishBatchMsg(t, js, hostile, len(hostile))
+	publish(t, js, "", rep("normal", "p1", 1, 7, 7, true))
+	startReconciler(t, js, reconcile.NewWriter(pool), nil)
+	ctx := context.Background()
+	testserver.WaitFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM usage_reports`).Scan(&n); err != nil || n != len(hostile)+1 {
+			return fmt.Errorf("%d rows (%v), want %d", n, err, len(hostile)+1)
+		}
+		return nil
+	})
+
+	led, err := billing.NewLedger(pool, billing.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []billing.Granularity{billing.Hour, billing.Day, billing.Window} {
+		q := billing.Query{Key: "normal", From: t0.Truncate(time.Hour), To: t0.Truncate(time.Hour).Add(24 * time.Hour), Granularity: g}
+		res, err := led.Usage(ctx, q)
+		if err != nil || res.Totals.Spent != 7 {
+			t.Fatalf("%s usage of the other key: %+v, %v; want spent 7", g, res.Totals, err)
+		}
+		q.Key = "hostile"
+		if res, err := led.Usage(ctx, q); !errors.Is(err, billing.ErrOverflow) {
+			t.Fatalf("%s usage of the hostile key: %+v, %v; want ErrOverflow", g, res.Totals, err)
+		}
+	}
+
+	ex, err := export.New(pool, export.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]export.Row{}
+	err = ex.Export(ctx, export.Query{From: monthStart(t0, 0), To: monthStart(t0, 1), Granularity: export.Month, Now: time.Now()},
+		func(rs []export.Row) error {
+			for _, r := range rs {
+				got[r.Key] = r
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatalf("month export: %v", err)
+	}
+	if n := got["normal"]; n.Spent != 7 || n.Billed != 7 || !n.Complete {
+		t.Fatalf("export of the other key: %+v", n)
+	}
+	if h := got["hostile"]; h.Complete || h.Spent != math.MaxInt64 || h.Billed != math.MaxInt64 {
+		t.Fatalf("export of the hostile key: %+v; want saturated figures, not Complete", h)
 	}
 }

@@ -51,11 +51,12 @@ type window struct{ oldest, newest time.Time }
 // MaxCounter is the largest spent, rejected or degraded a report may carry,
 // and the largest magnitude of leased (which may be negative: it is net of
 // returned permits). It is 2^53-1, the largest integer exact as a float64
-// (JSON clients of /v1/usage), so that the bigint sums of the billing views
-// (usage_windows over processes, usage_by_hour and usage_by_day over
-// windows, usage_over_authorization's leased - spent) cannot overflow for up
-// to 512 rows of one key in one bucket even at the bound — about 4.6·10^18
-// cost units, far beyond what processes spend in an hour or a day.
+// (JSON clients of /v1/usage). The rows of one key and window are not
+// bounded (processes, late rows), so sums of figures at the bound can pass
+// the bigint range: the billing views, /v1/usage and the export add up in
+// numeric and saturate (migration 011, the overflow guard), so that such a
+// key gets a clear answer (billing.ErrOverflow; an export row that is not
+// Complete) and every other key its usual one.
 //
 // Spent is not checked against leased: degraded decisions and the
 // Reporter's late rows spend without leasing, and leased goes down when
