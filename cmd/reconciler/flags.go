@@ -185,6 +185,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.IntVar(&o.KeepMonths, "keep-months", o.KeepMonths,
 			"detach the ledger's month partitions older than the current month and this many before it (required)")
 		fs.IntVar(&o.AheadMonths, "ahead-months", o.AheadMonths, "create the partitions of this many months after the current one")
+		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format), e.g. the months kept back for open credit")
 	}
 	if cmd == "export" || cmd == "events" || cmd == "sinks-report" {
 		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required)")

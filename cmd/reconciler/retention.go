@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // retention runs the ledger's partition upkeep (ledger/README.md,
@@ -52,6 +53,11 @@ func retention(ctx context.Context, o options, stdout io.Writer, log *slog.Logge
 	if err != nil {
 		return fmt.Errorf("retention: detach partitions: %w", err)
 	}
+	if o.MetricsFile != "" {
+		if err := writeRetentionMetrics(o.MetricsFile, holds, len(detached)); err != nil {
+			return fmt.Errorf("--metrics-file: %w", err)
+		}
+	}
 	for _, name := range detached {
 		if _, err := fmt.Fprintln(stdout, name); err != nil {
 			return err
@@ -60,6 +66,27 @@ func retention(ctx context.Context, o options, stdout io.Writer, log *slog.Logge
 	log.Info("ledger retention done", "partitions_ahead", len(created), "detached", len(detached), "kept_back", len(holds),
 		"keep_months", o.KeepMonths, "ahead_months", o.AheadMonths)
 	return nil
+}
+
+// writeRetentionMetrics writes the run's figures to file for
+// node_exporter's textfile collector: the months kept back for open credit
+// (alert QuotaRetentionKeptBack), the oldest of them, and the partitions
+// detached.
+func writeRetentionMetrics(file string, holds []hold, detached int) error {
+	reg := prometheus.NewRegistry()
+	kept := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger_retention", Name: "kept_back_months",
+		Help: "Months older than --keep-months that the last retention run kept attached because keys still hold carried credit from them."})
+	oldest := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger_retention", Name: "oldest_kept_back_month_timestamp_seconds",
+		Help: "Start of the oldest month kept back for open credit (Unix time); 0 when none."})
+	det := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "ledger_retention", Name: "detached_partitions",
+		Help: "Partitions the last retention run detached."})
+	reg.MustRegister(kept, oldest, det)
+	kept.Set(float64(len(holds)))
+	det.Set(float64(detached))
+	if len(holds) > 0 { // newest first (usage_retention_holds)
+		oldest.Set(float64(holds[len(holds)-1].Month.Unix()))
+	}
+	return prometheus.WriteToTextfile(file, reg)
 }
 
 // hold is a month retention keeps back (usage_retention_holds): at its

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -142,8 +145,19 @@ func TestRetentionKeepsOpenCredit(t *testing.T) {
 	}
 
 	var out, errOut bytes.Buffer
-	if err := run([]string{"retention", "--keep-months", "12"}, &out, &errOut); err != nil {
+	metrics := filepath.Join(t.TempDir(), "retention.prom")
+	if err := run([]string{"retention", "--keep-months", "12", "--metrics-file", metrics}, &out, &errOut); err != nil {
 		t.Fatal(err)
+	}
+	prom, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"quota_ledger_retention_kept_back_months 2", "quota_ledger_retention_detached_partitions 1",
+		fmt.Sprintf("quota_ledger_retention_oldest_kept_back_month_timestamp_seconds %g", float64(month(-14).Unix()))} {
+		if !strings.Contains(string(prom), want+"\n") {
+			t.Errorf("metrics file lacks %q:\n%s", want, prom)
+		}
 	}
 	name := func(m int) string { return "usage_reports_p" + month(m).Format("200601") }
 	if got := strings.Fields(out.String()); len(got) != 1 || !strings.HasPrefix(got[0], name(-15)+"_detached_") {
