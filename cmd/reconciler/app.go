@@ -135,9 +135,10 @@ func newPool(lc fx.Lifecycle, o options) (*pgxpool.Pool, error) {
 func newWriter(o options, pool *pgxpool.Pool) (reconcile.Store, error) {
 	cfg := reconcile.DefaultWriterConfig()
 	cfg.Parallel = o.WriteParallel
+	cfg.MaxNewPartitions = o.MaxNewPartitions
 	w, err := reconcile.NewWriterWithConfig(pool, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--write-parallel: %w", err)
+		return nil, fmt.Errorf("--write-parallel, --max-new-partitions: %w", err)
 	}
 	return w, nil
 }
@@ -172,6 +173,7 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 	cfg.Regions = regions
 	cfg.BatchSize = o.BatchSize
 	cfg.BatchInterval = o.BatchInterval
+	cfg.MaxReportAge, cfg.MaxReportSkew = o.MaxReportAge, o.MaxReportSkew
 	cfg.Logger = log
 	cfg.Metrics = reconcile.NewMetrics(reg)
 	cfg.Tracer = tracer

@@ -155,6 +155,14 @@ func TestRedact(t *testing.T) {
 		{"postgres://u:secret@db:5432/q?sslmode=verify-full", "postgres://u:xxxxx@db:5432/q?sslmode=verify-full"},
 		{"nats://a:pw@n1:4222,nats://n2:4222", "nats://a:xxxxx@n1:4222,nats://n2:4222"},
 		{"postgres://db/q?password=hunter2", "postgres://db/q?password=xxxxx"},
+		// libpq keyword/value strings (issue 28, item 10)
+		{"host=db user=u password=secret dbname=q", "host=db user=u password=xxxxx dbname=q"},
+		{"password=secret host=db", "password=xxxxx host=db"},
+		{"host=db PASSWORD = secret sslpassword=hunter2", "host=db PASSWORD = xxxxx sslpassword=xxxxx"},
+		{`host=db password='se cret \' secret' dbname=q`, "host=db password=xxxxx dbname=q"},
+		{`host=db password='secret`, "host=db password=xxxxx"},
+		{"host=db password= user=u", "host=db password= xxxxx"}, // libpq: the value is "user=u"
+		{"host=db sslmode=require", "host=db sslmode=require"},
 	}
 	for _, tt := range tests {
 		if got := redact(tt.in); got != tt.want || strings.Contains(got, "secret") || strings.Contains(got, "hunter2") {

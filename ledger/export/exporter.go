@@ -73,6 +73,11 @@ var ErrTimeout = billing.ErrTimeout
 // before to: the periods before from are read too, for the carry-over
 // (Row), which runs over each key's whole history in the ledger.
 //
+// Sums are numeric and saturated at ±(2^63−1) (usage_saturate, migration
+// 011): a key whose figures pass that bound (the ledger's overflow guard)
+// gets saturated figures and Complete false, so that no sink bills it,
+// rather than failing the page for every key.
+//
 // The carry is computed in closed form: with N(p) the key's cumulative
 // net up to period p and B(p) = max(0, max of N(q) for q ≤ p) its
 // cumulative billed (billing never goes back), the credit carried into p
@@ -102,8 +107,10 @@ billed AS (
 carried AS (
     SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), 0) - (cum_net - net) AS carried_in
     FROM billed)
-SELECT key, period, spent::bigint, rejected::bigint, degraded::bigint, windows::bigint, final,
-       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint, closed::bigint
+SELECT key, period, usage_saturate(spent), usage_saturate(rejected), usage_saturate(degraded), windows::bigint,
+       final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in),
+       usage_saturate(refunded), usage_saturate(charged), usage_saturate(net), usage_saturate(carried_in),
+       closed::bigint
 FROM carried
 WHERE period >= $1 AND key IN (SELECT key FROM page)
 ORDER BY 1, 2`
@@ -172,8 +179,10 @@ billed AS (
 carried AS (
     SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY ord), 0) - (cum_net - net) AS carried_in
     FROM billed)
-SELECT key, ps, pe, spent::bigint, rejected::bigint, degraded::bigint, windows::bigint, final,
-       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint, closed::bigint
+SELECT key, ps, pe, usage_saturate(spent), usage_saturate(rejected), usage_saturate(degraded), windows::bigint,
+       final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in),
+       usage_saturate(refunded), usage_saturate(charged), usage_saturate(net), usage_saturate(carried_in),
+       closed::bigint
 FROM carried
 WHERE ps >= $1 AND ps < $2
 UNION ALL

@@ -95,7 +95,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, reason, err := check("quota.usage", tt.subject, "", tt.data)
+			_, _, reason, err := check("quota.usage", tt.subject, "", tt.data, window{})
 			if reason != tt.reason || (err == nil) != (tt.reason == "") {
 				t.Fatalf("check = %q, %v; want reason %q", reason, err, tt.reason)
 			}
@@ -149,7 +149,7 @@ func TestCheckBatchSubject(t *testing.T) {
 		{"quota.usage.eu.p2", 0},
 		{"quota.usage.us.p1", 0},
 	} {
-		good, bad, _, err := check("quota.usage", tt.subject, ledger.EncodingBatch, body)
+		good, bad, _, err := check("quota.usage", tt.subject, ledger.EncodingBatch, body, window{})
 		if err != nil || len(good) != tt.good || len(good)+len(bad) != 2 {
 			t.Fatalf("%s: %d kept, %d refused, %v; want %d kept", tt.subject, len(good), len(bad), err, tt.good)
 		}

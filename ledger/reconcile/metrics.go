@@ -44,10 +44,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "redeliveries_total", Help: "Messages delivered more than once by JetStream."}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "rejected_reports_total", Help: "Reports (or whole messages that could not be read) refused before writing and dead-lettered, by reason: invalid, out_of_range, subject."},
+			Name: "rejected_reports_total", Help: "Reports (or whole messages that could not be read) refused before writing and dead-lettered, by reason: invalid, out_of_range, subject, too_old, future."},
 			[]string{"reason"}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, refused (by Postgres)."},
+			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, too_old, future, refused (by Postgres), detached (month detached by retention)."},
 			[]string{"reason"}),
 		Rebinds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "consumer_rebinds_total", Help: "Times the durable consumer was lost (e.g. deleted) and bound again."}),
@@ -61,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		OldestUnwritten: newOldestUnwritten(),
 	}
 	for _, r := range reasons {
-		if r != ReasonRefused {
+		if !foundByWriting(r) {
 			m.Rejected.WithLabelValues(string(r))
 		}
 		m.DeadLetters.WithLabelValues(string(r))

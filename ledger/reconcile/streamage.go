@@ -21,10 +21,10 @@ func newOldestUnwritten() prometheus.Gauge {
 // noteOldest sets the gauge to the publish time of the oldest of msgs, the
 // batch about to be written: the consumer delivers in stream order, so
 // every older message was written (or redelivered within msgs).
-func (r *Reconciler) noteOldest(msgs []jetstream.Msg) {
+func (r *Reconciler) noteOldest(msgs []gathered) {
 	var oldest time.Time
-	for _, m := range msgs {
-		md, err := m.Metadata()
+	for _, g := range msgs {
+		md, err := g.m.Metadata()
 		if err != nil {
 			continue
 		}

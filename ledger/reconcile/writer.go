@@ -60,11 +60,19 @@ type WriterConfig struct {
 	// into fewer parts (a part costs a transaction's round trips and
 	// commit, about what a few hundred rows cost). Default 1000.
 	MinPartRows int
+	// MaxNewPartitions is the most month partitions of usage_reports one
+	// Write creates (in one transaction); rows of further missing months
+	// are left unwritten (MonthsError.Waiting; the Reconciler hands their
+	// messages back to the stream for a later batch). Each creation holds
+	// a few locks until its transaction ends, and Postgres's lock table is
+	// shared and small (max_locks_per_transaction × connections). 0 means
+	// the default, 12.
+	MaxNewPartitions int
 }
 
 // DefaultWriterConfig returns the documented defaults.
 func DefaultWriterConfig() WriterConfig {
-	return WriterConfig{Parallel: 2, MinPartRows: 1000}
+	return WriterConfig{Parallel: 2, MinPartRows: 1000, MaxNewPartitions: defaultMaxNewPartitions}
 }
 
 // MaxWriteParallel bounds WriterConfig.Parallel: more parts than
@@ -79,8 +87,20 @@ func (c *WriterConfig) validate() error {
 	if c.MinPartRows < 1 {
 		errs = append(errs, fmt.Errorf("reconcile: writer config MinPartRows: must be at least 1, got %d", c.MinPartRows))
 	}
+	if c.MaxNewPartitions == 0 {
+		c.MaxNewPartitions = defaultMaxNewPartitions
+	}
+	if c.MaxNewPartitions < 1 || c.MaxNewPartitions > MaxNewPartitionsLimit {
+		errs = append(errs, fmt.Errorf("reconcile: writer config MaxNewPartitions: must be 0 (default) or 1 to %d, got %d", MaxNewPartitionsLimit, c.MaxNewPartitions))
+	}
 	return errors.Join(errs...)
 }
+
+// MaxNewPartitionsLimit bounds WriterConfig.MaxNewPartitions (64 is
+// Postgres's default max_locks_per_transaction).
+const MaxNewPartitionsLimit = 64
+
+const defaultMaxNewPartitions = 12
 
 // NewWriter returns a Writer on pool with DefaultWriterConfig. The schema
 // must be migrated (migrations.Migrate).
@@ -160,10 +180,13 @@ const ensurePartitions = `SELECT count(usage_ensure_partition(m)) FROM unnest($1
 // before it acknowledges anything; rows written by the failed attempt then
 // count as Unchanged.
 //
-// When a row's month has no partition yet (a new month, a window far in
-// the past or future, or a month detached by retention), Write creates
-// the month partitions of the parts that failed for it and writes those
-// parts again. A data or constraint error fails the batch (see isTransient
+// When a row's month has no partition yet (a new month, or a window far in
+// the past or future), Write creates the month partitions of the parts
+// that failed for it, at most WriterConfig.MaxNewPartitions, and writes
+// those parts again. It creates none for a month that retention detached
+// (usage_detached_months). The rows of a detached month, and of months
+// past the limit, are not written: Write writes the rest and returns a
+// *MonthsError naming those months. A data or constraint error fails the batch (see isTransient
 // for how the Reconciler tells it from an outage).
 func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResult, error) {
 	rows := mergeSorted(reports)
@@ -198,8 +221,12 @@ func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResul
 	for _, p := range again {
 		ms = appendMonths(ms, p)
 	}
-	if _, err := w.pool.Exec(ctx, ensurePartitions, ms); err != nil {
-		return WriteResult{Rows: len(rows)}, fmt.Errorf("reconcile: create partitions: %w", err)
+	created, merr, err := w.ensureMonths(ctx, ms)
+	if err != nil {
+		return WriteResult{Rows: len(rows)}, err
+	}
+	if merr != nil {
+		again = keepMonths(again, created)
 	}
 	results, errs = w.writeParts(ctx, again)
 	for i, err := range errs {
@@ -207,6 +234,9 @@ func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResul
 			return WriteResult{Rows: len(rows)}, err
 		}
 		res.add(results[i])
+	}
+	if merr != nil {
+		return res, merr
 	}
 	return res, nil
 }
