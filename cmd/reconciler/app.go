@@ -30,6 +30,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/natsrole"
 )
 
 // serveModule wires the reconciler daemon: NATS → Reconciler → Postgres,
@@ -100,6 +101,9 @@ func natsOptions(o options, log *slog.Logger) ([]nats.Option, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", redact(nc.ConnectedUrl())) }),
 	}
+	// The reconciler's own inboxes: the shipped NATS configuration lets
+	// it subscribe under its role's prefix only (natsrole).
+	opts = append(opts, natsrole.Inbox(natsrole.Reconciler))
 	opts = append(opts, o.NATSAuth.Options()...)
 	return opts, nil
 }

@@ -183,24 +183,25 @@ const lateMark = "~late"
 //	<prefix>.<region>            limiters before per-process subjects, so
 //	                             that a rolling upgrade loses nothing
 //
-// The region must equal the report's Region; when the subject names a
-// process, it must equal the report's ProcessID or, for a late row
-// ("<process>~late…"), its base process. Region and process are compared
-// verbatim, so they may contain dots.
+// The region is the subject's first token after prefix and must equal the
+// report's Region: the NATS roles let a limiter publish only on its own
+// region's subjects, so a region can write only its own rows of the
+// ledger (whose key holds the region). Region names are subject tokens, so
+// a report whose region has a dot is refused (on eu's subject
+// <prefix>.eu.west.p1 it would otherwise claim a region "eu.west"). When
+// the subject names a process (the rest, which may contain dots), it must
+// equal the report's ProcessID or, for a late row ("<process>~late…"),
+// its base process.
 func checkSubject(prefix, subject string, r *ledger.Report) error {
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok || rest == "" {
 		return fmt.Errorf("%w: subject %q is not under %q", errSubject, subject, prefix)
 	}
-	if rest == r.Region {
-		return nil
-	}
-	process, ok := strings.CutPrefix(rest, r.Region+".")
-	if !ok {
-		region, _, _ := strings.Cut(rest, ".")
+	region, process, hasProcess := strings.Cut(rest, ".")
+	if region != r.Region {
 		return fmt.Errorf("%w: subject %q is region %q, the report's region is %q", errSubject, subject, region, r.Region)
 	}
-	if process == r.ProcessID || strings.HasPrefix(r.ProcessID, process+lateMark) {
+	if !hasProcess || process == r.ProcessID || strings.HasPrefix(r.ProcessID, process+lateMark) {
 		return nil
 	}
 	return fmt.Errorf("%w: subject %q is process %q, the report's process is %q", errSubject, subject, process, r.ProcessID)

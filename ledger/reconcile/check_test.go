@@ -32,8 +32,14 @@ func TestCheckSubject(t *testing.T) {
 		{"late row under its process", "quota.usage.eu.p1", "eu", "p1~latelx3k.1", true},
 		{"late row of another process", "quota.usage.eu.p2", "eu", "p1~latelx3k.1", false},
 		{"process prefix is not the process", "quota.usage.eu.p", "eu", "p1", false},
-		{"region with dots", "quota.usage.eu.west", "eu.west", "p1", true},
-		{"region with dots, process layout", "quota.usage.eu.west.p1", "eu.west", "p1", true},
+		// Region names are subject tokens: eu's limiters may publish on
+		// quota.usage.eu.>, which must not let them claim a region
+		// "eu.west" (nor eu.west's own limiters, were there such a region,
+		// publish under eu.>).
+		{"region with dots", "quota.usage.eu.west", "eu.west", "p1", false},
+		{"region with dots, process layout", "quota.usage.eu.west.p1", "eu.west", "p1", false},
+		{"region with dots, its first token", "quota.usage.eu.west.p1", "eu", "west.p1", true},
+		{"empty region token", "quota.usage..p1", "eu", "p1", false},
 		{"other prefix", "other.usage.eu", "eu", "p1", false},
 		{"prefix alone", "quota.usage", "eu", "p1", false},
 		{"prefix, empty rest", "quota.usage.", "eu", "p1", false},

@@ -29,7 +29,9 @@
 // ranges, each its own transaction on its own connection, at once
 // (WriterConfig.Parallel, default 2), every transaction taking its rows
 // in primary-key order. It merges each report into its row
-// (key, window_start, process_id): spent, rejected and degraded take the
+// (key, window_start, region, process_id): the region is in the key, so
+// that no region's reports merge into another's row, whatever process they
+// name. Spent, rejected and degraded take the
 // greatest value, leased and seq come from the report with the highest seq,
 // and final sticks once true. Reports are cumulative, so a redelivered,
 // duplicated or reordered report never counts twice. Report times are cut

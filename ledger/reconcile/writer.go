@@ -20,8 +20,8 @@ import (
 
 // WriteResult counts what one batch did to the ledger.
 type WriteResult struct {
-	// Rows is the number of distinct (key, window, process) rows in the
-	// batch after merging reports for the same row.
+	// Rows is the number of distinct (key, window, region, process) rows
+	// in the batch after merging reports for the same row.
 	Rows int
 	// Inserted rows were new.
 	Inserted int
@@ -133,8 +133,8 @@ const upsert = `WITH up AS (
   SELECT key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at, would_reject,
      refunded, charged
   FROM usage_in
-  ORDER BY key COLLATE "C", window_start, process_id COLLATE "C"
-  ON CONFLICT (key, window_start, process_id) DO UPDATE SET
+  ORDER BY key COLLATE "C", window_start, region COLLATE "C", process_id COLLATE "C"
+  ON CONFLICT (key, window_start, region, process_id) DO UPDATE SET
     spent      = GREATEST(t.spent, EXCLUDED.spent),
     rejected   = GREATEST(t.rejected, EXCLUDED.rejected),
     degraded   = GREATEST(t.degraded, EXCLUDED.degraded),
@@ -364,7 +364,7 @@ func encodeCopy(b []byte, rows []ledger.Report) []byte {
 }
 
 // mergeSorted returns reports merged per row by Merge's rules, sorted by
-// primary key (key, window_start, process_id), bytewise as the upsert's
+// primary key (key, window_start, region, process_id), bytewise as the upsert's
 // ORDER BY … COLLATE "C" does, so that Postgres finds them already sorted.
 // It sorts small keys, each with its report's place in the batch, rather
 // than the reports (about 200 bytes each), and folds a row's reports as
@@ -373,24 +373,24 @@ func encodeCopy(b []byte, rows []ledger.Report) []byte {
 // (Go time that, on a 2-core machine, Postgres's backends wait for).
 func mergeSorted(reports []ledger.Report) []ledger.Report {
 	type sortKey struct {
-		key, process string
-		start        int64 // µs since the Unix epoch, as normalize leaves it
-		i            int
+		key, region, process string
+		start                int64 // µs since the Unix epoch, as normalize leaves it
+		i                    int
 	}
 	keys := make([]sortKey, len(reports))
 	for i := range reports {
 		r := &reports[i]
-		keys[i] = sortKey{r.Key, r.ProcessID, r.WindowStart.UnixMicro(), i}
+		keys[i] = sortKey{r.Key, r.Region, r.ProcessID, r.WindowStart.UnixMicro(), i}
 	}
 	slices.SortFunc(keys, func(a, b sortKey) int {
 		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.start, b.start),
-			strings.Compare(a.process, b.process), cmp.Compare(a.i, b.i))
+			strings.Compare(a.region, b.region), strings.Compare(a.process, b.process), cmp.Compare(a.i, b.i))
 	})
 	out := make([]ledger.Report, 0, len(reports))
 	for j, k := range keys {
 		r := reports[k.i]
 		normalize(&r)
-		if p := keys[max(j-1, 0)]; j > 0 && p.key == k.key && p.start == k.start && p.process == k.process {
+		if p := keys[max(j-1, 0)]; j > 0 && p.key == k.key && p.start == k.start && p.region == k.region && p.process == k.process {
 			fold(&out[len(out)-1], r)
 			continue
 		}
@@ -422,25 +422,26 @@ func isNoPartition(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "" && pe.TableName == "usage_reports"
 }
 
-// Merge folds reports of the same (key, window, process) row into one, by
-// the same rules as the upsert: greatest spent, rejected, degraded,
-// would_reject, refunded and charged;
-// leased, seq, window_end and region of the highest seq (the first of equal
-// seqs); latest sent_at; final if any is. Times are first normalized to
+// Merge folds reports of the same (key, window, region, process) row into
+// one, by the same rules as the upsert: greatest spent, rejected, degraded,
+// would_reject, refunded and charged; leased, seq and window_end of the
+// highest seq (the first of equal seqs); latest sent_at; final if any is.
+// Reports of different regions are different rows, whatever process they
+// name: a region cannot change another's row. Times are first normalized to
 // what Postgres stores (whole microseconds, UTC), so that window starts that
 // differ below the microsecond, which are one row, merge. Rows come in the
 // order of their first report (Write merges by the same rules, in key
 // order: mergeSorted).
 func Merge(reports []ledger.Report) []ledger.Report {
 	type pk struct {
-		key, process string
-		start        int64 // µs since the Unix epoch
+		key, region, process string
+		start                int64 // µs since the Unix epoch
 	}
 	idx := make(map[pk]int, len(reports))
 	out := make([]ledger.Report, 0, len(reports))
 	for _, r := range reports {
 		normalize(&r)
-		k := pk{r.Key, r.ProcessID, r.WindowStart.UnixMicro()}
+		k := pk{r.Key, r.Region, r.ProcessID, r.WindowStart.UnixMicro()}
 		i, ok := idx[k]
 		if !ok {
 			idx[k] = len(out)
