@@ -195,14 +195,15 @@ func (c *Closer) Run(ctx context.Context) error {
 // alone. closed_at is $5, closed_by $6; updated_at is not touched (it is
 // the last report's time, and a later report moves it past closed_at).
 const closeSQL = `WITH due AS (
-    SELECT key, window_start, process_id FROM usage_reports
+    SELECT key, window_start, region, process_id FROM usage_reports
     WHERE window_start >= $1 AND window_start < $2 AND NOT final AND window_end < $3 AND updated_at < $3
     LIMIT $4
     FOR UPDATE SKIP LOCKED),
 closed AS (
     UPDATE usage_reports u SET final = true, closed_at = $5, closed_by = $6
     FROM due
-    WHERE u.key = due.key AND u.window_start = due.window_start AND u.process_id = due.process_id
+    WHERE u.key = due.key AND u.window_start = due.window_start AND u.region = due.region
+      AND u.process_id = due.process_id
       AND u.window_start >= $1 AND u.window_start < $2
     RETURNING 1)
 SELECT count(*) FROM closed`
