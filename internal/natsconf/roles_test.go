@@ -199,6 +199,23 @@ func TestShippedRoles(t *testing.T) {
 		t.Fatal("the limiter's credentials created a bucket")
 	}
 	refused(t, limErrs, "$JS.API.STREAM.CREATE.KV_forged")
+	// Only the reconciler creates the usage stream (with its limits): a
+	// limiter or the control plane that made it could set its own age and
+	// size limits, and drop unconsumed usage.
+	for _, c := range []struct {
+		name string
+		js   jetstream.JetStream
+		errs <-chan error
+	}{{"limiter", limJS, limErrs}, {"control plane", cpJS, cpErrs}} {
+		streamCtx, streamCancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = c.js.CreateStream(streamCtx, jetstream.StreamConfig{Name: "QUOTA_USAGE", Subjects: []string{"quota.usage.>"},
+			MaxAge: time.Minute})
+		streamCancel()
+		if err == nil {
+			t.Fatalf("the %s's credentials created the usage stream", c.name)
+		}
+		refused(t, c.errs, "$JS.API.STREAM.CREATE.QUOTA_USAGE")
+	}
 
 	// Usage: the limiter's Reporter publishes on its own subject, the
 	// reconciler ingests it. The limiter cannot publish as another region.
