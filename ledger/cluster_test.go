@@ -112,10 +112,12 @@ func TestReplicatedStreamAndBucketOutliveALostServer(t *testing.T) {
 		t.Fatalf("reconciler not ready after the loss: %v", err)
 	}
 
-	// A process with the defaults (one replica, no placement) starting now
-	// leaves the stream as it is, and says so once.
+	// A process with the defaults (one replica, no placement) and the
+	// stream's limits starting now leaves the stream as it is, and says so
+	// once.
 	var logs testserver.LogBuffer
 	low := ledger.DefaultStreamConfig()
+	low.MaxBytes = scfg.MaxBytes
 	low.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s, err := ledger.EnsureStream(ctx, connectOrdered(t, cl, survivor), low)
 	if err != nil {

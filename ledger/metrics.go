@@ -26,6 +26,12 @@ type Metrics struct {
 	// (their final reports accepted). Entries is the windows held.
 	CapFlushes prometheus.Counter
 	FreedEarly prometheus.Counter
+	// DurableSeconds is how long RecordDurable (a refund's or charge's
+	// usage) took to publish or spool; DurableFailures counts the calls
+	// that could do neither (the API answered 503, the usage waits in
+	// memory).
+	DurableSeconds  prometheus.Histogram
+	DurableFailures prometheus.Counter
 }
 
 // NewMetrics creates the Reporter's metrics and registers them on reg (nil:
@@ -58,10 +64,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "cap_flushes_total", Help: "Flushes that found MaxKeys (key, window) counters or more held and freed windows early."}),
 		FreedEarly: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
 			Name: "windows_freed_early_total", Help: "(key, window) counters freed before their window ended or Retention passed, after their final report was accepted, to stay under MaxKeys."}),
+		DurableSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "durable_record_seconds", Help: "Time a refund's or charge's usage took to be acknowledged by JetStream or synced to the spool, before the API answered.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		DurableFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "durable_record_failures_total", Help: "Refunds or charges whose usage could be neither published nor spooled before the answer (answered 503, usage kept in memory)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Published, m.Messages, m.Spooled, m.PublishErr, m.SpoolFull, m.SpoolFullNow,
-			m.SpoolReports, m.SpoolBytes, m.Entries, m.Unacknowledge, m.LateDeltas, m.CapFlushes, m.FreedEarly)
+			m.SpoolReports, m.SpoolBytes, m.Entries, m.Unacknowledge, m.LateDeltas, m.CapFlushes, m.FreedEarly,
+			m.DurableSeconds, m.DurableFailures)
 	}
 	return m
 }

@@ -98,10 +98,16 @@ func (r *Report) Validate() error {
 
 // MsgID is the JetStream message ID (Nats-Msg-Id) of the report: the
 // server drops a second message with the same ID within the stream's
-// duplicate window. Equal IDs mean equal reports.
+// duplicate window. Equal IDs mean equal reports. The ID starts with the
+// region, which the reconciler holds to the subject's: without it, another
+// region could publish a report under the ID of one this process is about
+// to send (its process ID and seq are easy to guess), and the stream would
+// drop the genuine report as a duplicate.
 func (r *Report) MsgID() string {
 	var b strings.Builder
-	b.Grow(len(r.ProcessID) + len(r.Key) + 42)
+	b.Grow(len(r.Region) + len(r.ProcessID) + len(r.Key) + 43)
+	b.WriteString(r.Region)
+	b.WriteByte('|')
 	b.WriteString(r.ProcessID)
 	b.WriteByte('|')
 	b.WriteString(r.Key)

@@ -64,7 +64,7 @@ func TestReportRoundTrip(t *testing.T) {
 	if got != r {
 		t.Fatalf("round trip: got %+v, want %+v", got, r)
 	}
-	if id := r.MsgID(); id != "p1|k|"+"1767323040000000000|1" {
+	if id := r.MsgID(); id != "eu|p1|k|"+"1767323040000000000|1" {
 		t.Fatalf("MsgID = %q", id)
 	}
 }

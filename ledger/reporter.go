@@ -57,6 +57,12 @@ type Config struct {
 	// Stream names the JetStream stream and subjects. Default
 	// DefaultStreamConfig().
 	Stream StreamConfig
+	// CreateStream lets the Reporter create the stream when it is missing
+	// (EnsureStream). Only the reconciler's role creates it: a limiter
+	// checks that it exists (CheckStream) and spools its reports until it
+	// does. Set it only in a process that owns its NATS server and has no
+	// reconciler (the daemon's embedded NATS). Default false.
+	CreateStream bool
 	// SpoolDir holds the spool file (usage-spool.jsonl). Required.
 	SpoolDir string
 	// SpoolMaxBytes bounds the spool file. Default 64 MiB.
@@ -188,7 +194,9 @@ type Reporter struct {
 	early chan struct{}
 
 	flushMu  sync.Mutex // serialises flushes (loop, Flush, Close)
-	streamOK bool       // guarded by flushMu: EnsureStream was tried once while connected
+	streamOK bool       // guarded by flushMu: the stream was found (or created) while connected
+	missing  bool       // guarded by flushMu: the stream's absence was logged
+	closed   bool       // guarded by flushMu: Close's final flush ran; RecordDurable refuses
 	// Reports and messages JetStream accepted; guarded by flushMu.
 	published, messagesSent int64
 	// Buffers a flush reuses, guarded by flushMu: a flush handles every
@@ -207,9 +215,9 @@ type Reporter struct {
 var _ region.UsageSink = (*Reporter)(nil)
 
 // NewReporter returns a Reporter publishing on js. It opens the spool file
-// and sends nothing until Start or Flush. Its first flush while connected
-// creates the stream when it is missing (EnsureStream: an existing one is
-// never changed).
+// and sends nothing until Start or Flush. Until its flushes find the
+// stream (CheckStream; with Config.CreateStream, EnsureStream creates it)
+// they spool.
 func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 	if js == nil {
 		return nil, errors.New("ledger: NewReporter: nil JetStream")
@@ -343,6 +351,9 @@ func (r *Reporter) Close(ctx context.Context) error {
 		r.stop = nil
 	}
 	err := r.flush(ctx, true)
+	r.flushMu.Lock()
+	r.closed = true
+	r.flushMu.Unlock()
 	if cerr := r.spool.Close(); err == nil {
 		err = cerr
 	}
@@ -358,7 +369,7 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	now := r.cfg.Clock.Now()
-	r.ensureStreamOnce(ctx)
+	ready := r.streamReady(ctx)
 	spooled := r.spool.Len()
 	due := r.buildDue(r.dueBuf.Get(), now, closing)
 	defer func() { r.dueBuf.Put(due) }()
@@ -372,8 +383,10 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 		attribute.Bool("quota.closing", closing)))
 	defer span.End()
 	published0, messages0 := r.publishedSoFar()
-	r.drainSpool(ctx)
-	accepted, err := r.publishOrSpool(ctx, due)
+	if ready {
+		r.drainSpool(ctx)
+	}
+	accepted, err := r.publishOrSpool(ctx, due, ready)
 	unreported := r.markAccepted(due, accepted, now)
 	r.m.Unacknowledge.Set(float64(unreported))
 	published, messages := r.publishedSoFar()
@@ -392,23 +405,44 @@ func (r *Reporter) publishedSoFar() (reports, messages int64) {
 	return r.published, r.messagesSent
 }
 
-// ensureStreamOnce creates the stream, when missing, on the first flush while
-// connected, so that reports are not refused when the reconciler has not
-// created it yet. A failure is logged, not retried: publishing goes on.
-func (r *Reporter) ensureStreamOnce(ctx context.Context) {
-	if r.streamOK || !r.connected() {
-		return
+// streamReady reports whether reports can be published: connected, and
+// the stream found (or, with Config.CreateStream, created). Until it is,
+// flushes spool, and each looks for the stream again (one request per
+// flush). A publish refused for want of the stream looks again too.
+func (r *Reporter) streamReady(ctx context.Context) bool {
+	if !r.connected() {
+		return false
 	}
-	r.streamOK = true
-	if _, err := EnsureStream(ctx, r.js, r.cfg.Stream); err != nil {
-		r.log.Warn("ledger: could not find or create the usage stream; publishing anyway", "err", err)
+	if r.streamOK {
+		return true
 	}
+	var err error
+	if r.cfg.CreateStream {
+		_, err = EnsureStream(ctx, r.js, r.cfg.Stream)
+		if errors.Is(err, ErrStreamMismatch) {
+			// This process's own server: its stream's limits are an
+			// operator's edit, not a reason to stop reporting.
+			r.log.Warn("ledger: the usage stream's limits differ from this process's; publishing anyway", "err", err)
+			err = nil
+		}
+	} else {
+		err = CheckStream(ctx, r.js, r.cfg.Stream)
+	}
+	if err != nil {
+		if !r.missing {
+			r.missing = true
+			r.log.Warn("ledger: the usage stream is not there (the reconciler creates it); spooling usage until it is", "err", err)
+		}
+		return false
+	}
+	r.streamOK, r.missing = true, false
+	return true
 }
 
 // drainSpool publishes the spooled reports, oldest windows first, and
 // removes from the spool those JetStream acknowledged.
 func (r *Reporter) drainSpool(ctx context.Context) {
-	if r.spool.Len() == 0 || !r.connected() {
+	if r.spool.Len() == 0 {
 		return
 	}
 	ok := r.publish(ctx, r.spool.Pending())
@@ -484,18 +518,19 @@ func (r *Reporter) freeLocked(k entryKey) {
 	r.m.FreedEarly.Inc()
 }
 
-// publishOrSpool publishes the due reports (while connected) and writes
+// publishOrSpool publishes the due reports (when ready: connected and the
+// stream there, see streamReady) and writes
 // what JetStream did not take to the spool. It returns the Seq of every
 // report either accepted, by (process, key, window), and spoolReports'
 // error. The map is the Reporter's, reused by the next flush.
-func (r *Reporter) publishOrSpool(ctx context.Context, due []built) (map[spoolKey]int64, error) {
+func (r *Reporter) publishOrSpool(ctx context.Context, due []built, ready bool) (map[spoolKey]int64, error) {
 	reps := r.repsBuf.Get()
 	for i := range due {
 		reps = append(reps, due[i].rep)
 	}
 	defer func() { r.repsBuf.Put(reps) }()
 	var published []Report
-	if len(reps) > 0 && r.connected() {
+	if len(reps) > 0 && ready {
 		published = r.publish(ctx, reps)
 	}
 	accepted := r.acceptedBuf.Get()
@@ -679,9 +714,12 @@ func (r *Reporter) publishWindow(ctx context.Context, msgs []outMsg) (acked []ou
 		select {
 		case <-f.Ok():
 			acked = append(acked, msgs[j])
-		case <-f.Err():
+		case err := <-f.Err():
 			r.m.PublishErr.Inc()
 			failed = true
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+				r.streamOK = false // deleted: look for it again (publish runs under flushMu)
+			}
 		case <-timer.C:
 			r.m.PublishErr.Add(float64(len(futures) - j))
 			return acked, true

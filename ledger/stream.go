@@ -39,7 +39,13 @@ type StreamConfig struct {
 	// DuplicateWindow is the stream's message-ID memory. Default
 	// DefaultDuplicateWindow.
 	DuplicateWindow time.Duration
-	// MaxAge bounds how long unconsumed reports are kept. Default 7 days.
+	// MaxAge bounds how long reports are kept, consumed or not: 0 is no
+	// age limit. A report past MaxAge is deleted whether the reconciler
+	// has written it or not, which would lose billed usage, so leave it 0:
+	// the stream is bounded by MaxBytes, and the age of the oldest report
+	// the reconciler has not written is alerted on
+	// (quota_reconciler_oldest_unwritten_report_timestamp_seconds).
+	// Default 0.
 	MaxAge time.Duration
 	// Replicas of the stream in a clustered JetStream. Default 1.
 	Replicas int
@@ -65,7 +71,6 @@ func DefaultStreamConfig() StreamConfig {
 		Name:            DefaultStream,
 		SubjectPrefix:   DefaultSubjectPrefix,
 		DuplicateWindow: DefaultDuplicateWindow,
-		MaxAge:          7 * 24 * time.Hour,
 		Replicas:        1,
 		MaxBytes:        DefaultStreamMaxBytes,
 	}
@@ -79,8 +84,8 @@ func (c *StreamConfig) validate() error {
 		return errors.New("ledger: stream config SubjectPrefix: must not be empty")
 	case c.DuplicateWindow <= 0:
 		return fmt.Errorf("ledger: stream config DuplicateWindow: must be positive, got %v", c.DuplicateWindow)
-	case c.MaxAge < c.DuplicateWindow:
-		return fmt.Errorf("ledger: stream config MaxAge: must be at least DuplicateWindow, got %v", c.MaxAge)
+	case c.MaxAge != 0 && c.MaxAge < c.DuplicateWindow:
+		return fmt.Errorf("ledger: stream config MaxAge: must be 0 (no age limit) or at least DuplicateWindow, got %v", c.MaxAge)
 	case c.Replicas < 1:
 		return fmt.Errorf("ledger: stream config Replicas: must be at least 1, got %d", c.Replicas)
 	case c.MaxBytes < 1<<20:
@@ -109,20 +114,31 @@ func (c StreamConfig) Subject(region, process string) string {
 const lateMark = "~late"
 
 // EnsureStream returns the usage stream, creating it from cfg when it is
-// missing, with cfg.Replicas placed in cfg.Cluster. An existing stream is
-// never changed: its replicas, placement, limits and age are the
-// operator's. When its replicas or cluster differ from cfg's, cfg.Logger
-// hears so once (per logger and difference) at info. Its subjects must
-// cover cfg's, or reports would be refused: that is an error. Both the
-// Reporter's owner and the reconciler call it, so either may start first.
+// missing, with cfg.Replicas placed in cfg.Cluster. Only the reconciler's
+// role calls it (and a limiter that owns its embedded NATS server, which
+// has no reconciler): limiters only check that it exists (CheckStream).
+//
+// An existing stream is never changed. Its limits and retention must be
+// cfg's (MaxAge, MaxBytes, DuplicateWindow, limits retention, DiscardNew,
+// no message-count limits), or EnsureStream returns an error wrapping
+// ErrStreamMismatch that names the setting: a stream that deletes reports
+// by age or count, or drops the oldest when full, would lose billed usage
+// that no one consumed. Its replicas and placement are the operator's:
+// when they differ from cfg's, cfg.Logger hears so once (per logger and
+// difference) at info. Its subjects must cover cfg's, or reports would be
+// refused: that is an error too.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
-		noteDifferences(s.CachedInfo(), cfg)
-		return s, checkSubjects(s.CachedInfo().Config, cfg)
+		info := s.CachedInfo()
+		noteDifferences(info, cfg)
+		if err := checkSubjects(info.Config, cfg); err != nil {
+			return nil, err
+		}
+		return s, checkLimits(info.Config, cfg)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("ledger: look up stream %s: %w", cfg.Name, err)
@@ -142,6 +158,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Replicas:    cfg.Replicas,
 		Placement:   placement,
 		MaxBytes:    cfg.MaxBytes,
+		MaxMsgs:     -1,
 		Discard:     jetstream.DiscardNew,
 	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -151,6 +168,63 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		return nil, fmt.Errorf("ledger: create stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// ErrStreamMismatch: the usage stream exists with limits or a retention
+// other than the configuration's (EnsureStream).
+var ErrStreamMismatch = errors.New("ledger: the usage stream's limits differ from the configuration")
+
+// checkLimits returns an error wrapping ErrStreamMismatch that names every
+// limit or retention setting of have that differs from cfg's.
+func checkLimits(have jetstream.StreamConfig, cfg StreamConfig) error {
+	var diffs []string
+	differs := func(setting, got, want string) {
+		diffs = append(diffs, fmt.Sprintf("%s is %s, the configuration says %s", setting, got, want))
+	}
+	age := func(d time.Duration) string {
+		if d == 0 {
+			return "0 (no age limit)"
+		}
+		return d.String()
+	}
+	if have.MaxAge != cfg.MaxAge {
+		differs("MaxAge (max_age)", age(have.MaxAge), age(cfg.MaxAge))
+	}
+	if have.MaxBytes != cfg.MaxBytes {
+		differs("MaxBytes (max_bytes)", fmt.Sprint(have.MaxBytes), fmt.Sprint(cfg.MaxBytes))
+	}
+	if have.Duplicates != cfg.DuplicateWindow {
+		differs("DuplicateWindow (duplicate_window)", have.Duplicates.String(), cfg.DuplicateWindow.String())
+	}
+	if have.Retention != jetstream.LimitsPolicy {
+		differs("retention", have.Retention.String(), jetstream.LimitsPolicy.String())
+	}
+	if have.Discard != jetstream.DiscardNew {
+		differs("discard", have.Discard.String(), jetstream.DiscardNew.String())
+	}
+	if have.MaxMsgs > 0 {
+		differs("max_msgs", fmt.Sprint(have.MaxMsgs), "-1 (none)")
+	}
+	if have.MaxMsgsPerSubject > 0 {
+		differs("max_msgs_per_subject", fmt.Sprint(have.MaxMsgsPerSubject), "-1 (none)")
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: stream %s: %s; edit the stream (nats stream edit %s) or the configuration to agree",
+		ErrStreamMismatch, cfg.Name, strings.Join(diffs, "; "), cfg.Name)
+}
+
+// CheckStream returns nil when the usage stream exists and takes cfg's
+// subjects, an error wrapping jetstream.ErrStreamNotFound when it is
+// missing. It never creates or changes the stream: a limiter calls it, and
+// spools its reports until the reconciler has created the stream.
+func CheckStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
+	s, err := js.Stream(ctx, cfg.Name)
+	if err != nil {
+		return fmt.Errorf("ledger: look up stream %s: %w", cfg.Name, err)
+	}
+	return checkSubjects(s.CachedInfo().Config, cfg)
 }
 
 // checkSubjects reports an existing stream whose subjects do not take

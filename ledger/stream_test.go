@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -15,8 +16,9 @@ import (
 )
 
 // EnsureStream creates a missing stream from its config, and never changes
-// one an operator made: its limits stay theirs. A stream whose subjects
-// would refuse reports is an error naming both.
+// one an operator made; one whose limits differ from the config is refused
+// with an error naming each setting (ErrStreamMismatch). A stream whose
+// subjects would refuse reports is an error naming both.
 func TestEnsureStreamKeepsTheOperatorsSettings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -42,14 +44,22 @@ func TestEnsureStreamKeepsTheOperatorsSettings(t *testing.T) {
 		t.Fatalf("created stream: %+v", got)
 	}
 
-	// The operator raises the limit and the age; a process with other
-	// defaults starts and must not undo it.
+	// The operator raises the limit and sets an age; a reconciler
+	// configured otherwise refuses the stream, naming both settings, and
+	// does not undo them.
 	got.MaxBytes, got.MaxAge = 32<<20, 30*24*time.Hour
 	if _, err := js.UpdateStream(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.EnsureStream(ctx, js, ledger.DefaultStreamConfig()); err != nil {
-		t.Fatal(err)
+	_, err = ledger.EnsureStream(ctx, js, cfg)
+	if err == nil || !errors.Is(err, ledger.ErrStreamMismatch) || !strings.Contains(err.Error(), "MaxAge (max_age) is 720h0m0s, the configuration says 0 (no age limit)") ||
+		!strings.Contains(err.Error(), "MaxBytes (max_bytes) is 33554432, the configuration says 8388608") {
+		t.Fatalf("EnsureStream of a stream with other limits: %v, want ErrStreamMismatch naming max_age and max_bytes", err)
+	}
+	agreeing := cfg
+	agreeing.MaxBytes, agreeing.MaxAge = 32<<20, 30*24*time.Hour
+	if _, err := ledger.EnsureStream(ctx, js, agreeing); err != nil {
+		t.Fatalf("EnsureStream of a stream with the configured limits: %v", err)
 	}
 	info, err := js.Stream(ctx, cfg.Name)
 	if err != nil {
@@ -87,8 +97,10 @@ func TestEnsureStreamLogsOtherReplicasAndClusterOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The operator made the stream: one replica, no placement.
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: ledger.DefaultStream, Subjects: []string{"quota.usage.>"}, Replicas: 1}); err != nil {
+	// The operator made the stream: one replica, no placement, the
+	// configured limits.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: ledger.DefaultStream, Subjects: []string{"quota.usage.>"}, Replicas: 1,
+		MaxBytes: ledger.DefaultStreamMaxBytes, Duplicates: ledger.DefaultDuplicateWindow, Discard: jetstream.DiscardNew}); err != nil {
 		t.Fatal(err)
 	}
 	var logs testserver.LogBuffer

@@ -29,7 +29,7 @@ func TestMigrateUpAgainAndDown(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	for _, view := range []string{"usage_windows", "usage_by_hour", "usage_by_day", "usage_degraded_windows",
-		"usage_incomplete_windows", "usage_over_authorization"} {
+		"usage_incomplete_windows", "usage_over_authorization", "usage_closed_windows"} {
 		if _, err := conn.Exec(ctx, "SELECT * FROM "+view+" LIMIT 1"); err != nil {
 			t.Fatalf("view %s: %v", view, err)
 		}

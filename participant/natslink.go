@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/natsembed"
+	"github.com/quotaplatform/quota/natsrole"
 )
 
 // natsLink is the participant's NATS connection: the caller's, one dialed
@@ -78,6 +79,9 @@ func dialNATS(o *Options, log *slog.Logger) (*natsLink, error) {
 		opts = append(opts, srv.ConnectOption())
 		l.log.Info("started embedded NATS server with JetStream", "store_dir", cfg.StoreDir)
 	}
+	// The role's own inboxes: the shipped NATS configuration lets a
+	// limiter subscribe under its role's prefix only (natsrole).
+	opts = append(opts, natsrole.Inbox(natsrole.LimiterOrControlPlane(o.Region, o.ControlPlane)))
 	opts = append(opts, o.NATSOptions...)
 	nc, err := nats.Connect(o.NATSURL, opts...)
 	if err != nil {

@@ -53,9 +53,12 @@ type Options struct {
 	// NATS, when set, is the caller's connection; the participant neither
 	// drains nor closes it. NATSURL, with NATS nil, is dialed with
 	// NATSOptions (credentials and TLS: nats.UserInfo, nats.UserCredentials,
-	// nats.RootCAs, nats.ClientCert); dialing never blocks on an
-	// unreachable server, it keeps retrying. Both empty: an embedded NATS
-	// server with JetStream in DataDir/nats, which nothing outside the
+	// nats.RootCAs, nats.ClientCert) after the role's inbox prefix
+	// (natsrole.Inbox of natsrole.LimiterOrControlPlane(Region,
+	// ControlPlane)), which the shipped NATS configuration requires: a
+	// caller's connection must be dialed with it too. Dialing never blocks
+	// on an unreachable server, it keeps retrying. Both empty: an embedded
+	// NATS server with JetStream in DataDir/nats, which nothing outside the
 	// process can reach. Default: embedded.
 	NATS        *nats.Conn
 	NATSURL     string
@@ -65,8 +68,10 @@ type Options struct {
 	// missing. Always true with embedded NATS. Default false.
 	ControlPlane bool
 	// UsageStreamReplicas, UsageStreamMaxBytes and UsageStreamCluster
-	// shape the usage stream when this process creates it (never an
-	// existing one); CatalogReplicas and CatalogCluster the catalogue
+	// shape the usage stream when this process creates it: only with
+	// embedded NATS (elsewhere the reconciler creates it, and the
+	// process spools until it exists); never an existing one.
+	// CatalogReplicas and CatalogCluster the catalogue
 	// bucket. A cluster is a NATS cluster (region) name; empty: wherever
 	// this process is connected. Defaults 1, 1 GiB, "", 1, "".
 	UsageStreamReplicas int
@@ -113,6 +118,12 @@ type Options struct {
 	// ReportInterval is how often usage is reported to the ledger stream.
 	// Default 5s.
 	ReportInterval time.Duration
+	// FlushTimeout bounds the limiter's drain and the ledger reporter's
+	// final reports at Close, counted from when the limiter's drain
+	// begins. It is their own budget: Close's ctx, which a daemon may have
+	// spent draining its listeners, does not cut it short, so that the
+	// last usage always reaches an open reporter. Default 10s.
+	FlushTimeout time.Duration
 	// StoreTimeout is the hard timeout of one store call. Default 5ms.
 	StoreTimeout time.Duration
 	// IdempotencyHorizon is how long the region's store remembers a check's
@@ -186,6 +197,7 @@ func DefaultOptions() Options {
 		GossipInterval:      time.Second,
 		Window:              60 * time.Second,
 		ReportInterval:      5 * time.Second,
+		FlushTimeout:        10 * time.Second,
 		StoreTimeout:        5 * time.Millisecond,
 		IdempotencyHorizon:  region.DefaultIdempotencyHorizon,
 		Processes:           1,
@@ -284,6 +296,7 @@ func (o *Options) validate() error {
 		"and MemberlistKeys need MemberlistBind (membership is off without it)")
 	check(o.Window > 0, "Window", "must be positive, got %v", o.Window)
 	check(o.ReportInterval > 0, "ReportInterval", "must be positive, got %v", o.ReportInterval)
+	check(o.FlushTimeout > 0, "FlushTimeout", "must be positive, got %v", o.FlushTimeout)
 	check(o.StoreTimeout > 0, "StoreTimeout", "must be positive, got %v", o.StoreTimeout)
 	check(o.IdempotencyHorizon >= time.Millisecond, "IdempotencyHorizon", "must be at least 1ms, got %v", o.IdempotencyHorizon)
 	check(o.Processes >= 1, "Processes", "must be at least 1, got %d", o.Processes)

@@ -67,6 +67,10 @@ const (
 // Start did not get to, whose spool New opened.
 const reporterStep = "ledger reporter"
 
+// limiterStep names the limiter's step: it and reporterStep stop on
+// Options.FlushTimeout, not on Close's ctx.
+const limiterStep = "limiter"
+
 // stopStep stops one part that Start started.
 type stopStep struct {
 	name string
@@ -183,7 +187,7 @@ func (p *Participant) Start(ctx context.Context) error {
 		{"catalogue", p.startCatalogue},
 		{reporterStep, p.startReporter},
 		{"membership", p.startMembership},
-		{"limiter", p.startLimiter},
+		{limiterStep, p.startLimiter},
 	}
 	for _, s := range steps {
 		stop, err := s.start(ctx)
@@ -215,8 +219,12 @@ func (p *Participant) setState(s lifecycle) {
 // gossip node), membership leaves, the reporter sends a final report for
 // every window (to JetStream, or to the spool), the catalogue watch and the
 // gossip node stop; then the store client and the NATS connection close and
-// the embedded server stops. ctx bounds the drains; every part is stopped
-// even when one fails, and the errors are joined. Close is idempotent.
+// the embedded server stops. The limiter's drain and the reporter's final
+// reports share Options.FlushTimeout, counted from the drain's start and
+// not cut short by ctx (a daemon's listeners may have spent it); ctx bounds
+// the other steps. The reporter closes only after the limiter's last flush
+// reached it. Every part is stopped even when one fails, and the errors
+// are joined. Close is idempotent.
 func (p *Participant) Close(ctx context.Context) error {
 	p.lifeMu.Lock()
 	defer p.lifeMu.Unlock()
@@ -229,8 +237,22 @@ func (p *Participant) Close(ctx context.Context) error {
 
 	var errs []error
 	reporterClosed := false
+	// The limiter's last flush and the reporter's final reports run on a
+	// budget of their own (Options.FlushTimeout), started at the first of
+	// them: a caller that spent ctx draining its listeners (a slow request
+	// in flight) must not cost the ledger its last usage.
+	var flushCtx context.Context
 	for i := len(stops) - 1; i >= 0; i-- {
-		if err := stops[i].stop(ctx); err != nil {
+		sctx := ctx
+		if n := stops[i].name; n == limiterStep || n == reporterStep {
+			if flushCtx == nil {
+				var cancel context.CancelFunc
+				flushCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), p.opts.FlushTimeout)
+				defer cancel()
+			}
+			sctx = flushCtx
+		}
+		if err := stops[i].stop(sctx); err != nil {
 			errs = append(errs, fmt.Errorf("participant: stop %s: %w", stops[i].name, err))
 		}
 		reporterClosed = reporterClosed || stops[i].name == reporterStep

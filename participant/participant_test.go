@@ -172,6 +172,15 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	// The reconciler's role creates the usage stream; the limiters only
+	// publish to it.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.EnsureStream(context.Background(), js, ledger.DefaultStreamConfig()); err != nil {
+		t.Fatal(err)
+	}
 
 	reg := prometheus.NewRegistry()
 	oa := testOptions(t)

@@ -2,6 +2,7 @@ package participant
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -109,7 +110,7 @@ type shiftedClock struct {
 func (c shiftedClock) Now() time.Time { return c.Clock.Now().Add(c.by) }
 
 // newReporter reports this process's usage to the ledger stream, spooling
-// to DataDir/spool while NATS is unreachable.
+// to DataDir/spool while NATS is unreachable or the stream missing.
 func newReporter(o *Options, js jetstream.JetStream, log *slog.Logger) (*ledger.Reporter, error) {
 	cfg := ledger.DefaultConfig()
 	cfg.Region = o.Region
@@ -119,6 +120,10 @@ func newReporter(o *Options, js jetstream.JetStream, log *slog.Logger) (*ledger.
 	cfg.SpoolDir = filepath.Join(o.DataDir, "spool")
 	cfg.Stream.Replicas, cfg.Stream.MaxBytes = o.UsageStreamReplicas, o.UsageStreamMaxBytes
 	cfg.Stream.Cluster = o.UsageStreamCluster
+	// Only the reconciler's role creates the usage stream; an embedded
+	// server is this process's own and has no reconciler, so the process
+	// creates it there, and the usage waits in it (make run).
+	cfg.CreateStream = o.embedded()
 	cfg.Clock = wallClock(o, log)
 	cfg.Logger = log.With("component", "ledger")
 	cfg.Stream.Logger = cfg.Logger
@@ -238,6 +243,21 @@ func (f usageFanout) Record(batch []region.Usage) {
 	}
 }
 
+// RecordDurable hands batch to every sink, and returns once the durable
+// ones (the ledger reporter) hold it durably: the limiter calls it for
+// refunds and charges before answering them.
+func (f usageFanout) RecordDurable(ctx context.Context, batch []region.Usage) error {
+	var errs []error
+	for _, s := range f {
+		if d, ok := s.(region.DurableUsageSink); ok {
+			errs = append(errs, d.RecordDurable(ctx, batch))
+		} else {
+			s.Record(batch)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func (p *Participant) startGossip(context.Context) (func(context.Context) error, error) {
 	if err := p.node.Start(); err != nil {
 		return nil, err
@@ -291,7 +311,10 @@ func (p *Participant) startMembership(context.Context) (func(context.Context) er
 }
 
 // startLimiter runs the limiter's loop until Close, which cancels it and
-// waits: the loop returns every lease and flushes usage as it ends.
+// waits: the loop returns every lease and flushes usage as it ends. When
+// the drain outlasts the stop's ctx (a store that hangs while leases are
+// returned), the stop flushes the usage itself before returning, so that
+// the reporter, closed next, holds every spent unit.
 func (p *Participant) startLimiter(context.Context) (func(context.Context) error, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -308,6 +331,7 @@ func (p *Participant) startLimiter(context.Context) (func(context.Context) error
 			p.log.Info("limiter drained: leases returned, usage flushed")
 			return nil
 		case <-stopCtx.Done():
+			p.lim.Flush()
 			return fmt.Errorf("drain: %w", stopCtx.Err())
 		}
 	}, nil

@@ -368,14 +368,27 @@ func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int
 			ErrRefundExceedsCharge, cost, id, rep.Charged, rep.Refunded)
 	case RequestConflict:
 		return Adjustment{}, fmt.Errorf("%w: request_id %q was %s with cost %d, not %d", ErrRequestConflict, id, pastTense(op), rep.Cost, cost)
-	case RequestReplayed:
-		return a, nil
 	}
 	h := maphash.String(l.seed, key)
 	sh := l.shardOf(h)
 	now := l.now()
-	sh.mu.Lock()
 	u := Usage{Key: key, WindowStart: WindowStart(key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)}
+	durable, _ := l.cfg.Usage.(DurableUsageSink)
+	if rep.Status == RequestReplayed {
+		if durable == nil {
+			return a, nil
+		}
+		// The first answer may have failed to make the adjustment durable
+		// (ErrUsageNotDurable): the retry that replays it confirms it. The
+		// adjustment was applied in this window or, for a prompt retry,
+		// the one before; zero deltas only name them.
+		prev := Usage{Key: key, WindowStart: u.WindowStart.Add(-l.cfg.Window)}
+		if err := durable.RecordDurable(ctx, []Usage{prev, u}); err != nil {
+			return Adjustment{}, notDurable(op, err)
+		}
+		return a, nil
+	}
+	sh.mu.Lock()
 	if plan.HasQuotas() {
 		sh.returns = append(sh.returns, l.quotaAdjustment(key, plan, share, op, cost, now))
 	}
@@ -387,9 +400,50 @@ func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int
 			e.leaseLive = false // the next check goes to the store and sees the debt
 		}
 	}
-	sh.pending = append(sh.pending, u)
+	if durable == nil {
+		sh.pending = append(sh.pending, u)
+		sh.mu.Unlock()
+		return a, nil
+	}
 	sh.mu.Unlock()
+	// Durable before the answer (docs/design.md [idempotency]): the store
+	// applied the adjustment, and a retry of a lost answer replays it and
+	// records nothing, so the ledger must hold it before anyone hears
+	// that it was applied. Outside the shard lock: this waits for
+	// JetStream or an fsync.
+	if err := durable.RecordDurable(ctx, []Usage{u}); err != nil {
+		return Adjustment{}, notDurable(op, err)
+	}
 	return a, nil
+}
+
+// DurableUsageSink is a UsageSink that can make usage durable before it
+// returns. Refund and Charge use it when Config.Usage implements it: the
+// adjustment is answered only once it is durable, so that a process that
+// dies right after the answer loses nothing the store applied (a retry of
+// the same request id replays and records nothing). Allow never calls it.
+type DurableUsageSink interface {
+	UsageSink
+	// RecordDurable adds batch as Record does (zero deltas add nothing),
+	// and returns once this process's cumulative usage of every (key,
+	// window) named in batch is durable for the ledger, or with an error
+	// saying it is not: the deltas are then held in memory as Record's
+	// are, and reported with the next flush. It may block on I/O up to
+	// ctx's end or the sink's own timeout. Safe for concurrent use.
+	RecordDurable(ctx context.Context, batch []Usage) error
+}
+
+// ErrUsageNotDurable: a refund or charge was applied to the store, but its
+// usage could not be made durable for the ledger (Config.Usage is a
+// DurableUsageSink that failed): it is held in this process's memory.
+// Send the same request again: it replays, and confirms the usage once it
+// is durable. Wrapped with ErrStoreUnavailable, so that APIs answer it as
+// a retryable unavailability (HTTP 503).
+var ErrUsageNotDurable = errors.New("usage not yet durable for the ledger")
+
+func notDurable(op RequestOp, err error) error {
+	return fmt.Errorf("%w: %w: %s applied, but not yet recorded for the ledger; send it again to confirm: %w",
+		ErrStoreUnavailable, ErrUsageNotDurable, op, err)
 }
 
 // IdempotencyHorizon is how long the region's store remembers a request

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/natsrole"
 )
 
 // serveModule wires the reconciler daemon: NATS → Reconciler → Postgres,
@@ -50,6 +52,7 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newPool,
 			newWriter,
 			newReconciler,
+			newCloser,
 			newBillingPool,
 			newBillingLedger,
 			func(l *billing.Ledger) billing.Querier { return l },
@@ -62,7 +65,7 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newRoutes,
 			newMux,
 		),
-		fx.Invoke(runReconciler, runQuotaBase, runPlanMirror, serveHTTP),
+		fx.Invoke(runReconciler, runCloser, runQuotaBase, runPlanMirror, serveHTTP),
 	)
 }
 
@@ -98,6 +101,9 @@ func natsOptions(o options, log *slog.Logger) ([]nats.Option, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", redact(nc.ConnectedUrl())) }),
 	}
+	// The reconciler's own inboxes: the shipped NATS configuration lets
+	// it subscribe under its role's prefix only (natsrole).
+	opts = append(opts, natsrole.Inbox(natsrole.Reconciler))
 	opts = append(opts, o.NATSAuth.Options()...)
 	return opts, nil
 }
@@ -133,9 +139,10 @@ func newPool(lc fx.Lifecycle, o options) (*pgxpool.Pool, error) {
 func newWriter(o options, pool *pgxpool.Pool) (reconcile.Store, error) {
 	cfg := reconcile.DefaultWriterConfig()
 	cfg.Parallel = o.WriteParallel
+	cfg.MaxNewPartitions = o.MaxNewPartitions
 	w, err := reconcile.NewWriterWithConfig(pool, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--write-parallel: %w", err)
+		return nil, fmt.Errorf("--write-parallel, --max-new-partitions: %w", err)
 	}
 	return w, nil
 }
@@ -170,6 +177,7 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 	cfg.Regions = regions
 	cfg.BatchSize = o.BatchSize
 	cfg.BatchInterval = o.BatchInterval
+	cfg.MaxReportAge, cfg.MaxReportSkew = o.MaxReportAge, o.MaxReportSkew
 	cfg.Logger = log
 	cfg.Metrics = reconcile.NewMetrics(reg)
 	cfg.Tracer = tracer
@@ -178,6 +186,29 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 
 func runReconciler(lc fx.Lifecycle, r *reconcile.Reconciler, log *slog.Logger) {
 	runInBackground(lc, "reconciler", r.Run, log)
+}
+
+// newCloser closes, through the writer's pool, the ledger rows of
+// processes silent for --close-after past their window's end
+// (reconcile.Closer), checking every min(30s, --close-after/4), and
+// records this reconciler (--durable@host) as the closer.
+func newCloser(o options, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) (*reconcile.Closer, error) {
+	cfg := reconcile.DefaultCloserConfig()
+	cfg.After = o.CloseAfter
+	cfg.Interval = max(min(cfg.Interval, o.CloseAfter/4), 100*time.Millisecond)
+	host, _ := os.Hostname()
+	cfg.Name = o.Durable + "@" + host
+	cfg.Logger = log
+	cfg.Metrics = reconcile.NewCloserMetrics(reg)
+	c, err := reconcile.NewCloser(pool, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--close-after: %w", err)
+	}
+	return c, nil
+}
+
+func runCloser(lc fx.Lifecycle, c *reconcile.Closer, log *slog.Logger) {
+	runInBackground(lc, "window closer", c.Run, log)
 }
 
 // runInBackground runs run from the app's start until its stop, which

@@ -43,8 +43,8 @@ func exporter(o options) (*export.Exporter, *pgxpool.Pool, error) {
 	return ex, pool, nil
 }
 
-// exportCmd prints every key's usage per period of --month, as GET
-// /v1/usage/export does, straight from Postgres (its --postgres
+// exportCmd prints every key's usage per period that starts in --month
+// (on --calendar), as GET /v1/usage/export does, straight from Postgres (its --postgres
 // credentials are its authorization).
 func exportCmd(ctx context.Context, o options, stdout io.Writer) error {
 	from, to, _ := o.month()
@@ -55,7 +55,8 @@ func exportCmd(ctx context.Context, o options, stdout io.Writer) error {
 	defer pool.Close()
 	g := export.Granularity(o.Granularity)
 	enc := export.NewEncoder(stdout, export.Format(o.Format), g)
-	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Now: time.Now()}, enc.Rows)
+	q := export.Query{From: from, To: to, Granularity: g, Calendar: export.Calendar(o.Calendar), Now: time.Now()}
+	err = ex.Export(ctx, q, enc.Rows)
 	if err != nil {
 		_ = enc.Fail(err.Error())
 		return err
@@ -63,10 +64,65 @@ func exportCmd(ctx context.Context, o options, stdout io.Writer) error {
 	return enc.End()
 }
 
-// events sends --month's closed periods to --sink (sink.Publisher) and
-// writes --metrics-file.
+// sinkRunFlags declares the flags of a sink run (events, stripe-sync).
+func sinkRunFlags(fs *flag.FlagSet, o *options) {
+	fs.BoolVar(&o.Continuous, "continuous", false,
+		"run a pass every --every over the current UTC month until SIGTERM, instead of one run over --month")
+	fs.DurationVar(&o.Every, "every", time.Hour, "time between --continuous passes (1m to 24h)")
+	fs.DurationVar(&o.Lookback, "lookback", 0,
+		"also correct periods starting this long before the range (0: 62 days, 72h for --granularity hour; negative: none)")
+}
+
+// checkSinkRun checks the flags of sinkRunFlags.
+func (o *options) checkSinkRun() []error {
+	var errs []error
+	if o.Continuous && o.Month != "" {
+		errs = append(errs, errors.New("--month: not with --continuous, whose passes cover the current month (and --lookback)"))
+	}
+	if o.Every < time.Minute || o.Every > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("--every: must be 1m to 24h, got %v", o.Every))
+	}
+	return errs
+}
+
+// passRange is the periods a run covers: --month, or for a --continuous
+// pass at now the current UTC month up to the current period of g (the
+// publisher adds --lookback before it).
+func (o *options) passRange(g export.Granularity, now time.Time) (from, to time.Time) {
+	if !o.Continuous {
+		from, to, _ = o.month()
+		return from, to
+	}
+	g, _ = export.ParseGranularity(string(g))
+	return export.Month.Start(now), g.Next(g.Start(now))
+}
+
+// passes runs pass once, or with --continuous every --every until ctx is
+// cancelled (SIGTERM; the pass in flight is cancelled with it). A failed
+// continuous pass is logged and the next one tries again (a refused event
+// is re-sent first, unchanged).
+func passes(ctx context.Context, o options, log *slog.Logger, pass func(ctx context.Context, now time.Time) error) error {
+	if !o.Continuous {
+		return pass(ctx, time.Now())
+	}
+	tick := time.NewTicker(o.Every)
+	defer tick.Stop()
+	for {
+		if err := pass(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			log.Warn("sink pass failed; the next pass tries again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// events sends --month's closed periods (or, --continuous, the current
+// month's as they settle) to --sink (sink.Publisher) and writes
+// --metrics-file after each run.
 func events(ctx context.Context, o options, log *slog.Logger) error {
-	from, to, _ := o.month()
 	ex, bpool, err := exporter(o)
 	if err != nil {
 		return err
@@ -100,24 +156,31 @@ func events(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	p, err := sink.NewPublisher(pool, ex, sender, sink.Config{Sink: o.sinkName(), Granularity: export.Granularity(o.Granularity),
-		Metrics: sink.NewMetrics(reg), Logger: log})
+	g := export.Granularity(o.Granularity)
+	p, err := sink.NewPublisher(pool, ex, sender, sink.Config{Sink: o.sinkName(), Granularity: g,
+		Metrics: sink.NewMetrics(reg), Logger: log, Lookback: o.Lookback})
 	if err != nil {
 		return err
 	}
-	st, runErr := p.Run(ctx, from, to, time.Now())
-	log.Info("usage events run", "sink", o.sinkName(), "month", o.Month, "sent", st.Sent, "corrections", st.Corrections,
-		"resent", st.Resent, "unchanged", st.Unchanged, "open", st.Open, "difference", st.Difference)
-	if o.MetricsFile != "" {
-		if err := prometheus.WriteToTextfile(o.MetricsFile, reg); err != nil {
-			return errors.Join(runErr, fmt.Errorf("--metrics-file: %w", err))
+	return passes(ctx, o, log, func(ctx context.Context, now time.Time) error {
+		from, to := o.passRange(g, now)
+		st, runErr := p.Run(ctx, from, to, now)
+		log.Info("usage events run", "sink", o.sinkName(), "from", from, "to", to, "sent", st.Sent, "corrections", st.Corrections,
+			"resent", st.Resent, "unchanged", st.Unchanged, "open", st.Open, "held", len(st.Held),
+			"keys_differing", st.KeysDiffering, "abs_difference", st.AbsDifference)
+		if o.MetricsFile != "" {
+			if err := prometheus.WriteToTextfile(o.MetricsFile, reg); err != nil {
+				return errors.Join(runErr, fmt.Errorf("--metrics-file: %w", err))
+			}
 		}
-	}
-	return runErr
+		return runErr
+	})
 }
 
-// sinksReport prints, per sink and period of --month, the ledger's spent
-// against what the sink acknowledged, as CSV.
+// sinksReport prints, per sink and period of --month, the ledger's billed
+// figure against what the sink acknowledged, as CSV; then each key and
+// period whose figures differ (sink.KeyDifferences), so that one key's
+// surplus cannot hide another's missing usage.
 func sinksReport(ctx context.Context, o options, stdout io.Writer) error {
 	from, to, _ := o.month()
 	pool, err := billing.NewPool(o.Postgres, o.billingConfig())
@@ -129,15 +192,33 @@ func sinksReport(ctx context.Context, o options, stdout io.Writer) error {
 	if o.Sink != "" {
 		name = o.sinkName()
 	}
-	rows, err := sink.Report(ctx, pool, name, export.Granularity(o.Granularity), from, to, time.Now())
+	g, now := export.Granularity(o.Granularity), time.Now()
+	rows, err := sink.Report(ctx, pool, name, g, from, to, now)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "sink,period_start,ledger_billed,closed_billed,acked_billed,difference,unacked_keys")
+	var sinks []string
 	for _, r := range rows {
+		if len(sinks) == 0 || sinks[len(sinks)-1] != r.Sink {
+			sinks = append(sinks, r.Sink)
+		}
 		if _, err := fmt.Fprintf(stdout, "%s,%s,%d,%d,%d,%d,%d\n", r.Sink, r.PeriodStart.Format(time.RFC3339),
 			r.Ledger, r.Closed, r.Acked, r.Difference(), r.Unacked); err != nil {
 			return err
+		}
+	}
+	fmt.Fprintln(stdout, "\nsink,key,period_start,ledger_billed,acked_billed,difference,complete,status")
+	for _, s := range sinks {
+		ds, err := sink.KeyDifferences(ctx, pool, s, g, from, to, now)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if _, err := fmt.Fprintf(stdout, "%s,%s,%s,%d,%d,%d,%t,%s\n", s, d.Key, d.PeriodStart.Format(time.RFC3339),
+				d.Ledger, d.Acked, d.Difference(), d.Complete, d.Status); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -151,12 +232,20 @@ type stripeOptions struct {
 	KeyEnv   string // --stripe-key-env: the variable holding the secret key
 	URL      string // --stripe-url: Stripe's API base ("" = Stripe); tests point it at stripe-mock
 	Customer string // --customer cus_…
+	// --finalization-grace: how long after an invoice period Stripe
+	// finalizes its invoice (the account's setting)
+	FinalizationGrace time.Duration
+	AnchorDay         int    // --anchor-day 1–31; 0 with "" --time-zone: the UTC month
+	TimeZone          string // --time-zone, IANA
+	EventID           string // stripe-settle --event-id
+	Outcome           string // stripe-settle --outcome delivered|missing
 }
 
-// stripeSubcommand recognises stripe-sync and stripe-customer set|list.
+// stripeSubcommand recognises stripe-sync, stripe-settle and
+// stripe-customer set|list.
 func stripeSubcommand(args []string) (cmd string, rest []string, ok bool) {
 	switch {
-	case len(args) > 0 && args[0] == "stripe-sync":
+	case len(args) > 0 && (args[0] == "stripe-sync" || args[0] == "stripe-settle"):
 		return args[0], args[1:], true
 	case len(args) > 0 && args[0] == "stripe-customer":
 		if len(args) > 1 && (args[1] == "set" || args[1] == "list") {
@@ -178,8 +267,11 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	switch cmd {
 	case "stripe-sync":
-		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required)")
-		fs.StringVar(&o.Granularity, "granularity", "month", "period: day or month")
+		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required, except with --continuous)")
+		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC); hour with --continuous")
+		sinkRunFlags(fs, &o.options)
+		fs.DurationVar(&o.FinalizationGrace, "finalization-grace", sink.DefaultFinalizationGrace,
+			"how long after an invoice period Stripe finalizes the invoice (the account's setting, 0 to 72h)")
 		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
 			"longest query of one page of keys")
 		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
@@ -189,6 +281,12 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 	case "stripe-customer set":
 		fs.StringVar(&o.Key, "key", "", "API key (required)")
 		fs.StringVar(&o.Customer, "customer", "", "Stripe customer id, cus_… (required)")
+		fs.IntVar(&o.AnchorDay, "anchor-day", 0, "the customer's billing cycle anchor day, 1–31 (with --time-zone; unset: the UTC month)")
+		fs.StringVar(&o.TimeZone, "time-zone", "", "IANA time zone of --anchor-day, e.g. America/New_York")
+	case "stripe-settle":
+		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
+		fs.StringVar(&o.EventID, "event-id", "", "the held event's id, as stripe-sync printed it (required)")
+		fs.StringVar(&o.Outcome, "outcome", "", "what Stripe's meter event summaries show: delivered (Stripe holds it) or missing (send it again)")
 	case "stripe-customer list":
 	default:
 		return o, errors.New("stripe-customer: want set or list")
@@ -209,9 +307,15 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 	check(err == nil && o.Postgres != "", "--postgres: not a URL")
 	switch cmd {
 	case "stripe-sync":
-		_, _, err := o.month()
-		check(err == nil, "--month: %v", err)
-		check(o.Granularity == "day" || o.Granularity == "month", "--granularity: must be day or month, got %q", o.Granularity)
+		if !o.Continuous {
+			_, _, err := o.month()
+			check(err == nil, "--month: %v", err)
+		}
+		errs = append(errs, o.checkSinkRun()...)
+		check(o.Granularity == "hour" || o.Granularity == "day" || o.Granularity == "month",
+			"--granularity: must be hour, day or month, got %q", o.Granularity)
+		check(o.FinalizationGrace >= 0 && o.FinalizationGrace <= sink.MaxFinalizationGrace,
+			"--finalization-grace: must be 0 to %v, got %v", sink.MaxFinalizationGrace, o.FinalizationGrace)
 		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
 			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
 		check(o.Meter != "", "--meter: required")
@@ -219,9 +323,19 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 		u, err := url.Parse(o.URL)
 		check(o.URL == "" || (err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil),
 			"--stripe-url: want http(s)://HOST[:PORT] without credentials")
+	case "stripe-settle":
+		check(o.Meter != "", "--meter: required")
+		check(o.EventID != "", "--event-id: required")
+		check(o.Outcome == "delivered" || o.Outcome == "missing", "--outcome: must be delivered or missing, got %q", o.Outcome)
 	case "stripe-customer set":
 		check(o.Key != "", "--key: required")
 		check(o.Customer != "", "--customer: required")
+		check((o.AnchorDay == 0) == (o.TimeZone == ""), "--anchor-day, --time-zone: give both or neither")
+		check(o.AnchorDay >= 0 && o.AnchorDay <= 31, "--anchor-day: must be 1 to 31, got %d", o.AnchorDay)
+		if o.TimeZone != "" {
+			_, err := time.LoadLocation(o.TimeZone)
+			check(err == nil, "--time-zone: %v", err)
+		}
 	}
 	return o, errors.Join(errs...)
 }
@@ -241,6 +355,17 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "stripe-sync":
 		return stripeSync(ctx, o, stdout, log)
+	case "stripe-settle":
+		pool, err := pgxpool.New(ctx, o.Postgres)
+		if err != nil {
+			return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
+		}
+		defer pool.Close()
+		if err := sink.SettleHeld(ctx, pool, sink.StripeSinkName(o.Meter), o.EventID, o.Outcome == "delivered"); err != nil {
+			return fmt.Errorf("--event-id: %w", err)
+		}
+		log.Info("held meter event settled", "event_id", o.EventID, "outcome", o.Outcome)
+		return nil
 	case "stripe-customer set":
 		pool, err := pgxpool.New(ctx, o.Postgres)
 		if err != nil {
@@ -253,7 +378,10 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 			}
 			return err
 		}
-		log.Info("stripe customer set", "customer", o.Customer)
+		if err := sink.SetStripeAnchor(ctx, pool, o.Key, sink.Anchor{Day: o.AnchorDay, TimeZone: o.TimeZone}); err != nil {
+			return fmt.Errorf("--anchor-day, --time-zone: %w", err)
+		}
+		log.Info("stripe customer set", "customer", o.Customer, "anchor_day", o.AnchorDay, "time_zone", o.TimeZone)
 		return nil
 	}
 	pool, err := billing.NewPool(o.Postgres, o.billingConfig())
@@ -265,25 +393,30 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "key,stripe_customer_id,updated_at")
+	fmt.Fprintln(stdout, "key,stripe_customer_id,updated_at,anchor_day,time_zone")
 	for _, c := range cs {
-		if _, err := fmt.Fprintf(stdout, "%s,%s,%s\n", c.Key, c.CustomerID, c.UpdatedAt.Format(time.RFC3339)); err != nil {
+		zone := ""
+		if c.TimeZone != nil {
+			zone = c.TimeZone.String()
+		}
+		if _, err := fmt.Fprintf(stdout, "%s,%s,%s,%d,%s\n", c.Key, c.CustomerID, c.UpdatedAt.Format(time.RFC3339), c.AnchorDay,
+			zone); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// stripeSync sends --month's closed periods of mapped keys to the Stripe
-// meter --meter (sink.SyncStripe), prints the periods too old for Stripe
-// as CSV for a person, and writes --metrics-file. The secret key comes
-// from the environment and goes only into the Authorization header.
+// stripeSync sends --month's closed periods (or, --continuous, the
+// current month's as they settle) of mapped keys to the Stripe meter
+// --meter (sink.SyncStripe), prints the events held past Stripe's dedupe
+// window as CSV for a person, and writes --metrics-file. The secret key
+// comes from the environment and goes only into the Authorization header.
 func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slog.Logger) error {
 	secret := os.Getenv(o.KeyEnv)
 	if secret == "" {
 		return fmt.Errorf("--stripe-key-env: environment variable %s is empty or unset", o.KeyEnv)
 	}
-	from, to, _ := o.month()
 	ex, bpool, err := exporter(o.options)
 	if err != nil {
 		return err
@@ -297,22 +430,29 @@ func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slo
 	client := sink.NewStripeClient(secret, o.URL, nil)
 	reg := prometheus.NewRegistry()
 	g := export.Granularity(o.Granularity)
-	st, runErr := sink.SyncStripe(ctx, pool, ex, client.V1BillingMeterEvents, sink.StripeConfig{Meter: o.Meter, Granularity: g,
-		Metrics: sink.NewMetrics(reg), Logger: log}, from, to, time.Now())
-	log.Info("stripe sync run", "sink", sink.StripeSinkName(o.Meter), "month", o.Month, "sent", st.Sent,
-		"corrections", st.Corrections, "resent", st.Resent, "unchanged", st.Unchanged, "open", st.Open,
-		"unmapped_keys", st.UnmappedKeys, "too_old", len(st.TooOld), "difference", st.Difference)
-	if len(st.TooOld) > 0 {
-		log.Warn("periods older than Stripe accepts were not sent; bill them by hand (listed on stdout)", "count", len(st.TooOld))
-		fmt.Fprintln(stdout, "key,period_start,granularity,ledger_billed,stripe_billed")
-		for _, p := range st.TooOld {
-			fmt.Fprintf(stdout, "%s,%s,%s,%d,%d\n", p.Key, p.PeriodStart.Format(time.RFC3339), g, p.Billed, p.Held)
+	cfg := sink.StripeConfig{Meter: o.Meter, Granularity: g, FinalizationGrace: o.FinalizationGrace, Lookback: o.Lookback,
+		Metrics: sink.NewMetrics(reg), Logger: log}
+	return passes(ctx, o.options, log, func(ctx context.Context, now time.Time) error {
+		from, to := o.passRange(g, now)
+		st, runErr := sink.SyncStripe(ctx, pool, ex, client.V1BillingMeterEvents, cfg, from, to, now)
+		log.Info("stripe sync run", "sink", sink.StripeSinkName(o.Meter), "from", from, "to", to, "sent", st.Sent,
+			"corrections", st.Corrections, "resent", st.Resent, "unchanged", st.Unchanged, "open", st.Open,
+			"unmapped_keys", st.UnmappedKeys, "held", len(st.Held), "keys_differing", st.KeysDiffering,
+			"abs_difference", st.AbsDifference)
+		if len(st.Held) > 0 {
+			log.Warn("meter events unacknowledged past Stripe's 24h dedupe window are held, not re-sent: "+
+				"check Stripe's meter event summaries and settle them (listed on stdout)", "count", len(st.Held))
+			fmt.Fprintln(stdout, "key,period_start,granularity,event_id,revision,billed,acked,first_attempt")
+			for _, h := range st.Held {
+				fmt.Fprintf(stdout, "%s,%s,%s,%s,%d,%d,%d,%s\n", h.Key, h.PeriodStart.Format(time.RFC3339), g, h.EventID,
+					h.Revision, h.Billed, h.Acked, h.FirstAttempt.Format(time.RFC3339))
+			}
 		}
-	}
-	if o.MetricsFile != "" {
-		if err := prometheus.WriteToTextfile(o.MetricsFile, reg); err != nil {
-			return errors.Join(runErr, fmt.Errorf("--metrics-file: %w", err))
+		if o.MetricsFile != "" {
+			if err := prometheus.WriteToTextfile(o.MetricsFile, reg); err != nil {
+				return errors.Join(runErr, fmt.Errorf("--metrics-file: %w", err))
+			}
 		}
-	}
-	return runErr
+		return runErr
+	})
 }

@@ -55,6 +55,29 @@ func TestBillingCommands(t *testing.T) {
 		!strings.HasPrefix(lines[2], "acct_b,") || lines[3] != "#end,2" {
 		t.Fatalf("export:\n%s", out.String())
 	}
+	out.Reset()
+	if err := run([]string{"export", "--month", "2026-11", "--granularity", "hour", "--format", "csv"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 4 ||
+		!strings.HasPrefix(lines[1], "acct_a,2026-11-05T10:00:00Z,2026-11-05T11:00:00Z,hour,11,0,0,1,true,") {
+		t.Fatalf("export --granularity hour:\n%s", out.String())
+	}
+	// On the plan calendar acct_a's month runs from the 5th in New York;
+	// acct_b has no plan: UTC.
+	if _, err := pool.Exec(ctx, `INSERT INTO quota_plans (name, time_zone, anchor_day, revision) VALUES ('ny5', 'America/New_York', 5, 1);
+		INSERT INTO quota_key_plans (key, plan, revision) VALUES ('acct_a', 'ny5', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run([]string{"export", "--month", "2026-11", "--calendar", "plan"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 4 ||
+		!strings.HasPrefix(lines[1], "acct_a,2026-11-05T05:00:00Z,2026-12-05T05:00:00Z,month,11,0,0,1,") ||
+		!strings.HasPrefix(lines[2], "acct_b,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,month,11,0,0,1,") {
+		t.Fatalf("export --calendar plan:\n%s", out.String())
+	}
 
 	var mu sync.Mutex
 	ids := map[string]int{}
@@ -101,7 +124,11 @@ func TestBillingCommands(t *testing.T) {
 	}{
 		{[]string{"export", "--month", "11/2026"}, "--month"},
 		{[]string{"export", "--month", "2026-11", "--format", "xml"}, "--format"},
-		{[]string{"export", "--month", "2026-11", "--granularity", "hour"}, "--granularity"},
+		{[]string{"export", "--month", "2026-11", "--granularity", "week"}, "--granularity"},
+		{[]string{"export", "--month", "2026-11", "--calendar", "local"}, "--calendar"},
+		{[]string{"events", "--month", "2026-11", "--sink", "http://x", "--granularity", "week"}, "--granularity"},
+		{[]string{"events", "--month", "2026-11", "--sink", "http://x", "--continuous"}, "--month"},
+		{[]string{"events", "--sink", "http://x", "--continuous", "--every", "1s"}, "--every"},
 		{[]string{"events", "--month", "2026-11"}, "--sink"},
 		{[]string{"events", "--month", "2026-11", "--sink", "ftp://x"}, "--sink"},
 	} {
@@ -140,8 +167,9 @@ func TestStripeCommands(t *testing.T) {
 	}
 
 	var out, errOut bytes.Buffer
-	for _, kc := range [][2]string{{"acct_a", "cus_A"}, {"acct_b", "cus_X"}, {"acct_b", "cus_B"}} {
-		if err := run([]string{"stripe-customer", "set", "--key", kc[0], "--customer", kc[1]}, &out, &errOut); err != nil {
+	for _, args := range [][]string{{"--key", "acct_a", "--customer", "cus_A", "--anchor-day", "15", "--time-zone", "Europe/Paris"},
+		{"--key", "acct_b", "--customer", "cus_X"}, {"--key", "acct_b", "--customer", "cus_B"}} {
+		if err := run(append([]string{"stripe-customer", "set"}, args...), &out, &errOut); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,8 +177,9 @@ func TestStripeCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 || lines[0] != "key,stripe_customer_id,updated_at" || !strings.HasPrefix(lines[1], "acct_a,cus_A,") ||
-		!strings.HasPrefix(lines[2], "acct_b,cus_B,") {
+	if len(lines) != 3 || lines[0] != "key,stripe_customer_id,updated_at,anchor_day,time_zone" ||
+		!strings.HasPrefix(lines[1], "acct_a,cus_A,") || !strings.HasSuffix(lines[1], ",15,Europe/Paris") ||
+		!strings.HasPrefix(lines[2], "acct_b,cus_B,") || !strings.HasSuffix(lines[2], ",0,") {
 		t.Fatalf("stripe-customer list:\n%s", out.String())
 	}
 
@@ -206,6 +235,11 @@ func TestStripeCommands(t *testing.T) {
 		{[]string{"stripe-sync", "--month", "2026-11", "--meter", "m"}, map[string]string{"QUOTA_STRIPE_KEY": ""}, "QUOTA_STRIPE_KEY"},
 		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "sub_1"}, nil, "--customer"},
 		{[]string{"stripe-customer", "set", "--customer", "cus_1"}, nil, "--key"},
+		{[]string{"stripe-settle", "--meter", "m", "--event-id", "qu-1", "--outcome", "maybe"}, nil, "--outcome"},
+		{[]string{"stripe-settle", "--meter", "m", "--event-id", "qu-1", "--outcome", "delivered"}, nil, "--event-id"},
+		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "cus_1", "--anchor-day", "5"}, nil, "--time-zone"},
+		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "cus_1", "--anchor-day", "5", "--time-zone", "Mars/Olympus"}, nil, "--time-zone"},
+		{[]string{"stripe-sync", "--month", "2026-11", "--meter", "m", "--finalization-grace", "100h"}, nil, "--finalization-grace"},
 		{[]string{"stripe-customer"}, nil, "set or list"},
 	} {
 		for k, v := range tt.env {

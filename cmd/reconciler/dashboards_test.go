@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +85,31 @@ func TestDashboardMetricsExported(t *testing.T) {
 	// --metrics-file (node_exporter's textfile collector), not served.
 	sinkReg := prometheus.NewRegistry()
 	sink.NewMetrics(sinkReg)
-	billing := func(n string) bool { return strings.HasPrefix(n, "quota_billing_") }
+	billing := func(n string) bool {
+		return strings.HasPrefix(n, "quota_billing_") || strings.HasPrefix(n, "quota_sink_")
+	}
 	missing, _ = grafana.Exporter{Registry: sinkReg}.Missing(names, billing)
 	for _, n := range missing {
 		t.Errorf("not written by reconciler events: %s", n)
 	}
 	if got, _ := (grafana.Exporter{Registry: sinkReg}).Missing(map[string][]string{"quota_billing_renamed": nil}, billing); len(got) != 1 {
 		t.Errorf("a renamed billing metric is not reported missing: %v", got)
+	}
+	// quota_ledger_retention_ metrics are written by `reconciler retention
+	// --metrics-file`.
+	file := filepath.Join(t.TempDir(), "retention.prom")
+	if err := writeRetentionMetrics(file, []hold{{Partition: "usage_reports_p202601", Month: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Keys: 1, Credit: "5"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retention := func(n string) bool { return strings.HasPrefix(n, "quota_ledger_retention_") }
+	missing, _ = grafana.Exporter{Scrape: string(written)}.Missing(names, retention)
+	for _, n := range missing {
+		t.Errorf("not written by reconciler retention: %s", n)
 	}
 	if got := e.Lookup("quota_reconciler_consumer_lag"); got != "" {
 		t.Errorf("Lookup(quota_reconciler_consumer_lag) = %q, want not exported", got)

@@ -43,10 +43,19 @@ type options struct {
 	// connections, that one batch is written in at once
 	// (reconcile.WriterConfig.Parallel).
 	WriteParallel int
-	OTLPEndpoint  string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
+	// MaxReportAge and MaxReportSkew bound a report's window start to
+	// [now − age, now + skew] (reconcile.Config); MaxNewPartitions bounds
+	// the partitions one write creates (reconcile.WriterConfig).
+	MaxReportAge     time.Duration
+	MaxReportSkew    time.Duration
+	MaxNewPartitions int
+	OTLPEndpoint     string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
 	// QuotaBaseSubject is the NATS subject serve answers quota-base
 	// requests on (ledger/quotabase), in queue group quotabase.DefaultQueue.
 	QuotaBaseSubject string
+	// CloseAfter is how long a process may stay silent past a window's end
+	// before serve closes its row for it (reconcile.CloserConfig.After).
+	CloseAfter time.Duration
 	// CatalogBucket is the catalogue's JetStream key-value bucket, whose
 	// plans and key assignments serve mirrors into the ledger
 	// (ledger/planmirror); empty: no mirror.
@@ -73,9 +82,16 @@ type options struct {
 	At          string // --at, RFC 3339: the instant whose periods --quotas shows; empty = now
 
 	// export, events and sinks-report subcommands
+	Calendar    string // export --calendar: utc or plan (export.Calendar)
 	Month       string // --month 2026-11
 	Sink        string // --sink http(s)://… or nats://SUBJECT
 	MetricsFile string // --metrics-file, Prometheus text format
+
+	// events and stripe-sync: --continuous passes every --every over the
+	// current month; --lookback the earlier periods each run corrects.
+	Continuous bool
+	Every      time.Duration
+	Lookback   time.Duration
 }
 
 func defaultOptions() options {
@@ -91,6 +107,11 @@ func defaultOptions() options {
 		BatchSize:      5000,
 		BatchInterval:  200 * time.Millisecond,
 		WriteParallel:  reconcile.DefaultWriterConfig().Parallel,
+		CloseAfter:     reconcile.DefaultCloserConfig().After,
+		MaxReportAge:   reconcile.DefaultConfig().MaxReportAge,
+		MaxReportSkew:  reconcile.DefaultConfig().MaxReportSkew,
+
+		MaxNewPartitions: reconcile.DefaultWriterConfig().MaxNewPartitions,
 
 		QuotaBaseSubject: quotabase.DefaultSubject,
 		CatalogBucket:    planmirror.DefaultConfig().Bucket,
@@ -115,6 +136,7 @@ const (
 	maxBillingStatementTimeout = 5 * time.Minute
 	maxShutdownDelay           = 5 * time.Minute
 	maxAheadMonths             = 24
+	maxCloseAfter              = 31 * 24 * time.Hour
 )
 
 // envPrefix is the prefix of every flag's environment variable:
@@ -155,6 +177,14 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait to fill a batch")
 		fs.IntVar(&o.WriteParallel, "write-parallel", o.WriteParallel,
 			"write each batch as up to this many primary-key ranges at once, each its own transaction on its own Postgres connection (about Postgres's cores; 1: one transaction per batch)")
+		fs.DurationVar(&o.CloseAfter, "close-after", o.CloseAfter,
+			"close the ledger rows of a process that sent nothing for this long past the window's end (it died without its final report): they count as final, marked closed_by_reconciler, billed at its last report; checked every min(30s, close-after/4)")
+		fs.DurationVar(&o.MaxReportAge, "max-report-age", o.MaxReportAge,
+			"dead-letter (too_old) a report whose window starts longer ago than this; keep it within retention's --keep-months (0: no bound)")
+		fs.DurationVar(&o.MaxReportSkew, "max-report-skew", o.MaxReportSkew,
+			"dead-letter (future) a report whose window starts later than this after now (0: no bound)")
+		fs.IntVar(&o.MaxNewPartitions, "max-new-partitions", o.MaxNewPartitions,
+			"most month partitions one write creates; reports of further months wait for later batches")
 		fs.Var(&o.BillingToken, "billing-token",
 			"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
 		fs.IntVar(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool")
@@ -169,15 +199,18 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.IntVar(&o.KeepMonths, "keep-months", o.KeepMonths,
 			"detach the ledger's month partitions older than the current month and this many before it (required)")
 		fs.IntVar(&o.AheadMonths, "ahead-months", o.AheadMonths, "create the partitions of this many months after the current one")
+		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format), e.g. the months kept back for open credit")
 	}
 	if cmd == "export" || cmd == "events" || cmd == "sinks-report" {
-		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required)")
-		fs.StringVar(&o.Granularity, "granularity", "month", "period: day or month")
+		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required, except with --continuous)")
+		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC)")
 		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
 			"longest query of one page of keys")
 	}
 	if cmd == "export" {
 		fs.StringVar(&o.Format, "format", "csv", "csv or ndjson")
+		fs.StringVar(&o.Calendar, "calendar", "utc",
+			"utc: UTC periods; plan: each key's periods on its plan's time_zone and anchor_day (a key without a mirrored plan: UTC), those that start in the UTC --month")
 	}
 	if cmd == "events" || cmd == "sinks-report" {
 		fs.StringVar(&o.Sink, "sink", "", "where usage events go: http(s)://URL (CloudEvents over HTTP) or nats://SUBJECT (JetStream, on --nats)")
@@ -188,6 +221,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.Var(&o.NATSAuth.Password, "nats-password", "password of --nats-user (use the environment: QUOTA_NATS_PASSWORD)")
 		fs.StringVar(&o.NATSAuth.Creds, "nats-creds", "", "NATS credentials file (JWT auth)")
 		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format, for node_exporter's textfile collector)")
+		sinkRunFlags(fs, &o)
 	}
 	if cmd == "usage" {
 		fs.StringVar(&o.Key, "key", "", "API key (required)")
@@ -249,6 +283,12 @@ func (o *options) validate(cmd string) error {
 		check(o.BatchInterval > 0, "--batch-interval: must be positive, got %v", o.BatchInterval)
 		check(o.WriteParallel >= 1 && o.WriteParallel <= reconcile.MaxWriteParallel,
 			"--write-parallel: must be 1 to %d, got %d", reconcile.MaxWriteParallel, o.WriteParallel)
+		check(o.CloseAfter > 0 && o.CloseAfter <= maxCloseAfter,
+			"--close-after: must be positive and at most %v, got %v", maxCloseAfter, o.CloseAfter)
+		check(o.MaxReportAge >= 0, "--max-report-age: must be 0 (no bound) or positive, got %v", o.MaxReportAge)
+		check(o.MaxReportSkew >= 0, "--max-report-skew: must be 0 (no bound) or positive, got %v", o.MaxReportSkew)
+		check(o.MaxNewPartitions >= 1 && o.MaxNewPartitions <= reconcile.MaxNewPartitionsLimit,
+			"--max-new-partitions: must be 1 to %d, got %d", reconcile.MaxNewPartitionsLimit, o.MaxNewPartitions)
 		check(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns,
 			"--billing-max-conns: must be 1 to %d, got %d", maxBillingConns, o.BillingMaxConns)
 		check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay,
@@ -271,15 +311,20 @@ func (o *options) validate(cmd string) error {
 			check(o.At == "", "--at: only with --quotas")
 		}
 	case "export", "events", "sinks-report":
-		_, _, err := o.month()
-		check(err == nil, "--month: %v", err)
-		check(o.Granularity == "day" || o.Granularity == "month", "--granularity: must be day or month, got %q", o.Granularity)
+		if !o.Continuous {
+			_, _, err := o.month()
+			check(err == nil, "--month: %v", err)
+		}
+		check(o.Granularity == "hour" || o.Granularity == "day" || o.Granularity == "month",
+			"--granularity: must be hour, day or month, got %q", o.Granularity)
 		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
 			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
 		if cmd == "export" {
 			check(o.Format == "csv" || o.Format == "ndjson", "--format: must be csv or ndjson, got %q", o.Format)
+			check(o.Calendar == "utc" || o.Calendar == "plan", "--calendar: must be utc or plan, got %q", o.Calendar)
 		}
 		if cmd == "events" {
+			errs = append(errs, o.checkSinkRun()...)
 			_, _, err := o.sinkTarget()
 			check(err == nil, "--sink: %v", err)
 			if err := o.NATSAuth.Validate(); err != nil {
@@ -347,9 +392,12 @@ func (o *options) billingConfig() billing.Config {
 	return cfg
 }
 
-// redact hides passwords in a URL or a comma-separated list of URLs, for
-// logs.
+// redact hides passwords in a URL, a comma-separated list of URLs, or a
+// libpq keyword/value string (host=… password=…), for logs.
 func redact(urls string) string {
+	if isKeywordDSN(urls) {
+		return redactKeywordDSN(urls)
+	}
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
 		u, err := url.Parse(strings.TrimSpace(p))
@@ -372,6 +420,74 @@ func redact(urls string) string {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// isKeywordDSN reports whether s is a libpq keyword/value connection
+// string ("host=db user=u password=…") rather than a URL: no scheme, and
+// its first word is key=value.
+func isKeywordDSN(s string) bool {
+	s = strings.TrimSpace(s)
+	first, _, _ := strings.Cut(s, " ")
+	return !strings.Contains(s, "://") && strings.Contains(first, "=")
+}
+
+// redactKeywordDSN replaces the values of password and sslpassword in a
+// libpq keyword/value string by xxxxx. Values are read as libpq reads
+// them: up to white space, or between single quotes with \' and \\
+// escaped; "key = value" may have spaces around the "=".
+func redactKeywordDSN(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		// white space, then the key up to "=" or white space
+		j := i
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r') {
+			j++
+		}
+		k := j
+		for k < len(s) && s[k] != '=' && s[k] != ' ' && s[k] != '\t' && s[k] != '\n' && s[k] != '\r' {
+			k++
+		}
+		key := s[j:k]
+		for k < len(s) && (s[k] == ' ' || s[k] == '\t') {
+			k++
+		}
+		if k >= len(s) || s[k] != '=' {
+			b.WriteString(s[i:k])
+			i = k
+			if k < len(s) {
+				b.WriteByte(s[k])
+				i++
+			}
+			continue
+		}
+		k++ // "="
+		for k < len(s) && (s[k] == ' ' || s[k] == '\t') {
+			k++
+		}
+		v := k // the value: quoted or up to white space
+		if v < len(s) && s[v] == '\'' {
+			v++
+			for v < len(s) && s[v] != '\'' {
+				if s[v] == '\\' {
+					v++
+				}
+				v++
+			}
+			v = min(v+1, len(s))
+		} else {
+			for v < len(s) && s[v] != ' ' && s[v] != '\t' && s[v] != '\n' && s[v] != '\r' {
+				v++
+			}
+		}
+		b.WriteString(s[i:k])
+		if lk := strings.ToLower(key); lk == "password" || lk == "sslpassword" {
+			b.WriteString("xxxxx")
+		} else {
+			b.WriteString(s[k:v])
+		}
+		i = v
+	}
+	return b.String()
 }
 
 // validBucket reports whether b names a JetStream key-value bucket (as

@@ -122,6 +122,12 @@ func TestParseFlags(t *testing.T) {
 		{"write parallel zero", "serve", []string{"--write-parallel", "0"}, nil, nil, "--write-parallel: must be 1 to 64, got 0"},
 		{"write parallel negative", "serve", []string{"--write-parallel", "-1"}, nil, nil, "--write-parallel: must be 1 to 64, got -1"},
 		{"write parallel too many", "serve", []string{"--write-parallel", "65"}, nil, nil, "--write-parallel: must be 1 to 64, got 65"},
+		{"close after default", "serve", nil, nil, func(o options) bool { return o.CloseAfter == 15*time.Minute }, ""},
+		{"close after from env", "serve", nil, map[string]string{"QUOTA_CLOSE_AFTER": "2s"},
+			func(o options) bool { return o.CloseAfter == 2*time.Second }, ""},
+		{"close after zero", "serve", []string{"--close-after", "0s"}, nil, nil, "--close-after: must be positive and at most 744h0m0s, got 0s"},
+		{"close after negative", "serve", nil, map[string]string{"QUOTA_CLOSE_AFTER": "-1m"}, nil, "--close-after: must be positive"},
+		{"close after too long", "serve", []string{"--close-after", "745h"}, nil, nil, "--close-after: must be positive and at most"},
 		{"write parallel not a number", "serve", []string{"--write-parallel", "two"}, nil, nil, "-write-parallel"},
 	}
 	for _, tt := range tests {
@@ -149,6 +155,14 @@ func TestRedact(t *testing.T) {
 		{"postgres://u:secret@db:5432/q?sslmode=verify-full", "postgres://u:xxxxx@db:5432/q?sslmode=verify-full"},
 		{"nats://a:pw@n1:4222,nats://n2:4222", "nats://a:xxxxx@n1:4222,nats://n2:4222"},
 		{"postgres://db/q?password=hunter2", "postgres://db/q?password=xxxxx"},
+		// libpq keyword/value strings (issue 28, item 10)
+		{"host=db user=u password=secret dbname=q", "host=db user=u password=xxxxx dbname=q"},
+		{"password=secret host=db", "password=xxxxx host=db"},
+		{"host=db PASSWORD = secret sslpassword=hunter2", "host=db PASSWORD = xxxxx sslpassword=xxxxx"},
+		{`host=db password='se cret \' secret' dbname=q`, "host=db password=xxxxx dbname=q"},
+		{`host=db password='secret`, "host=db password=xxxxx"},
+		{"host=db password= user=u", "host=db password= xxxxx"}, // libpq: the value is "user=u"
+		{"host=db sslmode=require", "host=db sslmode=require"},
 	}
 	for _, tt := range tests {
 		if got := redact(tt.in); got != tt.want || strings.Contains(got, "secret") || strings.Contains(got, "hunter2") {
@@ -171,7 +185,7 @@ func TestMigrateUsageAndServe(t *testing.T) {
 	if err := run([]string{"usage", "--key", "k", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--format", "csv"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if want := "k,total,,0,0,0,0,0,0,false,true,0,0,0\n"; !strings.HasSuffix(out.String(), want) {
+	if want := "k,total,,0,0,0,0,0,0,false,true,0,0,0,0\n"; !strings.HasSuffix(out.String(), want) {
 		t.Fatalf("usage csv:\n%s", out.String())
 	}
 	if err := run([]string{"usage", "--key", "k", "--from", "nope", "--to", "2026-01-02T00:00:00Z"}, &out, io.Discard); err == nil || !strings.Contains(err.Error(), "--from") {
@@ -219,8 +233,9 @@ func TestMigrateUsageAndServe(t *testing.T) {
 			if code != 200 {
 				return fmt.Errorf("%s: %d %s", path, code, body)
 			}
-			if path == "/metrics" && !strings.Contains(body, "quota_reconciler_consumer_pending") {
-				return fmt.Errorf("/metrics lacks reconciler metrics")
+			if path == "/metrics" && (!strings.Contains(body, "quota_reconciler_consumer_pending") ||
+				!strings.Contains(body, "quota_reconciler_windows_closed_total 0")) {
+				return fmt.Errorf("/metrics lacks reconciler or window closer metrics")
 			}
 			return nil
 		})

@@ -3,15 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/export"
+	"github.com/quotaplatform/quota/ledger/reconcile"
 )
 
 // reconciler retention creates the coming months' partitions, detaches
@@ -73,5 +80,106 @@ func TestRetentionCommand(t *testing.T) {
 	}
 	if err := run([]string{"retention"}, &out, io.Discard); err == nil || !strings.Contains(err.Error(), "--keep-months") {
 		t.Fatalf("without --keep-months: %v", err)
+	}
+}
+
+// Issue 27, scenario 6: retention detached a month although a key's
+// credit carried out of it (a refund netted with carry-over) was still
+// open, so the credit vanished and the key's later bill rose. Now the
+// months whose end holds open credit are kept back and logged, the month
+// before them, clean, is detached, and the current month's bill is the
+// same before and after retention.
+func TestRetentionKeepsOpenCredit(t *testing.T) {
+	db := testserver.NewDatabase(t)
+	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db})
+	if err := run([]string{"migrate"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	now := time.Now().UTC()
+	month := func(m int) time.Time {
+		return time.Date(now.Year(), now.Month()+time.Month(m), 1, 0, 0, 0, 0, time.UTC)
+	}
+	var reps []ledger.Report
+	add := func(key string, m int, spent, refunded int64) {
+		start := month(m).Add(36 * time.Hour)
+		reps = append(reps, ledger.Report{Key: key, WindowStart: start, WindowEnd: start.Add(time.Minute), ProcessID: "p1",
+			Region: "eu", Spent: spent, Leased: spent, Refunded: refunded, Final: true, Seq: 1, SentAt: start})
+	}
+	add("old", -15, 5, 0)      // a month with no credit: detached
+	add("credit", -14, 0, 300) // 300 of credit carried out…
+	add("credit", -13, 100, 0) // …200 still open at the end of this month,
+	add("credit", -1, 150, 0)  // 50 here,
+	add("credit", 0, 100, 0)   // used up this month: billed 50.
+	if _, err := reconcile.NewWriter(pool).Write(ctx, reps); err != nil {
+		t.Fatal(err)
+	}
+	billed := func() int64 {
+		ex, err := export.New(pool, export.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b int64 = -1
+		err = ex.Export(ctx, export.Query{From: month(0), To: month(1), Granularity: export.Month, Now: now},
+			func(rows []export.Row) error {
+				for _, r := range rows {
+					if r.Key == "credit" {
+						b = r.Billed
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	before := billed()
+	if before != 50 {
+		t.Fatalf("current month billed %d before retention, want 50", before)
+	}
+
+	var out, errOut bytes.Buffer
+	metrics := filepath.Join(t.TempDir(), "retention.prom")
+	if err := run([]string{"retention", "--keep-months", "12", "--metrics-file", metrics}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	prom, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"quota_ledger_retention_kept_back_months 2", "quota_ledger_retention_detached_partitions 1",
+		fmt.Sprintf("quota_ledger_retention_oldest_kept_back_month_timestamp_seconds %g", float64(month(-14).Unix()))} {
+		if !strings.Contains(string(prom), want+"\n") {
+			t.Errorf("metrics file lacks %q:\n%s", want, prom)
+		}
+	}
+	name := func(m int) string { return "usage_reports_p" + month(m).Format("200601") }
+	if got := strings.Fields(out.String()); len(got) != 1 || !strings.HasPrefix(got[0], name(-15)+"_detached_") {
+		t.Fatalf("detached %q, want only %s", got, name(-15))
+	}
+	for _, m := range []int{-14, -13} {
+		if !strings.Contains(errOut.String(), `"partition":"`+name(m)+`"`) {
+			t.Errorf("log does not say %s was kept back:\n%s", name(m), errOut.String())
+		}
+	}
+	if !strings.Contains(errOut.String(), `"credit":"200"`) || !strings.Contains(errOut.String(), `"credit":"300"`) {
+		t.Errorf("log does not give the open credit (300, then 200):\n%s", errOut.String())
+	}
+	if after := billed(); after != before {
+		t.Fatalf("current month billed %d after retention, %d before", after, before)
+	}
+	var detached []time.Time
+	rows, err := pool.Query(ctx, `SELECT month FROM usage_detached_months`)
+	if err == nil {
+		detached, err = pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	}
+	if err != nil || len(detached) != 1 || !detached[0].Equal(month(-15)) {
+		t.Fatalf("usage_detached_months %v (%v), want %v", detached, err, month(-15))
 	}
 }

@@ -47,9 +47,7 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		// Stopping waits --shutdown-delay, then drains HTTP, the limiter
-		// and the reporter.
-		fx.StopTimeout(o.ShutdownDelay+20*time.Second),
+		fx.StopTimeout(stopTimeout(o)),
 		participantModule(),
 		grpcModules(o),
 		fx.Options(extra...),
@@ -96,3 +94,20 @@ func newAPI(o Options, lim *region.Limiter, cat *catalog.Catalog, shares *gossip
 	}
 	return limitapi.New(cfg)
 }
+
+// stopTimeout is the whole stop's deadline. Stopping runs in this order,
+// each step on a budget of its own: the HTTP server keeps serving for
+// --shutdown-delay, then drains its requests in flight for at most
+// --drain-timeout; the gRPC server drains its calls for at most
+// --drain-timeout; then the participant closes, the limiter's last flush
+// and the final usage reports on --flush-timeout (participant.Close), and
+// last the tracer flushes its spans. fx runs no stop hook once this
+// deadline has passed, so it covers every budget with a margin: a drain
+// that spends its own can no longer take the participant's.
+func stopTimeout(o Options) time.Duration {
+	return o.ShutdownDelay + 2*o.DrainTimeout + o.FlushTimeout + stopMargin
+}
+
+// stopMargin covers the stop steps without a budget of their own
+// (membership, catalogue, gossip, connections, the tracer's flush).
+const stopMargin = 10 * time.Second

@@ -161,7 +161,7 @@ const maxGRPCMessage = 1 << 20
 // newGRPCServer serves svc between start and stop. With --check-token
 // every method (health and reflection included) needs one of the check
 // tokens. Stopping reports NOT_SERVING on health, then stops gracefully
-// (in-flight calls finish) within the stop deadline, then hard.
+// (in-flight calls finish) within --drain-timeout, then hard.
 func newGRPCServer(lc fx.Lifecycle, o Options, svc *rls.Service, log *slog.Logger) (*grpcServer, error) {
 	tokens, err := bearer.ParseList(string(o.CheckToken))
 	if err != nil {
@@ -190,6 +190,9 @@ func newGRPCServer(lc fx.Lifecycle, o Options, svc *rls.Service, log *slog.Logge
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
+			// Its own budget, as the HTTP server's (stopTimeout).
+			ctx, cancel := context.WithTimeout(ctx, o.DrainTimeout)
+			defer cancel()
 			hs.Shutdown()
 			stopped := make(chan struct{})
 			go func() { defer close(stopped); srv.GracefulStop() }()

@@ -154,6 +154,7 @@ func participantOptions(o Options) (participant.Options, error) {
 	}
 	po.Window, po.ReportInterval, po.StoreTimeout, po.Processes = o.Window, o.ReportInterval, o.StoreTimeout, o.Processes
 	po.IdempotencyHorizon = o.IdempotencyHorizon
+	po.FlushTimeout = o.FlushTimeout
 	po.ClockSkew = o.ClockSkew
 	po.UsageEncoding = ledger.EncodingBatch
 	if o.UsageEncoding == "json" {

@@ -21,6 +21,7 @@ import (
 // and runs an encrypted memberlist.
 func TestRegionModulesWired(t *testing.T) {
 	srv := testserver.StartNATS(t)
+	usageJetStream(t, srv.URL, true) // the reconciler's role creates the usage stream
 	o := testOptions(t, "", srv.URL, t.TempDir())
 	o.GossipInterval = 100 * time.Millisecond
 	o.MemberlistBind = "127.0.0.1:0"

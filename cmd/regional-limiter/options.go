@@ -74,6 +74,14 @@ type Options struct {
 	// ShutdownDelay is how long the daemon keeps serving, with /readyz
 	// failing, between SIGTERM and closing its listener. Default 5s.
 	ShutdownDelay time.Duration
+	// DrainTimeout bounds waiting for the HTTP requests (after
+	// ShutdownDelay) and, next, the gRPC calls in flight at shutdown, each.
+	// Default 10s.
+	DrainTimeout time.Duration
+	// FlushTimeout is the limiter's drain and the ledger reporter's final
+	// reports' own budget at shutdown, after the listeners are drained
+	// (participant.Options.FlushTimeout). Default 10s.
+	FlushTimeout time.Duration
 
 	Window         time.Duration
 	ReportInterval time.Duration
@@ -152,9 +160,9 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.StringVar(&o.NATSAuth.TLSCert, "nats-tls-cert", "", "NATS TLS client certificate file")
 	fs.StringVar(&o.NATSAuth.TLSKey, "nats-tls-key", "", "NATS TLS client key file")
 	fs.BoolVar(&o.ControlPlane, "control-plane", false, "this process writes the catalogue (its NATS user needs the control-plane role); always on with embedded NATS")
-	fs.IntVar(&o.UsageStreamReplicas, "usage-stream-replicas", 1, "replicas of the usage stream when this process creates it (never changes an existing one)")
-	fs.Int64Var(&o.UsageStreamMaxBytes, "usage-stream-max-bytes", 1<<30, "byte limit of the usage stream when this process creates it; a full stream refuses new reports, which wait in the spool")
-	fs.StringVar(&o.UsageStreamCluster, "usage-stream-cluster", "", "the NATS cluster (region name) the usage stream is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected")
+	fs.IntVar(&o.UsageStreamReplicas, "usage-stream-replicas", 1, "replicas of the usage stream when this process creates it: only with embedded NATS (elsewhere the reconciler creates it, and usage waits in the spool until it exists)")
+	fs.Int64Var(&o.UsageStreamMaxBytes, "usage-stream-max-bytes", 1<<30, "byte limit of the usage stream when this process creates it (embedded NATS only); a full stream refuses new reports, which wait in the spool")
+	fs.StringVar(&o.UsageStreamCluster, "usage-stream-cluster", "", "the NATS cluster (region name) the usage stream is placed in when this process creates it (embedded NATS only); empty = where this process is connected")
 	fs.IntVar(&o.CatalogReplicas, "catalog-replicas", 1, "replicas of the catalogue bucket when this process creates it")
 	fs.StringVar(&o.CatalogCluster, "catalog-cluster", "", "the NATS cluster (region name) the catalogue bucket is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected")
 	fs.StringVar(&o.DataDir, "data-dir", "./data", "data directory: embedded NATS store, catalogue cache, usage spool")
@@ -162,6 +170,8 @@ func flagSet(o *Options) *flag.FlagSet {
 	fs.Var(&o.CheckToken, "check-token", "bearer tokens of POST /v1/allow and /v1/allow/batch, comma-separated (rotation); empty leaves the check API open")
 	fs.Var(&o.ReadToken, "read-token", "bearer tokens for reads (GET /v1/keys, /v1/limits, /v1/costs, ?history=1, /debug/), comma-separated; the admin token reads too")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, fail /readyz and keep serving this long before closing the listener")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "at shutdown, after --shutdown-delay, how long the HTTP requests in flight and then the gRPC calls may take to finish (each); past it they are cut")
+	fs.DurationVar(&o.FlushTimeout, "flush-timeout", 10*time.Second, "at shutdown, after the listeners are drained, the budget of the limiter's last flush and the final usage reports (to JetStream, or the spool): never spent by the drains")
 	fs.StringVar(&o.ProcessID, "process-id", defaultProcessID(), "process identity in usage reports")
 	fs.DurationVar(&o.Window, "window", 60*time.Second, "accounting window")
 	fs.DurationVar(&o.ReportInterval, "report-interval", 5*time.Second, "usage report interval")
@@ -351,6 +361,8 @@ func (o *Options) validate() error {
 	check(o.DefaultRate >= 0, "default-rate", "must not be negative, got %v", o.DefaultRate)
 	check(o.DefaultCapacity == 0 || o.DefaultCapacity >= 1, "default-capacity", "must be 0 or at least 1, got %v", o.DefaultCapacity)
 	check(o.ShutdownDelay >= 0 && o.ShutdownDelay <= maxShutdownDelay, "shutdown-delay", "must be 0 to %v, got %v", maxShutdownDelay, o.ShutdownDelay)
+	check(o.DrainTimeout > 0 && o.DrainTimeout <= maxShutdownDelay, "drain-timeout", "must be positive and at most %v, got %v", maxShutdownDelay, o.DrainTimeout)
+	check(o.FlushTimeout > 0 && o.FlushTimeout <= maxShutdownDelay, "flush-timeout", "must be positive and at most %v, got %v", maxShutdownDelay, o.FlushTimeout)
 	for _, tf := range []struct {
 		name string
 		list edge.Secret

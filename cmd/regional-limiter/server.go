@@ -134,8 +134,9 @@ const (
 // that just picked one for a POST, which it cannot retry), requests are served
 // for --shutdown-delay more (so that load balancers and probes see the
 // failure and move traffic), then the server shuts down, waiting for the
-// requests in flight. fx stops it before the limiter, the reporter and
-// NATS (hooks stop in reverse order of start).
+// requests in flight for at most --drain-timeout. fx stops it before the
+// limiter, the reporter and NATS (hooks stop in reverse order of start;
+// see stopTimeout).
 func newHTTPServer(lc fx.Lifecycle, o Options, mux *http.ServeMux, ready *readiness,
 	reg *prometheus.Registry, log *slog.Logger) *httpServer {
 	httpMetrics := limitmetrics.NewHTTP()
@@ -174,6 +175,10 @@ func newHTTPServer(lc fx.Lifecycle, o Options, mux *http.ServeMux, ready *readin
 		OnStop: func(ctx context.Context) error {
 			ready.draining.Store(true)
 			log.Info("draining: /readyz fails, serving until the shutdown delay ends", "shutdown_delay", o.ShutdownDelay)
+			// Its own budget, so that a slow request cannot spend the
+			// limiter's last flush's (stopTimeout).
+			ctx, cancel := context.WithTimeout(ctx, o.ShutdownDelay+o.DrainTimeout)
+			defer cancel()
 			return edge.StopHTTP(ctx, s.srv, o.ShutdownDelay, done)
 		},
 	})

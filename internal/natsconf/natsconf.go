@@ -20,6 +20,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+
+	"github.com/quotaplatform/quota/natsrole"
 )
 
 // Gateway is one remote region's gateway.
@@ -71,12 +73,13 @@ type Params struct {
 
 // Users are the users the template defines for regions, in order: one
 // limiter per region, then the control plane and the reconciler.
+// Each subscribes only under its own inbox prefix (natsrole.InboxPrefix).
 func Users(regions []string) []string {
 	var out []string
 	for _, r := range regions {
-		out = append(out, "limiter-"+r)
+		out = append(out, natsrole.Limiter(r))
 	}
-	return append(out, "control-plane", "reconciler")
+	return append(out, natsrole.ControlPlane, natsrole.Reconciler)
 }
 
 // PasswordEnv is the environment variable nats-server reads the password of

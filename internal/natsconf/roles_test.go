@@ -21,13 +21,16 @@ import (
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/migrations"
+	"github.com/quotaplatform/quota/natsrole"
 	"github.com/quotaplatform/quota/participant"
 	"github.com/quotaplatform/quota/region"
 )
 
-// client connects to n's eu server as user (password from n; "" for none)
-// and returns the connection and the first asynchronous error the server
-// sent it (permission violations arrive that way).
+// client connects to n's eu server as user (password from n; "" for none),
+// with user's inbox prefix (natsrole.Inbox) as every client of the shipped
+// configuration does, and returns the connection and the first
+// asynchronous errors the server sent it (permission violations arrive
+// that way).
 func client(t *testing.T, n *testserver.ShippedNATS, user string) (*nats.Conn, jetstream.JetStream, <-chan error) {
 	t.Helper()
 	return clientAt(t, n, "eu", user)
@@ -44,7 +47,7 @@ func clientAt(t *testing.T, n *testserver.ShippedNATS, region, user string) (*na
 		}
 	})}
 	if user != "" {
-		opts = append(opts, nats.UserInfo(user, n.Passwords[user]))
+		opts = append(opts, nats.UserInfo(user, n.Passwords[user]), natsrole.Inbox(user))
 	}
 	nc, err := nats.Connect(n.URL(region), opts...)
 	if err != nil {
@@ -118,6 +121,36 @@ func TestShippedRoles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
+	// A holder of eu's limiter credentials tries to listen to the other
+	// roles' inboxes (issue 28, item 4): the server refuses each
+	// subscription, and the spy hears none of the replies below (the
+	// reconciler's deliveries of every region's usage, quota bases asked
+	// by us and by the control plane, JetStream answers).
+	spy, _, spyErrs := client(t, n, "limiter-eu")
+	var spies []*nats.Subscription
+	for _, subject := range []string{"_INBOX.>", natsrole.InboxPrefix(natsrole.Reconciler) + ".>",
+		natsrole.InboxPrefix(natsrole.Limiter("us")) + ".>", natsrole.InboxPrefix(natsrole.ControlPlane) + ".>"} {
+		sub, err := spy.SubscribeSync(subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spies = append(spies, sub)
+		if err := spy.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, spyErrs, subject)
+	}
+	defer func() {
+		if err := spy.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range spies {
+			if n, _, err := sub.Pending(); err != nil || n != 0 {
+				t.Errorf("limiter-eu heard %d replies on %s (%v)", n, sub.Subject, err)
+			}
+		}
+	}()
+
 	// The control plane creates and writes the catalogue; a limiter reads
 	// it but never writes or creates it.
 	cpNC, cpJS, cpErrs := client(t, n, "control-plane")
@@ -166,6 +199,23 @@ func TestShippedRoles(t *testing.T) {
 		t.Fatal("the limiter's credentials created a bucket")
 	}
 	refused(t, limErrs, "$JS.API.STREAM.CREATE.KV_forged")
+	// Only the reconciler creates the usage stream (with its limits): a
+	// limiter or the control plane that made it could set its own age and
+	// size limits, and drop unconsumed usage.
+	for _, c := range []struct {
+		name string
+		js   jetstream.JetStream
+		errs <-chan error
+	}{{"limiter", limJS, limErrs}, {"control plane", cpJS, cpErrs}} {
+		streamCtx, streamCancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = c.js.CreateStream(streamCtx, jetstream.StreamConfig{Name: "QUOTA_USAGE", Subjects: []string{"quota.usage.>"},
+			MaxAge: time.Minute})
+		streamCancel()
+		if err == nil {
+			t.Fatalf("the %s's credentials created the usage stream", c.name)
+		}
+		refused(t, c.errs, "$JS.API.STREAM.CREATE.QUOTA_USAGE")
+	}
 
 	// Usage: the limiter's Reporter publishes on its own subject, the
 	// reconciler ingests it. The limiter cannot publish as another region.
@@ -298,6 +348,15 @@ func TestShippedRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer usLimiter.Close(ctx)
+	// The participant dials with its role's inbox prefix: a control-plane
+	// participant's replies come to the control plane's inboxes.
+	po.ProcessID, po.DataDir, po.ControlPlane = "us-cp", t.TempDir(), true
+	po.NATSOptions = []nats.Option{nats.UserInfo("control-plane", n.Passwords["control-plane"])}
+	cpLimiter, err := participant.New(po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpLimiter.Close(ctx)
 	periodStart := time.Now().Truncate(time.Hour).Add(-time.Hour)
 	for _, asker := range []struct {
 		name  string
@@ -306,6 +365,7 @@ func TestShippedRoles(t *testing.T) {
 		{"limiter-eu, across the gateway", quotaBaseClient(t, limNC)},
 		{"control-plane, across the gateway", quotaBaseClient(t, cpNC)},
 		{"limiter-us, a participant's default client", usLimiter.QuotaBases()},
+		{"control-plane, a participant's default client", cpLimiter.QuotaBases()},
 	} {
 		if asker.bases == nil {
 			t.Fatalf("%s: no quota bases", asker.name)
@@ -345,6 +405,31 @@ func TestShippedRoles(t *testing.T) {
 				t.Fatal(err)
 			}
 			refused(t, tc.errs, quotabase.DefaultSubject)
+		})
+	}
+
+	// No other role listens to another's inbox either.
+	for _, tc := range []struct {
+		name    string
+		nc      *nats.Conn
+		errs    <-chan error
+		subject string
+	}{
+		{"control plane listens to the reconciler's inbox", cpNC, cpErrs, natsrole.InboxPrefix(natsrole.Reconciler) + ".>"},
+		{"control plane listens to all inboxes", cpNC, cpErrs, "_INBOX.>"},
+		{"reconciler listens to a limiter's inbox", recJS.Conn(), recErrs, natsrole.InboxPrefix(natsrole.Limiter("eu")) + ".>"},
+		{"reconciler listens to all inboxes", recJS.Conn(), recErrs, "_INBOX.>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub, err := tc.nc.SubscribeSync(tc.subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := tc.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			refused(t, tc.errs, tc.subject)
 		})
 	}
 

@@ -17,27 +17,31 @@ func WriteJSON(w io.Writer, res Result) error {
 
 // CSVHeader is the first line of WriteCSV's output.
 var CSVHeader = []string{"key", "start", "end", "spent", "leased", "rejected", "degraded_cost",
-	"over_authorized", "windows", "degraded", "complete", "allowed", "refunded", "charged"}
+	"over_authorized", "windows", "degraded", "complete", "allowed", "refunded", "charged",
+	"closed_by_reconciler"}
 
 // WriteCSV writes res as CSV: a header, a line per bucket, and a last line
 // whose start is "total". spent is billed cost, net of refunds: allowed +
-// charged − refunded, the last three columns.
+// charged − refunded, the three columns after complete. closed_by_reconciler,
+// last, counts the windows the reconciler closed for a dead process
+// (Row.ClosedByReconciler).
 func WriteCSV(w io.Writer, res Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write(CSVHeader)
 	n := strconv.FormatInt
-	line := func(start, end string, t Totals, windows int, degraded, complete bool) {
+	line := func(start, end string, t Totals, windows int, degraded, complete bool, closed int) {
 		_ = cw.Write([]string{res.Key, start, end, n(t.Spent, 10), n(t.Leased, 10), n(t.Rejected, 10),
 			n(t.Degraded, 10), n(t.OverAuthorized, 10), strconv.Itoa(windows),
 			strconv.FormatBool(degraded), strconv.FormatBool(complete),
-			n(t.Allowed, 10), n(t.Refunded, 10), n(t.Charged, 10)})
+			n(t.Allowed, 10), n(t.Refunded, 10), n(t.Charged, 10), strconv.Itoa(closed)})
 	}
 	windows := 0
 	for _, r := range res.Rows {
-		line(r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339), r.Totals, r.Windows, r.IsDegraded, r.Complete)
+		line(r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339), r.Totals, r.Windows, r.IsDegraded, r.Complete,
+			r.ClosedByReconciler)
 		windows += r.Windows
 	}
-	line("total", "", res.Totals, windows, res.IsDegraded, res.Complete)
+	line("total", "", res.Totals, windows, res.IsDegraded, res.Complete, res.ClosedByReconciler)
 	cw.Flush()
 	return cw.Error()
 }

@@ -19,8 +19,8 @@ func ExampleWriteCSV() {
 		}}
 	_ = billing.WriteCSV(os.Stdout, res)
 	// Output:
-	// key,start,end,spent,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete,allowed,refunded,charged
-	// acct_123,2026-03-01T10:00:00Z,2026-03-01T11:00:00Z,22,26,0,0,4,2,false,true,22,0,0
-	// acct_123,2026-03-01T11:00:00Z,2026-03-01T12:00:00Z,23,24,0,4,1,2,true,false,23,0,0
-	// acct_123,total,,45,50,0,4,5,4,true,false,45,0,0
+	// key,start,end,spent,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete,allowed,refunded,charged,closed_by_reconciler
+	// acct_123,2026-03-01T10:00:00Z,2026-03-01T11:00:00Z,22,26,0,0,4,2,false,true,22,0,0,0
+	// acct_123,2026-03-01T11:00:00Z,2026-03-01T12:00:00Z,23,24,0,4,1,2,true,false,23,0,0,0
+	// acct_123,total,,45,50,0,4,5,4,true,false,45,0,0,0
 }

@@ -107,6 +107,10 @@ func (h *Handler) serveRead(w http.ResponseWriter, r *http.Request, what, onTime
 	case errors.As(err, &fe):
 		writeBadRequest(w, err)
 		return
+	case errors.Is(err, ErrOverflow):
+		h.logError("billing: "+what+" query passed the overflow guard", err)
+		writeError(w, http.StatusUnprocessableEntity, ErrOverflow.Error(), "")
+		return
 	case errors.Is(err, ErrTimeout):
 		h.logError("billing: "+what+" query timed out", err)
 		writeError(w, http.StatusServiceUnavailable, "the "+what+" query exceeded the statement timeout: "+onTimeout, "")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -113,8 +114,14 @@ type Row struct {
 	Windows int `json:"windows"`
 	// IsDegraded: some cost in the bucket was allowed in degraded mode.
 	IsDegraded bool `json:"degraded"`
-	// Complete: every process sent its final report for every window.
+	// Complete: every process sent its final report for every window, or
+	// the reconciler closed its row (ClosedByReconciler).
 	Complete bool `json:"complete"`
+	// ClosedByReconciler is the number of the bucket's windows in which
+	// the reconciler closed a process's row: the process sent nothing for
+	// reconciler serve --close-after past the window's end (it died
+	// without its final report), and its last report is what is billed.
+	ClosedByReconciler int `json:"closed_by_reconciler"`
 }
 
 // Result answers a Query.
@@ -126,12 +133,20 @@ type Result struct {
 	Totals      Totals      `json:"totals"`
 	IsDegraded  bool        `json:"degraded"`
 	Complete    bool        `json:"complete"`
-	Rows        []Row       `json:"rows"`
+	// ClosedByReconciler is the sum of the rows' (Row.ClosedByReconciler).
+	ClosedByReconciler int   `json:"closed_by_reconciler"`
+	Rows               []Row `json:"rows"`
 }
 
 // ErrTimeout: a query ran longer than Config.StatementTimeout and was
 // stopped.
 var ErrTimeout = errors.New("billing: query exceeded the statement timeout")
+
+// ErrOverflow: a figure of the key's usage passes ±(2^63−1), the ledger's
+// overflow guard (the views' overflow column; migration 011): the key's
+// reports are not what any process spends, and its answer would not be
+// exact. Other keys are not affected.
+var ErrOverflow = errors.New("billing: the key's usage passes the overflow guard (a figure beyond ±(2^63-1))")
 
 // Ledger reads usage from Postgres. It is safe for concurrent use.
 type Ledger struct {
@@ -153,9 +168,12 @@ func NewLedger(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 // $3 to, $4 bucket unit (hour or day), $5 most rows.
 const bucketSQL = `SELECT date_trunc($4, window_start, 'UTC') AS b,
        date_trunc($4, window_start, 'UTC') + ('1 ' || $4)::interval AS e,
-       sum(spent)::bigint, sum(leased)::bigint, sum(rejected)::bigint, sum(degraded)::bigint,
+       usage_saturate(sum(spent)), usage_saturate(sum(leased)), usage_saturate(sum(rejected)), usage_saturate(sum(degraded)),
        count(*)::int, bool_or(is_degraded), bool_and(complete),
-       sum(allowed)::bigint, sum(refunded)::bigint, sum(charged)::bigint
+       usage_saturate(sum(allowed)), usage_saturate(sum(refunded)), usage_saturate(sum(charged)),
+       bool_or(overflow) OR usage_overflows(sum(spent), sum(leased), sum(rejected), sum(degraded),
+                                            sum(allowed), sum(refunded), sum(charged)),
+       count(*) FILTER (WHERE closed_by_reconciler > 0)::int
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
 GROUP BY 1 ORDER BY 1
@@ -163,7 +181,7 @@ LIMIT $5`
 
 // windowSQL selects one row per window; $4 most rows.
 const windowSQL = `SELECT window_start, window_end, spent, leased, rejected, degraded, 1, is_degraded, complete,
-       allowed, refunded, charged
+       allowed, refunded, charged, overflow, (closed_by_reconciler > 0)::int
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
 ORDER BY window_start
@@ -232,11 +250,15 @@ func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
 			return Result{}, l.tooManyRows(q, "more than "+strconv.Itoa(l.cfg.MaxRows))
 		}
 		var r Row
+		var overflow bool
 		if err := rows.Scan(&r.Start, &r.End, &r.Spent, &r.Leased, &r.Rejected, &r.Degraded,
-			&r.Windows, &r.IsDegraded, &r.Complete, &r.Allowed, &r.Refunded, &r.Charged); err != nil {
+			&r.Windows, &r.IsDegraded, &r.Complete, &r.Allowed, &r.Refunded, &r.Charged, &overflow,
+			&r.ClosedByReconciler); err != nil {
 			return Result{}, fmt.Errorf("billing: scan: %w", err)
 		}
-		res.add(r)
+		if overflow || !res.add(r) {
+			return Result{}, fmt.Errorf("%w: key %q, bucket %v", ErrOverflow, q.Key, r.Start.UTC())
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return Result{}, fmt.Errorf("billing: query: %w", err)
@@ -245,8 +267,16 @@ func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
 	return res, nil
 }
 
-// add appends bucket r and adds it to the totals.
-func (res *Result) add(r Row) {
+// add appends bucket r and adds it to the totals; false when a total
+// would pass the int64 range (ErrOverflow), which Go would wrap.
+func (res *Result) add(r Row) bool {
+	for _, p := range [...]struct{ total, v int64 }{{res.Totals.Spent, r.Spent}, {res.Totals.Allowed, r.Allowed},
+		{res.Totals.Refunded, r.Refunded}, {res.Totals.Charged, r.Charged}, {res.Totals.Leased, r.Leased},
+		{res.Totals.Rejected, r.Rejected}, {res.Totals.Degraded, r.Degraded}, {r.Leased, -r.Allowed}} {
+		if s := p.total + p.v; (p.v > 0 && s < p.total) || (p.v < 0 && s > p.total) {
+			return false
+		}
+	}
 	r.Start, r.End = r.Start.UTC(), r.End.UTC()
 	r.OverAuthorized = r.Leased - r.Allowed
 	res.Totals.Spent += r.Spent
@@ -258,7 +288,10 @@ func (res *Result) add(r Row) {
 	res.Totals.Degraded += r.Degraded
 	res.IsDegraded = res.IsDegraded || r.IsDegraded
 	res.Complete = res.Complete && r.Complete
+	res.ClosedByReconciler += r.ClosedByReconciler
 	res.Rows = append(res.Rows, r)
+	// Totals.OverAuthorized = Leased − Allowed (Allowed ≥ 0) must not wrap either.
+	return res.Totals.Allowed <= 0 || res.Totals.Leased >= math.MinInt64+res.Totals.Allowed
 }
 
 // isTimeout reports whether err is a query stopped by its deadline or by

@@ -1,6 +1,8 @@
 // Package export reads the ledger period by period for every key: one Row
-// per (key, UTC day or month) with spent, refunded, charged, rejected and
-// degraded cost, whether the period is complete (it has ended and every
+// per key and period — a UTC hour, day or month, or with CalendarPlan the
+// hour, day or month of the key's plan's calendar (its time zone and
+// anchor day, as its quotas count them) — with spent, refunded, charged,
+// rejected and degraded cost, whether the period is complete (it has ended and every
 // process sent its final report for every window in it), and what it
 // bills: the net (spent + charged − refunded) with a negative net carried
 // forward to the key's next periods, never billed below zero (Row, Carry;
@@ -14,6 +16,10 @@
 // the range asked for, and a rerun gives the same figures. Detaching a
 // month (retention) that leaves a credit open for a key changes that
 // key's later figures: keep the months a credit spans attached.
+//
+// Periods on the plan calendar are cut in Postgres by the same arithmetic
+// as package period (migrations/008's quota_period_bounds), per key; the
+// carry runs over each key's own periods.
 //
 // Memory and time: Exporter.Export reads the keys in pages, each page a
 // separate bounded query (at most Config.PageRows rows, under

@@ -38,9 +38,10 @@ func (f Format) ContentType() string {
 
 // CSVHeader is the first line of a CSV export. The columns up to complete
 // are those of exports before refunds were billed; the billing columns
-// (Row: refunded … carried_out) come after them, the cursor last.
+// (Row: refunded … carried_out) come after them, then
+// closed_by_reconciler, the cursor last.
 const CSVHeader = "key,period_start,period_end,granularity,spent,rejected,degraded,windows,complete," +
-	"refunded,charged,net,carried_in,billed,carried_out,cursor"
+	"refunded,charged,net,carried_in,billed,carried_out,closed_by_reconciler,cursor"
 
 // Encoder writes export rows as CSV or NDJSON, then one last line that
 // says whether the export ended or failed:
@@ -110,6 +111,8 @@ func (e *Encoder) row(r *Row) {
 			b = strconv.AppendInt(b, n, 10)
 		}
 		b = append(b, ',')
+		b = strconv.AppendInt(b, r.ClosedByReconciler, 10)
+		b = append(b, ',')
 		b = append(b, e.last.String()...)
 	} else {
 		b = append(b, `{"key":`...)
@@ -135,6 +138,8 @@ func (e *Encoder) row(r *Row) {
 			b = append(b, `":`...)
 			b = strconv.AppendInt(b, n, 10)
 		}
+		b = append(b, `,"closed_by_reconciler":`...)
+		b = strconv.AppendInt(b, r.ClosedByReconciler, 10)
 		b = append(b, `,"cursor":"`...)
 		b = append(b, e.last.String()...)
 		b = append(b, `"}`...)

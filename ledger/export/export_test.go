@@ -198,6 +198,28 @@ func TestExportRows(t *testing.T) {
 			}
 		})
 	}
+	t.Run("hour", func(t *testing.T) {
+		rows := readNDJSON(t, get(t, srv, tokAll, "from=2026-11-03T10:00:00Z&to=2026-11-05&granularity=hour", ""))
+		type hourRow struct {
+			key, start, end, granularity string
+			spent, rejected, windows     int64
+			complete                     bool
+		}
+		var g []hourRow
+		for _, r := range rows {
+			g = append(g, hourRow{r.Key, r.PeriodStart.Format(time.RFC3339), r.PeriodEnd.Format(time.RFC3339), r.Granularity,
+				r.Spent, r.Rejected, r.Windows, r.Complete})
+		}
+		want := []hourRow{
+			{"#hash,x", "2026-11-03T10:00:00Z", "2026-11-03T11:00:00Z", "hour", 2, 0, 1, true},
+			{"acct_1", "2026-11-03T10:00:00Z", "2026-11-03T11:00:00Z", "hour", 22, 1, 2, true},
+			{"acct_1", "2026-11-04T23:00:00Z", "2026-11-05T00:00:00Z", "hour", 7, 2, 1, false},
+			{"acct_42_a", "2026-11-03T10:00:00Z", "2026-11-03T11:00:00Z", "hour", 20, 0, 1, true},
+			{"acct_42_b", "2026-11-04T23:00:00Z", "2026-11-05T00:00:00Z", "hour", 1, 0, 1, true}}
+		if !slices.Equal(g, want) {
+			t.Fatalf("rows\n%+v\nwant\n%+v", g, want)
+		}
+	})
 	t.Run("a period not over is not complete", func(t *testing.T) {
 		h := serve(t, url, export.DefaultConfig())
 		h.Config.Handler.(*export.Handler).Now = func() time.Time { return time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC) }
@@ -243,7 +265,10 @@ func TestExportRefusals(t *testing.T) {
 		{"no to", tokAll, "from=2026-11", 400, "to"},
 		{"to before from", tokAll, "from=2026-11&to=2026-10", 400, "to"},
 		{"too long", tokAll, "from=2026-01-01&to=2027-03-01&granularity=day", 400, "to"},
-		{"granularity", tokAll, rng + "&granularity=hour", 400, "granularity"},
+		{"granularity", tokAll, rng + "&granularity=week", 400, "granularity"},
+		{"hour from not an hour start", tokAll, "from=2026-11-02T01:30:00Z&to=2026-11-03&granularity=hour", 400, "from"},
+		{"31 days of hours", tokAll, "from=2026-11-01&to=2026-12-02&granularity=hour&format=xml", 400, "format"},
+		{"more than 31 days of hours", tokAll, "from=2026-11-01&to=2026-12-02T01:00:00Z&granularity=hour", 400, "to"},
 		{"format", tokAll, rng + "&format=xml", 400, "format"},
 		{"bad cursor", tokAll, rng + "&cursor=zzz", 400, "cursor"},
 		{"after and cursor", tokAll, rng + "&after=a&cursor=" + (export.Cursor{Key: "a", PeriodStart: now}).String(), 400, "cursor"},

@@ -73,6 +73,11 @@ var ErrTimeout = billing.ErrTimeout
 // before to: the periods before from are read too, for the carry-over
 // (Row), which runs over each key's whole history in the ledger.
 //
+// Sums are numeric and saturated at ±(2^63−1) (usage_saturate, migration
+// 011): a key whose figures pass that bound (the ledger's overflow guard)
+// gets saturated figures and Complete false, so that no sink bills it,
+// rather than failing the page for every key.
+//
 // The carry is computed in closed form: with N(p) the key's cumulative
 // net up to period p and B(p) = max(0, max of N(q) for q ≤ p) its
 // cumulative billed (billing never goes back), the credit carried into p
@@ -87,7 +92,8 @@ kp AS (
            sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
            sum(refunded) AS refunded, sum(charged) AS charged,
            sum(spent) + sum(charged) - sum(refunded) AS net,
-           count(DISTINCT window_start) AS windows, bool_and(final) AS final
+           count(DISTINCT window_start) AS windows, bool_and(final) AS final,
+           count(DISTINCT window_start) FILTER (WHERE closed_at IS NOT NULL) AS closed
     FROM usage_reports
     WHERE window_start < $2
       AND key >= (SELECT min(key) FROM page) AND key <= (SELECT max(key) FROM page)
@@ -101,11 +107,140 @@ billed AS (
 carried AS (
     SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), 0) - (cum_net - net) AS carried_in
     FROM billed)
-SELECT key, period, spent::bigint, rejected::bigint, degraded::bigint, windows::bigint, final,
-       refunded::bigint, charged::bigint, net::bigint, carried_in::bigint
+SELECT key, period, usage_saturate(spent), usage_saturate(rejected), usage_saturate(degraded), windows::bigint,
+       final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in),
+       usage_saturate(refunded), usage_saturate(charged), usage_saturate(net), usage_saturate(carried_in),
+       closed::bigint
 FROM carried
 WHERE period >= $1 AND key IN (SELECT key FROM page)
 ORDER BY 1, 2`
+
+// planPageSQL is pageSQL on the plan calendar (CalendarPlan): each key's
+// periods are cut on its plan's zone and anchor day (quota_key_plan, as
+// quota_period_bounds cuts them). $1 from, $2 to, $3 the lower key bound,
+// $4 the most keys, $5 to + the longest period (the last period that
+// starts before to ends before it); %[1]s the lower bound's operator,
+// %[2]s the prefix's bounds, %[3]s the local unit that windows are first
+// summed by ('hour', or 'day' for days and months), %[4]s the CTEs from
+// local to kp (planHour, planDay, planMonth).
+//
+// Its cost stays close to pageSQL's: one key range on the primary key in
+// each month partition before $5, one aggregate per window row (its local
+// time and offset by AT TIME ZONE, no PL/pgSQL), and the calendar's
+// functions called per plan and local month (month starts) or per
+// exported row (day bounds), never per window. A window's zone comes from
+// a jsonb object of the page's keys (a binary search), not a join: with
+// the planner's estimate of the key range (InitPlan bounds) a join hashed
+// the window rows and spilled to disk. Windows are first summed
+// by (key, local day or hour, UTC offset): within one such group every
+// window is in the same period, because a period boundary is a local
+// midnight (or the instant the clock jumps over it) and an offset change
+// splits the group; so the month of a group is decided by its first
+// window against its local month's start, exactly as period.Calendar
+// decides it for each window.
+//
+// A page's keys are those with a window in [$1, $5); a key whose windows
+// there all fall in periods that start outside [$1, $2) has no row, so the
+// query ends with one more row, with a NULL period: the page's last key
+// (NULL for an empty page), where the next page starts.
+const planPageSQL = `WITH page AS (
+    SELECT DISTINCT key FROM usage_reports
+    WHERE window_start >= $1 AND window_start < $5 AND key %[1]s $3 %[2]s
+    ORDER BY key LIMIT $4),
+cal AS MATERIALIZED (
+    SELECT p.key, coalesce(nullif(kp.time_zone, ''), 'UTC') AS zone, kp.anchor_day
+    FROM page p CROSS JOIN LATERAL quota_key_plan(p.key) kp),
+zones AS MATERIALIZED (
+    SELECT jsonb_object_agg(key, zone) AS zone FROM cal),
+sums AS (
+    SELECT r.key, date_trunc(%[3]s, l.lt) AS lt,
+           extract(epoch FROM l.lt - (r.window_start AT TIME ZONE 'UTC'))::bigint AS off,
+           min(r.window_start) AS first,
+           sum(r.spent) AS spent, sum(r.rejected) AS rejected, sum(r.degraded) AS degraded,
+           sum(r.refunded) AS refunded, sum(r.charged) AS charged,
+           count(DISTINCT r.window_start) AS windows, bool_and(r.final) AS final,
+           count(DISTINCT r.window_start) FILTER (WHERE r.closed_at IS NOT NULL) AS closed
+    FROM usage_reports r
+    CROSS JOIN LATERAL (SELECT r.window_start AT TIME ZONE ((SELECT zone FROM zones) ->> r.key) AS lt) l
+    WHERE r.window_start < $5
+      AND r.key >= (SELECT min(key) FROM page) AND r.key <= (SELECT max(key) FROM page)
+      AND (SELECT zone FROM zones) ? r.key
+    GROUP BY 1, 2, 3),
+local AS (
+    SELECT s.*, c.zone, c.anchor_day FROM sums s JOIN cal c ON c.key = s.key),
+%[4]s,
+cum AS (
+    SELECT *, spent + charged - refunded AS net,
+           sum(spent + charged - refunded) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING) AS cum_net
+    FROM kp),
+billed AS (
+    SELECT *, greatest(0, max(cum_net) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING)) AS cum_billed
+    FROM cum),
+carried AS (
+    SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY ord), 0) - (cum_net - net) AS carried_in
+    FROM billed)
+SELECT key, ps, pe, usage_saturate(spent), usage_saturate(rejected), usage_saturate(degraded), windows::bigint,
+       final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in),
+       usage_saturate(refunded), usage_saturate(charged), usage_saturate(net), usage_saturate(carried_in),
+       closed::bigint
+FROM carried
+WHERE ps >= $1 AND ps < $2
+UNION ALL
+SELECT max(key), NULL, NULL, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 FROM page
+ORDER BY 1, 2 NULLS LAST`
+
+// The CTEs of planPageSQL from local to kp: each key's periods, ordered
+// by ord, their bounds [ps, pe) (NULL for days far from [from, to)) and
+// their sums, for one granularity.
+const (
+	// planHour: the zone's clock hour, from the window's own offset
+	// (period.Calendar's Hour).
+	planHour = `kp AS (
+    SELECT key, (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' AS ord,
+           (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' AS ps,
+           (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' + interval '1 hour' AS pe,
+           sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
+           sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final,
+           sum(closed) AS closed
+    FROM local GROUP BY 1, 2, 3, 4)`
+	// planDay: the local date; its bounds (quota_midnight) are computed
+	// only for the days that may start in [from, to).
+	planDay = `days AS (
+    SELECT key, zone, lt::date AS day,
+           sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
+           sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final,
+           sum(closed) AS closed
+    FROM local GROUP BY 1, 2, 3),
+kp AS (
+    SELECT d.key, d.day AS ord, b.ps, b.pe, d.spent, d.rejected, d.degraded, d.refunded, d.charged, d.windows, d.final,
+           d.closed
+    FROM days d
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN d.day BETWEEN ($1 AT TIME ZONE d.zone)::date - 1 AND ($2 AT TIME ZONE d.zone)::date + 1
+                    THEN quota_midnight(d.day, d.zone) END AS ps,
+               CASE WHEN d.day BETWEEN ($1 AT TIME ZONE d.zone)::date - 1 AND ($2 AT TIME ZONE d.zone)::date + 1
+                    THEN quota_midnight(d.day + 1, d.zone) END AS pe) b)`
+	// planMonth: the month starts of each plan calendar and local month
+	// the page's windows fall in, once each; a group before its local
+	// month's start (the anchor day's midnight) is in the month before.
+	planMonth = `months AS MATERIALIZED (
+    SELECT zone, anchor_day, lm,
+           quota_month_start(y, m - 1, anchor_day, zone) AS prev,
+           quota_month_start(y, m, anchor_day, zone) AS this,
+           quota_month_start(y, m + 1, anchor_day, zone) AS next
+    FROM (SELECT DISTINCT zone, anchor_day, date_trunc('month', lt)::date AS lm FROM local) d
+    CROSS JOIN LATERAL (SELECT extract(year FROM lm)::int AS y, extract(month FROM lm)::int AS m) ym),
+kp AS (
+    SELECT l.key, CASE WHEN l.first >= mo.this THEN mo.this ELSE mo.prev END AS ord,
+           CASE WHEN l.first >= mo.this THEN mo.this ELSE mo.prev END AS ps,
+           CASE WHEN l.first >= mo.this THEN mo.next ELSE mo.this END AS pe,
+           sum(l.spent) AS spent, sum(l.rejected) AS rejected, sum(l.degraded) AS degraded,
+           sum(l.refunded) AS refunded, sum(l.charged) AS charged, sum(l.windows) AS windows, bool_and(l.final) AS final,
+           sum(l.closed) AS closed
+    FROM local l
+    JOIN months mo ON mo.zone = l.zone AND mo.anchor_day = l.anchor_day AND mo.lm = date_trunc('month', l.lt)::date
+    GROUP BY 1, 2, 3, 4)`
+)
 
 // Export reads q's rows page by page and calls page with each page's rows,
 // in key then period order; the slice is reused after page returns. It
@@ -117,34 +252,39 @@ func (e *Exporter) Export(ctx context.Context, q Query, page func([]Row) error) 
 		return err
 	}
 	q.Granularity, _ = ParseGranularity(string(q.Granularity))
-	keysPerPage := max(1, e.cfg.PageRows/q.Granularity.periods(q.From, q.To))
+	q.Calendar, _ = ParseCalendar(string(q.Calendar))
+	periods := q.Granularity.periods(q.From, q.To)
+	if q.Calendar == CalendarPlan {
+		periods = q.Granularity.planPeriods(q.From, q.To)
+	}
+	keysPerPage := max(1, e.cfg.PageRows/max(1, periods))
 	lower, inclusive := q.After, false
 	if !q.Cursor.IsZero() {
 		lower, inclusive = q.Cursor.Key, true
 	}
 	buf := make([]Row, 0, min(e.cfg.PageRows, 1024))
 	for first := true; ; first = false {
+		var last string
 		var err error
-		buf, err = e.page(ctx, q, lower, inclusive, keysPerPage, buf[:0])
+		buf, last, err = e.page(ctx, q, lower, inclusive, keysPerPage, buf[:0])
 		if err != nil {
 			return err
+		}
+		if last == "" {
+			return nil // no key after lower
 		}
 		if first && !q.Cursor.IsZero() {
 			buf = dropThrough(buf, q.Cursor)
 		}
-		if len(buf) == 0 {
-			if first && !q.Cursor.IsZero() {
-				// The cursor's key had no row after the cursor: go on
-				// from the next key.
-				lower, inclusive = q.Cursor.Key, false
-				continue
+		// A page may have no rows: the cursor's key had none after the
+		// cursor, or (plan calendar) its keys' periods start outside
+		// [From, To). Go on from its last key.
+		if len(buf) > 0 {
+			if err := page(buf); err != nil {
+				return err
 			}
-			return nil
 		}
-		if err := page(buf); err != nil {
-			return err
-		}
-		lower, inclusive = buf[len(buf)-1].Key, false
+		lower, inclusive = last, false
 	}
 }
 
@@ -157,44 +297,89 @@ func dropThrough(rows []Row, c Cursor) []Row {
 	return append(rows[:0], rows[n:]...)
 }
 
-// page runs one page's query into buf.
-func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bool, keys int, buf []Row) ([]Row, error) {
+// page runs one page's query into buf, and returns the page's last key
+// ("" when no key is left).
+func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bool, keys int, buf []Row) ([]Row, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.StatementTimeout)
 	defer cancel()
 	op, upper := ">", ""
 	if inclusive {
 		op = ">="
 	}
-	args := []any{q.From, q.To, lower, keys, string(q.Granularity)}
-	if q.Prefix != "" {
-		// key >= prefix starts the scan at the prefix; there is no upper
-		// bound that holds in every collation, so the last page of a
-		// prefix reads on to the end of the key range.
-		upper = "AND key >= $6 AND starts_with(key, $6)"
-		args = append(args, q.Prefix)
+	var sql string
+	var args []any
+	if q.Calendar == CalendarPlan {
+		trunc, kp := "'day'", planDay
+		switch q.Granularity {
+		case Hour:
+			trunc, kp = "'hour'", planHour
+		case Month:
+			kp = planMonth
+		}
+		args = []any{q.From, q.To, lower, keys, q.To.Add(q.Granularity.longest())}
+		upper = prefixBounds(q.Prefix, &args)
+		sql = fmt.Sprintf(planPageSQL, op, upper, trunc, kp)
+	} else {
+		args = []any{q.From, q.To, lower, keys, string(q.Granularity)}
+		upper = prefixBounds(q.Prefix, &args)
+		sql = fmt.Sprintf(pageSQL, op, upper)
 	}
-	rows, err := e.db.Query(ctx, fmt.Sprintf(pageSQL, op, upper), args...)
+	rows, err := e.db.Query(ctx, sql, args...)
 	if err != nil {
-		return buf, wrapErr(err, e.cfg.StatementTimeout)
+		return buf, "", wrapErr(err, e.cfg.StatementTimeout)
 	}
 	defer rows.Close()
+	last := ""
 	for rows.Next() {
 		var r Row
+		var key *string
+		var start, end *time.Time
 		var final bool
-		if err := rows.Scan(&r.Key, &r.PeriodStart, &r.Spent, &r.Rejected, &r.Degraded, &r.Windows, &final,
-			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn); err != nil {
-			return buf, fmt.Errorf("export: scan: %w", err)
+		dst := []any{&key, &start, &end, &r.Spent, &r.Rejected, &r.Degraded, &r.Windows, &final,
+			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn, &r.ClosedByReconciler}
+		if q.Calendar != CalendarPlan {
+			dst = append(dst[:2], dst[3:]...) // pageSQL has no period end
 		}
+		if err := rows.Scan(dst...); err != nil {
+			return buf, "", fmt.Errorf("export: scan: %w", err)
+		}
+		if start == nil { // planPageSQL's last row: the page's last key
+			if key != nil {
+				last = *key
+			}
+			continue
+		}
+		r.Key = *key
 		r.Billed, r.CarriedOut = Carry(r.CarriedIn, r.Net)
-		r.PeriodStart = r.PeriodStart.UTC()
-		r.PeriodEnd = q.Granularity.Next(r.PeriodStart)
+		r.PeriodStart = start.UTC()
+		if end != nil {
+			r.PeriodEnd = end.UTC()
+		} else {
+			r.PeriodEnd = q.Granularity.Next(r.PeriodStart)
+		}
 		r.Complete = final && !r.PeriodEnd.After(q.Now)
 		buf = append(buf, r)
+		if q.Calendar != CalendarPlan {
+			last = r.Key // every key of a pageSQL page has a row
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return buf, wrapErr(err, e.cfg.StatementTimeout)
+		return buf, "", wrapErr(err, e.cfg.StatementTimeout)
 	}
-	return buf, nil
+	return buf, last, nil
+}
+
+// prefixBounds returns the page query's condition for prefix ("" none),
+// appending its parameter to args.
+func prefixBounds(prefix string, args *[]any) string {
+	if prefix == "" {
+		return ""
+	}
+	// key >= prefix starts the scan at the prefix; there is no upper
+	// bound that holds in every collation, so the last page of a prefix
+	// reads on to the end of the key range.
+	*args = append(*args, prefix)
+	return "AND key >= $6 AND starts_with(key, $6)"
 }
 
 func wrapErr(err error, timeout time.Duration) error {

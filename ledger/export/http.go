@@ -14,12 +14,15 @@ import (
 	"github.com/quotaplatform/quota/ledger/billing"
 )
 
-// Handler serves GET /v1/usage/export?from=&to=&granularity=day|month
-// [&format=csv|ndjson][&after=KEY | &cursor=C] to the holders of a billing
-// token: every key's usage per period in [from, to), ordered by key, as
-// the Encoder writes it. A prefix-scoped token exports only its keys.
-// from and to are RFC 3339 times, dates (2026-11-01) or months (2026-11),
-// each the start of a UTC period. The format is format=, else the Accept
+// Handler serves GET /v1/usage/export?from=&to=&granularity=hour|day|month
+// [&calendar=utc|plan][&format=csv|ndjson][&after=KEY | &cursor=C] to the
+// holders of a billing token: every key's usage per period that starts in
+// [from, to), ordered by key, as the Encoder writes it. A prefix-scoped
+// token exports only its keys. from and to are RFC 3339 times, dates
+// (2026-11-01) or months (2026-11), read as UTC instants: on the UTC
+// calendar (the default) each the start of a UTC period; with
+// calendar=plan (CalendarPlan: each key's periods on its plan's zone and
+// anchor day) any instants. The format is format=, else the Accept
 // header (text/csv, else NDJSON). Refusals come before the first row, as
 // GET /v1/usage's (billing.Handler) do: 503 disabled, 401 no token, 403
 // wrong token, 400 naming the field. Once rows flow the status is 200, and
@@ -59,6 +62,9 @@ func ParseQuery(get func(string) string, now time.Time) (Query, error) {
 		return q, &FieldError{Field: "granularity", Err: err}
 	}
 	q.Granularity = g
+	if q.Calendar, err = ParseCalendar(get("calendar")); err != nil {
+		return q, &FieldError{Field: "calendar", Err: err}
+	}
 	for _, f := range []struct {
 		name string
 		dst  *time.Time
@@ -208,5 +214,9 @@ func writeError(w http.ResponseWriter, status int, msg, field string) {
 
 // String is for logs: the query without its keys.
 func (q Query) String() string {
-	return fmt.Sprintf("%s [%s, %s)", q.Granularity, q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
+	cal := q.Calendar
+	if cal == "" {
+		cal = CalendarUTC
+	}
+	return fmt.Sprintf("%s %s [%s, %s)", cal, q.Granularity, q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
 }

@@ -10,30 +10,36 @@ import (
 	"github.com/quotaplatform/quota/ledger/billing"
 )
 
-// Granularity is the length of an export period, in UTC.
+// Granularity is the length of an export period: UTC hours, days and
+// months, or on the plan calendar (Calendar) the key's zone's clock hours,
+// its local days and its months from the plan's anchor day.
 type Granularity string
 
 // Granularities.
 const (
+	Hour  Granularity = "hour"
 	Day   Granularity = "day"
 	Month Granularity = "month"
 )
 
-// ParseGranularity parses "day" or "month"; "" means Month.
+// ParseGranularity parses "hour", "day" or "month"; "" means Month.
 func ParseGranularity(s string) (Granularity, error) {
 	switch Granularity(s) {
 	case "":
 		return Month, nil
-	case Day, Month:
+	case Hour, Day, Month:
 		return Granularity(s), nil
 	}
-	return "", fmt.Errorf("must be day or month, got %q", s)
+	return "", fmt.Errorf("must be hour, day or month, got %q", s)
 }
 
 // Start returns the start of the period holding t (UTC).
 func (g Granularity) Start(t time.Time) time.Time {
 	t = t.UTC()
-	if g == Day {
+	switch g {
+	case Hour:
+		return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, time.UTC)
+	case Day:
 		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 	}
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
@@ -41,7 +47,10 @@ func (g Granularity) Start(t time.Time) time.Time {
 
 // Next returns the start of the period after the one starting at start.
 func (g Granularity) Next(start time.Time) time.Time {
-	if g == Day {
+	switch g {
+	case Hour:
+		return start.Add(time.Hour)
+	case Day:
 		return start.AddDate(0, 0, 1)
 	}
 	return start.AddDate(0, 1, 0)
@@ -49,25 +58,125 @@ func (g Granularity) Next(start time.Time) time.Time {
 
 // periods is the number of periods in [from, to), both period starts.
 func (g Granularity) periods(from, to time.Time) int {
-	if g == Day {
+	switch g {
+	case Hour:
+		return int(to.Sub(from) / time.Hour)
+	case Day:
 		return int(to.Sub(from) / (24 * time.Hour))
 	}
 	return (to.Year()-from.Year())*12 + int(to.Month()) - int(from.Month())
 }
 
-// MaxPeriods is the most periods one Query may span.
-const MaxPeriods = 366
+// MaxPeriods is the most day or month periods one Query may span (a
+// year of days); MaxHours the most hours (31 days: a month of hours, as
+// `reconciler export --month` asks). An hour page reads each of its keys'
+// hours before From too (the carry-over), so a longer hour range mostly
+// makes pages slower, not larger.
+const (
+	MaxPeriods = 366
+	MaxHours   = 31 * 24
+)
+
+// maxPeriods is the most periods of g one Query may span.
+func (g Granularity) maxPeriods() int {
+	if g == Hour {
+		return MaxHours
+	}
+	return MaxPeriods
+}
+
+// Calendar is the calendar an export cuts each key's periods on.
+type Calendar string
+
+// Calendars.
+const (
+	// CalendarUTC cuts every key's periods on the UTC calendar: hours,
+	// days from 00:00 UTC, months from the 1st at 00:00 UTC.
+	CalendarUTC Calendar = "utc"
+	// CalendarPlan cuts each key's periods on its plan's calendar, as its
+	// quotas are counted (package period; quota_period_bounds in
+	// migrations/008): days and months start at local midnight in the
+	// plan's time_zone, months on its anchor_day (a shorter month's last
+	// day), hours on the zone's clock hour. The plan is the key's as the
+	// reconciler mirrors the catalogue (quota_key_plan: its assignment,
+	// else the plan "default"); a key whose plan is not in the mirror, or
+	// a plan without a time_zone, uses UTC with months from the 1st. The
+	// plan's calendar at export time cuts the key's whole history, so
+	// changing a plan's zone or anchor day re-cuts its keys' past periods
+	// (and their carry-over). A zone Postgres does not know fails the
+	// export.
+	CalendarPlan Calendar = "plan"
+)
+
+// ParseCalendar parses "utc" or "plan"; "" means CalendarUTC.
+func ParseCalendar(s string) (Calendar, error) {
+	switch Calendar(s) {
+	case "":
+		return CalendarUTC, nil
+	case CalendarUTC, CalendarPlan:
+		return Calendar(s), nil
+	}
+	return "", fmt.Errorf("must be utc or plan, got %q", s)
+}
+
+// maxSpan is the latest To of a plan-calendar Query from from: as many
+// UTC hours, days or months as a UTC Query may span.
+func (g Granularity) maxSpan(from time.Time) time.Time {
+	switch g {
+	case Hour:
+		return from.Add(MaxHours * time.Hour)
+	case Day:
+		return from.AddDate(0, 0, MaxPeriods)
+	}
+	return from.AddDate(0, MaxPeriods, 0)
+}
+
+// longest is more than the longest period of g on any calendar (a day of
+// 25 hours, a month of 31 days and a daylight-saving hour; hours are
+// always one hour long): a period that starts before To ends before
+// To + longest.
+func (g Granularity) longest() time.Duration {
+	switch g {
+	case Hour:
+		return time.Hour
+	case Day:
+		return 48 * time.Hour
+	}
+	return 32 * 24 * time.Hour
+}
+
+// planPeriods is at most the number of a key's periods that start in
+// [from, to) on any calendar (its shortest: an hour, a 23-hour day, a
+// 28-day month less an hour), for sizing pages.
+func (g Granularity) planPeriods(from, to time.Time) int {
+	shortest := time.Hour
+	switch g {
+	case Day:
+		shortest = 23 * time.Hour
+	case Month:
+		shortest = 28*24*time.Hour - time.Hour
+	}
+	span := to.Sub(from)
+	return int((span + shortest - 1) / shortest)
+}
 
 // FieldError says which query field is wrong; it is billing's, so that
 // callers handle both packages' refusals alike.
 type FieldError = billing.FieldError
 
-// Query asks for every key's usage per period in [From, To).
+// Query asks for every key's usage per period that starts in [From, To).
 type Query struct {
-	// From and To are period starts (UTC midnight for Day, the first of
-	// the month for Month); To is exclusive.
+	// From and To bound the periods' starts; To is exclusive. On the UTC
+	// calendar they are period starts (a UTC hour for Hour, UTC midnight
+	// for Day, the first of the month for Month), at most MaxHours hours
+	// or MaxPeriods days or months apart. On the plan calendar they are
+	// any instants, at most as far apart (31 days of hours, 366 days, 366
+	// months): a key's row is its period that starts in [From, To), whole
+	// (its windows up to its end, which may be after To).
 	From, To    time.Time
 	Granularity Granularity
+	// Calendar cuts the periods: CalendarUTC ("" too) or CalendarPlan.
+	Calendar Calendar
 	// Prefix limits the export to keys that start with it ("" every key).
 	Prefix string
 	// After resumes after this key: only keys greater than it.
@@ -85,6 +194,23 @@ func (q *Query) Validate() error {
 	if err != nil {
 		return &FieldError{Field: "granularity", Err: err}
 	}
+	cal, err := ParseCalendar(string(q.Calendar))
+	if err != nil {
+		return &FieldError{Field: "calendar", Err: err}
+	}
+	if cal == CalendarPlan {
+		switch {
+		case q.From.IsZero():
+			return &FieldError{Field: "from", Err: errors.New("required")}
+		case q.To.IsZero():
+			return &FieldError{Field: "to", Err: errors.New("required")}
+		case !q.To.After(q.From):
+			return &FieldError{Field: "to", Err: errors.New("must be after from")}
+		case q.To.After(g.maxSpan(q.From)):
+			return &FieldError{Field: "to", Err: fmt.Errorf("more than %d %ss after from", g.maxPeriods(), g)}
+		}
+		return q.validateRest()
+	}
 	switch {
 	case q.From.IsZero():
 		return &FieldError{Field: "from", Err: errors.New("required")}
@@ -96,8 +222,15 @@ func (q *Query) Validate() error {
 		return &FieldError{Field: "to", Err: fmt.Errorf("must be the start of a UTC %s", g)}
 	case !q.To.After(q.From):
 		return &FieldError{Field: "to", Err: errors.New("must be after from")}
-	case g.periods(q.From, q.To) > MaxPeriods:
-		return &FieldError{Field: "to", Err: fmt.Errorf("more than %d %ss in [from, to)", MaxPeriods, g)}
+	case g.periods(q.From, q.To) > g.maxPeriods():
+		return &FieldError{Field: "to", Err: fmt.Errorf("more than %d %ss in [from, to)", g.maxPeriods(), g)}
+	}
+	return q.validateRest()
+}
+
+// validateRest checks the fields both calendars share.
+func (q *Query) validateRest() error {
+	switch {
 	case len(q.After) > billing.MaxKeyLen:
 		return &FieldError{Field: "after", Err: fmt.Errorf("longer than %d bytes", billing.MaxKeyLen)}
 	case q.After != "" && !q.Cursor.IsZero():
@@ -184,7 +317,8 @@ type Row struct {
 	// period.
 	Windows int64 `json:"windows"`
 	// Complete: the period has ended (PeriodEnd ≤ Query.Now) and every
-	// process sent its final report for every window in it. An
+	// process sent its final report for every window in it, or the
+	// reconciler closed its row (ClosedByReconciler). An
 	// incomplete period may still grow: windows are open or reports
 	// outstanding. A complete period's Billed may still change when an
 	// earlier period of the key changes (its CarriedIn does).
@@ -203,6 +337,12 @@ type Row struct {
 	// Billed is what the period is invoiced (≥ 0): what the sinks send.
 	Billed     int64 `json:"billed"`
 	CarriedOut int64 `json:"carried_out"`
+	// ClosedByReconciler is the number of the period's windows in which
+	// the reconciler closed a process's row: the process died without its
+	// final report (it sent nothing for reconciler serve --close-after
+	// past the window's end), and its last report is what is billed.
+	// Those windows count as final for Complete.
+	ClosedByReconciler int64 `json:"closed_by_reconciler"`
 }
 
 // Carry applies the carry-over rule to one period: given the credit

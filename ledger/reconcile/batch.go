@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,28 +35,46 @@ type pending struct {
 type inMsg struct {
 	m       jetstream.Msg
 	unacked int
+	// handedBack: some of its reports wait for a later batch (a month
+	// over the Writer's partition limit): the message was handed back to
+	// the stream (Nak) and is never acknowledged by this batch.
+	handedBack bool
 }
 
 // settle counts n of the message's reports as settled and acknowledges the
 // message once all are.
 func (im *inMsg) settle(n int) {
 	im.unacked -= n
-	if im.unacked == 0 {
+	if im.unacked == 0 && !im.handedBack {
 		_ = im.m.Ack()
+	}
+}
+
+// handBack returns the message to the stream for redelivery after delay;
+// its reports already written are written again then, harmlessly.
+func (im *inMsg) handBack(delay time.Duration) {
+	if !im.handedBack {
+		im.handedBack = true
+		_ = im.m.NakWithDelay(delay)
 	}
 }
 
 // process handles one gathered batch. It returns an error only when ctx
 // ended; the messages not yet settled are then redelivered.
-func (r *Reconciler) process(ctx context.Context, msgs []jetstream.Msg) error {
-	ctx, span := r.cfg.Tracer.Start(ctx, "quota.reconcile.batch", trace.WithAttributes(attribute.Int("quota.messages", len(msgs))))
+func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
+	ctx, span := r.cfg.Tracer.Start(ctx, "quota.reconcile.batch", trace.WithAttributes(attribute.Int("quota.messages", len(batch))))
 	defer span.End()
+	msgs := make([]jetstream.Msg, len(batch))
+	for i := range batch {
+		msgs[i] = batch[i].m
+	}
 	ka := keepAlive{msgs: msgs, every: r.cfg.AckWait / 3, last: time.Now()}
 	good := make([]pending, 0, len(msgs))
 	var refused []jetstream.Msg // messages refused whole: terminated
 	var letters []DeadLetter    // theirs, then single reports'
 	var partial []*inMsg        // the message of each single report's letter
-	for _, m := range msgs {
+	for _, g := range batch {
+		m := g.m
 		if md, err := m.Metadata(); err == nil {
 			if md.NumDelivered > 1 {
 				r.m.Redeliveries.Inc()
@@ -63,7 +82,7 @@ func (r *Reconciler) process(ctx context.Context, msgs []jetstream.Msg) error {
 			r.m.Lag.Set(float64(md.NumPending))
 		}
 		r.m.Messages.Inc()
-		reps, bad, reason, err := check(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(ledger.HeaderEncoding), m.Data())
+		reps, bad, reason, err := g.good, g.bad, g.reason, g.err
 		if err != nil {
 			r.m.Rejected.WithLabelValues(string(reason)).Inc()
 			refused = append(refused, m)
@@ -114,12 +133,17 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 	var took time.Duration
 	ctx, span := r.cfg.Tracer.Start(ctx, "quota.reconcile.write", trace.WithAttributes(attribute.Int("quota.reports", len(reps))))
 	attempts := 0
+	var months *MonthsError
 	err := r.retry(ctx, ka, "writing batch", len(reps), func(ctx context.Context) error {
 		t0 := time.Now()
 		var err error
 		attempts++
 		res, err = r.store.Write(ctx, reps)
 		took = time.Since(t0)
+		if errors.As(err, &months) {
+			return nil // the rest is written; settled below
+		}
+		months = nil
 		return err
 	})
 	span.SetAttributes(attribute.Int("quota.attempts", attempts), attribute.Int("quota.rows_inserted", res.Inserted),
@@ -130,6 +154,9 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 	}
 	span.End()
 	switch {
+	case err == nil && months != nil:
+		r.committed(res, len(reps), took)
+		return r.settleMonths(ctx, ka, items, months)
 	case err == nil:
 		r.committed(res, len(reps), took)
 		for _, it := range items {
@@ -151,6 +178,40 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 		return err
 	}
 	return r.commit(ctx, ka, items[half:])
+}
+
+// settleMonths settles a batch that Write wrote except for the months of
+// merr: reports of a detached month become dead letters (ReasonDetached),
+// the messages of reports of a month over the partition limit are handed
+// back to the stream for a later batch (whose Write creates the next
+// partitions), and every other report is settled as written.
+func (r *Reconciler) settleMonths(ctx context.Context, ka *keepAlive, items []pending, merr *MonthsError) error {
+	var letters []DeadLetter
+	var partial []*inMsg
+	written := 0
+	for _, it := range items {
+		switch merr.Reason(monthOf(it.rep.WindowStart)) {
+		case ReasonDetached:
+			l := r.reportLetter(it.msg.m, badReport{index: it.index, rep: it.rep, reason: ReasonDetached,
+				err: fmt.Errorf("reconcile: window_start %v is in a month detached by retention (usage_detached_months)", it.rep.WindowStart)})
+			letters = append(letters, l)
+			partial = append(partial, it.msg)
+		case reasonWaiting:
+			it.msg.handBack(r.cfg.BatchInterval)
+		default:
+			it.msg.settle(1)
+			written++
+		}
+	}
+	r.m.Reports.Add(float64(written))
+	if len(merr.Waiting) > 0 {
+		r.log.Warn("reconcile: a batch needs more new partitions than one write creates; handing its messages back",
+			"err", merr.Error())
+	}
+	if len(letters) == 0 {
+		return nil
+	}
+	return r.deadLetter(ctx, ka, nil, partial, letters)
 }
 
 func (r *Reconciler) committed(res WriteResult, reports int, took time.Duration) {

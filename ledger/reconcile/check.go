@@ -15,8 +15,8 @@ import (
 // usage_dead_letters.
 type Reason string
 
-// The reasons. The first three are checked before writing (rejected
-// reports); ReasonRefused is found by writing.
+// The reasons. All but ReasonRefused and ReasonDetached are checked before
+// writing (rejected reports); those two are found by writing.
 const (
 	// ReasonInvalid: the body is not a valid report (ledger.DecodeReport
 	// fails), or its window is empty once its times are cut to microseconds.
@@ -29,18 +29,34 @@ const (
 	// ReasonRefused: Postgres refused the report's row with a data or
 	// constraint error (see isTransient), found by splitting the batch.
 	ReasonRefused Reason = "refused"
+	// ReasonTooOld: the report's window starts before now − Config.MaxReportAge.
+	ReasonTooOld Reason = "too_old"
+	// ReasonFuture: the report's window starts after now + Config.MaxReportSkew.
+	ReasonFuture Reason = "future"
+	// ReasonDetached: the report's month was detached by retention
+	// (usage_detached_months); writing it would start a new, lone partition
+	// for the month. Found by writing (MonthsError).
+	ReasonDetached Reason = "detached"
 )
 
-var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRefused}
+var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRefused, ReasonTooOld, ReasonFuture, ReasonDetached}
+
+// foundByWriting reports whether reason is found by writing, not by check.
+func foundByWriting(reason Reason) bool { return reason == ReasonRefused || reason == ReasonDetached }
+
+// window is the range of window starts the reconciler accepts
+// ([Oldest, Newest]); a zero bound is no bound.
+type window struct{ oldest, newest time.Time }
 
 // MaxCounter is the largest spent, rejected or degraded a report may carry,
 // and the largest magnitude of leased (which may be negative: it is net of
 // returned permits). It is 2^53-1, the largest integer exact as a float64
-// (JSON clients of /v1/usage), so that the bigint sums of the billing views
-// (usage_windows over processes, usage_by_hour and usage_by_day over
-// windows, usage_over_authorization's leased - spent) cannot overflow for up
-// to 512 rows of one key in one bucket even at the bound — about 4.6·10^18
-// cost units, far beyond what processes spend in an hour or a day.
+// (JSON clients of /v1/usage). The rows of one key and window are not
+// bounded (processes, late rows), so sums of figures at the bound can pass
+// the bigint range: the billing views, /v1/usage and the export add up in
+// numeric and saturate (migration 011, the overflow guard), so that such a
+// key gets a clear answer (billing.ErrOverflow; an export row that is not
+// Complete) and every other key its usual one.
 //
 // Spent is not checked against leased: degraded decisions and the
 // Reporter's late rows spend without leasing, and leased goes down when
@@ -69,14 +85,14 @@ type badReport struct {
 // report is refused); otherwise each report of a batch is kept or refused
 // on its own. The reports it returns have their times normalized (see
 // normalize).
-func check(prefix, subject, encoding string, data []byte) (good []checked, bad []badReport, reason Reason, err error) {
+func check(prefix, subject, encoding string, data []byte, win window) (good []checked, bad []badReport, reason Reason, err error) {
 	decoded, err := ledger.DecodeReports(encoding, data)
 	if err != nil {
 		return nil, nil, ReasonInvalid, err
 	}
 	if encoding == "" {
 		rep := decoded[0].Report
-		if reason, err := checkReport(prefix, subject, &rep); err != nil {
+		if reason, err := checkReport(prefix, subject, &rep, win); err != nil {
 			return nil, nil, reason, err
 		}
 		return []checked{{-1, rep}}, nil, "", nil
@@ -85,7 +101,7 @@ func check(prefix, subject, encoding string, data []byte) (good []checked, bad [
 	for _, d := range decoded {
 		reason, err := ReasonInvalid, d.Err
 		if err == nil {
-			reason, err = checkReport(prefix, subject, &d.Report)
+			reason, err = checkReport(prefix, subject, &d.Report, win)
 		}
 		if err != nil {
 			bad = append(bad, badReport{d.Index, d.Report, reason, err})
@@ -96,9 +112,9 @@ func check(prefix, subject, encoding string, data []byte) (good []checked, bad [
 	return good, bad, "", nil
 }
 
-// checkReport normalizes a decoded report's times and checks its figures
-// and subject.
-func checkReport(prefix, subject string, rep *ledger.Report) (Reason, error) {
+// checkReport normalizes a decoded report's times and checks its figures,
+// subject and window start (win).
+func checkReport(prefix, subject string, rep *ledger.Report, win window) (Reason, error) {
 	normalize(rep)
 	if !rep.WindowEnd.After(rep.WindowStart) {
 		return ReasonInvalid, fmt.Errorf("%w: window_end: %v not after window_start %v in whole microseconds",
@@ -110,8 +126,20 @@ func checkReport(prefix, subject string, rep *ledger.Report) (Reason, error) {
 	if err := checkSubject(prefix, subject, rep); err != nil {
 		return ReasonSubject, err
 	}
+	if !win.oldest.IsZero() && rep.WindowStart.Before(win.oldest) {
+		return ReasonTooOld, fmt.Errorf("%w: window_start %v before %v (max report age)",
+			errWindow, rep.WindowStart, win.oldest)
+	}
+	if !win.newest.IsZero() && rep.WindowStart.After(win.newest) {
+		return ReasonFuture, fmt.Errorf("%w: window_start %v after %v (max report skew)",
+			errWindow, rep.WindowStart, win.newest)
+	}
 	return "", nil
 }
+
+// errWindow is wrapped by the errors of reports whose window is outside
+// the accepted range.
+var errWindow = errors.New("reconcile: window outside the accepted range")
 
 // errOutOfRange is wrapped by checkFigures' errors.
 var errOutOfRange = errors.New("reconcile: figure out of range")
@@ -155,24 +183,25 @@ const lateMark = "~late"
 //	<prefix>.<region>            limiters before per-process subjects, so
 //	                             that a rolling upgrade loses nothing
 //
-// The region must equal the report's Region; when the subject names a
-// process, it must equal the report's ProcessID or, for a late row
-// ("<process>~late…"), its base process. Region and process are compared
-// verbatim, so they may contain dots.
+// The region is the subject's first token after prefix and must equal the
+// report's Region: the NATS roles let a limiter publish only on its own
+// region's subjects, so a region can write only its own rows of the
+// ledger (whose key holds the region). Region names are subject tokens, so
+// a report whose region has a dot is refused (on eu's subject
+// <prefix>.eu.west.p1 it would otherwise claim a region "eu.west"). When
+// the subject names a process (the rest, which may contain dots), it must
+// equal the report's ProcessID or, for a late row ("<process>~late…"),
+// its base process.
 func checkSubject(prefix, subject string, r *ledger.Report) error {
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok || rest == "" {
 		return fmt.Errorf("%w: subject %q is not under %q", errSubject, subject, prefix)
 	}
-	if rest == r.Region {
-		return nil
-	}
-	process, ok := strings.CutPrefix(rest, r.Region+".")
-	if !ok {
-		region, _, _ := strings.Cut(rest, ".")
+	region, process, hasProcess := strings.Cut(rest, ".")
+	if region != r.Region {
 		return fmt.Errorf("%w: subject %q is region %q, the report's region is %q", errSubject, subject, region, r.Region)
 	}
-	if process == r.ProcessID || strings.HasPrefix(r.ProcessID, process+lateMark) {
+	if !hasProcess || process == r.ProcessID || strings.HasPrefix(r.ProcessID, process+lateMark) {
 		return nil
 	}
 	return fmt.Errorf("%w: subject %q is process %q, the report's process is %q", errSubject, subject, process, r.ProcessID)

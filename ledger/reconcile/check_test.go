@@ -32,8 +32,14 @@ func TestCheckSubject(t *testing.T) {
 		{"late row under its process", "quota.usage.eu.p1", "eu", "p1~latelx3k.1", true},
 		{"late row of another process", "quota.usage.eu.p2", "eu", "p1~latelx3k.1", false},
 		{"process prefix is not the process", "quota.usage.eu.p", "eu", "p1", false},
-		{"region with dots", "quota.usage.eu.west", "eu.west", "p1", true},
-		{"region with dots, process layout", "quota.usage.eu.west.p1", "eu.west", "p1", true},
+		// Region names are subject tokens: eu's limiters may publish on
+		// quota.usage.eu.>, which must not let them claim a region
+		// "eu.west" (nor eu.west's own limiters, were there such a region,
+		// publish under eu.>).
+		{"region with dots", "quota.usage.eu.west", "eu.west", "p1", false},
+		{"region with dots, process layout", "quota.usage.eu.west.p1", "eu.west", "p1", false},
+		{"region with dots, its first token", "quota.usage.eu.west.p1", "eu", "west.p1", true},
+		{"empty region token", "quota.usage..p1", "eu", "p1", false},
 		{"other prefix", "other.usage.eu", "eu", "p1", false},
 		{"prefix alone", "quota.usage", "eu", "p1", false},
 		{"prefix, empty rest", "quota.usage.", "eu", "p1", false},
@@ -95,7 +101,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, reason, err := check("quota.usage", tt.subject, "", tt.data)
+			_, _, reason, err := check("quota.usage", tt.subject, "", tt.data, window{})
 			if reason != tt.reason || (err == nil) != (tt.reason == "") {
 				t.Fatalf("check = %q, %v; want reason %q", reason, err, tt.reason)
 			}
@@ -149,7 +155,7 @@ func TestCheckBatchSubject(t *testing.T) {
 		{"quota.usage.eu.p2", 0},
 		{"quota.usage.us.p1", 0},
 	} {
-		good, bad, _, err := check("quota.usage", tt.subject, ledger.EncodingBatch, body)
+		good, bad, _, err := check("quota.usage", tt.subject, ledger.EncodingBatch, body, window{})
 		if err != nil || len(good) != tt.good || len(good)+len(bad) != 2 {
 			t.Fatalf("%s: %d kept, %d refused, %v; want %d kept", tt.subject, len(good), len(bad), err, tt.good)
 		}

@@ -29,18 +29,27 @@
 // ranges, each its own transaction on its own connection, at once
 // (WriterConfig.Parallel, default 2), every transaction taking its rows
 // in primary-key order. It merges each report into its row
-// (key, window_start, process_id): spent, rejected and degraded take the
+// (key, window_start, region, process_id): the region is in the key, so
+// that no region's reports merge into another's row, whatever process they
+// name. Spent, rejected and degraded take the
 // greatest value, leased and seq come from the report with the highest seq,
 // and final sticks once true. Reports are cumulative, so a redelivered,
 // duplicated or reordered report never counts twice. Report times are cut
 // to what Postgres stores (whole microseconds, UTC) before a batch is
 // merged: window starts that differ below the microsecond are one row.
 //
-// Run owns one goroutine (the caller's). The Writer starts one goroutine
-// per part of a batch beyond the first (WriterConfig.Parallel), for the
-// duration of Write; the package starts no other.
+// A Closer (reconciler serve --close-after) marks final the rows of
+// processes that died without their final report, once they have been
+// silent for CloserConfig.After past their window's end, so that their
+// keys' periods complete and get billed (migration 009).
+//
+// Run owns one goroutine (the caller's), and so does Closer.Run. The
+// Writer starts one goroutine per part of a batch beyond the first
+// (WriterConfig.Parallel), for the duration of Write; the package starts
+// no other.
 //
 // Time: BatchInterval, the retry backoff and the idle check are measured on
 // the system clock, as they pace waiting on JetStream and Postgres; there is
-// no Config.Clock. Report times come from the reports themselves.
+// no Config.Clock. Report times come from the reports themselves. The
+// Closer's passes run on CloserConfig.Clock, and Close takes its now.
 package reconcile

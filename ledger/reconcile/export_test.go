@@ -10,5 +10,9 @@ import (
 // batch: check, dead-letter and terminate, write (splitting on a refusal),
 // acknowledge. It returns an error only when ctx ends.
 func (r *Reconciler) ProcessBatch(ctx context.Context, msgs []jetstream.Msg) error {
-	return r.process(ctx, msgs)
+	batch := make([]gathered, len(msgs))
+	for i, m := range msgs {
+		batch[i] = r.decode(m, r.cfg.Now())
+	}
+	return r.process(ctx, batch)
 }

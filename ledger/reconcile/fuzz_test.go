@@ -169,6 +169,7 @@ func FuzzBatch(f *testing.F) {
 	pool := migratedPool(f, testserver.NewDatabase(f))
 	cfg := reconcile.DefaultConfig()
 	cfg.RetryMin, cfg.RetryMax = time.Millisecond, 10*time.Millisecond
+	cfg.MaxReportAge = 0 // fuzzBase is a fixed day in the past
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg.Metrics = reconcile.NewMetrics(nil)

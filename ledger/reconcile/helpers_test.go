@@ -117,6 +117,7 @@ func startReconciler(t testing.TB, js jetstream.JetStream, store reconcile.Store
 	cfg.RetryMin = 20 * time.Millisecond
 	cfg.RetryMax = 200 * time.Millisecond
 	cfg.Metrics = reconcile.NewMetrics(nil)
+	cfg.MaxReportAge = 0 // the tests' reports are of t0, a fixed day in the past
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -36,7 +36,8 @@ func TestMergeSortedIsMergeThenSort(t *testing.T) {
 		}
 		want := Merge(reps)
 		slices.SortStableFunc(want, func(a, b ledger.Report) int {
-			return cmp.Or(strings.Compare(a.Key, b.Key), a.WindowStart.Compare(b.WindowStart), strings.Compare(a.ProcessID, b.ProcessID))
+			return cmp.Or(strings.Compare(a.Key, b.Key), a.WindowStart.Compare(b.WindowStart), strings.Compare(a.Region, b.Region),
+				strings.Compare(a.ProcessID, b.ProcessID))
 		})
 		got := mergeSorted(reps)
 		if !slices.EqualFunc(got, want, func(a, b ledger.Report) bool {
@@ -47,6 +48,37 @@ func TestMergeSortedIsMergeThenSort(t *testing.T) {
 		}) {
 			t.Fatalf("round %d: mergeSorted\n%+v\nwant\n%+v", round, got, want)
 		}
+	}
+}
+
+// Reports of one (key, window, process) from two regions are two rows in
+// Merge and in mergeSorted, whatever their seqs, final flags and counts:
+// ap naming eu's process cannot fold its report into eu's (issue 28).
+func TestMergeKeepsRegionsApart(t *testing.T) {
+	base := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	eu := ledger.Report{Key: "k", WindowStart: base, WindowEnd: base.Add(time.Minute), ProcessID: "eu-1", Region: "eu",
+		Spent: 40, Leased: 40, Seq: 3, SentAt: base}
+	ap := eu
+	ap.Region, ap.Seq, ap.Final, ap.Spent, ap.Refunded = "ap", 1<<62, true, 0, 1_000_000
+	for name, merge := range map[string]func([]ledger.Report) []ledger.Report{"Merge": Merge, "mergeSorted": mergeSorted} {
+		for _, order := range [][]ledger.Report{{eu, ap}, {ap, eu}} {
+			got := merge(order)
+			if len(got) != 2 {
+				t.Fatalf("%s(%s first): %d rows, want one per region: %+v", name, order[0].Region, len(got), got)
+			}
+			for _, r := range got {
+				want := eu
+				if r.Region == "ap" {
+					want = ap
+				}
+				if r != want {
+					t.Fatalf("%s(%s first): row %+v, want %+v", name, order[0].Region, r, want)
+				}
+			}
+		}
+	}
+	if got := mergeSorted([]ledger.Report{eu, ap}); got[0].Region != "ap" {
+		t.Fatalf("mergeSorted: %s's row first, want ap's (the primary key's order: region before process)", got[0].Region)
 	}
 }
 

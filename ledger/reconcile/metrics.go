@@ -21,6 +21,8 @@ type Metrics struct {
 	Rows        *prometheus.CounterVec // result: inserted, updated, unchanged
 	WriteErrors prometheus.Counter
 	LastCommit  prometheus.Gauge
+	// OldestUnwritten: see newOldestUnwritten (streamage.go).
+	OldestUnwritten prometheus.Gauge
 }
 
 // NewMetrics creates the Reconciler's metrics and registers them on reg
@@ -42,10 +44,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "redeliveries_total", Help: "Messages delivered more than once by JetStream."}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "rejected_reports_total", Help: "Reports (or whole messages that could not be read) refused before writing and dead-lettered, by reason: invalid, out_of_range, subject."},
+			Name: "rejected_reports_total", Help: "Reports (or whole messages that could not be read) refused before writing and dead-lettered, by reason: invalid, out_of_range, subject, too_old, future."},
 			[]string{"reason"}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, refused (by Postgres)."},
+			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, too_old, future, refused (by Postgres), detached (month detached by retention)."},
 			[]string{"reason"}),
 		Rebinds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "consumer_rebinds_total", Help: "Times the durable consumer was lost (e.g. deleted) and bound again."}),
@@ -56,16 +58,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "write_errors_total", Help: "Failed Store calls: transient ones are retried with backoff, a batch Postgres refuses is split."}),
 		LastCommit: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "last_commit_timestamp_seconds", Help: "Unix time of the last committed batch."}),
+		OldestUnwritten: newOldestUnwritten(),
 	}
 	for _, r := range reasons {
-		if r != ReasonRefused {
+		if !foundByWriting(r) {
 			m.Rejected.WithLabelValues(string(r))
 		}
 		m.DeadLetters.WithLabelValues(string(r))
 	}
 	if reg != nil {
 		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Messages, m.Redeliveries, m.Rejected, m.DeadLetters,
-			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit)
+			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit, m.OldestUnwritten)
 	}
 	return m
 }

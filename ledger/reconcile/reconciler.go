@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -51,9 +50,28 @@ type Config struct {
 	// every region.
 	Regions []string
 	// BatchSize is the most reports written in one transaction, and about
-	// how many are gathered before writing (a batch message, which carries
-	// many, is never split across gatherings). Default 5000.
+	// how many are gathered before writing: gathering stops once the
+	// messages decoded so far hold BatchSize reports, counted as decoded
+	// (not as a message's ledger.HeaderReports claims), so a batch holds
+	// at most BatchSize + ledger.MaxBatchReports − 1 decoded reports (a
+	// batch message is never split across gatherings). Default 5000.
 	BatchSize int
+	// MaxReportAge is how far before now a report's window may start: an
+	// older report is dead-lettered (ReasonTooOld), not written. It bounds
+	// the months one batch can touch (each needs a partition) and keeps
+	// reports out of months billing has closed. Keep it within the
+	// retention (reconciler retention --keep-months): a report for a month
+	// retention detached is dead-lettered anyway (ReasonDetached). 0 is no
+	// bound. Default 93 days (about three months: a spool replayed after a
+	// long outage still lands).
+	MaxReportAge time.Duration
+	// MaxReportSkew is how far after now a report's window may start (a
+	// sender's clock ahead of ours): a later one is dead-lettered
+	// (ReasonFuture). 0 is no bound. Default 1h.
+	MaxReportSkew time.Duration
+	// Now is the clock MaxReportAge and MaxReportSkew are measured from.
+	// Default time.Now.
+	Now func() time.Time
 	// PullBytes bounds the bytes of messages the consumer buffers ahead of
 	// the reconciler. It must exceed the largest message (NATS'
 	// max_payload, 1 MiB by default). Default 32 MiB.
@@ -84,6 +102,9 @@ func DefaultConfig() Config {
 		Stream:        ledger.DefaultStreamConfig(),
 		Durable:       "reconciler",
 		BatchSize:     5000,
+		MaxReportAge:  93 * 24 * time.Hour,
+		MaxReportSkew: time.Hour,
+		Now:           time.Now,
 		PullBytes:     32 << 20,
 		BatchInterval: 200 * time.Millisecond,
 		AckWait:       30 * time.Second,
@@ -106,6 +127,8 @@ func (c *Config) validate() error {
 		check(!slices.Contains(c.Regions[:i], r), fmt.Sprintf("Regions[%d]", i), "%q appears twice", r)
 	}
 	check(c.BatchSize >= 1, "BatchSize", "must be at least 1, got %d", c.BatchSize)
+	check(c.MaxReportAge >= 0, "MaxReportAge", "must be 0 (no bound) or positive, got %v", c.MaxReportAge)
+	check(c.MaxReportSkew >= 0, "MaxReportSkew", "must be 0 (no bound) or positive, got %v", c.MaxReportSkew)
 	check(c.PullBytes >= 2<<20, "PullBytes", "must be at least 2 MiB, got %d", c.PullBytes)
 	check(c.BatchInterval > 0, "BatchInterval", "must be positive, got %v", c.BatchInterval)
 	check(c.AckWait >= time.Second, "AckWait", "must be at least 1s, got %v", c.AckWait)
@@ -137,6 +160,9 @@ func New(js jetstream.JetStream, store Store, cfg Config) (*Reconciler, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
@@ -192,13 +218,15 @@ func (r *Reconciler) consume(ctx context.Context) error {
 	defer func() { it.Stop() }()
 	r.health.consuming(nil)
 
-	msgs := make([]jetstream.Msg, 0, r.cfg.BatchSize)
+	var msgs []gathered
 	lastMsg := time.Now()
 	for ctx.Err() == nil {
 		var lost error
+		clear(msgs) // let the last batch's reports go while gathering
 		msgs, lost = r.gather(ctx, it, msgs[:0])
 		if len(msgs) > 0 {
 			lastMsg = time.Now()
+			r.noteOldest(msgs)
 			if err := r.process(ctx, msgs); err != nil {
 				return nil // ctx ended: the rest of the batch is not acked
 			}
@@ -256,6 +284,7 @@ func (r *Reconciler) checkIdle(ctx context.Context, cons jetstream.Consumer) (re
 		return false, nil
 	}
 	r.m.Lag.Set(float64(info.NumPending))
+	r.noteCaughtUp(info)
 	if info.NumPending > 0 && info.NumAckPending == 0 && info.NumWaiting == 0 {
 		r.log.Warn("reconcile: reports are waiting but none is delivered; restarting the pull", "pending", info.NumPending)
 		return true, nil
@@ -314,11 +343,45 @@ func (r *Reconciler) filterSubjects() []string {
 	return out
 }
 
-// gather collects messages of up to about BatchSize reports (a batch
-// message's count is its ledger.HeaderReports), waiting at most
-// BatchInterval after the call (or until ctx ends). It returns the
-// messages it has and, when the consumer is lost, why.
-func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
+// gathered is a message of a batch, decoded and checked (check).
+type gathered struct {
+	m      jetstream.Msg
+	good   []checked
+	bad    []badReport
+	reason Reason // with err: the message is refused whole
+	err    error
+}
+
+// decode checks message m against the window of accepted starts at now.
+func (r *Reconciler) decode(m jetstream.Msg, now time.Time) gathered {
+	var win window
+	if r.cfg.MaxReportAge > 0 {
+		win.oldest = now.Add(-r.cfg.MaxReportAge)
+	}
+	if r.cfg.MaxReportSkew > 0 {
+		win.newest = now.Add(r.cfg.MaxReportSkew)
+	}
+	g := gathered{m: m}
+	g.good, g.bad, g.reason, g.err = check(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(ledger.HeaderEncoding), m.Data(), win)
+	return g
+}
+
+// reports is how many reports the message decoded into (1 when refused
+// whole).
+func (g *gathered) reports() int {
+	if g.err != nil {
+		return 1
+	}
+	return len(g.good) + len(g.bad)
+}
+
+// gather collects and decodes messages until they hold BatchSize reports
+// as decoded, waiting at most BatchInterval after the call (or until ctx
+// ends). Reports are counted as decoded, not as a message's
+// ledger.HeaderReports says: the header is the sender's word, and a small
+// message may hold ledger.MaxBatchReports reports. It returns the messages
+// it has and, when the consumer is lost, why.
+func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, batch []gathered) ([]gathered, error) {
 	bctx, cancel := context.WithTimeout(ctx, r.cfg.BatchInterval)
 	defer cancel()
 	for reports := 0; reports < r.cfg.BatchSize; {
@@ -326,26 +389,18 @@ func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, m
 		if err != nil {
 			if bctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 				if consumerLost(err) {
-					return msgs, fmt.Errorf("reconcile: next message: %w", err)
+					return batch, fmt.Errorf("reconcile: next message: %w", err)
 				}
 				r.log.Warn("reconcile: next message", "err", err)
 				<-bctx.Done() // pace retries of a broken iterator
 			}
 			break
 		}
-		msgs = append(msgs, m)
-		reports += reportsIn(m)
+		g := r.decode(m, r.cfg.Now())
+		batch = append(batch, g)
+		reports += g.reports()
 	}
-	return msgs, nil
-}
-
-// reportsIn is how many reports message m says it carries: its
-// ledger.HeaderReports, else 1.
-func reportsIn(m jetstream.Msg) int {
-	if n, err := strconv.Atoi(m.Headers().Get(ledger.HeaderReports)); err == nil && n > 0 {
-		return min(n, ledger.MaxBatchReports)
-	}
-	return 1
+	return batch, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

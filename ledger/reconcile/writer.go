@@ -20,8 +20,8 @@ import (
 
 // WriteResult counts what one batch did to the ledger.
 type WriteResult struct {
-	// Rows is the number of distinct (key, window, process) rows in the
-	// batch after merging reports for the same row.
+	// Rows is the number of distinct (key, window, region, process) rows
+	// in the batch after merging reports for the same row.
 	Rows int
 	// Inserted rows were new.
 	Inserted int
@@ -60,11 +60,19 @@ type WriterConfig struct {
 	// into fewer parts (a part costs a transaction's round trips and
 	// commit, about what a few hundred rows cost). Default 1000.
 	MinPartRows int
+	// MaxNewPartitions is the most month partitions of usage_reports one
+	// Write creates (in one transaction); rows of further missing months
+	// are left unwritten (MonthsError.Waiting; the Reconciler hands their
+	// messages back to the stream for a later batch). Each creation holds
+	// a few locks until its transaction ends, and Postgres's lock table is
+	// shared and small (max_locks_per_transaction × connections). 0 means
+	// the default, 12.
+	MaxNewPartitions int
 }
 
 // DefaultWriterConfig returns the documented defaults.
 func DefaultWriterConfig() WriterConfig {
-	return WriterConfig{Parallel: 2, MinPartRows: 1000}
+	return WriterConfig{Parallel: 2, MinPartRows: 1000, MaxNewPartitions: defaultMaxNewPartitions}
 }
 
 // MaxWriteParallel bounds WriterConfig.Parallel: more parts than
@@ -79,8 +87,20 @@ func (c *WriterConfig) validate() error {
 	if c.MinPartRows < 1 {
 		errs = append(errs, fmt.Errorf("reconcile: writer config MinPartRows: must be at least 1, got %d", c.MinPartRows))
 	}
+	if c.MaxNewPartitions == 0 {
+		c.MaxNewPartitions = defaultMaxNewPartitions
+	}
+	if c.MaxNewPartitions < 1 || c.MaxNewPartitions > MaxNewPartitionsLimit {
+		errs = append(errs, fmt.Errorf("reconcile: writer config MaxNewPartitions: must be 0 (default) or 1 to %d, got %d", MaxNewPartitionsLimit, c.MaxNewPartitions))
+	}
 	return errors.Join(errs...)
 }
+
+// MaxNewPartitionsLimit bounds WriterConfig.MaxNewPartitions (64 is
+// Postgres's default max_locks_per_transaction).
+const MaxNewPartitionsLimit = 64
+
+const defaultMaxNewPartitions = 12
 
 // NewWriter returns a Writer on pool with DefaultWriterConfig. The schema
 // must be migrated (migrations.Migrate).
@@ -113,8 +133,8 @@ const upsert = `WITH up AS (
   SELECT key, window_start, process_id, window_end, region, spent, leased, rejected, degraded, final, seq, sent_at, would_reject,
      refunded, charged
   FROM usage_in
-  ORDER BY key COLLATE "C", window_start, process_id COLLATE "C"
-  ON CONFLICT (key, window_start, process_id) DO UPDATE SET
+  ORDER BY key COLLATE "C", window_start, region COLLATE "C", process_id COLLATE "C"
+  ON CONFLICT (key, window_start, region, process_id) DO UPDATE SET
     spent      = GREATEST(t.spent, EXCLUDED.spent),
     rejected   = GREATEST(t.rejected, EXCLUDED.rejected),
     degraded   = GREATEST(t.degraded, EXCLUDED.degraded),
@@ -160,10 +180,13 @@ const ensurePartitions = `SELECT count(usage_ensure_partition(m)) FROM unnest($1
 // before it acknowledges anything; rows written by the failed attempt then
 // count as Unchanged.
 //
-// When a row's month has no partition yet (a new month, a window far in
-// the past or future, or a month detached by retention), Write creates
-// the month partitions of the parts that failed for it and writes those
-// parts again. A data or constraint error fails the batch (see isTransient
+// When a row's month has no partition yet (a new month, or a window far in
+// the past or future), Write creates the month partitions of the parts
+// that failed for it, at most WriterConfig.MaxNewPartitions, and writes
+// those parts again. It creates none for a month that retention detached
+// (usage_detached_months). The rows of a detached month, and of months
+// past the limit, are not written: Write writes the rest and returns a
+// *MonthsError naming those months. A data or constraint error fails the batch (see isTransient
 // for how the Reconciler tells it from an outage).
 func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResult, error) {
 	rows := mergeSorted(reports)
@@ -198,8 +221,12 @@ func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResul
 	for _, p := range again {
 		ms = appendMonths(ms, p)
 	}
-	if _, err := w.pool.Exec(ctx, ensurePartitions, ms); err != nil {
-		return WriteResult{Rows: len(rows)}, fmt.Errorf("reconcile: create partitions: %w", err)
+	created, merr, err := w.ensureMonths(ctx, ms)
+	if err != nil {
+		return WriteResult{Rows: len(rows)}, err
+	}
+	if merr != nil {
+		again = keepMonths(again, created)
 	}
 	results, errs = w.writeParts(ctx, again)
 	for i, err := range errs {
@@ -207,6 +234,9 @@ func (w *Writer) Write(ctx context.Context, reports []ledger.Report) (WriteResul
 			return WriteResult{Rows: len(rows)}, err
 		}
 		res.add(results[i])
+	}
+	if merr != nil {
+		return res, merr
 	}
 	return res, nil
 }
@@ -334,7 +364,7 @@ func encodeCopy(b []byte, rows []ledger.Report) []byte {
 }
 
 // mergeSorted returns reports merged per row by Merge's rules, sorted by
-// primary key (key, window_start, process_id), bytewise as the upsert's
+// primary key (key, window_start, region, process_id), bytewise as the upsert's
 // ORDER BY … COLLATE "C" does, so that Postgres finds them already sorted.
 // It sorts small keys, each with its report's place in the batch, rather
 // than the reports (about 200 bytes each), and folds a row's reports as
@@ -343,24 +373,24 @@ func encodeCopy(b []byte, rows []ledger.Report) []byte {
 // (Go time that, on a 2-core machine, Postgres's backends wait for).
 func mergeSorted(reports []ledger.Report) []ledger.Report {
 	type sortKey struct {
-		key, process string
-		start        int64 // µs since the Unix epoch, as normalize leaves it
-		i            int
+		key, region, process string
+		start                int64 // µs since the Unix epoch, as normalize leaves it
+		i                    int
 	}
 	keys := make([]sortKey, len(reports))
 	for i := range reports {
 		r := &reports[i]
-		keys[i] = sortKey{r.Key, r.ProcessID, r.WindowStart.UnixMicro(), i}
+		keys[i] = sortKey{r.Key, r.Region, r.ProcessID, r.WindowStart.UnixMicro(), i}
 	}
 	slices.SortFunc(keys, func(a, b sortKey) int {
 		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.start, b.start),
-			strings.Compare(a.process, b.process), cmp.Compare(a.i, b.i))
+			strings.Compare(a.region, b.region), strings.Compare(a.process, b.process), cmp.Compare(a.i, b.i))
 	})
 	out := make([]ledger.Report, 0, len(reports))
 	for j, k := range keys {
 		r := reports[k.i]
 		normalize(&r)
-		if p := keys[max(j-1, 0)]; j > 0 && p.key == k.key && p.start == k.start && p.process == k.process {
+		if p := keys[max(j-1, 0)]; j > 0 && p.key == k.key && p.start == k.start && p.region == k.region && p.process == k.process {
 			fold(&out[len(out)-1], r)
 			continue
 		}
@@ -392,25 +422,26 @@ func isNoPartition(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "" && pe.TableName == "usage_reports"
 }
 
-// Merge folds reports of the same (key, window, process) row into one, by
-// the same rules as the upsert: greatest spent, rejected, degraded,
-// would_reject, refunded and charged;
-// leased, seq, window_end and region of the highest seq (the first of equal
-// seqs); latest sent_at; final if any is. Times are first normalized to
+// Merge folds reports of the same (key, window, region, process) row into
+// one, by the same rules as the upsert: greatest spent, rejected, degraded,
+// would_reject, refunded and charged; leased, seq and window_end of the
+// highest seq (the first of equal seqs); latest sent_at; final if any is.
+// Reports of different regions are different rows, whatever process they
+// name: a region cannot change another's row. Times are first normalized to
 // what Postgres stores (whole microseconds, UTC), so that window starts that
 // differ below the microsecond, which are one row, merge. Rows come in the
 // order of their first report (Write merges by the same rules, in key
 // order: mergeSorted).
 func Merge(reports []ledger.Report) []ledger.Report {
 	type pk struct {
-		key, process string
-		start        int64 // µs since the Unix epoch
+		key, region, process string
+		start                int64 // µs since the Unix epoch
 	}
 	idx := make(map[pk]int, len(reports))
 	out := make([]ledger.Report, 0, len(reports))
 	for _, r := range reports {
 		normalize(&r)
-		k := pk{r.Key, r.ProcessID, r.WindowStart.UnixMicro()}
+		k := pk{r.Key, r.Region, r.ProcessID, r.WindowStart.UnixMicro()}
 		i, ok := idx[k]
 		if !ok {
 			idx[k] = len(out)

@@ -17,26 +17,34 @@
 // period start, granularity) and, for a correction, the revision, so a
 // resend carries the id the receiver has seen and is dropped by a
 // receiver that deduplicates on id (OpenMeter, a JetStream stream's
-// Nats-Msg-Id window). A period is sent once it is complete (ended, every
-// final report in); a later change of its figures (a late report, or a
-// change of an earlier period that changes the credit carried in) sends
-// one correction with the next revision, whose data names the event it
-// replaces and the change in the billed figure (billed_delta, also under
-// its old name spent_delta: meter on it to sum corrections correctly; it
-// is negative when a late refund lowers a period). An event the sink did
-// not acknowledge is recorded as failed and sent again, unchanged, by the
-// next run, before any newer revision of its period.
+// Nats-Msg-Id window). An id never carries two payloads: each event is
+// recorded 'pending' with its exact data (and a Framer's frame: Stripe's
+// customer, value, timestamp and identifier) before it is sent, its
+// answer recorded after, and a pending or failed event is sent again with
+// exactly its recorded payload before anything newer of its period. Past
+// Config.ResendWindow from its first attempt (Stripe: 23 h) an
+// unacknowledged event is held for a person instead. A period is sent once
+// it is complete (ended, every final report in); a later change of its
+// figures (a late report, or a change of an earlier period that changes
+// the credit carried in) sends one correction with the next revision,
+// whose data names the event it replaces and the change in the billed
+// figure (billed_delta, also under its old name spent_delta: meter on it
+// to sum corrections correctly; it is negative when a late refund lowers
+// a period).
 //
 // SyncStripe sends the same periods to a Stripe billing meter through
 // the Stripe Sender (sink "stripe:<meter>"): keys are mapped to customers
-// in stripe_customers (migration 005), unmapped keys are skipped, a
-// correction is a delta meter event with its own identifier, and periods
-// older than Stripe's 35-day window are listed, not sent.
+// in stripe_customers (migrations 005, 010), unmapped keys are skipped, a
+// correction is a delta meter event, the identifier hashes the payload
+// (so Stripe's duplicate-identifier answer means delivered), and an event
+// whose customer's invoice is already finalized is stamped with the time
+// it is sent, landing on the current invoice.
 //
-// A Publisher run reads the ledger with export.Exporter (page by page) and
-// sends one event at a time; it stops at the first event the sink refuses
-// (the sink is down: the next run catches up). Time enters as Run's now.
-// Publisher is not safe for concurrent runs on one sink name: run one
-// `reconciler events` per sink at a time (cron). It starts no goroutines.
-// It does not parse flags (cmd/reconciler does).
+// A Publisher run holds a Postgres advisory lock on its sink's name
+// (ErrRunning for a second run), reads the ledger with export.Exporter
+// (page by page) over its range and Config.Lookback before it, and sends
+// one event at a time; it stops at the first event the sink refuses (the
+// sink is down: the next run catches up). KeyDifferences compares the
+// ledger and a sink key by key. Time enters as Run's now. It starts no
+// goroutines. It does not parse flags (cmd/reconciler does).
 package sink

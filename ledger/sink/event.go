@@ -46,6 +46,11 @@ type Data struct {
 	Rejected   int64 `json:"rejected"`
 	Degraded   int64 `json:"degraded"`
 	Windows    int64 `json:"windows"`
+	// ClosedByReconciler is the number of the period's windows in which
+	// the reconciler closed the row of a process that died without its
+	// final report (export.Row.ClosedByReconciler): that process's last
+	// report is billed.
+	ClosedByReconciler int64 `json:"closed_by_reconciler"`
 	// Revision is 0 for the first event of a period, n for its n-th
 	// correction.
 	Revision int `json:"revision"`

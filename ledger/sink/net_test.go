@@ -217,11 +217,11 @@ func TestStripeBillsNet(t *testing.T) {
 		values            map[string]string // identifier → value
 	}{
 		{"first run", func() {}, 3, 0, map[string]string{
-			sink.StripeIdentifier(testMeter, "acct_n", day(1), export.Day, 0): "10",
-			sink.StripeIdentifier(testMeter, "acct_n", day(3), export.Day, 0): "3"}},
+			stripeID("acct_n", day(1), export.Day, 0, "cus_N1", 10, day(2).Add(-time.Second)): "10",
+			stripeID("acct_n", day(3), export.Day, 0, "cus_N1", 3, day(4).Add(-time.Second)):  "3"}},
 		{"rerun", func() {}, 0, 0, nil},
 		{"a late refund", func() { e.writeNet(t, "acct_n", "p1~late1", day(1).Add(time.Hour), 0, 4, 0) }, 0, 1,
-			map[string]string{sink.StripeIdentifier(testMeter, "acct_n", day(1), export.Day, 1): "-4"}},
+			map[string]string{stripeID("acct_n", day(1), export.Day, 1, "cus_N1", -4, day(2).Add(-time.Second)): "-4"}},
 		{"rerun after the correction", func() {}, 0, 0, nil},
 	}
 	n := 0

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,7 +37,32 @@ type Config struct {
 	// unrecorded, counted in Stats.Skipped, and asked again next run. Run
 	// calls it from its own goroutine. Nil skips nothing.
 	Skip func(r export.Row, held int64) bool
+	// Lookback is how far before a run's from it also corrects: every
+	// period starting in [from − Lookback, from) whose sink state differs
+	// from the ledger (unsent, failed, pending, changed) is brought up to
+	// date, so a month the schedule no longer names is still corrected.
+	// Default DefaultLookback (62 days: Stripe's 35-day window and a
+	// month); with hour periods DefaultHourLookback, and never further
+	// back than export.MaxHours before the run's to (an export's hour
+	// limit); negative: none.
+	Lookback time.Duration
+	// ResendWindow is how long after its first attempt an unacknowledged
+	// event may be sent again: the sink's deduplication window (Stripe
+	// keeps identifiers at least 24 hours; StripeResendWindow). Past it,
+	// the event is held (status 'held', Stats.Held, the held gauge) for a
+	// person to settle, since a resend could bill twice. 0: no window
+	// (for a receiver that keeps the ids it saw for longer than any
+	// outage lasts).
+	ResendWindow time.Duration
 }
+
+// Config.Lookback's defaults. An hour slice's invoice stays open at most
+// MaxFinalizationGrace after its month, so three days of hours catch
+// every slice a correction can still reach in place.
+const (
+	DefaultLookback     = 62 * 24 * time.Hour
+	DefaultHourLookback = 72 * time.Hour
+)
 
 // Stats counts what a run did.
 type Stats struct {
@@ -48,10 +72,31 @@ type Stats struct {
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
 	Skipped     int // closed periods Config.Skip held back
-	// Difference is, over the run's range, the closed periods' billed
-	// figures in the ledger minus what the sink acknowledged, after the
-	// run.
+	// Held lists events not acknowledged within Config.ResendWindow of
+	// their first attempt: not sent again, for a person to settle.
+	Held []HeldEvent
+	// Difference is, over the run's range (lookback included), the sum
+	// over keys and periods of KeyDifference.Difference after the run:
+	// ledger minus acknowledged, for closed periods and re-opened ones.
+	// A key the sink over-holds hides another's unsent usage in it:
+	// judge by KeysDiffering and AbsDifference.
 	Difference int64
+	// KeysDiffering counts the keys with a period whose ledger figure and
+	// acknowledged figure differ, after the run (KeyDifferences);
+	// AbsDifference sums those differences' absolute values.
+	KeysDiffering int
+	AbsDifference int64
+}
+
+// HeldEvent is an event held past the sink's dedupe window. Cost units.
+type HeldEvent struct {
+	Key          string
+	PeriodStart  time.Time
+	EventID      string
+	Revision     int
+	Billed       int64 // the held event's billed figure
+	Acked        int64 // what the sink is known to hold for the period
+	FirstAttempt time.Time
 }
 
 // Publisher sends closed periods to one sink.
@@ -84,6 +129,15 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	if cfg.SendTimeout == 0 {
 		cfg.SendTimeout = 10 * time.Second
 	}
+	if cfg.Lookback == 0 {
+		cfg.Lookback = DefaultLookback
+		if cfg.Granularity == export.Hour {
+			cfg.Lookback = DefaultHourLookback
+		}
+	}
+	if cfg.ResendWindow < 0 {
+		errs = append(errs, fmt.Errorf("sink: Config.ResendWindow must not be negative, got %v", cfg.ResendWindow))
+	}
 	if cfg.SendTimeout < 0 {
 		errs = append(errs, fmt.Errorf("sink: Config.SendTimeout must be positive, got %v", cfg.SendTimeout))
 	}
@@ -99,38 +153,31 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	return &Publisher{db: db, ex: ex, send: send, cfg: cfg}, nil
 }
 
-// state is a billing_sink_events row. Its spent column holds the billed
-// figure of the latest event (before net billing the billed figure was
-// the gross spent, so rows written then compare correctly), acked_spent
-// the billed figure the sink acknowledged.
-type state struct {
-	revision int
-	eventID  string
-	figures  figures // of the latest event
-	acked    int64   // billed figure the sink holds
-	data     json.RawMessage
-	sent     bool
-}
-
-// figures are what an event says about its period: a period whose
-// figures changed gets a correction. Net and CarriedOut follow from them.
-type figures struct {
-	billed, spent, refunded, charged, carriedIn, rejected, degraded int64
-}
-
-func rowFigures(r *export.Row) figures {
-	return figures{billed: r.Billed, spent: r.Spent, refunded: r.Refunded, charged: r.Charged, carriedIn: r.CarriedIn,
-		rejected: r.Rejected, degraded: r.Degraded}
-}
-
-// Run sends every closed period in [from, to) (period starts) that the
-// sink does not hold with the ledger's current figures, and updates the
-// difference gauge. It stops at the first event the sink refuses
-// (ErrSinkRefused), having recorded it.
+// Run sends every closed period in [from, to) (period starts), and every
+// earlier one back to Config.Lookback, that the sink does not hold with
+// the ledger's current figures, and updates the difference gauges. It
+// holds the sink's lock for its whole length (ErrRunning if another run
+// has it). It stops at the first event the sink refuses (ErrSinkRefused),
+// having recorded it; an event held past Config.ResendWindow does not
+// stop it.
 func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, error) {
 	var st Stats
+	unlock, err := lockRun(ctx, p.db, p.cfg.Sink)
+	if err != nil {
+		return st, err
+	}
+	defer unlock()
+	if p.cfg.Lookback > 0 {
+		early := p.cfg.Granularity.Start(from.Add(-p.cfg.Lookback))
+		if p.cfg.Granularity == export.Hour {
+			early = later(early, to.Add(-export.MaxHours*time.Hour))
+		}
+		if early.Before(from) {
+			from = early
+		}
+	}
 	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Now: now}
-	err := p.ex.Export(ctx, q, func(rows []export.Row) error {
+	err = p.ex.Export(ctx, q, func(rows []export.Row) error {
 		states, err := p.load(ctx, rows[0].Key, rows[len(rows)-1].Key, from, to)
 		if err != nil {
 			return err
@@ -141,174 +188,27 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 				st.Open++
 				continue
 			}
-			if err := p.period(ctx, r, states[periodKey{r.Key, r.PeriodStart.Unix()}], &st); err != nil {
+			if err := p.period(ctx, r, states[periodKey{r.Key, r.PeriodStart.Unix()}], now, &st); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	diff, derr := p.difference(ctx, from, to, now)
+	p.cfg.Metrics.setHeld(p.cfg.Sink, len(st.Held))
+	diffs, derr := KeyDifferences(ctx, p.db, p.cfg.Sink, p.cfg.Granularity, from, to, now)
 	if derr == nil {
-		st.Difference = diff
-		p.cfg.Metrics.setDifference(p.cfg.Sink, diff)
+		for _, d := range diffs {
+			st.Difference += d.Difference()
+		}
+		st.KeysDiffering, st.AbsDifference = keysDiffering(diffs)
+		p.cfg.Metrics.setDifference(p.cfg.Sink, st.Difference, st.KeysDiffering, st.AbsDifference)
 	}
 	return st, errors.Join(err, derr)
 }
 
-// period brings the sink up to date for one closed period.
-func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, st *Stats) error {
-	if p.skip(r, s) {
-		st.Skipped++
-		return nil
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	if s != nil && !s.sent {
-		if err := p.deliver(ctx, r, s.revision, s.eventID, s.data, s.figures, s.acked); err != nil {
-			return err
-		}
-		st.Resent++
-		p.cfg.Metrics.count(p.cfg.Sink, "resent")
-		s.sent, s.acked = true, s.figures.billed
-	}
-	switch {
-	case s == nil:
-		if err := p.sendRevision(ctx, r, 0, "", 0); err != nil {
-			return err
-		}
-		st.Sent++
-		p.cfg.Metrics.count(p.cfg.Sink, "sent")
-	case s.figures == rowFigures(r):
-		st.Unchanged++
-	default:
-		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed); err != nil {
-			return err
-		}
-		st.Corrections++
-		p.cfg.Metrics.count(p.cfg.Sink, "correction")
-	}
-	return nil
-}
-
-// skip asks Config.Skip about a period the sink does not hold with r's
-// figures.
-func (p *Publisher) skip(r *export.Row, s *state) bool {
-	if p.cfg.Skip == nil {
-		return false
-	}
-	if s == nil {
-		return p.cfg.Skip(*r, 0)
-	}
-	if s.sent && s.figures == rowFigures(r) {
-		return false
-	}
-	return p.cfg.Skip(*r, s.acked)
-}
-
-// sendRevision builds and delivers revision rev of r's period; prevBilled
-// is what the replaced revision billed, which the sink holds.
-func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64) error {
-	delta := r.Billed - prevBilled
-	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
-		Billed: r.Billed, Spent: r.Spent, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
-		CarriedIn: r.CarriedIn, CarriedOut: r.CarriedOut, Rejected: r.Rejected, Degraded: r.Degraded, Windows: r.Windows,
-		Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta,
-		PreviousSpent: prevBilled, SpentDelta: delta})
-	if err != nil {
-		return fmt.Errorf("sink: event data: %w", err)
-	}
-	id := EventID(r.Key, r.PeriodStart, p.cfg.Granularity, rev)
-	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled)
-}
-
-// deliver sends one event and records the outcome: acknowledged, the sink
-// holds f.billed; refused, it still holds prevAcked and the event is sent
-// again next run.
-func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id string, data json.RawMessage,
-	f figures, prevAcked int64) error {
-	ev, err := newEvent(p.cfg.Source, p.cfg.Type, id, data, r.Key, r.PeriodEnd)
-	if err != nil {
-		return err
-	}
-	sctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
-	sendErr := p.send.Send(sctx, ev)
-	cancel()
-	status, acked, lastErr := "sent", f.billed, ""
-	if sendErr != nil {
-		status, acked, lastErr = "failed", prevAcked, sendErr.Error()
-		p.cfg.Metrics.count(p.cfg.Sink, "failed")
-		p.cfg.Logger.Debug("sink refused an event", "sink", p.cfg.Sink, "key", r.Key, "period", r.PeriodStart, "err", sendErr)
-	}
-	_, err = p.db.Exec(ctx, upsertSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), r.PeriodEnd,
-		rev, id, f.billed, f.rejected, f.degraded, acked, data, status, nullable(lastErr))
-	if err != nil {
-		return fmt.Errorf("sink: record event: %w", err)
-	}
-	if sendErr != nil {
-		return fmt.Errorf("%w: %w", ErrSinkRefused, sendErr)
-	}
-	return nil
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-const upsertSQL = `INSERT INTO billing_sink_events AS e
-    (sink, key, period_start, granularity, period_end, revision, event_id, spent, rejected, degraded,
-     acked_spent, data, status, last_error, sent_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, CASE WHEN $13 = 'sent' THEN now() END)
-ON CONFLICT (sink, key, period_start, granularity) DO UPDATE SET
-    period_end = EXCLUDED.period_end, revision = EXCLUDED.revision, event_id = EXCLUDED.event_id,
-    spent = EXCLUDED.spent, rejected = EXCLUDED.rejected, degraded = EXCLUDED.degraded,
-    acked_spent = EXCLUDED.acked_spent, data = EXCLUDED.data, status = EXCLUDED.status,
-    last_error = EXCLUDED.last_error,
-    attempts = CASE WHEN e.event_id = EXCLUDED.event_id THEN e.attempts + 1 ELSE 1 END,
-    sent_at = coalesce(EXCLUDED.sent_at, e.sent_at), updated_at = now()`
-
-type periodKey struct {
-	key   string
-	start int64
-}
-
-// load reads the sink's rows for the keys in [lo, hi] and periods in
-// [from, to).
-func (p *Publisher) load(ctx context.Context, lo, hi string, from, to time.Time) (map[periodKey]*state, error) {
-	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, spent, rejected, degraded, acked_spent, data, status = 'sent'
-FROM billing_sink_events
-WHERE sink = $1 AND granularity = $2 AND key >= $3 AND key <= $4 AND period_start >= $5 AND period_start < $6`,
-		p.cfg.Sink, string(p.cfg.Granularity), lo, hi, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("sink: load: %w", err)
-	}
-	defer rows.Close()
-	out := make(map[periodKey]*state)
-	for rows.Next() {
-		var key string
-		var start time.Time
-		s := &state{}
-		if err := rows.Scan(&key, &start, &s.revision, &s.eventID, &s.figures.billed, &s.figures.rejected, &s.figures.degraded,
-			&s.acked, &s.data, &s.sent); err != nil {
-			return nil, fmt.Errorf("sink: load: %w", err)
-		}
-		// The audit figures are in the event's data (absent, so 0, in
-		// events from before net billing, whose spent was the billed
-		// figure).
-		var d struct {
-			Spent     int64 `json:"spent"`
-			Refunded  int64 `json:"refunded"`
-			Charged   int64 `json:"charged"`
-			CarriedIn int64 `json:"carried_in"`
-		}
-		if err := json.Unmarshal(s.data, &d); err != nil {
-			return nil, fmt.Errorf("sink: load: event %s data: %w", s.eventID, err)
-		}
-		s.figures.spent, s.figures.refunded, s.figures.charged, s.figures.carriedIn = d.Spent, d.Refunded, d.Charged, d.CarriedIn
-		out[periodKey{key, start.Unix()}] = s
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sink: load: %w", err)
-	}
-	return out, nil
+	return b
 }

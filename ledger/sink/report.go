@@ -131,15 +131,100 @@ func Report(ctx context.Context, db Querier, sink string, g export.Granularity, 
 	return out, nil
 }
 
-// difference is the sum of Difference over the run's sink and range.
-func (p *Publisher) difference(ctx context.Context, from, to, now time.Time) (int64, error) {
-	rows, err := Report(ctx, p.db, p.cfg.Sink, p.cfg.Granularity, from, to, now)
+// KeyDifference is one key's period whose billed figure in the ledger
+// differs from what the sink acknowledged. Cost units.
+type KeyDifference struct {
+	Key         string
+	PeriodStart time.Time
+	// Ledger is the period's billed figure (export.Row.Billed), Acked what
+	// the sink acknowledged for it.
+	Ledger, Acked int64
+	// Complete: the period is closed in the ledger. A period that is not
+	// but that the sink holds something for was re-opened (a report
+	// arrived after it was sent) or is being sent in slices.
+	Complete bool
+	// Status is the sink's record of the latest event ("" if none).
+	Status string
+}
+
+// Difference is Ledger − Acked: positive while the sink misses usage,
+// negative while it holds more than the ledger bills.
+func (d KeyDifference) Difference() int64 { return d.Ledger - d.Acked }
+
+// KeyDifferences compares, key by key and period by period in [from, to),
+// the ledger's billed figure with what sink acknowledged, and returns
+// every (key, period) that differs: closed periods, and any period the
+// sink holds something for (re-opened ones included). Nothing is summed
+// across keys, so one key's surplus cannot hide another's missing usage.
+// A period neither closed nor sent is not due yet and is left out.
+func KeyDifferences(ctx context.Context, db Querier, sinkName string, g export.Granularity, from, to, now time.Time) ([]KeyDifference, error) {
+	g, err := export.ParseGranularity(string(g))
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("sink: key differences: %w", err)
 	}
-	var d int64
-	for _, r := range rows {
-		d += r.Difference()
+	ex, err := export.New(db, export.DefaultConfig())
+	if err != nil {
+		return nil, fmt.Errorf("sink: key differences: %w", err)
 	}
-	return d, nil
+	var out []KeyDifference
+	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Now: now}, func(rows []export.Row) error {
+		held, err := ackedByPeriod(ctx, db, sinkName, g, rows[0].Key, rows[len(rows)-1].Key, from, to)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			r := &rows[i]
+			a, sent := held[periodKey{r.Key, r.PeriodStart.Unix()}]
+			if (!r.Complete && !sent) || r.Billed == a.acked {
+				continue
+			}
+			out = append(out, KeyDifference{Key: r.Key, PeriodStart: r.PeriodStart, Ledger: r.Billed, Acked: a.acked,
+				Complete: r.Complete, Status: a.status})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sink: key differences: %w", err)
+	}
+	return out, nil
+}
+
+type ackedPeriod struct {
+	acked  int64
+	status string
+}
+
+func ackedByPeriod(ctx context.Context, db Querier, sinkName string, g export.Granularity, lo, hi string,
+	from, to time.Time) (map[periodKey]ackedPeriod, error) {
+	rows, err := db.Query(ctx, `SELECT key, period_start, acked_spent, status FROM billing_sink_events
+WHERE sink = $1 AND granularity = $2 AND key >= $3 AND key <= $4 AND period_start >= $5 AND period_start < $6`,
+		sinkName, string(g), lo, hi, from, to)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[periodKey]ackedPeriod)
+	for rows.Next() {
+		var key string
+		var start time.Time
+		var a ackedPeriod
+		if err := rows.Scan(&key, &start, &a.acked, &a.status); err != nil {
+			return nil, err
+		}
+		out[periodKey{key, start.Unix()}] = a
+	}
+	return out, rows.Err()
+}
+
+// keysDiffering counts the distinct keys in ds and sums |Difference|.
+func keysDiffering(ds []KeyDifference) (keys int, abs int64) {
+	seen := make(map[string]bool)
+	for _, d := range ds {
+		if !seen[d.Key] {
+			seen[d.Key] = true
+			keys++
+		}
+		abs += max(d.Difference(), -d.Difference())
+	}
+	return keys, abs
 }

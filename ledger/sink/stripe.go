@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -19,37 +20,36 @@ import (
 	"github.com/quotaplatform/quota/ledger/export"
 )
 
-// StripeMaxAge is how old a meter event's timestamp may be: Stripe accepts
-// timestamps within the past 35 calendar days (and up to 5 minutes ahead).
-// A period whose timestamp (its end − 1s) is older than StripeMaxAge −
-// StripeAgeMargin is not sent: SyncStripe lists it in StripeStats.TooOld
-// for a person to bill by hand.
-const StripeMaxAge = 35 * 24 * time.Hour
+// StripeResendWindow is how long after its first attempt an
+// unacknowledged meter event is sent again: Stripe drops an identifier it
+// saw within a rolling 24 hours at least, so a resend within 23 hours
+// (an hour kept off for the run's length and clock skew) cannot bill
+// twice; later, the event is held for a person (Stats.Held).
+const StripeResendWindow = 23 * time.Hour
 
-// StripeAgeMargin is kept off StripeMaxAge for the run's own duration and
-// clock skew with Stripe.
-const StripeAgeMargin = time.Hour
+// Finalization grace of a Stripe invoice: Stripe finalizes an invoice an
+// hour after its period ends by default, at most 72 hours, and never
+// changes it afterwards.
+const (
+	DefaultFinalizationGrace = time.Hour
+	MaxFinalizationGrace     = 72 * time.Hour
+)
 
 // StripeSinkName is the sink name of meter in billing_sink_events and
 // metrics: "stripe:<meter>".
 func StripeSinkName(meter string) string { return "stripe:" + meter }
 
-// StripeIdentifier is the meter event identifier of revision rev of key's
-// period starting at start, sent to meter: a hash of (meter, key, start,
-// granularity, rev), stable across runs, that reveals nothing of the key.
-// Stripe drops an event whose identifier it saw within a rolling 24 hours
-// at least, so a resend (after a refusal or a timeout) within a day is a
-// no-op there.
-func StripeIdentifier(meter, key string, start time.Time, g export.Granularity, rev int) string {
-	return stripeIdentifier(meter, EventID(key, start, g, rev))
-}
-
-// stripeIdentifier derives the identifier from the CloudEvents id
-// (billing_sink_events.event_id), which already covers key, period,
-// granularity and revision.
-func stripeIdentifier(meter, eventID string) string {
-	h := sha256.Sum256([]byte(meter + "\x00" + eventID))
-	return "qu-" + hex.EncodeToString(h[:16])
+// StripeIdentifier is the meter event identifier of the event eventID
+// (billing_sink_events.event_id: key, period, granularity, revision) sent
+// to meter for customer with value at timestamp (Unix seconds): a hash of
+// all of them, so one identifier only ever names one payload, and it
+// reveals nothing of the key. Stripe refuses an identifier it saw within
+// 24 hours ("An event already exists with identifier …"), which for this
+// identifier means it holds exactly this payload.
+func StripeIdentifier(meter, eventID, customer string, value, timestamp int64) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d", meter, eventID, customer, value, timestamp)
+	return "qu-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // MeterEvents is the part of a stripe.Client that Stripe uses
@@ -73,74 +73,166 @@ func NewStripeClient(secretKey, url string, hc *http.Client) *stripe.Client {
 	return stripe.NewClient(secretKey, stripe.WithBackends(stripe.NewBackendsWithConfig(cfg)))
 }
 
-// Stripe is a Sender that turns usage events into Stripe billing meter
-// events: event_name the meter, payload {stripe_customer_id: the key's
-// customer, value: billed for revision 0, billed_delta for a correction},
-// timestamp the period's end − 1s, identifier StripeIdentifier. Stripe
-// sums a meter's events, so a correction is a new event carrying the
-// change, never a cancellation of the original (Stripe cancels only within
-// 24 hours of an event; a late report usually comes later). A correction
-// that lowers a period's billed figure (a late refund) is a negative
-// value, which Stripe accepts as a correction; a period's events sum to
-// its billed figure, never below zero. An event whose value is 0 (a
-// correction of figures other than billed) is acknowledged without a
-// request: Stripe's sum would not change.
+// Stripe is a Sender (a Framer) that turns usage events into Stripe
+// billing meter events: event_name the meter, payload
+// {stripe_customer_id: the key's customer, value: billed for revision 0,
+// billed_delta for a correction}, identifier StripeIdentifier. The
+// timestamp is the period's end − 1s while the customer's invoice period
+// holding it is open (its end + FinalizationGrace is after now); past
+// that, Stripe has finalized that invoice and would never bill the event,
+// so it is stamped now and lands on the customer's current invoice (a
+// late correction is billed, or credited, on the next invoice instead of
+// being lost). The frame (customer, value, timestamp, identifier) is
+// decided at the first attempt and recorded; every resend sends it
+// unchanged. Stripe sums a meter's events, so a correction is a new
+// event carrying the change, never a cancellation of the original; a
+// negative value (a late refund) is a correction Stripe accepts. An event
+// whose value is 0 (a correction of figures other than billed) is
+// acknowledged without a request.
 type Stripe struct {
 	events    MeterEvents
 	meter     string
-	customers map[string]string
+	customers map[string]StripeCustomer
+	grace     time.Duration
 }
 
-var _ Sender = (*Stripe)(nil)
+var _ Framer = (*Stripe)(nil)
 
 // NewStripe returns a Sender to meter through events, with customers
-// mapping keys to Stripe customer ids (read, never changed).
-func NewStripe(events MeterEvents, meter string, customers map[string]string) (*Stripe, error) {
+// mapping keys to Stripe customers (read, never changed) and grace the
+// invoices' finalization grace (0: DefaultFinalizationGrace).
+func NewStripe(events MeterEvents, meter string, customers map[string]StripeCustomer, grace time.Duration) (*Stripe, error) {
 	if events == nil || meter == "" {
 		return nil, errors.New("sink: stripe: needs meter events and a meter name")
 	}
-	return &Stripe{events: events, meter: meter, customers: customers}, nil
+	if grace == 0 {
+		grace = DefaultFinalizationGrace
+	}
+	if grace < 0 || grace > MaxFinalizationGrace {
+		return nil, fmt.Errorf("sink: stripe: finalization grace must be 0 to %v, got %v", MaxFinalizationGrace, grace)
+	}
+	return &Stripe{events: events, meter: meter, customers: customers, grace: grace}, nil
 }
 
-// Send creates ev's meter event.
-func (s *Stripe) Send(ctx context.Context, ev cloudevents.Event) error {
+// stripeFrame is a meter event's request, recorded before its first
+// attempt (billing_sink_events.frame).
+type stripeFrame struct {
+	Customer   string `json:"customer"`
+	Value      int64  `json:"value"`
+	Timestamp  int64  `json:"timestamp"`
+	Identifier string `json:"identifier"`
+}
+
+// Frame decides ev's meter event at now.
+func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, error) {
 	var d Data
 	if err := json.Unmarshal(ev.Data(), &d); err != nil {
-		return fmt.Errorf("sink: stripe: event data: %w", err)
+		return nil, fmt.Errorf("sink: stripe: event data: %w", err)
 	}
-	customer, ok := s.customers[d.Key]
+	c, ok := s.customers[d.Key]
 	if !ok {
-		return errors.New("sink: stripe: key has no Stripe customer")
+		return nil, errors.New("sink: stripe: key has no Stripe customer")
 	}
 	value := d.Billed
 	if d.Revision > 0 {
 		value = d.BilledDelta
 	}
-	if value == 0 {
+	ts := d.PeriodEnd.Add(-time.Second)
+	if !c.InvoicePeriodEnd(ts).Add(s.grace).After(now) {
+		ts = now
+	}
+	f := stripeFrame{Customer: c.CustomerID, Value: value, Timestamp: ts.Unix()}
+	f.Identifier = StripeIdentifier(s.meter, ev.ID(), f.Customer, f.Value, f.Timestamp)
+	return json.Marshal(f)
+}
+
+// legacyFrame is the request the code before migration 010 sent for ev,
+// for an unacknowledged event recorded then without a frame: its
+// identifier was a hash of (meter, event id) and its timestamp the
+// period's end − 1s. Re-sending exactly that lets Stripe's dedupe drop it
+// if it was stored.
+func (s *Stripe) legacyFrame(ev cloudevents.Event) (json.RawMessage, error) {
+	var d Data
+	if err := json.Unmarshal(ev.Data(), &d); err != nil {
+		return nil, fmt.Errorf("sink: stripe: event data: %w", err)
+	}
+	c, ok := s.customers[d.Key]
+	if !ok {
+		return nil, errors.New("sink: stripe: key has no Stripe customer")
+	}
+	value := d.Billed
+	if d.Revision > 0 {
+		value = d.BilledDelta
+	}
+	h := sha256.Sum256([]byte(s.meter + "\x00" + ev.ID()))
+	return json.Marshal(stripeFrame{Customer: c.CustomerID, Value: value, Timestamp: d.PeriodEnd.Add(-time.Second).Unix(),
+		Identifier: "qu-" + hex.EncodeToString(h[:16])})
+}
+
+// Send frames ev at the current time and sends it (for callers outside a
+// Publisher, which records the frame first).
+func (s *Stripe) Send(ctx context.Context, ev cloudevents.Event) error {
+	f, err := s.Frame(ev, time.Now())
+	if err != nil {
+		return err
+	}
+	return s.SendFrame(ctx, ev, f)
+}
+
+// SendFrame creates the meter event frame describes. Stripe's refusal of
+// a repeated identifier counts as delivered: the identifier hashes the
+// payload, so Stripe holds this very event (its earlier answer was lost).
+func (s *Stripe) SendFrame(ctx context.Context, _ cloudevents.Event, frame json.RawMessage) error {
+	var f stripeFrame
+	if err := json.Unmarshal(frame, &f); err != nil || f.Identifier == "" || f.Customer == "" {
+		return fmt.Errorf("sink: stripe: bad recorded frame %s: %v", frame, err)
+	}
+	if f.Value == 0 {
 		return nil
 	}
 	_, err := s.events.Create(ctx, &stripe.BillingMeterEventCreateParams{
 		EventName:  stripe.String(s.meter),
-		Identifier: stripe.String(stripeIdentifier(s.meter, ev.ID())),
-		Payload:    map[string]string{"stripe_customer_id": customer, "value": strconv.FormatInt(value, 10)},
-		Timestamp:  stripe.Int64(d.PeriodEnd.Add(-time.Second).Unix()),
+		Identifier: stripe.String(f.Identifier),
+		Payload:    map[string]string{"stripe_customer_id": f.Customer, "value": strconv.FormatInt(f.Value, 10)},
+		Timestamp:  stripe.Int64(f.Timestamp),
 	})
+	if isDuplicateIdentifier(err) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("sink: stripe: %w", err)
 	}
 	return nil
 }
 
+// isDuplicateIdentifier: Stripe refused a meter event because it already
+// holds one with its identifier (HTTP 400, "An event already exists with
+// identifier …").
+func isDuplicateIdentifier(err error) bool {
+	var se *stripe.Error
+	return errors.As(err, &se) && se.HTTPStatusCode == http.StatusBadRequest &&
+		strings.Contains(se.Msg, "already exists with identifier")
+}
+
 // StripeConfig describes one Stripe meter.
 type StripeConfig struct {
 	// Meter is the meter's event_name. Required.
 	Meter string
-	// Granularity of the periods sent; default month.
+	// Granularity of the periods sent; default month. Continuous runs
+	// send hours, so the invoice holds each hour soon after it settles.
 	Granularity export.Granularity
 	// SendTimeout bounds one meter event's request. Default 10s.
 	SendTimeout time.Duration
-	Metrics     *Metrics     // nil: none
-	Logger      *slog.Logger // nil discards
+	// FinalizationGrace is how long after an invoice period ends Stripe
+	// finalizes its invoice (the account's setting): an event for a
+	// period whose invoice is finalized is stamped with the time it is
+	// sent. Default DefaultFinalizationGrace (1h), at most
+	// MaxFinalizationGrace (72h).
+	FinalizationGrace time.Duration
+	// Lookback is Config.Lookback (0: its default).
+	Lookback time.Duration
+	Metrics  *Metrics     // nil: none
+	Logger   *slog.Logger // nil discards
 }
 
 // StripeStats counts what a SyncStripe run did.
@@ -149,28 +241,18 @@ type StripeStats struct {
 	// UnmappedKeys counts keys with closed periods to send but no Stripe
 	// customer: none of their periods was sent or recorded.
 	UnmappedKeys int
-	// TooOld lists closed periods Stripe does not hold with the ledger's
-	// figures but would refuse (timestamp older than StripeMaxAge): not
-	// sent, for a person to settle.
-	TooOld []StalePeriod
 }
 
-// StalePeriod is a closed period too old to send. Cost units.
-type StalePeriod struct {
-	Key         string
-	PeriodStart time.Time
-	Billed      int64 // what the ledger bills for it (export.Row.Billed)
-	Held        int64 // what Stripe holds for it (acknowledged)
-}
-
-// SyncStripe sends the closed periods in [from, to) (period starts) of
-// every key mapped in stripe_customers to cfg.Meter through events,
-// recording in db's billing_sink_events under StripeSinkName(cfg.Meter),
-// as Publisher.Run does for any sink: a rerun sends only unsent or changed
-// periods, a late change sends one correction (the delta), and the first
-// refusal stops the run (ErrSinkRefused) with the event recorded failed,
-// to be resent first next run. Keys without a customer are skipped and
-// counted; periods past Stripe's window are listed, not sent.
+// SyncStripe sends the closed periods in [from, to) (period starts), and
+// earlier ones that changed back to cfg.Lookback, of every key mapped in
+// stripe_customers to cfg.Meter through events, recording in db's
+// billing_sink_events under StripeSinkName(cfg.Meter), as Publisher.Run
+// does for any sink: a rerun sends only unsent or changed periods, a late
+// change sends one correction (the delta), and the first refusal stops
+// the run (ErrSinkRefused) with the event recorded failed, to be resent
+// first next run, unchanged, within StripeResendWindow of its first
+// attempt (later it is held, Stats.Held). Keys without a customer are
+// skipped and counted.
 func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, events MeterEvents, cfg StripeConfig,
 	from, to, now time.Time) (StripeStats, error) {
 	var out StripeStats
@@ -178,26 +260,21 @@ func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, even
 	if err != nil {
 		return out, err
 	}
-	send, err := NewStripe(events, cfg.Meter, customers)
+	send, err := NewStripe(events, cfg.Meter, customers, cfg.FinalizationGrace)
 	if err != nil {
 		return out, err
 	}
 	unmapped := make(map[string]bool)
-	oldest := now.Add(-(StripeMaxAge - StripeAgeMargin))
 	skip := func(r export.Row, held int64) bool {
 		if _, ok := customers[r.Key]; !ok {
 			unmapped[r.Key] = true
 			return true
 		}
-		if r.PeriodEnd.Add(-time.Second).Before(oldest) {
-			out.TooOld = append(out.TooOld, StalePeriod{Key: r.Key, PeriodStart: r.PeriodStart, Billed: r.Billed,
-				Held: held})
-			return true
-		}
 		return false
 	}
 	p, err := NewPublisher(db, ex, send, Config{Sink: StripeSinkName(cfg.Meter), Granularity: cfg.Granularity,
-		SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip})
+		SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
+		ResendWindow: StripeResendWindow})
 	if err != nil {
 		return out, err
 	}

@@ -16,7 +16,42 @@ import (
 type StripeCustomer struct {
 	Key        string
 	CustomerID string // cus_…
-	UpdatedAt  time.Time
+	// AnchorDay (1–31) and TimeZone (IANA) place the customer's invoice
+	// periods: from the anchor day (a shorter month's last day) at 00:00
+	// in TimeZone. Zero and nil: the UTC calendar month.
+	AnchorDay int
+	TimeZone  *time.Location
+	UpdatedAt time.Time
+}
+
+// InvoicePeriodEnd returns the end of c's invoice period holding t.
+func (c StripeCustomer) InvoicePeriodEnd(t time.Time) time.Time {
+	if c.AnchorDay == 0 || c.TimeZone == nil {
+		t = t.UTC()
+		return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	lt := t.In(c.TimeZone)
+	end := anchorIn(lt.Year(), lt.Month(), c.AnchorDay, c.TimeZone)
+	if !end.After(lt) {
+		end = anchorIn(lt.Year(), lt.Month()+1, c.AnchorDay, c.TimeZone)
+	}
+	return end
+}
+
+// anchorIn is day (a shorter month's last day) of month m of year y, at
+// 00:00 in loc.
+func anchorIn(y int, m time.Month, day int, loc *time.Location) time.Time {
+	first := time.Date(y, m, 1, 0, 0, 0, 0, loc) // normalizes m = 13
+	last := first.AddDate(0, 1, -1).Day()
+	return time.Date(first.Year(), first.Month(), min(day, last), 0, 0, 0, 0, loc)
+}
+
+// Anchor is a customer's billing cycle anchor for SetStripeCustomer: Day
+// 1–31 and an IANA TimeZone, or the zero Anchor for the UTC calendar
+// month.
+type Anchor struct {
+	Day      int
+	TimeZone string
 }
 
 // ErrBadCustomer: not a Stripe customer id (cus_ and letters or digits).
@@ -48,17 +83,54 @@ ON CONFLICT (key) DO UPDATE SET stripe_customer_id = EXCLUDED.stripe_customer_id
 	return nil
 }
 
+// SetStripeAnchor sets the billing cycle anchor of key's customer (the
+// zero Anchor: the UTC calendar month); the key must be mapped already
+// (SetStripeCustomer). It decides which invoice a meter event sent from
+// then on is stamped for (Stripe.Frame).
+func SetStripeAnchor(ctx context.Context, db Execer, key string, anchor Anchor) error {
+	var day, zone any
+	if anchor != (Anchor{}) {
+		if anchor.Day < 1 || anchor.Day > 31 {
+			return fmt.Errorf("sink: anchor day must be 1 to 31, got %d", anchor.Day)
+		}
+		if _, err := time.LoadLocation(anchor.TimeZone); err != nil || anchor.TimeZone == "" {
+			return fmt.Errorf("sink: anchor time zone %q: not an IANA zone", anchor.TimeZone)
+		}
+		day, zone = anchor.Day, anchor.TimeZone
+	}
+	tag, err := db.Exec(ctx, `UPDATE stripe_customers SET anchor_day = $2, time_zone = $3, updated_at = now() WHERE key = $1`,
+		key, day, zone)
+	if err != nil {
+		return fmt.Errorf("sink: set stripe anchor: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errors.New("sink: set stripe anchor: key has no Stripe customer")
+	}
+	return nil
+}
+
 // StripeCustomers returns every mapping, by key.
 func StripeCustomers(ctx context.Context, db Querier) ([]StripeCustomer, error) {
-	rows, err := db.Query(ctx, `SELECT key, stripe_customer_id, updated_at FROM stripe_customers ORDER BY key`)
+	rows, err := db.Query(ctx, `SELECT key, stripe_customer_id, coalesce(anchor_day, 0), coalesce(time_zone, ''), updated_at
+FROM stripe_customers ORDER BY key`)
 	if err != nil {
 		return nil, fmt.Errorf("sink: stripe customers: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StripeCustomer, error) {
 		var c StripeCustomer
-		err := r.Scan(&c.Key, &c.CustomerID, &c.UpdatedAt)
+		var zone string
+		if err := r.Scan(&c.Key, &c.CustomerID, &c.AnchorDay, &zone, &c.UpdatedAt); err != nil {
+			return c, err
+		}
 		c.UpdatedAt = c.UpdatedAt.UTC()
-		return c, err
+		if zone != "" {
+			loc, err := time.LoadLocation(zone)
+			if err != nil {
+				return c, fmt.Errorf("key's time_zone %q: %w", zone, err)
+			}
+			c.TimeZone = loc
+		}
+		return c, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sink: stripe customers: %w", err)
@@ -66,14 +138,14 @@ func StripeCustomers(ctx context.Context, db Querier) ([]StripeCustomer, error) 
 	return out, nil
 }
 
-func stripeCustomerMap(ctx context.Context, db Querier) (map[string]string, error) {
+func stripeCustomerMap(ctx context.Context, db Querier) (map[string]StripeCustomer, error) {
 	cs, err := StripeCustomers(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	m := make(map[string]string, len(cs))
+	m := make(map[string]StripeCustomer, len(cs))
 	for _, c := range cs {
-		m[c.Key] = c.CustomerID
+		m[c.Key] = c
 	}
 	return m, nil
 }

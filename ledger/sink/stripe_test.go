@@ -200,6 +200,12 @@ func (rc *recorder) accepted(since int) ([]stripeRequest, int) {
 	return out, len(rc.reqs)
 }
 
+// stripeID is the identifier of revision rev of key's period starting at
+// start, sent to testMeter for customer with value at ts.
+func stripeID(key string, start time.Time, g export.Granularity, rev int, customer string, value int64, ts time.Time) string {
+	return sink.StripeIdentifier(testMeter, sink.EventID(key, start, g, rev), customer, value, ts.Unix())
+}
+
 const (
 	testMeter  = "api_requests"
 	testSecret = "sk_test_51QuotaSecretNeverLogged"
@@ -236,7 +242,11 @@ func TestStripeSync(t *testing.T) {
 	if err := sink.SetStripeCustomer(ctx, e.pool, "acct_c", "sub_1"); !errors.Is(err, sink.ErrBadCustomer) {
 		t.Fatalf("set sub_1 as a customer: %v", err)
 	}
-	ident := func(key string, rev int) string { return sink.StripeIdentifier(testMeter, key, nov, export.Month, rev) }
+	// November's invoice is finalized an hour into December: every event
+	// sent after that is stamped with the time it is sent.
+	ident := func(key string, rev int, cus string, value int64, at time.Time) string {
+		return stripeID(key, nov, export.Month, rev, cus, value, at)
+	}
 	// billed is what Stripe sums per customer: each distinct identifier's
 	// value once.
 	billed := map[string]int64{}
@@ -251,7 +261,7 @@ func TestStripeSync(t *testing.T) {
 			w, ok := want[id]
 			if !ok || seen[id] || r.method != http.MethodPost || r.path != "/v1/billing/meter_events" ||
 				r.form.Get("event_name") != testMeter || r.form.Get("payload[stripe_customer_id]") != w[0] ||
-				r.form.Get("payload[value]") != w[1] || r.form.Get("timestamp") != strconv.FormatInt(dec.Unix()-1, 10) ||
+				r.form.Get("payload[value]") != w[1] || r.form.Get("timestamp") != strconv.FormatInt(now.Unix(), 10) ||
 				r.auth != "Bearer "+testSecret {
 				t.Fatalf("%s: unexpected meter event %s %s %v (want one of %v; seen before: %v)", step, r.method, r.path, r.form, want, seen[id])
 			}
@@ -262,11 +272,12 @@ func TestStripeSync(t *testing.T) {
 	}
 
 	st, err := sync(now)
-	if err != nil || st.Sent != 2 || st.UnmappedKeys != 1 || st.Skipped != 1 || len(st.TooOld) != 0 {
+	if err != nil || st.Sent != 2 || st.UnmappedKeys != 1 || st.Skipped != 1 {
 		t.Fatalf("first run: %+v, %v", st, err)
 	}
 	reqs, n := rec.accepted(0)
-	check("first run", reqs, map[string][2]string{ident("acct_a", 0): {"cus_A1", "10"}, ident("acct_b", 0): {"cus_B2", "5"}})
+	check("first run", reqs, map[string][2]string{ident("acct_a", 0, "cus_A1", 10, now): {"cus_A1", "10"},
+		ident("acct_b", 0, "cus_B2", 5, now): {"cus_B2", "5"}})
 	st, err = sync(now)
 	if reqs, n = rec.accepted(n); err != nil || st.Unchanged != 2 || st.Sent+st.Corrections+st.Resent != 0 ||
 		st.UnmappedKeys != 1 || len(reqs) != 0 {
@@ -279,7 +290,7 @@ func TestStripeSync(t *testing.T) {
 		t.Fatalf("run after a late report: %+v, %v", st, err)
 	}
 	reqs, n = rec.accepted(n)
-	check("correction", reqs, map[string][2]string{ident("acct_a", 1): {"cus_A1", "3"}})
+	check("correction", reqs, map[string][2]string{ident("acct_a", 1, "cus_A1", 3, now): {"cus_A1", "3"}})
 	if st, err = sync(now); err != nil || st.Corrections != 0 || st.Unchanged != 2 {
 		t.Fatalf("rerun after the correction: %+v, %v", st, err)
 	}
@@ -304,7 +315,7 @@ func TestStripeSync(t *testing.T) {
 		t.Fatalf("run after Stripe is back: %+v, %v", st, err)
 	}
 	reqs, n = rec.accepted(n)
-	check("catch-up", reqs, map[string][2]string{ident("acct_b", 1): {"cus_B2", "4"}})
+	check("catch-up", reqs, map[string][2]string{ident("acct_b", 1, "cus_B2", 4, now): {"cus_B2", "4"}})
 	if st, err = sync(now); err != nil || st.Unchanged != 2 || st.Resent+st.Sent+st.Corrections != 0 {
 		t.Fatalf("rerun after catching up: %+v, %v", st, err)
 	}
@@ -319,22 +330,20 @@ func TestStripeSync(t *testing.T) {
 		t.Fatalf("difference %d, want 7 (acct_unmapped)", st.Difference)
 	}
 
-	// 36 days after November ends, a late report is past Stripe's window:
-	// listed, not sent.
+	// 36 days after November ends, past Stripe's 35-day window for
+	// November's timestamps, a late report still goes: as a correction
+	// stamped now, on the customer's current invoice.
 	e.write(t, "acct_a", "p1~late2", at, 2, true)
 	late := dec.Add(36 * 24 * time.Hour)
 	st, err = sync(late)
-	if reqs, n = rec.accepted(n); err != nil || len(reqs) != 0 || st.Corrections != 0 || len(st.TooOld) != 1 ||
-		st.TooOld[0] != (sink.StalePeriod{Key: "acct_a", PeriodStart: nov, Billed: 15, Held: 13}) {
-		t.Fatalf("run past 35 days: sent %d, %+v, %v", len(reqs), st, err)
-	}
-	// Within the window, the same report goes as one correction.
-	st, err = sync(dec.Add(30 * 24 * time.Hour))
-	if err != nil || st.Corrections != 1 || len(st.TooOld) != 0 {
-		t.Fatalf("run within 35 days: %+v, %v", st, err)
+	if err != nil || st.Corrections != 1 {
+		t.Fatalf("run 36 days after November: %+v, %v", st, err)
 	}
 	reqs, _ = rec.accepted(n)
-	check("late correction", reqs, map[string][2]string{ident("acct_a", 2): {"cus_A1", "2"}})
+	if len(reqs) != 1 || reqs[0].form.Get("identifier") != ident("acct_a", 2, "cus_A1", 2, late) ||
+		reqs[0].form.Get("timestamp") != strconv.FormatInt(late.Unix(), 10) || reqs[0].form.Get("payload[value]") != "2" {
+		t.Fatalf("late correction: %+v", reqs)
+	}
 
 	var records string
 	if err := e.pool.QueryRow(ctx, `SELECT string_agg(concat_ws(' ', event_id, data::text, last_error), ' ') FROM billing_sink_events`).

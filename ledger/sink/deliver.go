@@ -1,0 +1,301 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/quotaplatform/quota/ledger/export"
+)
+
+// Framer is a Sender whose request carries more than the event: a Stripe
+// meter event's customer, value, timestamp and identifier, decided when
+// the event is first sent. The Publisher records the frame with the event
+// before the first attempt and sends every attempt with the recorded
+// frame, so one identifier never carries two payloads (a customer mapping
+// changed, a timestamp of "now" taken again).
+type Framer interface {
+	Sender
+	// Frame decides ev's request at now.
+	Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, error)
+	// SendFrame sends ev as frame says; nil means acknowledged.
+	SendFrame(ctx context.Context, ev cloudevents.Event, frame json.RawMessage) error
+}
+
+// legacyFramer is a Framer that can rebuild the request sent for an event
+// recorded before frames were (migration 010), so that its resend is the
+// same request.
+type legacyFramer interface {
+	legacyFrame(ev cloudevents.Event) (json.RawMessage, error)
+}
+
+// Statuses of billing_sink_events (migrations 004 and 010).
+const (
+	statusPending = "pending" // recorded, maybe sent, answer not recorded
+	statusSent    = "sent"    // acknowledged
+	statusFailed  = "failed"  // refused or unanswered: sent again, unchanged
+	statusHeld    = "held"    // unacknowledged past the dedupe window
+)
+
+// state is a billing_sink_events row. Its spent column holds the billed
+// figure of the latest event (before net billing the billed figure was
+// the gross spent, so rows written then compare correctly), acked_spent
+// the billed figure the sink acknowledged.
+type state struct {
+	revision     int
+	eventID      string
+	figures      figures // of the latest event
+	acked        int64   // billed figure the sink holds
+	data         json.RawMessage
+	frame        json.RawMessage // nil: none recorded (rows from before 010, or a plain Sender)
+	status       string
+	firstAttempt time.Time // zero: unknown (rows from before 010)
+}
+
+// figures are what an event says about its period: a period whose
+// figures changed gets a correction. Net and CarriedOut follow from them.
+type figures struct {
+	billed, spent, refunded, charged, carriedIn, rejected, degraded int64
+}
+
+func rowFigures(r *export.Row) figures {
+	return figures{billed: r.Billed, spent: r.Spent, refunded: r.Refunded, charged: r.Charged, carriedIn: r.CarriedIn,
+		rejected: r.Rejected, degraded: r.Degraded}
+}
+
+// period brings the sink up to date for one closed period: an
+// unacknowledged event first, exactly as recorded, then a correction if
+// the ledger's figures moved on.
+func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now time.Time, st *Stats) error {
+	if p.skip(r, s) {
+		st.Skipped++
+		return nil
+	}
+	if s != nil && s.status != statusSent {
+		if p.pastWindow(s, now) {
+			return p.hold(ctx, r, s, st)
+		}
+		if err := p.deliver(ctx, r, s.revision, s.eventID, s.data, s.figures, s.acked, s.frame, now, false); err != nil {
+			return err
+		}
+		st.Resent++
+		p.cfg.Metrics.count(p.cfg.Sink, "resent")
+		s.status, s.acked = statusSent, s.figures.billed
+	}
+	switch {
+	case s == nil:
+		if err := p.sendRevision(ctx, r, 0, "", 0, now); err != nil {
+			return err
+		}
+		st.Sent++
+		p.cfg.Metrics.count(p.cfg.Sink, "sent")
+	case s.figures == rowFigures(r):
+		st.Unchanged++
+	default:
+		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed, now); err != nil {
+			return err
+		}
+		st.Corrections++
+		p.cfg.Metrics.count(p.cfg.Sink, "correction")
+	}
+	return nil
+}
+
+// pastWindow: s was first attempted longer than Config.ResendWindow ago,
+// so the receiver may have forgotten its identifier.
+func (p *Publisher) pastWindow(s *state, now time.Time) bool {
+	return p.cfg.ResendWindow > 0 && !s.firstAttempt.IsZero() && now.Sub(s.firstAttempt) > p.cfg.ResendWindow
+}
+
+// hold marks s held and lists it: neither it nor a newer revision of its
+// period is sent until a person settles it (SettleHeld).
+func (p *Publisher) hold(ctx context.Context, r *export.Row, s *state, st *Stats) error {
+	if s.status != statusHeld {
+		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'held', updated_at = now()
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
+			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID); err != nil {
+			return fmt.Errorf("sink: hold event: %w", err)
+		}
+		p.cfg.Metrics.count(p.cfg.Sink, "held")
+		p.cfg.Logger.Warn("sink event unacknowledged past the dedupe window: held for a person", "sink", p.cfg.Sink,
+			"event_id", s.eventID, "first_attempt", s.firstAttempt)
+	}
+	st.Held = append(st.Held, HeldEvent{Key: r.Key, PeriodStart: r.PeriodStart, EventID: s.eventID, Revision: s.revision,
+		Billed: s.figures.billed, Acked: s.acked, FirstAttempt: s.firstAttempt})
+	return nil
+}
+
+// skip asks Config.Skip about a period the sink does not hold with r's
+// figures.
+func (p *Publisher) skip(r *export.Row, s *state) bool {
+	if p.cfg.Skip == nil {
+		return false
+	}
+	if s == nil {
+		return p.cfg.Skip(*r, 0)
+	}
+	if s.status == statusSent && s.figures == rowFigures(r) {
+		return false
+	}
+	return p.cfg.Skip(*r, s.acked)
+}
+
+// sendRevision builds and delivers revision rev of r's period; prevBilled
+// is what the replaced revision billed, which the sink holds.
+func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64, now time.Time) error {
+	delta := r.Billed - prevBilled
+	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
+		Billed: r.Billed, Spent: r.Spent, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
+		CarriedIn: r.CarriedIn, CarriedOut: r.CarriedOut, Rejected: r.Rejected, Degraded: r.Degraded, Windows: r.Windows,
+		ClosedByReconciler: r.ClosedByReconciler, Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta,
+		PreviousSpent: prevBilled, SpentDelta: delta})
+	if err != nil {
+		return fmt.Errorf("sink: event data: %w", err)
+	}
+	id := EventID(r.Key, r.PeriodStart, p.cfg.Granularity, rev)
+	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled, nil, now, true)
+}
+
+// deliver sends one event and records the outcome: acknowledged, the sink
+// holds f.billed; refused, it still holds prevAcked and the event is sent
+// again next run. A fresh event (fresh) is first recorded 'pending' with
+// its data and frame, before any byte of it leaves: if the answer or its
+// record is lost, the next run sends exactly this payload again, never
+// other figures under its id. A resend uses the recorded data and frame.
+func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id string, data json.RawMessage,
+	f figures, prevAcked int64, frame json.RawMessage, now time.Time, fresh bool) error {
+	ev, err := newEvent(p.cfg.Source, p.cfg.Type, id, data, r.Key, r.PeriodEnd)
+	if err != nil {
+		return err
+	}
+	framer, framed := p.send.(Framer)
+	if lf, ok := p.send.(legacyFramer); ok && framed && !fresh && frame == nil {
+		if frame, err = lf.legacyFrame(ev); err != nil {
+			return fmt.Errorf("%w: %w", ErrSinkRefused, err)
+		}
+		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
+			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id, frame); err != nil {
+			return fmt.Errorf("sink: record the frame of an event from before migration 010: %w", err)
+		}
+	}
+	if fresh {
+		if framed {
+			if frame, err = framer.Frame(ev, now); err != nil {
+				return fmt.Errorf("%w: %w", ErrSinkRefused, err)
+			}
+		}
+		if _, err := p.db.Exec(ctx, pendingSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), r.PeriodEnd,
+			rev, id, f.billed, f.rejected, f.degraded, prevAcked, data, nullableJSON(frame), now); err != nil {
+			return fmt.Errorf("sink: record event before sending: %w", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
+	var sendErr error
+	if framed && frame != nil {
+		sendErr = framer.SendFrame(sctx, ev, frame)
+	} else {
+		sendErr = p.send.Send(sctx, ev)
+	}
+	cancel()
+	status, acked, lastErr := statusSent, f.billed, ""
+	if sendErr != nil {
+		status, acked, lastErr = statusFailed, prevAcked, sendErr.Error()
+		p.cfg.Metrics.count(p.cfg.Sink, "failed")
+		p.cfg.Logger.Debug("sink refused an event", "sink", p.cfg.Sink, "key", r.Key, "period", r.PeriodStart, "err", sendErr)
+	}
+	_, err = p.db.Exec(ctx, outcomeSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id, status, acked,
+		nullable(lastErr))
+	if err != nil {
+		return fmt.Errorf("sink: record event outcome (the event stays pending and is sent again, unchanged): %w", err)
+	}
+	if sendErr != nil {
+		return fmt.Errorf("%w: %w", ErrSinkRefused, sendErr)
+	}
+	return nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullableJSON(b json.RawMessage) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+// pendingSQL records a fresh event before it is sent: its payload, and
+// acked_spent still what the sink held before it.
+const pendingSQL = `INSERT INTO billing_sink_events AS e
+    (sink, key, period_start, granularity, period_end, revision, event_id, spent, rejected, degraded,
+     acked_spent, data, frame, status, attempts, first_attempt_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14)
+ON CONFLICT (sink, key, period_start, granularity) DO UPDATE SET
+    period_end = EXCLUDED.period_end, revision = EXCLUDED.revision, event_id = EXCLUDED.event_id,
+    spent = EXCLUDED.spent, rejected = EXCLUDED.rejected, degraded = EXCLUDED.degraded,
+    acked_spent = EXCLUDED.acked_spent, data = EXCLUDED.data, frame = EXCLUDED.frame, status = 'pending',
+    last_error = NULL, attempts = 0, first_attempt_at = EXCLUDED.first_attempt_at, updated_at = now()`
+
+// outcomeSQL records the sink's answer to the event recorded as event_id.
+const outcomeSQL = `UPDATE billing_sink_events SET status = $6, acked_spent = $7, last_error = $8,
+    attempts = attempts + 1, sent_at = CASE WHEN $6 = 'sent' THEN now() ELSE sent_at END, updated_at = now()
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`
+
+type periodKey struct {
+	key   string
+	start int64
+}
+
+// load reads the sink's rows for the keys in [lo, hi] and periods in
+// [from, to).
+func (p *Publisher) load(ctx context.Context, lo, hi string, from, to time.Time) (map[periodKey]*state, error) {
+	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, spent, rejected, degraded, acked_spent, data,
+    frame, status, first_attempt_at
+FROM billing_sink_events
+WHERE sink = $1 AND granularity = $2 AND key >= $3 AND key <= $4 AND period_start >= $5 AND period_start < $6`,
+		p.cfg.Sink, string(p.cfg.Granularity), lo, hi, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("sink: load: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[periodKey]*state)
+	for rows.Next() {
+		var key string
+		var start time.Time
+		var first *time.Time
+		s := &state{}
+		if err := rows.Scan(&key, &start, &s.revision, &s.eventID, &s.figures.billed, &s.figures.rejected, &s.figures.degraded,
+			&s.acked, &s.data, &s.frame, &s.status, &first); err != nil {
+			return nil, fmt.Errorf("sink: load: %w", err)
+		}
+		if first != nil {
+			s.firstAttempt = *first
+		}
+		// The audit figures are in the event's data (absent, so 0, in
+		// events from before net billing, whose spent was the billed
+		// figure).
+		var d struct {
+			Spent     int64 `json:"spent"`
+			Refunded  int64 `json:"refunded"`
+			Charged   int64 `json:"charged"`
+			CarriedIn int64 `json:"carried_in"`
+		}
+		if err := json.Unmarshal(s.data, &d); err != nil {
+			return nil, fmt.Errorf("sink: load: event %s data: %w", s.eventID, err)
+		}
+		s.figures.spent, s.figures.refunded, s.figures.charged, s.figures.carriedIn = d.Spent, d.Refunded, d.Charged, d.CarriedIn
+		out[periodKey{key, start.Unix()}] = s
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sink: load: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,25 @@
+package natsrole_test
+
+import (
+	"fmt"
+
+	"github.com/quotaplatform/quota/natsrole"
+)
+
+// A limiter of eu that dials NATS itself (participant.Options.NATS) gives
+// its connection the role's inbox prefix:
+//
+//	nc, err := nats.Connect(url, nats.UserInfo(user, password), natsrole.Inbox(user))
+func ExampleInboxPrefix() {
+	for _, user := range []string{
+		natsrole.LimiterOrControlPlane("eu", false),
+		natsrole.LimiterOrControlPlane("eu", true),
+		natsrole.Reconciler,
+	} {
+		fmt.Println(user, natsrole.InboxPrefix(user)+".>")
+	}
+	// Output:
+	// limiter-eu _INBOX.limiter-eu.>
+	// control-plane _INBOX.control-plane.>
+	// reconciler _INBOX.reconciler.>
+}
