@@ -52,11 +52,18 @@ type Config struct {
 	// HalfLife is the half-life of the per-key demand EWMA. Default
 	// 3 × Interval.
 	HalfLife time.Duration
-	// TrustRamp is how long a new key takes to be trusted: its shares move
-	// from the historical weights to its demand split linearly over this
-	// time (of the oldest process publishing it), because a new key's first
-	// samples are noise. Default (when zero) 2 × HalfLife; one Interval
-	// trusts demand at once.
+	// TrustRamp is how long a new key, and a new process, take to be
+	// trusted. A key's shares move from the historical weights to its
+	// demand split linearly over this time, because a new key's first
+	// samples are noise; a process's claims count linearly more over its
+	// first TrustRamp, and until then it never freezes shares by going
+	// silent. Both are counted by the receiver: a process's trust is the
+	// number of ticks this node has had a new digest of it, and a key's
+	// age is at most that (a digest's self-reported age cannot skip the
+	// ramp). Only for processes already publishing when this node starts
+	// does it add the age their first digest reports: it cannot know how
+	// long they have been up. Default (when zero) 2 × HalfLife; one
+	// Interval trusts demand at once.
 	TrustRamp time.Duration
 	// Hysteresis is the relative change of a key's smoothed demand needed
 	// before the new value is published. Default 0.1 (10 %).
@@ -67,9 +74,53 @@ type Config struct {
 	// WeightPrior is how much learned total demand, in cost units per
 	// second, counts as much as the configured Weights. Default 100.
 	WeightPrior float64
+	// WeightBand bounds the learned weights: each region's ends within
+	// [w/WeightBand, w·WeightBand] of its configured weight w (equal
+	// without Weights; partition.Band). Learned totals are self-reported,
+	// so one absurd total would otherwise take every region's default
+	// share of keys without digests. At least 1 (1 ignores learning);
+	// default 2.
+	WeightBand float64
 
 	// TopK caps the keys per digest. Default 1024.
 	TopK int
+
+	// Rate, when set, returns a key's global rate in cost units per second
+	// (its plan's Rate), or 0 when the key has no plan: it bounds what a
+	// region may claim for the key (MaxClaim). Called from Run's goroutine
+	// for every key with digests at every tick: it must be cheap and must
+	// not block (pass a lookup of the plan catalogue). nil leaves claims
+	// unbounded (only the trust ramp holds them back).
+	Rate func(key string) float64
+	// MaxClaim caps a region's claimed demand and admitted cost for a key
+	// at MaxClaim × the key's Rate, summed over the region's processes
+	// (partition.Params.MaxDemand): a region that claims more, honest or
+	// forged, counts as claiming that much, so no claim pins another
+	// region at its floor (a region with demand d keeps about
+	// d / (regions × MaxClaim × rate) of the limit). Demand beyond the
+	// limit is overload anyway. Default 2.
+	MaxClaim float64
+	// MaxProcesses caps the processes kept per region: a digest of a new
+	// process of a region that already has this many is refused
+	// (quota_gossip_rejected_digests_total{reason="too_many_processes"}).
+	// A process is forgotten StaleAfter intervals after its last digest.
+	// Default 128.
+	MaxProcesses int
+	// MaxKeys caps the keys kept of one received digest: keys beyond it
+	// (digests list the most demand first) are ignored
+	// (quota_gossip_dropped_keys_total{reason="process_cap"}). At least
+	// 1; default 1024 (TopK's default).
+	MaxKeys int
+	// MaxRegionKeys caps the distinct keys of one region that a tick
+	// shares: beyond it, the region's processes take turns giving their
+	// next hottest key, so that each keeps its hottest keys however many
+	// keys others claim, and every node leaves out the same ones
+	// (quota_gossip_dropped_keys_total{reason="region_cap"}, counted per
+	// tick). Each tick shares every kept key of every region, so this bounds
+	// its work. Raise it for a fleet whose load balancer shards keys over
+	// processes (their top keys are then disjoint: TopK × processes). At
+	// least MaxKeys; default 16384.
+	MaxRegionKeys int
 	// MaxDigestBytes caps one digest's size, at most MaxDigestSize.
 	// Default 60 KiB.
 	MaxDigestBytes int
@@ -112,13 +163,15 @@ type Config struct {
 	// read from it. nil means clock.System(); tests pass a clock.Manual and
 	// advance it to make Run tick.
 	Clock clock.Clock
-	// Logger receives warnings (bad digests, publish errors); nil discards.
+	// Logger receives warnings (bad digests, at most one line a minute
+	// with their count and never a key; publish errors); nil discards.
 	Logger *slog.Logger
 	// Registerer, when set, gets the gossip metrics
 	// (quota_gossip_age_seconds{region}, quota_gossip_frozen,
 	// quota_gossip_keys, quota_gossip_digest_bytes,
 	// quota_gossip_bad_digests_total,
 	// quota_gossip_rejected_digests_total{reason},
+	// quota_gossip_dropped_keys_total{reason},
 	// quota_gossip_share_changes_total).
 	Registerer prometheus.Registerer
 	// HotKeyMetrics is how many of the fleet's hottest keys (HotKeys) the
@@ -140,7 +193,12 @@ func DefaultConfig() Config {
 		Hysteresis:      0.1,
 		WeightHalfLife:  10 * time.Minute,
 		WeightPrior:     100,
+		WeightBand:      2,
 		TopK:            1024,
+		MaxClaim:        2,
+		MaxProcesses:    128,
+		MaxKeys:         1024,
+		MaxRegionKeys:   16384,
 		MaxDigestBytes:  60 << 10,
 		StaleAfter:      3,
 		WarmUp:          5,
@@ -184,7 +242,12 @@ func (c *Config) validate() error {
 	check(finite(c.Hysteresis) && c.Hysteresis >= 0 && c.Hysteresis < 1, "Hysteresis", "must be in [0, 1), got %v", c.Hysteresis)
 	check(c.WeightHalfLife > 0, "WeightHalfLife", "must be positive, got %v", c.WeightHalfLife)
 	check(finite(c.WeightPrior) && c.WeightPrior > 0, "WeightPrior", "must be positive, got %v", c.WeightPrior)
+	check(finite(c.WeightBand) && c.WeightBand >= 1, "WeightBand", "must be at least 1, got %v", c.WeightBand)
 	check(c.TopK >= 1, "TopK", "must be at least 1, got %d", c.TopK)
+	check(finite(c.MaxClaim) && c.MaxClaim > 0, "MaxClaim", "must be positive, got %v", c.MaxClaim)
+	check(c.MaxProcesses >= 1, "MaxProcesses", "must be at least 1, got %d", c.MaxProcesses)
+	check(c.MaxKeys >= 1, "MaxKeys", "must be at least 1, got %d", c.MaxKeys)
+	check(c.MaxRegionKeys >= c.MaxKeys, "MaxRegionKeys", "must be at least MaxKeys (%d), got %d", c.MaxKeys, c.MaxRegionKeys)
 	check(c.HotKeyMetrics >= 0 && c.HotKeyMetrics <= 100, "HotKeyMetrics", "must be in [0, 100], got %d", c.HotKeyMetrics)
 	check(c.MaxDigestBytes >= 512 && c.MaxDigestBytes <= MaxDigestSize, "MaxDigestBytes", "must be in [512, %d], got %d", MaxDigestSize, c.MaxDigestBytes)
 	check(c.StaleAfter >= 1, "StaleAfter", "must be at least 1, got %d", c.StaleAfter)

@@ -113,6 +113,16 @@ func (d *Digest) encode(b []byte, max int) ([]byte, int, error) {
 	return b, n, nil
 }
 
+// MarshalBinary encodes d in the wire format (encoding.BinaryMarshaler),
+// with as many of its keys, in order, as fit in MaxDigestSize; a key that
+// is not printable ASCII of 1 to MaxKeyLen bytes is left out. It fails
+// only on a bad region or process name. A Node publishes its own digests;
+// this is for tools and tests that speak the protocol.
+func (d *Digest) MarshalBinary() ([]byte, error) {
+	b, _, err := d.encode(nil, MaxDigestSize)
+	return b, err
+}
+
 // DecodeDigest parses one digest. It never panics; anything malformed is an
 // error wrapping ErrBadDigest.
 func DecodeDigest(b []byte) (Digest, error) {
@@ -153,7 +163,7 @@ func DecodeDigest(b []byte) (Digest, error) {
 				r.fail("key age %d above %d", k.Age, MaxKeyAge)
 			}
 			if _, dup := seen[k.Key]; dup && r.err == nil {
-				r.fail("key %q repeated", k.Key)
+				r.fail("key %d repeated (keys are not quoted in errors)", i)
 			}
 			seen[k.Key] = struct{}{}
 			d.Keys = append(d.Keys, k)
@@ -242,13 +252,34 @@ func appendString(b []byte, s string) []byte {
 }
 
 func appendRate(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(wireRate(v))))
+}
+
+// wireRate is v as the wire carries it: a float32 in [0, MaxFloat32].
+func wireRate(v float64) float64 {
 	if math.IsNaN(v) || v < 0 {
 		v = 0
 	}
 	if v > math.MaxFloat32 {
 		v = math.MaxFloat32
 	}
-	return binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(v)))
+	return float64(float32(v))
+}
+
+// toWire rounds d's numbers to what the wire carries, so that a process
+// counts its own digest exactly as every other process decodes it (and
+// knows its own echo from a forgery).
+func (d *Digest) toWire() {
+	d.Demand, d.Admitted, d.Learned = wireRate(d.Demand), wireRate(d.Admitted), wireRate(d.Learned)
+	keys := d.Keys[:0]
+	for _, k := range d.Keys {
+		if checkKey(k.Key) != nil {
+			continue // encode leaves it out
+		}
+		k.Demand, k.Admitted, k.Age = wireRate(k.Demand), wireRate(k.Admitted), min(k.Age, MaxKeyAge)
+		keys = append(keys, k)
+	}
+	d.Keys = keys
 }
 
 func uvarintLen(v uint64) int {

@@ -25,9 +25,15 @@ func TestDigestRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: got %+v, want %+v", got, d)
 	}
 	bye := Digest{Region: "eu", Process: "p", Goodbye: true}
-	b, _, _ = bye.encode(nil, MaxDigestSize)
-	if got, err := DecodeDigest(b); err != nil || !got.Goodbye {
+	b, err = bye.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeDigest(b); err != nil || !got.Goodbye || got.Process != "p" {
 		t.Fatalf("goodbye: %+v %v", got, err)
+	}
+	if _, err := (&Digest{Region: "eu", Process: "a.b"}).MarshalBinary(); err == nil {
+		t.Fatal("MarshalBinary took a process name with a dot")
 	}
 }
 

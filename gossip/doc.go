@@ -35,9 +35,30 @@
 // NATS permissions that let each region publish only on
 // <Subject>.<region>.> make the subject the sender's proof of identity.
 // Message volume is one digest per process per interval: O(processes), not
-// O(requests). A process that says goodbye (Stop) is dropped at once; one
-// not heard from for Config.StaleAfter intervals is dropped if other
-// processes of its region are still heard.
+// O(requests).
+//
+// # Bounded trust
+//
+// Every limiter of a region shares the region's credentials, so whoever
+// holds them may speak for any process of that region. What it says is
+// bounded (trust.go): a goodbye only marks its process as leaving, and a
+// region is dropped only once all its processes said goodbye and stayed
+// silent for Config.StaleAfter intervals, so goodbyes its own digests
+// contradict take nothing from it; a process's claims count in proportion
+// to the receiver's own count of ticks it has heard the process, over
+// Config.TrustRamp, and a key's age is capped by that count; a region's
+// claims for a key count up to Config.MaxClaim × the key's rate
+// (Config.Rate), and learned region weights stay within Config.WeightBand
+// of the configured ones; only trusted processes freeze shares when
+// missing; and
+// processes per region, keys per digest and keys per region are capped
+// (Config.MaxProcesses, MaxKeys, MaxRegionKeys), refusals counted in
+// quota_gossip_rejected_digests_total and quota_gossip_dropped_keys_total.
+// Digests more than one epoch ahead or StaleAfter behind are refused. A
+// node counts the processes of its own region by the least of their last
+// two digests, never more than another region holds of them, so that
+// digests timed to reach some regions before a tick and others after
+// cannot lift the regions' own shares above 1 (see ownViewLocked).
 //
 // # Why every region computes the same shares
 //
@@ -45,17 +66,22 @@
 // published, so shares are a pure function of the published digests. A
 // digest of epoch e (published at tick e) is used by everybody at tick e+1,
 // the process's own included. As long as a digest crosses the gateways in
-// less than one interval and clocks agree to within a fraction of it, every
-// process in every region computes identical shares for every key, and the
-// shares of a key sum to exactly 1 (partition works in integer
-// micro-shares). A late digest makes the views disagree for one interval,
-// by at most the change of that one digest.
+// less than half an interval and clocks agree to within a fraction of it,
+// every process in every region computes identical shares for every key
+// once demand is steady, and the shares of a key sum to exactly 1
+// (partition works in integer micro-shares). A node counts its own
+// region's processes by the least of their last two digests, so while a
+// region's demand rises its own share trails, the sum is below 1, and no
+// digest that reaches some regions late can lift it above 1.
 //
 // # Partitions and the global bound
 //
-// At tick e a Node needs the digest of epoch e-1 from every process it
-// knows. If one is missing (late, lost, partitioned away, crashed), the
-// Node freezes: it keeps its last shares for every key. Across a partition
+// At tick e a Node needs a digest of epoch e-1 from every region whose
+// trusted processes it knows. If a region has none (partitioned away,
+// crashed), the Node freezes: it keeps its last shares for every key. A
+// trusted process late while others of its region are heard counts with
+// its last digest instead; an untrusted one (see Bounded trust) is left out
+// until its digest comes, and never freezes anything. Across a partition
 // both sides miss each other's digests of the same epoch, so every region
 // freezes at the same tick, on shares computed from identical inputs: the
 // sum over regions of each region's own share stays exactly 1, however long
@@ -66,12 +92,14 @@
 // the quota_gossip_age_seconds metric) shows it.
 //
 // A process of a region that is still heard is dropped after StaleAfter
-// intervals of silence, and computation resumes without it.
+// intervals of silence.
 //
-// A region that leaves cleanly (every process calls Stop) is removed and
-// its share redistributed at once. A region that crashed is
-// indistinguishable from a partitioned one and stays frozen in: an operator
-// removes it with Forget.
+// A region that leaves cleanly (every process calls Stop, which publishes
+// a goodbye) is removed and its share redistributed once it has been
+// silent for StaleAfter intervals; until then its last digests count, so
+// the others never take a share it may still enforce. A region that
+// crashed is indistinguishable from a partitioned one and stays frozen in:
+// an operator removes it with Forget.
 //
 // A new process only listens during its first tick, so that by its second
 // it holds the previous epoch's digest of every live process, and it keeps

@@ -58,17 +58,25 @@ func (n *Node) HotKeys(region string, k int) HotKeys {
 		if p.cur == nil || (region != "" && id.region != region) {
 			continue
 		}
+		// Claims count as they do for shares (trust.go): scaled by the
+		// process's trust and each at most MaxClaim × the key's rate, so
+		// that an invented process's absurd claims do not top the list.
+		trust := n.peerTrustLocked(id, p)
 		out.Processes++
-		out.Demand += p.cur.Demand
-		out.Admitted += p.cur.Admitted
+		out.Demand += trust * p.cur.Demand
+		out.Admitted += trust * p.cur.Admitted
 		for _, kd := range p.cur.Keys {
 			s := sums[kd.Key]
 			if s == nil {
 				s = &sum{}
 				sums[kd.Key] = s
 			}
-			s.demand += kd.Demand
-			s.admitted += kd.Admitted
+			d, a := kd.Demand, kd.Admitted
+			if m := n.maxDemand(kd.Key); m > 0 {
+				d, a = min(d, m), min(a, m)
+			}
+			s.demand += trust * d
+			s.admitted += trust * a
 			s.procs++
 		}
 	}

@@ -16,7 +16,10 @@ var (
 	descBad = prometheus.NewDesc("quota_gossip_bad_digests_total",
 		"Digests rejected by the decoder.", nil, nil)
 	descRejected = prometheus.NewDesc("quota_gossip_rejected_digests_total",
-		"Well-formed digests refused: reason=\"subject_mismatch\" (region or process not the subject's), reason=\"unknown_region\" (region not in the configured region set).",
+		"Well-formed digests refused: reason=\"subject_mismatch\" (region or process not the subject's), reason=\"unknown_region\" (region not in the configured region set), reason=\"epoch_out_of_range\" (epoch more than one interval ahead or StaleAfter behind), reason=\"too_many_processes\" (a new process of a region that has its MaxProcesses), reason=\"conflicting_digest\" (a second, different digest of one process for one epoch: a forgery, merged conservatively).",
+		[]string{"reason"}, nil)
+	descDropped = prometheus.NewDesc("quota_gossip_dropped_keys_total",
+		"Keys of stored digests left out of the shares: reason=\"process_cap\" (beyond MaxKeys in one digest), reason=\"region_cap\" (beyond MaxRegionKeys of one region, counted at every tick).",
 		[]string{"reason"}, nil)
 	descChanges = prometheus.NewDesc("quota_gossip_share_changes_total",
 		"Share changes reported to the limiter (OnChange): keys whose share for this region moved by the change threshold or more.", nil, nil)
@@ -32,6 +35,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBytes
 	ch <- descBad
 	ch <- descRejected
+	ch <- descDropped
 	ch <- descChanges
 }
 
@@ -52,6 +56,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBad, prometheus.CounterValue, float64(s.BadDigests))
 	for reason, v := range s.RejectedDigests {
 		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(v), reason)
+	}
+	for reason, v := range s.DroppedKeys {
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(s.ShareChanges))
 }

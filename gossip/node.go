@@ -66,6 +66,13 @@ type Node struct {
 	lastBytes int                  // size of the last digest published; guarded by mu
 	bad       uint64               // digests the decoder refused; guarded by mu
 	rejected  [numReasons]uint64   // decoded digests refused, by reason; guarded by mu
+	// badLogged is when a bad digest was last logged, and badAtLog the
+	// count of bad digests then: the log says how many came since, at
+	// most once per badLogEvery. Guarded by mu.
+	badLogged time.Time
+	badAtLog  uint64
+
+	dropped [numDrops]atomic.Uint64 // keys left out, by reason
 
 	// Touched by the Run goroutine only.
 	own      map[string]*keyState
@@ -95,8 +102,51 @@ type keyState struct {
 type peerID struct{ region, process string }
 
 type peer struct {
-	cur, prev *Digest // latest two digests, by epoch
-	lastHeard time.Time
+	cur, prev     *Digest   // latest two digests, by epoch
+	curAt, prevAt time.Time // when they arrived
+	lastHeard     time.Time
+	// seen counts the ticks at which this node had a new digest of the
+	// process, of an epoch within StaleAfter of the tick (counted: the
+	// epoch of the last one counted): its own measure of how long the
+	// process has been heard, from which the process's trust ramps
+	// (Config.TrustRamp). A sender cannot raise it faster than one a tick.
+	seen    int
+	counted uint64
+	// inherited: first heard before this node's second tick, so it may
+	// have been publishing long before this node listened. Its ticks seen
+	// then start from the oldest key age its first digest reports (age0),
+	// which is what a node that heard it from its start counts (see
+	// trust.go).
+	inherited bool
+	age0      uint64
+	// bye: the process said goodbye and has sent no digest since. It no
+	// longer counts as missing when silent, and is forgotten once silent
+	// for StaleAfter intervals; a digest after it (a forged goodbye, or a
+	// restart under the same name) undoes it.
+	bye bool
+}
+
+// of returns p's digest of epoch e and when it arrived, or nil.
+func (p *peer) of(e uint64) (*Digest, time.Time) {
+	switch {
+	case p.cur != nil && p.cur.Epoch == e:
+		return p.cur, p.curAt
+	case p.prev != nil && p.prev.Epoch == e:
+		return p.prev, p.prevAt
+	}
+	return nil, time.Time{}
+}
+
+// at returns the latest digest of p published before tick e (of an epoch
+// before e), or nil.
+func (p *peer) at(e uint64) *Digest {
+	switch {
+	case p.cur != nil && p.cur.Epoch < e:
+		return p.cur
+	case p.prev != nil && p.prev.Epoch < e:
+		return p.prev
+	}
+	return nil
 }
 
 // New returns a Node that gossips over nc. It starts nothing: call Run or
@@ -281,33 +331,73 @@ func (n *Node) epoch(now time.Time) uint64 {
 	return uint64((now.UnixNano() + int64(n.cfg.Interval)/2) / int64(n.cfg.Interval))
 }
 
-func (n *Node) store(d *Digest, now time.Time) {
+// store keeps d, the latest digest (or goodbye) of its process, unless a
+// new process would exceed its region's Config.MaxProcesses. A goodbye
+// only marks its process as leaving (see peer.bye): it removes nothing at
+// once, so a forged one takes no share from the region whose processes
+// still publish.
+func (n *Node) store(d *Digest, now time.Time) (rejectReason, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	id := peerID{d.Region, d.Process}
-	if d.Goodbye {
-		delete(n.peers, id)
-		n.heard[d.Region] = now
-		if !n.regionHasPeersLocked(d.Region) && d.Region != n.cfg.Region {
-			n.gone[d.Region] = true
-		}
-		return
-	}
 	p := n.peers[id]
+	if d.Goodbye {
+		if p != nil {
+			p.bye = true
+		}
+		return 0, false
+	}
 	if p == nil {
-		p = &peer{}
+		own := id == peerID{n.cfg.Region, n.cfg.Process}
+		if !own && n.regionPeersLocked(d.Region) >= n.cfg.MaxProcesses {
+			return rejectProcesses, true
+		}
+		p = &peer{inherited: n.ticks <= 1}
+		if p.inherited {
+			for _, k := range d.Keys {
+				p.age0 = max(p.age0, k.Age)
+			}
+		}
 		n.peers[id] = p
 	}
 	if p.cur != nil && d.Epoch < p.cur.Epoch {
-		return // late and superseded
+		return 0, false // late and superseded
+	}
+	if extra := len(d.Keys) - n.cfg.MaxKeys; extra > 0 {
+		n.dropped[dropProcessCap].Add(uint64(extra))
+		d.Keys = d.Keys[:n.cfg.MaxKeys]
+	}
+	if p.cur != nil && d.Epoch == p.cur.Epoch {
+		if sameDigest(p.cur, d) {
+			return 0, false // our own echo, or a repeat
+		}
+		// Two digests of one process for one epoch: one is forged, and
+		// nodes may hold either. Keep what every node can agree to bound
+		// (mergeDigests), and count the forgery.
+		p.cur = n.mergeDigests(p.cur, d, d.Region == n.cfg.Region)
+		n.rejected[rejectConflict]++
+		return 0, false
 	}
 	if p.cur != nil && d.Epoch > p.cur.Epoch {
-		p.prev = p.cur
+		p.prev, p.prevAt = p.cur, p.curAt
 	}
-	p.cur = d
+	p.cur, p.curAt = d, now
+	p.bye = false
 	p.lastHeard = now
 	n.heard[d.Region] = now
 	delete(n.gone, d.Region)
+	return 0, false
+}
+
+// regionPeersLocked counts the processes of region r.
+func (n *Node) regionPeersLocked(r string) int {
+	c := 0
+	for id := range n.peers {
+		if id.region == r {
+			c++
+		}
+	}
+	return c
 }
 
 func (n *Node) regionHasPeersLocked(r string) bool {
@@ -329,7 +419,8 @@ func (n *Node) tick(now time.Time) {
 	}
 	n.compute(now, e)
 	d := n.digest(now, e)
-	n.store(d, now)
+	d.toWire()
+	n.store(d, now) // never refused: this process is always kept
 	n.publish(d)
 }
 

@@ -22,11 +22,20 @@ type manualFleet struct {
 }
 
 func startManualFleet(t *testing.T, url string, regions []string, names ...[2]string) *manualFleet {
+	return startManualFleetWith(t, url, regions, nil, names...)
+}
+
+// startManualFleetWith is startManualFleet with mod applied to every
+// node's config after the fleet's own settings.
+func startManualFleetWith(t *testing.T, url string, regions []string, mod func(*Config), names ...[2]string) *manualFleet {
 	f := &manualFleet{t: t, clock: clock.NewManual(time.Unix(1_700_000_000, 0))}
 	for _, rp := range names {
 		f.nodes = append(f.nodes, startNode(t, url, regions, rp[0], rp[1], func(c *Config) {
 			c.Clock = f.clock
 			c.TrustRamp = c.Interval // trust demand at once
+			if mod != nil {
+				mod(c)
+			}
 		}))
 	}
 	return f

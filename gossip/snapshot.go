@@ -30,9 +30,16 @@ type Snapshot struct {
 	// BadDigests counts digests rejected by the decoder.
 	BadDigests uint64 `json:"bad_digests"`
 	// RejectedDigests counts well-formed digests refused, by reason:
-	// "subject_mismatch" (region or process not the subject's) and
-	// "unknown_region" (region not in Config.Regions).
+	// "subject_mismatch" (region or process not the subject's),
+	// "unknown_region" (region not in Config.Regions),
+	// "epoch_out_of_range", "too_many_processes" (Config.MaxProcesses) and
+	// "conflicting_digest" (a second digest of one process for one epoch,
+	// merged, not refused).
 	RejectedDigests map[string]uint64 `json:"rejected_digests"`
+	// DroppedKeys counts keys of stored digests left out of the shares, by
+	// reason: "process_cap" (Config.MaxKeys) and "region_cap"
+	// (Config.MaxRegionKeys, counted at every tick).
+	DroppedKeys map[string]uint64 `json:"dropped_keys"`
 	// ShareChanges counts OnChange calls: keys whose share for this region
 	// moved by ChangeThreshold or more.
 	ShareChanges uint64 `json:"share_changes"`
@@ -45,8 +52,11 @@ type RegionStatus struct {
 	// this process's last tick or another local process's digest); -1 if
 	// never heard.
 	Age time.Duration `json:"age_ns"`
-	// Processes counts the processes with a digest.
+	// Processes counts the processes with a digest; Trusted those of them
+	// heard for TrustRamp (or publishing before this node started), whose
+	// claims count in full and whose silence freezes shares.
 	Processes int  `json:"processes"`
+	Trusted   int  `json:"trusted"`
 	Stale     bool `json:"stale"`
 	Gone      bool `json:"gone"`
 }
@@ -78,6 +88,10 @@ func (n *Node) Snapshot() Snapshot {
 	for r := rejectReason(0); r < numReasons; r++ {
 		s.RejectedDigests[r.String()] = n.rejected[r]
 	}
+	s.DroppedKeys = make(map[string]uint64, numDrops)
+	for r := dropReason(0); r < numDrops; r++ {
+		s.DroppedKeys[r.String()] = n.dropped[r].Load()
+	}
 	s.ShareChanges = n.shareChanges.Load()
 	names := map[string]bool{n.cfg.Region: true}
 	for _, r := range t.regions {
@@ -86,12 +100,15 @@ func (n *Node) Snapshot() Snapshot {
 	for r := range n.heard {
 		names[r] = true
 	}
-	procs := map[string]int{}
-	for id := range n.peers {
+	procs, trusted := map[string]int{}, map[string]int{}
+	for id, p := range n.peers {
 		procs[id.region]++
+		if n.peerTrustLocked(id, p) >= 1 {
+			trusted[id.region]++
+		}
 	}
 	for r := range names {
-		st := RegionStatus{Name: r, Age: -1, Processes: procs[r], Gone: n.gone[r]}
+		st := RegionStatus{Name: r, Age: -1, Processes: procs[r], Trusted: trusted[r], Gone: n.gone[r]}
 		if h, ok := n.heard[r]; ok {
 			st.Age = now.Sub(h)
 			st.Stale = st.Age > staleAfter && !st.Gone

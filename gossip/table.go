@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"math"
 	"sort"
 	"time"
 
@@ -42,7 +43,7 @@ func (n *Node) warmupTable() *table {
 	in := n.inputs(n.regions, nil)
 	t := &table{regions: in.regions, keys: map[string][]int64{}, at: n.clock.Now()}
 	t.own = indexOf(t.regions, n.cfg.Region)
-	t.def = n.shares(in, nil, 0)
+	t.def = n.shares(in, nil, 0, 0)
 	return t
 }
 
@@ -54,9 +55,19 @@ type inputs struct {
 	age     map[string]uint64       // key → oldest age in any digest, epochs
 }
 
+// use is one process's digest as a tick counts it: its claims scaled by
+// trust, its keys' ages capped at maxAge (see trust.go).
+type use struct {
+	d      *Digest
+	trust  float64
+	maxAge uint64
+}
+
 // inputs builds the computation's inputs for the regions in set from the
-// chosen digest of each peer.
-func (n *Node) inputs(set map[string]bool, digests []*Digest) inputs {
+// chosen digest of each process, sorted by region and process so that
+// every node adds the same numbers in the same order. Each region keeps
+// at most MaxRegionKeys keys (see regionKeys).
+func (n *Node) inputs(set map[string]bool, used []use) inputs {
 	regions := make([]string, 0, len(set))
 	for r := range set {
 		regions = append(regions, r)
@@ -71,46 +82,89 @@ func (n *Node) inputs(set map[string]bool, digests []*Digest) inputs {
 	for i, r := range regions {
 		configured[i] = n.cfg.Weights[r]
 	}
-	keys := make(map[string][][2]float64)
+	per := make([]map[string][2]float64, len(regions))
+	byRegion := make([][]*Digest, len(regions))
 	age := make(map[string]uint64)
-	for _, d := range digests {
-		i, ok := idx[d.Region]
+	for _, u := range used {
+		i, ok := idx[u.d.Region]
 		if !ok {
 			continue
 		}
-		learned[i] += d.Learned
-		for _, k := range d.Keys {
-			v := keys[k.Key]
+		learned[i] += u.trust * u.d.Learned
+		byRegion[i] = append(byRegion[i], u.d)
+		if per[i] == nil {
+			per[i] = make(map[string][2]float64)
+		}
+		for _, k := range u.d.Keys {
+			v := per[i][k.Key]
+			v[0] += u.trust * k.Demand
+			v[1] += u.trust * k.Admitted
+			per[i][k.Key] = v
+			age[k.Key] = max(age[k.Key], min(k.Age, u.maxAge))
+		}
+	}
+	keys := make(map[string][][2]float64)
+	for i, m := range per {
+		for _, key := range n.regionKeys(m, byRegion[i]) {
+			v := keys[key]
 			if v == nil {
 				v = make([][2]float64, len(regions))
-				keys[k.Key] = v
+				keys[key] = v
 			}
-			v[i][0] += k.Demand
-			v[i][1] += k.Admitted
-			age[k.Key] = max(age[k.Key], k.Age)
+			v[i] = m[key]
 		}
 	}
 	return inputs{
 		regions: regions,
-		weights: partition.Weights(configured, learned, n.cfg.WeightPrior),
+		weights: partition.Band(partition.Weights(configured, learned, n.cfg.WeightPrior), configured, n.cfg.WeightBand),
 		keys:    keys,
 		age:     age,
 	}
 }
 
+// regionKeys returns the keys of one region's claims m, at most
+// MaxRegionKeys of them. Beyond that, the region's digests (in process
+// order) take turns, each giving its next key not yet taken in its own
+// order (most demand first): every process keeps its hottest keys however
+// many keys others claim, and every node keeps the same ones.
+func (n *Node) regionKeys(m map[string][2]float64, digests []*Digest) []string {
+	out := make([]string, 0, min(len(m), n.cfg.MaxRegionKeys))
+	if len(m) <= n.cfg.MaxRegionKeys {
+		for key := range m {
+			out = append(out, key)
+		}
+		return out
+	}
+	taken := make(map[string]bool, n.cfg.MaxRegionKeys)
+	pos := make([]int, len(digests))
+	for more := true; more && len(out) < n.cfg.MaxRegionKeys; {
+		more = false
+		for i, d := range digests {
+			for pos[i] < len(d.Keys) && taken[d.Keys[pos[i]].Key] {
+				pos[i]++
+			}
+			if pos[i] == len(d.Keys) || len(out) == n.cfg.MaxRegionKeys {
+				continue
+			}
+			key := d.Keys[pos[i]].Key
+			taken[key] = true
+			out = append(out, key)
+			more = true
+		}
+	}
+	n.dropped[dropRegionCap].Add(uint64(len(m) - len(out)))
+	return out
+}
+
 // trust is how far a key of the given age (epochs) is trusted to show its
 // demand split: it ramps from 0 to 1 over TrustRamp.
 func (n *Node) trust(age uint64) float64 {
-	ramp := float64(n.cfg.TrustRamp) / float64(n.cfg.Interval)
-	if ramp <= 0 {
-		return 1
-	}
-	return min(1, float64(age+1)/ramp)
+	return min(1, float64(age+1)/n.cfg.rampTicks())
 }
 
 // shares returns micro-shares for one key's demand (nil: the default) of
-// the given age.
-func (n *Node) shares(in inputs, demand [][2]float64, age uint64) []int64 {
+// the given age; maxDemand caps each region's claim (0: no cap).
+func (n *Node) shares(in inputs, demand [][2]float64, age uint64, maxDemand float64) []int64 {
 	floor := n.cfg.floorFor(len(in.regions))
 	rs := make([]partition.Region, len(in.regions))
 	for i, r := range in.regions {
@@ -119,7 +173,7 @@ func (n *Node) shares(in inputs, demand [][2]float64, age uint64) []int64 {
 			rs[i].Demand, rs[i].Admitted = demand[i][0], demand[i][1]
 		}
 	}
-	out, err := partition.Shares(rs, partition.Params{Prior: n.cfg.Prior, Trust: n.trust(age), UseTrust: true})
+	out, err := partition.Shares(rs, partition.Params{Prior: n.cfg.Prior, Trust: n.trust(age), UseTrust: true, MaxDemand: maxDemand})
 	micro := make([]int64, len(rs))
 	if err != nil {
 		// Inputs are validated on decode; this cannot happen. Fall back to
@@ -137,57 +191,114 @@ func (n *Node) shares(in inputs, demand [][2]float64, age uint64) []int64 {
 	return micro
 }
 
-// compute recomputes every key's shares at tick epoch e from each live
-// process's digest of epoch e-1, over the configured regions less those
-// that left. If any known process has no digest of epoch e-1 (it is late,
-// partitioned away, or gone without a goodbye), the current table is kept:
-// every region notices the same missing epoch, so they all freeze the same
-// shares. A process not heard for StaleAfter intervals is dropped if its
-// region still has a live process; a region with no live process keeps
-// everyone frozen until it is heard again, says goodbye or is forgotten.
-// The first tick only listens, and the warm-up table is kept until a
-// digest of every configured region is in (or WarmUp ticks have passed).
+// maxDemand is the most a region may claim for key: MaxClaim × its rate,
+// or 0 (no cap) when the rate is unknown.
+func (n *Node) maxDemand(key string) float64 {
+	if n.cfg.Rate == nil {
+		return 0
+	}
+	r := n.cfg.Rate(key)
+	if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
+		return 0
+	}
+	return n.cfg.MaxClaim * r
+}
+
+// compute recomputes every key's shares at tick epoch e from each
+// process's latest digest of an epoch before e, over the configured
+// regions less those that left.
+//
+// A region is missing when it has trusted processes that have not said
+// goodbye and none of them has a digest of epoch e-1 (it is partitioned
+// away, or crashed): then the current table is kept. Every region notices
+// the same missing epoch, so they all freeze the same shares. A trusted
+// process late while others of its region are heard counts with its last
+// digest; an untrusted one only counts with a digest of e-1, and never
+// freezes anything (see trust.go).
+//
+// A process silent for StaleAfter intervals is dropped if it said goodbye,
+// is not yet trusted, or its region still has a live trusted process; a
+// region whose last process is dropped after a goodbye has left. A region
+// silent without goodbye keeps everyone frozen until it is heard again or
+// forgotten. The first tick only listens, and the warm-up table is kept
+// until a digest of every configured region is in (or WarmUp ticks have
+// passed).
 func (n *Node) compute(now time.Time, e uint64) {
 	staleAfter := time.Duration(n.cfg.StaleAfter) * n.cfg.Interval
 	n.mu.Lock()
-	fresh := map[string]bool{n.cfg.Region: true}
-	for id, p := range n.peers {
-		if now.Sub(p.lastHeard) <= staleAfter {
-			fresh[id.region] = true
-		}
-	}
 	set := map[string]bool{n.cfg.Region: true}
 	for r := range n.regions {
 		if !n.gone[r] {
 			set[r] = true
 		}
 	}
-	missing := false
-	got := map[string]bool{n.cfg.Region: true} // regions with a digest of e-1
-	digests := make([]*Digest, 0, len(n.peers))
+	type view struct {
+		id      peerID
+		p       *peer
+		d       *Digest // latest before e, or nil
+		current bool    // d is of epoch e-1
+		trusted bool
+		silent  bool
+	}
+	views := make([]view, 0, len(n.peers))
+	live := map[string]bool{n.cfg.Region: true}    // a trusted process heard lately
+	expected := map[string]bool{}                  // a trusted process that did not leave
+	present := map[string]bool{n.cfg.Region: true} // ... with a digest of e-1
+	got := map[string]bool{n.cfg.Region: true}     // any digest of e-1
 	for id, p := range n.peers {
 		if !set[id.region] {
 			continue // not configured (never stored) or left
 		}
-		var d *Digest
-		switch {
-		case p.cur != nil && p.cur.Epoch == e-1:
-			d = p.cur
-		case p.prev != nil && p.prev.Epoch == e-1:
-			d = p.prev
-		case p.prev == nil && p.cur != nil && p.cur.Epoch >= e:
-			continue // first heard this tick: counts from the next one
+		v := view{id: id, p: p, d: p.at(e), silent: now.Sub(p.lastHeard) > staleAfter}
+		v.current = v.d != nil && v.d.Epoch == e-1
+		if v.current {
+			got[id.region] = true
 		}
-		if d == nil && now.Sub(p.lastHeard) > staleAfter && fresh[id.region] {
-			delete(n.peers, id) // its region carries on without it
+		if v.d != nil && v.d.Epoch+uint64(n.cfg.StaleAfter) >= e && (p.seen == 0 || v.d.Epoch > p.counted) {
+			p.seen++ // late digests count too: a process always late still earns trust, then freezes when missing
+			p.counted = v.d.Epoch
+		}
+		v.trusted = n.peerTrustLocked(id, p) >= 1
+		if v.trusted && !p.bye {
+			expected[id.region] = true
+			if !v.silent {
+				live[id.region] = true
+			}
+			if v.current {
+				present[id.region] = true
+			}
+		}
+		views = append(views, v)
+	}
+	sort.Slice(views, func(i, j int) bool {
+		a, b := views[i].id, views[j].id
+		return a.region < b.region || (a.region == b.region && a.process < b.process)
+	})
+	missing := false
+	for r := range expected {
+		if !present[r] {
+			missing = true
+		}
+	}
+	used := make([]use, 0, len(views))
+	for _, v := range views {
+		if v.silent && (v.p.bye || !v.trusted || live[v.id.region]) {
+			delete(n.peers, v.id) // left, never trusted, or its region carries on without it
+			if v.p.bye && v.id.region != n.cfg.Region && !n.regionHasPeersLocked(v.id.region) {
+				n.gone[v.id.region] = true
+			}
 			continue
+		}
+		d := v.d
+		if v.id.region == n.cfg.Region && v.id.process != n.cfg.Process {
+			// This process's own digest it published itself: no sender
+			// can time it (ownViewLocked).
+			d = n.ownViewLocked(v.id, v.p, e, now)
 		}
 		if d == nil {
-			missing = true
 			continue
 		}
-		digests = append(digests, d)
-		got[id.region] = true
+		used = append(used, use{d: d, trust: n.peerTrustLocked(v.id, v.p), maxAge: n.maxKeyAgeLocked(v.id, v.p)})
 	}
 	if n.warming {
 		n.warming = n.ticks <= 1 || (n.ticks <= n.cfg.WarmUp && len(got) < len(set))
@@ -197,14 +308,19 @@ func (n *Node) compute(now time.Time, e uint64) {
 		n.mu.Unlock()
 		return
 	}
+	for r := range set {
+		if n.gone[r] {
+			delete(set, r) // left at this tick
+		}
+	}
 	n.mu.Unlock()
 
-	in := n.inputs(set, digests)
+	in := n.inputs(set, used)
 	t := &table{regions: in.regions, keys: make(map[string][]int64, len(in.keys)), at: now}
 	t.own = indexOf(t.regions, n.cfg.Region)
-	t.def = n.shares(in, nil, 0)
+	t.def = n.shares(in, nil, 0, 0)
 	for key, demand := range in.keys {
-		t.keys[key] = n.shares(in, demand, in.age[key])
+		t.keys[key] = n.shares(in, demand, in.age[key], n.maxDemand(key))
 	}
 	old := n.table.Swap(t)
 	n.notify(old, t)

@@ -138,10 +138,20 @@ func TestLockstepDeterminismFreezeAndGoodbye(t *testing.T) {
 		t.Fatalf("eu1 still frozen after eu/p2 went silent: %+v", s.Regions)
 	}
 
-	// us says goodbye: eu takes the whole limit at once.
+	// us says goodbye and goes silent: eu keeps computing (a process that
+	// said goodbye is not missing), and takes the whole limit once us has
+	// been silent for StaleAfter intervals. Before, us keeps what its last
+	// digest earns: a goodbye alone takes no share from a region.
 	bye := &Digest{Region: "us", Process: "p1", Goodbye: true}
 	eu1.store(bye, ls.now)
-	ls.step("k", []float64{50, 0, 0}, silent)
+	gone := func(from, to int) bool { return from == 0 && to != 2 }
+	for i := 0; i < DefaultConfig().StaleAfter; i++ {
+		ls.step("k", []float64{50, 0, 0}, gone)
+		if s := eu1.Snapshot(); s.Frozen || eu1.Share("k") > 0.2 {
+			t.Fatalf("step %d after us's goodbye: frozen=%v eu's share %v, want us's last share kept", i, s.Frozen, eu1.Share("k"))
+		}
+	}
+	ls.step("k", []float64{50, 0, 0}, gone)
 	if got := eu1.Share("k"); got != 1 {
 		t.Fatalf("after us left, eu's share is %v, want 1", got)
 	}
@@ -191,6 +201,9 @@ func TestLockstepWarmUp(t *testing.T) {
 			if s := eu.Snapshot(); s.WarmingUp || s.Frozen || len(s.Default) != len(tt.regions) {
 				t.Fatalf("after the warm-up: %+v", s)
 			}
+			// A region counts its own processes from their second digest
+			// (ownView): one tick more.
+			ls.step("k", []float64{1000, 0}, hears)
 			// Demand only at eu: every other configured region keeps its floor.
 			if got := eu.Share("k"); !near(got, tt.after, 1e-3) {
 				t.Fatalf("after the warm-up: share %v, want %v", got, tt.after)

@@ -39,6 +39,15 @@ func newGossip(p *Participant) (*gossip.Node, error) {
 	cfg.HotKeyMetrics = o.HotKeyMetrics
 	cfg.Logger = p.log
 	cfg.Clock = o.Clock
+	// A region's gossiped claims for a key count up to MaxClaim × the
+	// key's rate; the catalogue exists by the time the node ticks.
+	cfg.Rate = func(key string) float64 {
+		plan, err := p.cat.Plan(key)
+		if err != nil {
+			return 0
+		}
+		return plan.Rate
+	}
 	cfg.OnChange = func(key string) { p.lim.Reshare(key) }
 	cfg.OnChangeAll = func() { p.lim.InvalidateAll() }
 	cfg.Flush = func() { p.lim.Flush() }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,6 +31,9 @@ func openStore(o *Options, log *slog.Logger) (*regionStore, error) {
 		log.Info("using the in-process store (no Redis given): limits hold for this process only")
 		return &regionStore{store: region.NewMemoryStore(nil)}, nil
 	}
+	// go-redis's own lines (dial failures while Redis is down) go to the
+	// JSON log, one a second, not to stderr in plain text.
+	redis.SetLogger(region.NewRedisLogger(log, time.Second, nil))
 	var rdb redis.UniversalClient
 	if o.RedisCluster {
 		var co redis.ClusterOptions

@@ -26,6 +26,12 @@
 // rejected (the Cadence lesson: traffic-weighted allowances starve quiet
 // regions unless a floor holds). s_r is monotone in d_r.
 //
+// Demand is self-reported by the regions, so Params.MaxDemand caps each
+// region's max(d_r, a_r) before anything else: whatever the others claim, a
+// region with demand d keeps at least (1 − Σ f) · T · min(d, cap) /
+// (n · cap + Prior) of the limit. Band likewise keeps learned historical
+// weights within a factor of the configured ones.
+//
 // Shares are returned as integer micro-shares (Micro = 1,000,000 is the whole
 // limit), rounded by the largest-remainder method with ties broken by region
 // name, so that they sum to exactly Micro and keep every floor.

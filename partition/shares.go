@@ -54,6 +54,14 @@ type Params struct {
 	Trust float64
 	// UseTrust makes a zero Trust mean "historical weights only".
 	UseTrust bool
+	// MaxDemand, when positive, caps each region's max(Demand, Admitted),
+	// in cost units per second, before anything else: a region claiming
+	// more counts as claiming MaxDemand. Demand is self-reported, so
+	// without a cap one claim of an absurd rate pins every other region
+	// at its floor; with it, a region r with demand d_r keeps at least
+	// (1 − Σ floors) · Trust · min(d_r, MaxDemand) / (n · MaxDemand + Prior)
+	// of the limit whatever the others claim (n regions). 0 means no cap.
+	MaxDemand float64
 }
 
 // Share is one region's share of a key's limit.
@@ -100,14 +108,21 @@ func Shares(regions []Region, p Params) ([]Share, error) {
 	if p.UseTrust || p.Trust != 0 {
 		trust = p.Trust
 	}
+	demand := func(r Region) float64 {
+		d := math.Max(r.Demand, r.Admitted)
+		if p.MaxDemand > 0 {
+			d = math.Min(d, p.MaxDemand)
+		}
+		return d
+	}
 	var total float64
 	for _, r := range rs {
-		total += math.Max(r.Demand, r.Admitted)
+		total += demand(r)
 	}
 	eff := make([]float64, len(rs))
 	var effSum float64
 	for i, r := range rs {
-		d := math.Max(r.Demand, r.Admitted)
+		d := demand(r)
 		eff[i] = trust*d + (1-trust)*total*weights[i] + p.Prior*weights[i]
 		effSum += eff[i]
 	}
@@ -130,6 +145,9 @@ func check(regions []Region, p Params) error {
 	}
 	if bad(p.Prior) {
 		return fmt.Errorf("%w: Prior must be a finite number ≥ 0, got %v", ErrInvalidInput, p.Prior)
+	}
+	if bad(p.MaxDemand) {
+		return fmt.Errorf("%w: MaxDemand must be a finite number ≥ 0, got %v", ErrInvalidInput, p.MaxDemand)
 	}
 	for _, r := range regions {
 		switch {

@@ -88,6 +88,15 @@ func TestSharesTable(t *testing.T) {
 			map[string]int64{"eu": 600000, "us": 250000, "ap": 150000}, 0},
 		{"zero weights are equal weights", []Region{{Name: "a"}, {Name: "b"}}, Params{Prior: 1},
 			map[string]int64{"a": 500000, "b": 500000}, 0},
+		{"an absurd claim without a cap pins the others", three(900, math.MaxFloat32, 0), Params{},
+			map[string]int64{"eu": 50000, "us": 900000, "ap": 50000}, 0},
+		{"an absurd claim counts as MaxDemand", three(900, math.MaxFloat32, 0), Params{MaxDemand: 2000},
+			map[string]int64{"eu": 294828, "us": 655172, "ap": 50000}, 1},
+		{"admitted is capped too", []Region{
+			{Name: "a", Demand: 1, Admitted: 1e30, Floor: 0}, {Name: "b", Demand: 10, Floor: 0}}, Params{MaxDemand: 10},
+			map[string]int64{"a": 500000, "b": 500000}, 0},
+		{"claims under the cap are untouched", three(700, 200, 100), Params{MaxDemand: 700},
+			map[string]int64{"eu": 700000, "us": 200000, "ap": 100000}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +130,8 @@ func TestSharesErrors(t *testing.T) {
 		{"floor above one", []Region{{Name: "a", Floor: 1.5}}, Params{}, ErrInvalidInput},
 		{"negative prior", []Region{{Name: "a"}}, Params{Prior: -1}, ErrInvalidInput},
 		{"trust above one", []Region{{Name: "a"}}, Params{Trust: 1.5}, ErrInvalidInput},
+		{"negative max demand", []Region{{Name: "a"}}, Params{MaxDemand: -1}, ErrInvalidInput},
+		{"infinite max demand", []Region{{Name: "a"}}, Params{MaxDemand: math.Inf(1)}, ErrInvalidInput},
 		{"floors too large", []Region{{Name: "a", Floor: 0.6}, {Name: "b", Floor: 0.6}}, Params{}, ErrFloorsTooLarge},
 	}
 	for _, tt := range tests {
@@ -188,6 +199,41 @@ func TestSharesMonotoneInDemand(t *testing.T) {
 		for name, x := range byName(after) {
 			if p.Trust == 1 && name != in[i].Name && x > byName(before)[name]+1 {
 				t.Fatalf("raising %s's demand raised %s's share %d→%d", in[i].Name, name, byName(before)[name], x)
+			}
+		}
+	}
+}
+
+// TestSharesCappedClaimsKeepABound: with Params.MaxDemand, whatever the
+// other regions claim (up to float32's largest rate, what a digest can
+// carry), a region with demand d keeps at least
+// (1 − Σ floors) · Trust · min(d, MaxDemand) / (n · MaxDemand + Prior) of
+// the limit, besides its floor and the usual invariants.
+func TestSharesCappedClaimsKeepABound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := 0; trial < 500; trial++ {
+		in := randomRegions(rng)
+		p := Params{Prior: rng.Float64() * 5, Trust: rng.Float64(), UseTrust: true, MaxDemand: 1 + rng.ExpFloat64()*1000}
+		for i := range in {
+			if rng.IntN(2) == 0 { // a hostile claim
+				in[i].Demand, in[i].Admitted = math.MaxFloat32, rng.Float64()*math.MaxFloat32
+			}
+		}
+		out, err := Shares(in, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, in, out)
+		var floors float64
+		for _, r := range in {
+			floors += math.Ceil(r.Floor*Micro-1e-6) / Micro
+		}
+		got := byName(out)
+		for _, r := range in {
+			d := math.Min(math.Max(r.Demand, r.Admitted), p.MaxDemand)
+			bound := (1 - floors) * p.Trust * d / (float64(len(in))*p.MaxDemand + p.Prior)
+			if float64(got[r.Name]) < bound*Micro-1 {
+				t.Fatalf("trial %d: %s with demand %v holds %d micro, below the bound %.0f: %+v, %+v", trial, r.Name, d, got[r.Name], bound*Micro, in, p)
 			}
 		}
 	}

@@ -80,3 +80,68 @@ func Weights(configured, learned []float64, prior float64) []float64 {
 	}
 	return out
 }
+
+// Band bounds learned weights to a band around the configured ones: each
+// weight ends within [c_r/factor, c_r·factor] of its configured weight
+// c_r (configured normalised; all zero counts as equal), scaled so that
+// the weights still sum to 1. Learned region totals are self-reported,
+// so without a band one absurd total takes every default share; with it, a
+// region's weight is at least c_r/factor whatever the others report.
+// weights and configured are indexed alike; factor ≤ 1 returns the
+// configured weights. The scaling is found by bisection: the same inputs
+// give the same outputs everywhere.
+func Band(weights, configured []float64, factor float64) []float64 {
+	n := len(weights)
+	out := make([]float64, n)
+	if n == 0 {
+		return out
+	}
+	c := Weights(configured, nil, 1)
+	if !(factor > 1) || math.IsInf(factor, 0) {
+		copy(out, c)
+		return out
+	}
+	clamp := func(i int, x float64) float64 {
+		return math.Min(math.Max(x, c[i]/factor), c[i]*factor)
+	}
+	// tiny stands in for a zero or invalid weight: such a region stays at
+	// its floor unless every other one is at its ceiling.
+	const tiny = 1e-300
+	w := make([]float64, n)
+	for i := range w {
+		w[i] = weights[i]
+		if math.IsNaN(w[i]) || math.IsInf(w[i], 0) || w[i] < tiny {
+			w[i] = tiny
+		}
+	}
+	sum := func(lnK float64) float64 {
+		k := math.Exp(lnK)
+		var s float64
+		for i := range w {
+			s += clamp(i, k*w[i])
+		}
+		return s
+	}
+	// Σ clamp(k·w_i) grows with k from Σ c_i/factor < 1 to Σ c_i·factor > 1:
+	// bisect on ln k over a range that takes every weight in [tiny, max]
+	// from below its floor to above its ceiling.
+	lo, hi := -700.0, 700.0
+	for i := 0; i < 200; i++ {
+		mid := (lo + hi) / 2
+		if sum(mid) < 1 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	k := math.Exp(hi)
+	var total float64
+	for i := range out {
+		out[i] = clamp(i, k*w[i])
+		total += out[i]
+	}
+	for i := range out {
+		out[i] /= total // removes the bisection's last rounding error
+	}
+	return out
+}

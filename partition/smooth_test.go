@@ -134,3 +134,69 @@ func TestWeights(t *testing.T) {
 		})
 	}
 }
+
+// TestBandInvariants: banded weights sum to 1, each lies within
+// [c/factor, c·factor] of its configured weight (to rounding), weights
+// already inside the band are left as they are, and an absurd learned
+// weight cannot push another region below c/factor.
+func TestBandInvariants(t *testing.T) {
+	tests := []struct {
+		name                string
+		weights, configured []float64
+		factor              float64
+		want                []float64 // nil: only the invariants
+	}{
+		{"inside the band unchanged", []float64{0.6, 0.25, 0.15}, []float64{0.5, 0.3, 0.2}, 2, []float64{0.6, 0.25, 0.15}},
+		{"an absurd weight is capped", []float64{1e-30, 1, 1e-30}, []float64{0.5, 0.3, 0.2}, 2, []float64{0.25, 0.6, 0.15}},
+		{"equal configured", []float64{0.98, 0.01, 0.01}, []float64{0, 0, 0}, 2, nil},
+		{"factor 1 is the configured weights", []float64{0.9, 0.1}, []float64{1, 1}, 1, []float64{0.5, 0.5}},
+		{"zero weights sit at their floors", []float64{1, 0, 0}, []float64{1, 1, 1}, 2, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Band(tt.weights, tt.configured, tt.factor)
+			checkBand(t, got, tt.configured, tt.factor)
+			for i, w := range tt.want {
+				if math.Abs(got[i]-w) > 1e-9 {
+					t.Fatalf("got %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := 0; trial < 500; trial++ {
+		n := 1 + rng.IntN(6)
+		w, c := make([]float64, n), make([]float64, n)
+		for i := range w {
+			w[i], c[i] = rng.ExpFloat64(), rng.Float64()
+			if rng.IntN(3) == 0 {
+				w[i] = math.MaxFloat32 // a hostile total
+			}
+		}
+		f := 1 + rng.Float64()*5
+		checkBand(t, Band(Weights(c, w, rng.Float64()*100), c, f), c, f)
+	}
+}
+
+// checkBand asserts that got sums to 1 and, for factor > 0, lies in the
+// band of configured.
+func checkBand(t *testing.T, got, configured []float64, factor float64) {
+	t.Helper()
+	var s float64
+	for _, w := range got {
+		s += w
+	}
+	if math.Abs(s-1) > 1e-9 {
+		t.Fatalf("weights %v sum to %v", got, s)
+	}
+	if factor <= 0 {
+		return
+	}
+	c := Weights(configured, nil, 1)
+	for i, w := range got {
+		lo, hi := c[i]/max(factor, 1), c[i]*max(factor, 1)
+		if w < lo-1e-9 || w > hi+1e-9 {
+			t.Fatalf("weight %d = %v outside [%v, %v]: %v", i, w, lo, hi, got)
+		}
+	}
+}

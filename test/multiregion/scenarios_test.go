@@ -206,6 +206,7 @@ var scenarios = []scenario{
 				fmt.Sprintf("%d of %d cost rejected", rej, dem), "0 rejected")
 		},
 	},
+	hostileGossip(),
 	// Last: it restarts every limiter (coldstart_test.go).
 	coldStart(),
 }
@@ -354,6 +355,39 @@ func redisKilled(region string) scenario {
 			f.check(region+"'s last degraded decision after its Redis answered again", after <= 2*time.Second,
 				fmt.Sprintf("%.3f s", after.Seconds()), "≤ 2 s")
 			s.closedKeyChecks(f)
+		},
+	}
+}
+
+// hostileGossip publishes, with us's limiter NATS credentials, what one
+// compromised pod could (issue 28) for the middle third of the run: a
+// goodbye for every us process after each of their digests, an invented
+// process claiming float32's largest demand (and learned total) for two
+// keys outside the traffic, and a digest from a new process name every
+// interval. The run's usual checks (admitted ≤ 1.01 × limit, wrongly
+// rejected ≤ 1 %) must hold: before bounded trust, eu and ap dropped us and
+// split every limit between them while us kept enforcing its share.
+func hostileGossip() scenario {
+	var stop func() int
+	return scenario{
+		name:    "hostile-gossip",
+		traffic: func(s *scenarioRun) Traffic { return Traffic{Keys: s.zipf()} },
+		act: func(s *scenarioRun, g *Generator) {
+			g.At(s.D / 3)
+			from := g.Elapsed()
+			stop = s.c.StartHostile(Hostile{Region: "us", Goodbyes: true, OneShots: true,
+				Claims: []string{s.prefix + "hostile-a", s.prefix + "hostile-b"}})
+			g.At(s.D/3 + s.F)
+			sent := stop()
+			stop = nil
+			s.note("us's limiter credentials published %d forged goodbyes, absurd claims and one-shot digests from %.1f s to %.1f s",
+				sent, from.Seconds(), g.Elapsed().Seconds())
+		},
+		after: func(s *scenarioRun) {
+			if stop != nil { // the run ended early
+				stop()
+				stop = nil
+			}
 		},
 	}
 }
