@@ -1,10 +1,11 @@
 # Ingress to and egress from the limiter pods. Everything not allowed here is refused (by a CNI
 # that enforces NetworkPolicy). Egress: DNS (spec.network.dns), this region's NATS :4222, its
 # Redis (the in-cluster pods, or spec.redis.cidrs), the other limiters' memberlist, and the OTLP
-# collector (spec.network.otlp_namespaces / otlp_cidrs) when tracing is on. Ingress: the HTTP port (8080: /v1/allow, control plane, /metrics) and the rate limit
-# service's gRPC port (limiter.grpc_port, default 8081) from the API client namespaces, or from
-# this namespace only when none is configured; 8080 from Prometheus' namespace when one is
-# named; memberlist (7946 TCP+UDP) from this region's limiters only.
+# collector (spec.network.otlp_namespaces / otlp_cidrs) when tracing is on. Ingress: the HTTP
+# port (8080: /v1/allow, catalogue reads, /metrics) and the rate limit service's gRPC port
+# (limiter.grpc_port, default 8081) from the API client namespaces, or from this namespace only
+# when none is configured; 8080 from Prometheus' namespace when one is named; memberlist (7946
+# TCP+UDP) from this region's limiters only.
 # Namespaces are matched by name through the kubernetes.io/metadata.name label.
 locals {
   api_ns_names  = var.spec.network.api_client_namespaces
