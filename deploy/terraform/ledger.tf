@@ -25,6 +25,9 @@ locals {
     network = {
       billing_client_namespaces = var.billing_client_namespaces
       prometheus_namespace      = var.prometheus_namespace
+      dns                       = var.cluster_dns
+      otlp_namespaces           = var.otlp_egress.namespaces
+      otlp_cidrs                = var.otlp_egress.cidrs
     }
   }
 

@@ -36,6 +36,7 @@ locals {
       redis                       = r.redis
       nats                        = r.nats
       nats_tls_secret             = var.nats_tls_secret
+      gateway_insecure_plaintext  = var.nats_gateway_insecure_plaintext
       usage_stream_max_bytes      = var.ledger.usage_stream_max_bytes
       jetstream                   = local.jetstream
       control_region              = local.control_region
@@ -48,7 +49,11 @@ locals {
         admin_client_namespaces     = var.admin_client_namespaces
         nats_monitor_namespaces     = var.nats_monitor_namespaces
         # Where the other regions' NATS pods run, for in-cluster gateways (one cluster).
-        peer_namespaces = distinct([for other, o in local.active : local.namespaces[other] if other != name])
+        peer_namespaces         = distinct([for other, o in local.active : local.namespaces[other] if other != name])
+        admin_client_pod_labels = var.admin_client_pod_labels
+        dns                     = var.cluster_dns
+        otlp_namespaces         = var.otlp_egress.namespaces
+        otlp_cidrs              = var.otlp_egress.cidrs
       }
       allow_unauthenticated_checks = var.allow_unauthenticated_checks
       otlp_endpoint                = var.otlp_endpoint
@@ -73,12 +78,13 @@ module "region_0" {
   count     = contains(keys(local.slot_region), "0") ? 1 : 0
   providers = { kubernetes = kubernetes.slot0 }
 
-  spec           = local.region_specs[local.slot_region["0"]]
-  admin_token    = var.admin_token
-  redis_password = var.redis_passwords[local.slot_region["0"]]
-  nats_passwords = var.nats_passwords
-  check_tokens   = var.check_tokens
-  read_tokens    = var.read_tokens
+  spec            = local.region_specs[local.slot_region["0"]]
+  admin_token     = var.admin_token
+  memberlist_keys = var.memberlist_keys[local.slot_region["0"]]
+  redis_password  = var.redis_passwords[local.slot_region["0"]]
+  nats_passwords  = var.nats_passwords
+  check_tokens    = var.check_tokens
+  read_tokens     = var.read_tokens
 }
 
 module "region_1" {
@@ -86,12 +92,13 @@ module "region_1" {
   count     = contains(keys(local.slot_region), "1") ? 1 : 0
   providers = { kubernetes = kubernetes.slot1 }
 
-  spec           = local.region_specs[local.slot_region["1"]]
-  admin_token    = var.admin_token
-  redis_password = var.redis_passwords[local.slot_region["1"]]
-  nats_passwords = var.nats_passwords
-  check_tokens   = var.check_tokens
-  read_tokens    = var.read_tokens
+  spec            = local.region_specs[local.slot_region["1"]]
+  admin_token     = var.admin_token
+  memberlist_keys = var.memberlist_keys[local.slot_region["1"]]
+  redis_password  = var.redis_passwords[local.slot_region["1"]]
+  nats_passwords  = var.nats_passwords
+  check_tokens    = var.check_tokens
+  read_tokens     = var.read_tokens
 }
 
 module "region_2" {
@@ -99,12 +106,13 @@ module "region_2" {
   count     = contains(keys(local.slot_region), "2") ? 1 : 0
   providers = { kubernetes = kubernetes.slot2 }
 
-  spec           = local.region_specs[local.slot_region["2"]]
-  admin_token    = var.admin_token
-  redis_password = var.redis_passwords[local.slot_region["2"]]
-  nats_passwords = var.nats_passwords
-  check_tokens   = var.check_tokens
-  read_tokens    = var.read_tokens
+  spec            = local.region_specs[local.slot_region["2"]]
+  admin_token     = var.admin_token
+  memberlist_keys = var.memberlist_keys[local.slot_region["2"]]
+  redis_password  = var.redis_passwords[local.slot_region["2"]]
+  nats_passwords  = var.nats_passwords
+  check_tokens    = var.check_tokens
+  read_tokens     = var.read_tokens
 }
 
 module "region_3" {
@@ -112,12 +120,13 @@ module "region_3" {
   count     = contains(keys(local.slot_region), "3") ? 1 : 0
   providers = { kubernetes = kubernetes.slot3 }
 
-  spec           = local.region_specs[local.slot_region["3"]]
-  admin_token    = var.admin_token
-  redis_password = var.redis_passwords[local.slot_region["3"]]
-  nats_passwords = var.nats_passwords
-  check_tokens   = var.check_tokens
-  read_tokens    = var.read_tokens
+  spec            = local.region_specs[local.slot_region["3"]]
+  admin_token     = var.admin_token
+  memberlist_keys = var.memberlist_keys[local.slot_region["3"]]
+  redis_password  = var.redis_passwords[local.slot_region["3"]]
+  nats_passwords  = var.nats_passwords
+  check_tokens    = var.check_tokens
+  read_tokens     = var.read_tokens
 }
 
 module "region_4" {
@@ -125,10 +134,11 @@ module "region_4" {
   count     = contains(keys(local.slot_region), "4") ? 1 : 0
   providers = { kubernetes = kubernetes.slot4 }
 
-  spec           = local.region_specs[local.slot_region["4"]]
-  admin_token    = var.admin_token
-  redis_password = var.redis_passwords[local.slot_region["4"]]
-  nats_passwords = var.nats_passwords
-  check_tokens   = var.check_tokens
-  read_tokens    = var.read_tokens
+  spec            = local.region_specs[local.slot_region["4"]]
+  admin_token     = var.admin_token
+  memberlist_keys = var.memberlist_keys[local.slot_region["4"]]
+  redis_password  = var.redis_passwords[local.slot_region["4"]]
+  nats_passwords  = var.nats_passwords
+  check_tokens    = var.check_tokens
+  read_tokens     = var.read_tokens
 }

@@ -21,8 +21,9 @@ variable "regions" {
       gateway_service_type  LoadBalancer (default; needs var.gateway_source_ranges), NodePort
                    (the same), or ClusterIP (regions in one cluster dial each other in-cluster)
       redis        endpoint = managed Redis host:port (or comma-separated cluster seeds with
-                   cluster = true); null deploys a one-node Redis StatefulSet (AOF on a volume)
-                   in the region. allow_eviction: whether its PodDisruptionBudget lets a drain
+                   cluster = true), with cidrs = its addresses (required with endpoint: the
+                   limiters' egress NetworkPolicy admits those only); null deploys a one-node
+                   Redis StatefulSet (AOF on a volume) in the region. allow_eviction: whether its PodDisruptionBudget lets a drain
                    evict it (false: a drain waits until you delete the pod yourself)
       limiter      replicas, QoS and resources of the regional-limiter StatefulSet (each pod
                    keeps its data dir, catalogue cache and usage spool, on its own volume)
@@ -52,6 +53,7 @@ variable "regions" {
     gateway_service_annotations = optional(map(string), {})
     redis = optional(object({
       endpoint       = optional(string)
+      cidrs          = optional(list(string), [])
       tls            = optional(bool, false)
       cluster        = optional(bool, false)
       storage_size   = optional(string, "5Gi")
@@ -152,6 +154,14 @@ variable "regions" {
   validation {
     condition     = length(distinct([for r in values(var.regions) : r.gateway_url])) == length(var.regions)
     error_message = "regions: every region needs its own gateway_url."
+  }
+  validation {
+    condition     = alltrue([for r in values(var.regions) : r.redis.endpoint == null || length(r.redis.cidrs) > 0])
+    error_message = "regions: redis.cidrs is empty but redis.endpoint names a managed Redis: list its CIDRs (e.g. the subnets of its nodes); the limiters' egress NetworkPolicy admits those only."
+  }
+  validation {
+    condition     = alltrue([for r in values(var.regions) : alltrue([for c in r.redis.cidrs : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])])
+    error_message = "regions: every entry of redis.cidrs must be a CIDR."
   }
   validation {
     condition     = alltrue([for r in values(var.regions) : contains(["LoadBalancer", "NodePort", "ClusterIP"], r.gateway_service_type)])
@@ -273,7 +283,8 @@ variable "ledger" {
     SQL, CloudNativePG, ...): host, port, user, database, and TLS: sslmode (default verify-full)
     with ca_secret, a Secret in the ledger region's namespace whose key ca.crt is the CA of the
     server's certificate (sslrootcert; null = the image's system roots, which do not include
-    e.g. the RDS CAs). Development only: host = null with development_in_cluster = true deploys a
+    e.g. the RDS CAs), and cidrs: the addresses of host (required with host: the reconciler's
+    egress NetworkPolicy admits those only). Development only: host = null with development_in_cluster = true deploys a
     one-instance Postgres StatefulSet (no replica, no backups, sslmode disable).
     usage_stream_max_bytes is the byte limit of the JetStream usage stream (QUOTA_USAGE) when a
     limiter or the reconciler creates it (--usage-stream-max-bytes, --stream-max-bytes; an
@@ -295,6 +306,7 @@ variable "ledger" {
     }), {})
     postgres = optional(object({
       host                   = optional(string)
+      cidrs                  = optional(list(string), [])
       port                   = optional(number, 5432)
       user                   = optional(string, "quota")
       database               = optional(string, "quota")
@@ -314,6 +326,14 @@ variable "ledger" {
   validation {
     condition     = var.ledger.postgres.sslmode == null || contains(["disable", "allow", "prefer", "require", "verify-ca", "verify-full"], coalesce(var.ledger.postgres.sslmode, "-"))
     error_message = "ledger.postgres.sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full (default verify-full for an external Postgres)."
+  }
+  validation {
+    condition     = var.ledger.postgres.host == null || length(var.ledger.postgres.cidrs) > 0
+    error_message = "ledger.postgres.cidrs is empty but ledger.postgres.host names an external Postgres: list its CIDRs (e.g. the subnets of the database); the reconciler's egress NetworkPolicy admits those only."
+  }
+  validation {
+    condition     = alltrue([for c in var.ledger.postgres.cidrs : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])
+    error_message = "ledger.postgres.cidrs: every entry must be a CIDR."
   }
   validation {
     condition     = var.ledger.postgres.ca_secret == null || var.ledger.postgres.host != null
@@ -427,6 +447,61 @@ variable "admin_client_namespaces" {
   }
 }
 
+variable "admin_client_pod_labels" {
+  description = <<-EOT
+    Labels an admin client's pod must carry (all of them) to reach the control plane's HTTP port,
+    in admin_client_namespaces (or the control region's namespace when that is empty): no whole
+    namespace reaches the admin API. Default quota.dev/admin-client = "true".
+  EOT
+  type        = map(string)
+  default     = { "quota.dev/admin-client" = "true" }
+
+  validation {
+    condition     = length(var.admin_client_pod_labels) > 0
+    error_message = "admin_client_pod_labels must not be empty (it would admit every pod of the admin namespaces)."
+  }
+}
+
+variable "cluster_dns" {
+  description = <<-EOT
+    Where the pods resolve names, for the egress NetworkPolicies (port 53, UDP and TCP): the
+    cluster DNS pods (namespace, pod labels; default kube-system, k8s-app = kube-dns, which
+    CoreDNS carries too), plus cidrs (e.g. a NodeLocal DNSCache's 169.254.20.10/32). The same in
+    every region's cluster.
+  EOT
+  type = object({
+    namespace  = optional(string, "kube-system")
+    pod_labels = optional(map(string), { "k8s-app" = "kube-dns" })
+    cidrs      = optional(list(string), [])
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = alltrue([for c in var.cluster_dns.cidrs : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])
+    error_message = "cluster_dns.cidrs: every entry must be a CIDR."
+  }
+}
+
+variable "otlp_egress" {
+  description = "Where otlp_endpoint is, for the egress NetworkPolicies of the limiters, the control plane and the reconciler (the URL's port only): namespaces (names) and/or cidrs. One of them is required with otlp_endpoint."
+  type = object({
+    namespaces = optional(list(string), [])
+    cidrs      = optional(list(string), [])
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = var.otlp_endpoint == null || length(var.otlp_egress.namespaces) + length(var.otlp_egress.cidrs) > 0
+    error_message = "otlp_egress is empty but otlp_endpoint is set: name the collector's namespaces or CIDRs (the egress NetworkPolicies admit those only)."
+  }
+  validation {
+    condition     = alltrue([for c in var.otlp_egress.cidrs : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])
+    error_message = "otlp_egress.cidrs: every entry must be a CIDR."
+  }
+}
+
 variable "nats_monitor_namespaces" {
   description = "Namespaces whose pods may reach the NATS monitoring port (8222: /varz, /jsz, /gatewayz; e.g. a prometheus-nats-exporter or NATS surveyor). Empty = none (kubelet probes need no rule)."
   type        = list(string)
@@ -474,7 +549,9 @@ variable "allow_gateway_from_anywhere" {
 variable "nats_tls_secret" {
   description = <<-EOT
     Name of a kubernetes.io/tls Secret (keys tls.crt, tls.key, ca.crt; e.g. from cert-manager)
-    that exists in every region's namespace. null = no TLS. When set, the NATS servers serve TLS
+    that exists in every region's namespace. null = no TLS, refused while a region's gateway is
+    reachable from outside its cluster (gateway_service_type LoadBalancer or NodePort) unless
+    nats_gateway_insecure_plaintext = true. When set, the NATS servers serve TLS
     to clients and on the gateways with it (the template's tls blocks), and the limiters, the
     control plane and the reconciler get only its ca.crt (--nats-tls-ca). The certificate must
     name nats-<region>.<namespace>.svc.cluster.local and the host of the region's gateway_url,
@@ -488,6 +565,18 @@ variable "nats_tls_secret" {
     condition     = var.nats_tls_secret == null || can(regex("^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$", coalesce(var.nats_tls_secret, "-")))
     error_message = "nats_tls_secret must be a Secret name (DNS subdomain) or null."
   }
+  validation {
+    condition = var.nats_tls_secret != null || var.nats_gateway_insecure_plaintext || alltrue([
+      for r in values(var.regions) : r.decommission || r.gateway_service_type == "ClusterIP"
+    ])
+    error_message = "nats_tls_secret is null but a region's NATS gateway is reachable from outside its cluster (gateway_service_type LoadBalancer or NodePort): gossip, catalogue pushes, usage reports and the gateway password would cross networks in plain text. Set nats_tls_secret (a kubernetes.io/tls Secret in every region's namespace), or nats_gateway_insecure_plaintext = true if that is really meant."
+  }
+}
+
+variable "nats_gateway_insecure_plaintext" {
+  description = "Permit NATS gateways reachable from outside their cluster (LoadBalancer, NodePort) without TLS (nats_tls_secret null). Default false."
+  type        = bool
+  default     = false
 }
 
 variable "allow_unauthenticated_checks" {
@@ -501,13 +590,41 @@ variable "allow_unauthenticated_checks" {
 # never in args, annotations or outputs.
 
 variable "admin_token" {
-  description = "Control-plane bearer token of the limiters (--admin-token / QUOTA_ADMIN_TOKEN)."
+  description = "Control-plane bearer token (--admin-token / QUOTA_ADMIN_TOKEN): catalogue writes. Only the control-plane pod gets it (Secret quota-control-plane-<control region>); the limiters do not."
   type        = string
   sensitive   = true
 
   validation {
     condition     = length(var.admin_token) >= 16
     error_message = "admin_token must be at least 16 characters."
+  }
+}
+
+variable "memberlist_keys" {
+  description = <<-EOT
+    Memberlist encryption keys per region (region name => keys): the limiters of a region get
+    theirs as --memberlist-key (env QUOTA_MEMBERLIST_KEY from Secret quota-limiter-<region>), so
+    that only holders of the key join the region's membership (and count towards its lease caps).
+    Each key is standard base64 of 16, 24 or 32 bytes (openssl rand -base64 32); every region
+    needs its own. The first key encrypts, all decrypt: rotate with [old, new], apply; [new,
+    old], apply; [new], apply.
+  EOT
+  type        = map(list(string))
+  sensitive   = true
+
+  validation {
+    condition     = alltrue([for n, r in var.regions : r.decommission || length(lookup(var.memberlist_keys, n, [])) > 0])
+    error_message = "memberlist_keys needs at least one key for every region (openssl rand -base64 32)."
+  }
+  validation {
+    condition = alltrue([for keys in values(var.memberlist_keys) : alltrue([for k in keys :
+      can(regex("^([A-Za-z0-9+/]{22}==|[A-Za-z0-9+/]{32}|[A-Za-z0-9+/]{43}=)$", k))
+    ])])
+    error_message = "memberlist_keys: every key must be standard base64 of 16, 24 or 32 bytes (e.g. openssl rand -base64 32)."
+  }
+  validation {
+    condition     = length(distinct(flatten(values(var.memberlist_keys)))) == length(flatten(values(var.memberlist_keys)))
+    error_message = "memberlist_keys: a key is listed twice (in one region or two): every region needs its own."
   }
 }
 

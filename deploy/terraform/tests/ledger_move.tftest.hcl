@@ -26,7 +26,14 @@ variables {
     quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     nats  = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
   }
-  admin_token       = "TEST-ADMIN-TOKEN-0123456789"
+  admin_token = "TEST-ADMIN-TOKEN-0123456789"
+  # One key per region (base64 of 32, 16 and 24 bytes: every accepted length).
+  memberlist_keys = {
+    eu = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    us = ["VEVTVC1NRU1CRVJLRVlVUw=="]
+    ap = ["VEVTVC1NRU1CRVJMSVNULUtFWS1BUC0w"]
+  }
+  nats_tls_secret   = "nats-tls"
   postgres_password = "TEST-PG-PASSWORD"
   redis_passwords   = { eu = "TEST-REDIS-EU", us = "TEST-REDIS-US" }
   nats_passwords = {
@@ -42,11 +49,11 @@ variables {
   # The control plane stays where it is (it follows the ledger region when unset).
   control_region = "eu"
   ledger = {
-    postgres = { host = "ledger.abc.eu-west-1.rds.amazonaws.com", ca_secret = "rds-ca" }
+    postgres = { host = "ledger.abc.eu-west-1.rds.amazonaws.com", cidrs = ["10.30.0.0/16"], ca_secret = "rds-ca" }
   }
   regions = {
-    eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", kube = { config_path = "/etc/kube/config", context = "prod-eu" }, redis = { endpoint = "eu.cache.example.com:6379" } }
-    us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222", kube = { config_path = "/etc/kube/config", context = "prod-us" }, redis = { endpoint = "us.cache.example.com:6379" } }
+    eu = { slot = 0, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", kube = { config_path = "/etc/kube/config", context = "prod-eu" }, redis = { endpoint = "eu.cache.example.com:6379", cidrs = ["10.20.0.0/16"] } }
+    us = { slot = 1, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222", kube = { config_path = "/etc/kube/config", context = "prod-us" }, redis = { endpoint = "us.cache.example.com:6379", cidrs = ["10.20.0.0/16"] } }
   }
 }
 

@@ -25,6 +25,8 @@ run "region_tokens_network_shutdown" {
       # The control region (control_region null = this one) and the ledger region.
       reconciler_namespace  = "quota"
       gateway_source_ranges = ["198.51.100.0/24", "203.0.113.7/32"]
+      # Plain gateways, stated (region_nats_tls covers TLS).
+      gateway_insecure_plaintext = true
       network = {
         api_client_namespaces       = ["checkout", "search"]
         api_client_namespace_labels = { "quota.dev/client" = "true" }
@@ -33,8 +35,9 @@ run "region_tokens_network_shutdown" {
         nats_monitor_namespaces     = ["nats-monitoring"]
       }
     }
-    admin_token    = "TEST-ADMIN-TOKEN-0123456789"
-    redis_password = "TEST-REDIS-EU"
+    admin_token     = "TEST-ADMIN-TOKEN-0123456789"
+    memberlist_keys = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    redis_password  = "TEST-REDIS-EU"
     nats_passwords = {
       "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
       "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
@@ -59,13 +62,13 @@ run "region_tokens_network_shutdown" {
   # The Deployment reads them from that Secret by secretKeyRef.
   assert {
     condition = alltrue([
-      for name, key in { QUOTA_CHECK_TOKEN = "check-token", QUOTA_READ_TOKEN = "read-token", QUOTA_ADMIN_TOKEN = "admin-token" } :
+      for name, key in { QUOTA_CHECK_TOKEN = "check-token", QUOTA_READ_TOKEN = "read-token", QUOTA_MEMBERLIST_KEY = "memberlist-key" } :
       [
         for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env :
         "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == name
       ] == ["${kubernetes_secret_v1.limiter.metadata[0].name}/${key}"]
     ])
-    error_message = "QUOTA_CHECK_TOKEN, QUOTA_READ_TOKEN and QUOTA_ADMIN_TOKEN must come from the limiter Secret by secretKeyRef"
+    error_message = "QUOTA_CHECK_TOKEN, QUOTA_READ_TOKEN and QUOTA_MEMBERLIST_KEY must come from the limiter Secret by secretKeyRef"
   }
   assert {
     condition = !anytrue([
@@ -105,7 +108,7 @@ run "region_tokens_network_shutdown" {
   # memberlist from this region's limiters.
   assert {
     condition = (
-      kubernetes_network_policy_v1.limiter.spec[0].policy_types == tolist(["Ingress"]) &&
+      kubernetes_network_policy_v1.limiter.spec[0].policy_types == tolist(["Ingress", "Egress"]) &&
       kubernetes_network_policy_v1.limiter.spec[0].pod_selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" })
     )
     error_message = "the NetworkPolicy must select this region's limiters, for ingress"
@@ -357,13 +360,14 @@ run "region_default_network_is_own_namespace" {
       peers                = { eu = "nats://nats-eu-gateway.quota-eu.svc.cluster.local:7222" }
       control_region       = "eu"
       nats                 = { replicas = 1 }
-      network              = { peer_namespaces = ["quota-eu"] }
+      network              = { peer_namespaces = ["quota-eu"], otlp_namespaces = ["observability"] }
       # No rate limit service; hot-key metrics and tracing on.
       limiter       = { grpc_port = 0, hotkey_metrics = 3 }
       otlp_endpoint = "http://otel-collector.observability:4318"
     }
-    admin_token    = "TEST-ADMIN-TOKEN-0123456789"
-    redis_password = "TEST-REDIS-US"
+    admin_token     = "TEST-ADMIN-TOKEN-0123456789"
+    memberlist_keys = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    redis_password  = "TEST-REDIS-US"
     nats_passwords = {
       "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
       "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
@@ -467,8 +471,9 @@ run "region_nats_tls" {
       nats_tls_secret        = "nats-tls"
       usage_stream_max_bytes = 4294967296
     }
-    admin_token    = "TEST-ADMIN-TOKEN-0123456789"
-    redis_password = "TEST-REDIS-EU"
+    admin_token     = "TEST-ADMIN-TOKEN-0123456789"
+    memberlist_keys = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    redis_password  = "TEST-REDIS-EU"
     nats_passwords = {
       "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
       "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
@@ -524,8 +529,9 @@ run "region_requires_check_tokens" {
       # An exposed gateway would need source ranges (another failure than the one tested).
       gateway_service_type = "ClusterIP"
     }
-    admin_token    = "TEST-ADMIN-TOKEN-0123456789"
-    redis_password = "TEST-REDIS-US"
+    admin_token     = "TEST-ADMIN-TOKEN-0123456789"
+    memberlist_keys = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    redis_password  = "TEST-REDIS-US"
     nats_passwords = {
       "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
       "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
@@ -556,6 +562,7 @@ run "ledger_tokens_network_shutdown" {
       network = {
         billing_client_namespaces = ["billing", "finance"]
         prometheus_namespace      = "monitoring"
+        otlp_namespaces           = ["observability"]
       }
     }
     postgres_password = "TEST-PG-PASSWORD"
@@ -593,7 +600,7 @@ run "ledger_tokens_network_shutdown" {
   }
   assert {
     condition = (
-      kubernetes_network_policy_v1.reconciler.spec[0].policy_types == tolist(["Ingress"]) &&
+      kubernetes_network_policy_v1.reconciler.spec[0].policy_types == tolist(["Ingress", "Egress"]) &&
       length(kubernetes_network_policy_v1.reconciler.spec[0].ingress) == 1 &&
       kubernetes_network_policy_v1.reconciler.spec[0].ingress[0].ports[0].port == "8081" &&
       kubernetes_network_policy_v1.reconciler.spec[0].ingress[0].from[0].namespace_selector[0].match_expressions[0].values == toset(["billing", "finance", "monitoring"])
@@ -643,7 +650,7 @@ run "ledger_closed_by_default" {
       nats_url        = "nats://nats-eu.quota.svc.cluster.local:4222"
       nats_tls_secret = "nats-tls"
       usage_stream    = { replicas = 3, max_bytes = 2147483648 }
-      postgres        = { host = "ledger.example.internal" }
+      postgres        = { host = "ledger.example.internal", cidrs = ["10.30.0.0/16"] }
     }
     postgres_password = "TEST-PG-PASSWORD"
     nats_password     = "TEST-NATS-RECONCILER-0001"

@@ -27,7 +27,14 @@ variables {
     nats  = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     redis = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
   }
-  admin_token       = "TEST-ADMIN-TOKEN-0123456789"
+  admin_token = "TEST-ADMIN-TOKEN-0123456789"
+  # One key per region (base64 of 32, 16 and 24 bytes: every accepted length).
+  memberlist_keys = {
+    eu = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    us = ["VEVTVC1NRU1CRVJLRVlVUw=="]
+    ap = ["VEVTVC1NRU1CRVJMSVNULUtFWS1BUC0w"]
+  }
+  nats_tls_secret   = "nats-tls"
   postgres_password = "TEST-PG-PASSWORD"
   redis_passwords   = { eu = "TEST-REDIS-EU", us = "TEST-REDIS-US", ap = "TEST-REDIS-AP" }
   nats_passwords = {
@@ -41,7 +48,7 @@ variables {
   gateway_source_ranges = ["198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/24"]
   check_tokens          = ["TEST-CHECK-TOKEN-0001"]
   ledger_region         = "eu"
-  ledger                = { postgres = { host = "ledger.example.internal" } }
+  ledger                = { postgres = { host = "ledger.example.internal", cidrs = ["10.30.0.0/16"] } }
   regions = {
     eu = { slot = 0, weight = 0.5, gateway_url = "nats://gw.eu.example.com:7222", kube = { config_path = "/etc/kube/config", context = "prod-eu" } }
     us = { slot = 1, weight = 0.3, gateway_url = "nats://gw.us.example.com:7222", kube = { config_path = "/etc/kube/config", context = "prod-us" } }

@@ -26,7 +26,14 @@ variables {
     redis    = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     postgres = "postgres@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
   }
-  admin_token       = "TEST-ADMIN-TOKEN-0123456789"
+  admin_token = "TEST-ADMIN-TOKEN-0123456789"
+  # One key per region (base64 of 32, 16 and 24 bytes: every accepted length).
+  memberlist_keys = {
+    eu = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    us = ["VEVTVC1NRU1CRVJLRVlVUw=="]
+    ap = ["VEVTVC1NRU1CRVJMSVNULUtFWS1BUC0w"]
+  }
+  nats_tls_secret   = "nats-tls"
   postgres_password = "TEST-PG-PASSWORD"
   redis_passwords = {
     eu = "TEST-REDIS-EU"
@@ -56,7 +63,7 @@ variables {
       weight      = 0.5
       gateway_url = "nats://gw.eu.example.com:7222"
       kube        = { config_path = "~/.kube/config", context = "eu-cluster" }
-      redis       = { endpoint = "eu-redis.cache.example.com:6379", tls = true }
+      redis       = { endpoint = "eu-redis.cache.example.com:6379", cidrs = ["10.20.0.0/16"], tls = true }
       limiter     = { replicas = 6, shutdown_delay_seconds = 10 }
     }
     us = {
@@ -103,8 +110,22 @@ run "three_regions" {
     error_message = "the Redis URL carries a password: it must come from QUOTA_REDIS (Secret), not from args"
   }
   assert {
-    condition     = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) : contains(m.limiter_env_names, "QUOTA_REDIS") && contains(m.limiter_env_names, "QUOTA_ADMIN_TOKEN")])
-    error_message = "limiters must get QUOTA_REDIS and QUOTA_ADMIN_TOKEN from the environment"
+    condition     = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) : contains(m.limiter_env_names, "QUOTA_REDIS")])
+    error_message = "limiters must get QUOTA_REDIS from the environment"
+  }
+  # A stolen limiter credential: every region's memberlist is encrypted with its own key (from
+  # the environment), and no limiter holds the admin token (the control plane alone does).
+  assert {
+    condition = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) :
+      contains(m.limiter_env_names, "QUOTA_MEMBERLIST_KEY") && !contains(m.limiter_env_names, "QUOTA_ADMIN_TOKEN")
+    ])
+    error_message = "every region's limiters need QUOTA_MEMBERLIST_KEY and must not get QUOTA_ADMIN_TOKEN: ${jsonencode({ for m in concat(module.region_0, module.region_1, module.region_2) : m.name => m.limiter_env_names })}"
+  }
+  assert {
+    condition = alltrue([for n, args in output.limiter_args : !anytrue([for a in args :
+      startswith(a, "--memberlist-key") || strcontains(a, "VEVTVC1NRU1CRVJ")
+    ])])
+    error_message = "the memberlist key must come from the environment, not from args"
   }
 
   # Check and read tokens reach every region through the environment (Secret), never as args.
@@ -241,7 +262,7 @@ run "three_regions" {
   }
   assert {
     condition = alltrue([
-      for s in ["TEST-ADMIN-TOKEN", "TEST-PG-PASSWORD", "TEST-REDIS-", "TEST-CHECK-TOKEN", "TEST-READ-TOKEN", "TEST-BILLING-TOKEN", "TEST-NATS-"] :
+      for s in ["TEST-ADMIN-TOKEN", "TEST-PG-PASSWORD", "TEST-REDIS-", "TEST-CHECK-TOKEN", "TEST-READ-TOKEN", "TEST-BILLING-TOKEN", "TEST-NATS-", "VEVTVC1NRU1CRVJ"] :
       !strcontains(jsonencode([output.regions, output.limiter_args, output.ledger, output.control_plane]), s)
     ])
     error_message = "an output contains a secret value"
@@ -347,7 +368,7 @@ run "managed_postgres_and_apply" {
   variables {
     ledger_region = "us"
     ledger = {
-      postgres = { host = "ledger.abc.rds.example.com", user = "billing", database = "ledger" }
+      postgres = { host = "ledger.abc.rds.example.com", cidrs = ["10.30.0.0/16"], user = "billing", database = "ledger" }
     }
   }
 

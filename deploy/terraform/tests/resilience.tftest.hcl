@@ -28,9 +28,11 @@ run "zoned_region" {
       # In-cluster Redis (endpoint null).
       reconciler_namespace  = "quota-eu"
       gateway_source_ranges = ["198.51.100.0/24"]
+      nats_tls_secret       = "nats-tls"
     }
-    admin_token    = "TEST-ADMIN-TOKEN-0123456789"
-    redis_password = "TEST-REDIS-EU-\"quoted\""
+    admin_token     = "TEST-ADMIN-TOKEN-0123456789"
+    memberlist_keys = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    redis_password  = "TEST-REDIS-EU-\"quoted\""
     nats_passwords = {
       "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
       "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
@@ -204,13 +206,15 @@ run "unzoned_burstable_managed_redis" {
       gateway_url = "nats://gw.us.example.com:7222"
       peers       = { eu = "nats://gw.eu.example.com:7222" }
       limiter     = { qos = "Burstable", cpu_request = "250m", memory_request = "128Mi", memory_limit = "512Mi" }
-      redis       = { endpoint = "us.cache.example.com:6379", tls = true }
+      redis       = { endpoint = "us.cache.example.com:6379", cidrs = ["10.20.0.0/16"], tls = true }
       # The control plane runs in eu.
       control_region        = "eu"
       gateway_source_ranges = ["198.51.100.0/24"]
+      nats_tls_secret       = "nats-tls"
     }
-    admin_token    = "TEST-ADMIN-TOKEN-0123456789"
-    redis_password = "TEST-REDIS-US"
+    admin_token     = "TEST-ADMIN-TOKEN-0123456789"
+    memberlist_keys = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    redis_password  = "TEST-REDIS-US"
     nats_passwords = {
       "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
       "limiter-us"    = "TEST-NATS-LIMITER-US-0001"
@@ -264,7 +268,7 @@ run "ledger_external_postgres_verify_full" {
       namespace = "quota-eu"
       images    = { quota = "registry.example.com/quota@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }
       nats_url  = "nats://nats-eu.quota-eu.svc.cluster.local:4222"
-      postgres  = { host = "ledger.abc.eu-west-1.rds.amazonaws.com", ca_secret = "rds-ca" }
+      postgres  = { host = "ledger.abc.eu-west-1.rds.amazonaws.com", cidrs = ["10.30.0.0/16"], ca_secret = "rds-ca" }
     }
     postgres_password = "TEST-PG-PASSWORD"
     nats_password     = "TEST-NATS-RECONCILER-0001"

@@ -22,7 +22,14 @@ variables {
     nats  = "nats@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     redis = "redis@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
   }
-  admin_token       = "TEST-ADMIN-TOKEN-0123456789"
+  admin_token = "TEST-ADMIN-TOKEN-0123456789"
+  # One key per region (base64 of 32, 16 and 24 bytes: every accepted length).
+  memberlist_keys = {
+    eu = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="]
+    us = ["VEVTVC1NRU1CRVJLRVlVUw=="]
+    ap = ["VEVTVC1NRU1CRVJMSVNULUtFWS1BUC0w"]
+  }
+  nats_tls_secret   = "nats-tls"
   postgres_password = "TEST-PG-PASSWORD"
   redis_passwords   = { eu = "a", us = "b" }
   nats_passwords = {
@@ -35,7 +42,7 @@ variables {
   gateway_source_ranges = ["198.51.100.0/24", "203.0.113.7/32"]
   check_tokens          = ["TEST-CHECK-TOKEN-0001"]
   ledger_region         = "eu"
-  ledger                = { postgres = { host = "ledger.example.internal" } }
+  ledger                = { postgres = { host = "ledger.example.internal", cidrs = ["10.30.0.0/16"] } }
   regions = {
     eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222" }
     us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
@@ -222,6 +229,7 @@ run "otlp_endpoint_not_a_url" {
   command = plan
   variables {
     otlp_endpoint = "otel-collector:4318"
+    otlp_egress   = { namespaces = ["observability"] }
   }
   expect_failures = [var.otlp_endpoint]
 }
@@ -547,7 +555,7 @@ run "postgres_in_cluster_needs_development_flag" {
 run "postgres_host_and_development_flag" {
   command = plan
   variables {
-    ledger = { postgres = { host = "db.example.com", development_in_cluster = true } }
+    ledger = { postgres = { host = "db.example.com", cidrs = ["10.30.0.0/16"], development_in_cluster = true } }
   }
   # (var.images' check, which reads var.ledger, is not evaluated once var.ledger is invalid.)
   expect_failures = [var.ledger]
@@ -564,7 +572,7 @@ run "postgres_development_needs_image" {
 run "postgres_bad_sslmode" {
   command = plan
   variables {
-    ledger = { postgres = { host = "db.example.com", sslmode = "verify_full" } }
+    ledger = { postgres = { host = "db.example.com", cidrs = ["10.30.0.0/16"], sslmode = "verify_full" } }
   }
   expect_failures = [var.ledger]
 }
@@ -631,4 +639,86 @@ run "redis_password_with_newline" {
     redis_passwords = { eu = "a\nappendonly no", us = "b" }
   }
   expect_failures = [var.redis_passwords]
+}
+
+# A stolen credential (issue 28): gateways crossing networks need TLS unless opted out, every
+# region needs its own memberlist key, egress needs the addresses of what is outside the cluster.
+
+run "exposed_gateway_needs_tls" {
+  command = plan
+  variables {
+    nats_tls_secret = null
+  }
+  expect_failures = [var.nats_tls_secret]
+}
+
+run "exposed_gateway_plaintext_opt_in" {
+  command = plan
+  variables {
+    nats_tls_secret                 = null
+    nats_gateway_insecure_plaintext = true
+  }
+}
+
+run "in_cluster_gateways_need_no_tls" {
+  command = plan
+  variables {
+    nats_tls_secret = null
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, namespace = "quota-eu", gateway_url = "nats://nats-eu-gateway.quota-eu.svc.cluster.local:7222", gateway_service_type = "ClusterIP" }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, namespace = "quota-us", gateway_url = "nats://nats-us-gateway.quota-us.svc.cluster.local:7222", gateway_service_type = "ClusterIP" }
+    }
+  }
+}
+
+run "memberlist_key_missing_for_a_region" {
+  command = plan
+  variables {
+    memberlist_keys = { eu = ["VEVTVC1NRU1CRVJMSVNULUtFWS1FVS0wMTIzNDU2Nzg="] }
+  }
+  expect_failures = [var.memberlist_keys]
+}
+
+run "memberlist_key_shared_by_regions" {
+  command = plan
+  variables {
+    memberlist_keys = { eu = ["VEVTVC1NRU1CRVJLRVlVUw=="], us = ["VEVTVC1NRU1CRVJLRVlVUw=="] }
+  }
+  expect_failures = [var.memberlist_keys]
+}
+
+run "memberlist_key_wrong_size" {
+  command = plan
+  variables {
+    # base64 of 20 bytes.
+    memberlist_keys = { eu = ["VEVTVC1LRVktT0YtVFdFTlRZLUI="], us = ["VEVTVC1NRU1CRVJLRVlVUw=="] }
+  }
+  expect_failures = [var.memberlist_keys]
+}
+
+run "managed_redis_needs_cidrs" {
+  command = plan
+  variables {
+    regions = {
+      eu = { slot = 0, kube = { config_path = "/etc/kube/config", context = "eu" }, weight = 0.6, gateway_url = "nats://gw.eu.example.com:7222", redis = { endpoint = "eu.cache.example.com:6379" } }
+      us = { slot = 1, kube = { config_path = "/etc/kube/config", context = "us" }, weight = 0.4, gateway_url = "nats://gw.us.example.com:7222" }
+    }
+  }
+  expect_failures = [var.regions]
+}
+
+run "external_postgres_needs_cidrs" {
+  command = plan
+  variables {
+    ledger = { postgres = { host = "ledger.example.internal" } }
+  }
+  expect_failures = [var.ledger]
+}
+
+run "otlp_needs_egress" {
+  command = plan
+  variables {
+    otlp_endpoint = "http://otel-collector.observability:4318"
+  }
+  expect_failures = [var.otlp_egress]
 }

@@ -76,6 +76,7 @@ module "quota" {
       }
       redis = {
         endpoint = "${local.redis[name].primary_endpoint_address}:6379"
+        cidrs    = r.subnet_cidrs
         tls      = true
       }
       limiter = { replicas = r.limiter_replicas }
@@ -84,12 +85,14 @@ module "quota" {
   ledger = {
     postgres = {
       host      = aws_rds_cluster.ledger.endpoint
+      cidrs     = var.regions[var.ledger_region].subnet_cidrs
       user      = aws_rds_cluster.ledger.master_username
       ca_secret = var.postgres_ca_secret # sslmode verify-full (the default)
     }
   }
 
   admin_token       = var.admin_token
+  memberlist_keys   = var.memberlist_keys
   redis_passwords   = var.redis_passwords
   postgres_password = var.postgres_password
   nats_passwords    = var.nats_passwords

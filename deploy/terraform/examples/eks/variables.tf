@@ -24,6 +24,7 @@ variable "regions" {
     aws_region         = string
     eks_cluster_name   = string
     subnet_ids         = list(string)
+    subnet_cidrs       = list(string) # of subnet_ids: egress of the limiters (and reconciler) to ElastiCache (and Aurora)
     security_group_ids = list(string)
     gateway_dns_name   = string
     cache_node_type    = optional(string, "cache.r7g.large")
@@ -65,9 +66,14 @@ variable "gateway_source_ranges" {
 }
 
 variable "nats_tls_secret" {
-  description = "kubernetes.io/tls Secret in each region's namespace for NATS client and gateway TLS (e.g. from cert-manager); null = none."
+  description = "kubernetes.io/tls Secret in each region's namespace for NATS client and gateway TLS (e.g. from cert-manager). Required: the gateways are internet-facing NLBs."
   type        = string
-  default     = null
+}
+
+variable "memberlist_keys" {
+  description = "Memberlist encryption keys per quota region (openssl rand -base64 32 each; the first encrypts)."
+  type        = map(list(string))
+  sensitive   = true
 }
 
 variable "check_tokens" {

@@ -6,11 +6,15 @@
 #     -var 'images={quota="quota:dev",nats="nats:2.10-alpine",redis="redis:7-alpine",postgres="postgres:16-alpine"}' \
 #     -var admin_token=... -var 'redis_passwords={eu="...",us="...",ap="..."}' -var postgres_password=... \
 #     -var 'check_tokens=["..."]' \
+#     -var "memberlist_keys={eu=[\"$(openssl rand -base64 32)\"],us=[\"$(openssl rand -base64 32)\"],ap=[\"$(openssl rand -base64 32)\"]}" \
 #     -var 'nats_passwords={"limiter-eu"="...","limiter-us"="...","limiter-ap"="...","control-plane"="...","reconciler"="...","gateway"="..."}'
 #
 # NetworkPolicies: each region's limiters take HTTP from their own namespace only (api_client_namespaces
 # unset); NATS takes clients from its region's limiters (and the control plane and reconciler in
-# eu), gateways from the other regions' NATS pods (ClusterIP gateways: no source ranges needed).
+# eu), gateways from the other regions' NATS pods (ClusterIP gateways: no source ranges, and no
+# TLS required, as the gateways do not leave the cluster). The control plane takes admin calls
+# from pods labelled quota.dev/admin-client=true in quota-eu only; every pod's egress is limited
+# to DNS (kube-dns pods in kube-system) and the peers it needs.
 # kind's default CNI does not enforce NetworkPolicy, a Calico/Cilium cluster does.
 #
 # Validated here: terraform validate (with the source-built kubernetes provider, validate.sh).
@@ -75,6 +79,12 @@ variable "nats_passwords" {
   sensitive   = true
 }
 
+variable "memberlist_keys" {
+  description = "Memberlist encryption keys per region (eu, us, ap): openssl rand -base64 32 each, all different."
+  type        = map(list(string))
+  sensitive   = true
+}
+
 variable "check_tokens" {
   description = "Bearer tokens of /v1/allow (at least one; 16+ characters each)."
   type        = list(string)
@@ -131,6 +141,7 @@ module "quota" {
   }
 
   admin_token       = var.admin_token
+  memberlist_keys   = var.memberlist_keys
   redis_passwords   = var.redis_passwords
   postgres_password = var.postgres_password
   nats_passwords    = var.nats_passwords

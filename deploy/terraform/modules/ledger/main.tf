@@ -290,6 +290,18 @@ resource "kubernetes_service_v1" "reconciler" {
 # Ingress to the reconciler pods: port 8081 (/v1/usage, /metrics) from the billing client
 # namespaces and Prometheus' namespace only; with neither, no pod may connect (kubelet probes are
 # not subject to NetworkPolicy). Namespaces are matched by their kubernetes.io/metadata.name label.
+# Egress: DNS, the ledger region's NATS servers (:4222, this namespace), Postgres (the in-cluster
+# pods, or spec.postgres.cidrs) and the OTLP collector when tracing is on; nothing else.
+locals {
+  dns           = var.spec.network.dns
+  nats_selector = { "app.kubernetes.io/name" = "nats", "quota.dev/region" = var.spec.region }
+  nats_port     = try(regex(":([0-9]+)$", var.spec.nats_url)[0], "4222")
+  otlp_port = var.spec.otlp_endpoint == null ? null : try(
+    regex("^https?://[^/?#]*:([0-9]+)(?:[/?#]|$)", var.spec.otlp_endpoint)[0],
+    startswith(var.spec.otlp_endpoint, "https://") ? "443" : "80",
+  )
+}
+
 resource "kubernetes_network_policy_v1" "reconciler" {
   metadata {
     name      = local.name
@@ -301,7 +313,7 @@ resource "kubernetes_network_policy_v1" "reconciler" {
     pod_selector {
       match_labels = local.selector
     }
-    policy_types = ["Ingress"]
+    policy_types = ["Ingress", "Egress"]
 
     dynamic "ingress" {
       for_each = length(local.reconciler_client_namespaces) > 0 ? [local.reconciler_client_namespaces] : []
@@ -316,6 +328,95 @@ resource "kubernetes_network_policy_v1" "reconciler" {
               key      = "kubernetes.io/metadata.name"
               operator = "In"
               values   = ingress.value
+            }
+          }
+        }
+      }
+    }
+
+    egress {
+      ports {
+        port     = "53"
+        protocol = "UDP"
+      }
+      ports {
+        port     = "53"
+        protocol = "TCP"
+      }
+      to {
+        namespace_selector {
+          match_labels = { "kubernetes.io/metadata.name" = local.dns.namespace }
+        }
+        pod_selector {
+          match_labels = local.dns.pod_labels
+        }
+      }
+      dynamic "to" {
+        for_each = local.dns.cidrs
+        content {
+          ip_block {
+            cidr = to.value
+          }
+        }
+      }
+    }
+    egress {
+      ports {
+        port     = local.nats_port
+        protocol = "TCP"
+      }
+      to {
+        pod_selector {
+          match_labels = local.nats_selector
+        }
+      }
+    }
+    egress {
+      ports {
+        port     = tostring(local.pg.port)
+        protocol = "TCP"
+      }
+      dynamic "to" {
+        for_each = local.pg_in_cluster ? [local.pg_selector] : []
+        content {
+          pod_selector {
+            match_labels = to.value
+          }
+        }
+      }
+      dynamic "to" {
+        for_each = local.pg_in_cluster ? [] : local.pg.cidrs
+        content {
+          ip_block {
+            cidr = to.value
+          }
+        }
+      }
+    }
+    dynamic "egress" {
+      for_each = var.spec.otlp_endpoint == null ? [] : [local.otlp_port]
+      content {
+        ports {
+          port     = egress.value
+          protocol = "TCP"
+        }
+        dynamic "to" {
+          for_each = length(var.spec.network.otlp_namespaces) > 0 ? [var.spec.network.otlp_namespaces] : []
+          content {
+            namespace_selector {
+              match_expressions {
+                key      = "kubernetes.io/metadata.name"
+                operator = "In"
+                values   = to.value
+              }
+            }
+          }
+        }
+        dynamic "to" {
+          for_each = var.spec.network.otlp_cidrs
+          content {
+            ip_block {
+              cidr = to.value
             }
           }
         }

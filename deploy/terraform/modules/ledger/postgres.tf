@@ -205,7 +205,8 @@ resource "kubernetes_network_policy_v1" "postgres" {
     pod_selector {
       match_labels = local.pg_selector
     }
-    policy_types = ["Ingress"]
+    # Egress without a rule: none. The development Postgres dials nobody.
+    policy_types = ["Ingress", "Egress"]
 
     ingress {
       ports {

@@ -10,7 +10,10 @@ variable "spec" {
                   allows itself 30 s). Grace = delay + drain + 5 s.
       network     who may reach the reconciler's port 8081 (NetworkPolicy): pods in
                   billing_client_namespaces, and prometheus_namespace (null = none); nothing else.
-                  The in-cluster Postgres takes connections from the reconciler only.
+                  The in-cluster Postgres takes connections from the reconciler only. Egress of
+                  the reconciler: dns (port 53), the NATS pods of its region (nats_url, same
+                  namespace), Postgres (the in-cluster pods, or postgres.cidrs, required with
+                  postgres.host), and otlp_namespaces / otlp_cidrs (required with otlp_endpoint).
       nats_url    the ledger region's NATS; the reconciler connects as NATS user reconciler
                   (--nats-user, password var.nats_password via env QUOTA_NATS_PASSWORD).
       usage_stream  placement (NATS cluster), replicas and byte limit of the usage stream when
@@ -56,6 +59,7 @@ variable "spec" {
 
     postgres = optional(object({
       host                   = optional(string)
+      cidrs                  = optional(list(string), [])
       port                   = optional(number, 5432)
       user                   = optional(string, "quota")
       database               = optional(string, "quota")
@@ -69,9 +73,28 @@ variable "spec" {
     network = optional(object({
       billing_client_namespaces = optional(list(string), [])
       prometheus_namespace      = optional(string)
+      otlp_namespaces           = optional(list(string), [])
+      otlp_cidrs                = optional(list(string), [])
+      dns = optional(object({
+        namespace  = optional(string, "kube-system")
+        pod_labels = optional(map(string), { "k8s-app" = "kube-dns" })
+        cidrs      = optional(list(string), [])
+      }), {})
     }), {})
   })
 
+  validation {
+    condition     = var.spec.postgres.host == null || length(var.spec.postgres.cidrs) > 0
+    error_message = "spec.postgres.cidrs is empty but spec.postgres.host names an external Postgres: list its CIDRs (the reconciler's egress NetworkPolicy admits those only)."
+  }
+  validation {
+    condition     = var.spec.otlp_endpoint == null || length(var.spec.network.otlp_namespaces) + length(var.spec.network.otlp_cidrs) > 0
+    error_message = "spec.otlp_endpoint is set but neither spec.network.otlp_namespaces nor otlp_cidrs says where it is (the egress NetworkPolicy admits those only)."
+  }
+  validation {
+    condition     = alltrue([for c in concat(var.spec.postgres.cidrs, var.spec.network.otlp_cidrs, var.spec.network.dns.cidrs) : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])
+    error_message = "spec.postgres.cidrs, spec.network.otlp_cidrs, spec.network.dns.cidrs: every entry must be a CIDR."
+  }
   validation {
     condition     = (var.spec.postgres.host == null) == var.spec.postgres.development_in_cluster
     error_message = "spec.postgres: set host (managed or operator-run Postgres with backups), or leave it null with development_in_cluster = true (development only)."

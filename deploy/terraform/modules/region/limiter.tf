@@ -14,10 +14,11 @@ locals {
   limiter_selector   = { "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = local.name }
 
   # The daemon's flags (`regional-limiter -help`; hclcheck_test.go checks every one against it).
-  # Secrets are not here: --admin-token, --redis, --check-token, --read-token and
-  # --nats-password come from env QUOTA_ADMIN_TOKEN, QUOTA_REDIS, QUOTA_CHECK_TOKEN,
-  # QUOTA_READ_TOKEN and QUOTA_NATS_PASSWORD (Secret). $(POD_IP) is expanded by the kubelet. No
-  # --control-plane: these limiters read the catalogue, never write it (see controlplane.tf).
+  # Secrets are not here: --redis, --check-token, --read-token, --nats-password and
+  # --memberlist-key come from env QUOTA_REDIS, QUOTA_CHECK_TOKEN, QUOTA_READ_TOKEN,
+  # QUOTA_NATS_PASSWORD and QUOTA_MEMBERLIST_KEY (Secret). $(POD_IP) is expanded by the kubelet.
+  # No --control-plane: these limiters read the catalogue, never write it (see controlplane.tf),
+  # so they get no admin token either (reads take a read token).
   limiter_args = concat([
     "--region=${local.name}",
     "--listen=:8080",
@@ -58,11 +59,11 @@ locals {
 
   # Environment variable => key of Secret quota-limiter-<region> (secrets.tf).
   limiter_secret_env = {
-    "QUOTA_ADMIN_TOKEN"   = "admin-token"
-    "QUOTA_REDIS"         = "redis-url"
-    "QUOTA_CHECK_TOKEN"   = "check-token"
-    "QUOTA_READ_TOKEN"    = "read-token"
-    "QUOTA_NATS_PASSWORD" = "nats-password"
+    "QUOTA_REDIS"          = "redis-url"
+    "QUOTA_CHECK_TOKEN"    = "check-token"
+    "QUOTA_READ_TOKEN"     = "read-token"
+    "QUOTA_NATS_PASSWORD"  = "nats-password"
+    "QUOTA_MEMBERLIST_KEY" = "memberlist-key"
   }
 }
 

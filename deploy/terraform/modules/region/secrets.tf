@@ -19,18 +19,23 @@ resource "kubernetes_secret_v1" "limiter" {
 
   # Token lists are comma-joined, the daemon's --check-token/--read-token format. An empty value
   # (no read tokens; no check tokens with spec.allow_unauthenticated_checks) counts as unset.
+  # No admin token: these limiters refuse catalogue writes whatever the token (not
+  # --control-plane), so it would only let whoever reads this Secret, or takes over a limiter
+  # pod, write the catalogue through the control plane. They read with the read tokens.
   data = {
-    "admin-token" = var.admin_token
     "redis-url"   = local.redis_url
     "check-token" = join(",", var.check_tokens)
     "read-token"  = join(",", var.read_tokens)
     # This region's limiter user only (--nats-user=limiter-<region>).
     "nats-password" = var.nats_passwords["limiter-${local.name}"]
+    # --memberlist-key: comma-joined, the first encrypts, all decrypt.
+    "memberlist-key" = join(",", var.memberlist_keys)
   }
 }
 
-# The control-plane limiter's Secret (control region only): the limiter's tokens and Redis, and
-# the control-plane NATS password instead of the limiters' one.
+# The control-plane limiter's Secret (control region only): the limiter's tokens and Redis, the
+# admin token (only here), and the control-plane NATS password instead of the limiters' one. No
+# memberlist key: the control plane does not join the limiters' memberlist.
 resource "kubernetes_secret_v1" "control_plane" {
   count = local.is_control_region ? 1 : 0
 

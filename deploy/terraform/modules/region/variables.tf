@@ -26,7 +26,9 @@ variable "spec" {
       reconciler_namespace  namespace of the reconciler when it connects to THIS region's NATS
                     (the ledger region), else null: the NATS NetworkPolicy admits it from there.
       nats_tls_secret  kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt) in this namespace for
-                    NATS client and gateway TLS; null = none.
+                    NATS client and gateway TLS; null = none, which a gateway reachable from
+                    outside the cluster (LoadBalancer, NodePort) refuses unless
+                    gateway_insecure_plaintext = true.
       usage_stream_max_bytes  --usage-stream-max-bytes (the stream's limit when a limiter creates it)
       network       who may reach the limiters' HTTP port (NetworkPolicy): pods in
                     api_client_namespaces (names) or in namespaces carrying all of
@@ -35,7 +37,13 @@ variable "spec" {
                     who may reach the control plane (empty = this namespace only).
                     nats_monitor_namespaces: who may reach NATS :8222 (empty = nobody).
                     peer_namespaces: namespaces of the other regions' NATS pods when the
-                    gateways are dialled inside one cluster.
+                    gateways are dialled inside one cluster. admin_client_pod_labels: the
+                    labels an admin client pod must carry to reach the control plane (in
+                    admin_client_namespaces, or this namespace). dns: where the pods resolve
+                    names (egress on 53). otlp_namespaces / otlp_cidrs: where otlp_endpoint is
+                    (egress to its port; one of them is required with otlp_endpoint).
+      redis.cidrs   CIDRs of a managed Redis (redis.endpoint): the limiters' and the control
+                    plane's egress to it; required with redis.endpoint.
       allow_unauthenticated_checks  permit an empty check_tokens (open /v1/allow)
       limiter.grpc_port  Envoy's rate limit service (--grpc-listen; 0 = off) with limiter.rls_config
                       (--rls-config, "catalog:" = the rules stored in the catalogue) and
@@ -68,6 +76,7 @@ variable "spec" {
     control_region              = optional(string)
     reconciler_namespace        = optional(string)
     nats_tls_secret             = optional(string)
+    gateway_insecure_plaintext  = optional(bool, false)
     usage_stream_max_bytes      = optional(number, 1073741824)
     jetstream = optional(object({
       cluster  = optional(string)
@@ -98,6 +107,7 @@ variable "spec" {
 
     redis = optional(object({
       endpoint       = optional(string)
+      cidrs          = optional(list(string), [])
       tls            = optional(bool, false)
       cluster        = optional(bool, false)
       storage_size   = optional(string, "5Gi")
@@ -121,6 +131,14 @@ variable "spec" {
       admin_client_namespaces     = optional(list(string), [])
       nats_monitor_namespaces     = optional(list(string), [])
       peer_namespaces             = optional(list(string), [])
+      admin_client_pod_labels     = optional(map(string), { "quota.dev/admin-client" = "true" })
+      otlp_namespaces             = optional(list(string), [])
+      otlp_cidrs                  = optional(list(string), [])
+      dns = optional(object({
+        namespace  = optional(string, "kube-system")
+        pod_labels = optional(map(string), { "k8s-app" = "kube-dns" })
+        cidrs      = optional(list(string), [])
+      }), {})
     }), {})
 
     allow_unauthenticated_checks = optional(bool, false)
@@ -177,6 +195,26 @@ variable "spec" {
     error_message = "spec.gateway_source_ranges is empty but the gateway is exposed (LoadBalancer or NodePort): there is no open default."
   }
   validation {
+    condition     = var.spec.gateway_service_type == "ClusterIP" || var.spec.nats_tls_secret != null || var.spec.gateway_insecure_plaintext
+    error_message = "spec.nats_tls_secret is null but the gateway is reachable from outside the cluster (LoadBalancer or NodePort): its traffic (gossip, catalogue pushes, usage reports, the gateway password) would cross networks in plain text. Set spec.nats_tls_secret, or spec.gateway_insecure_plaintext = true if that is really meant."
+  }
+  validation {
+    condition     = var.spec.redis.endpoint == null || length(var.spec.redis.cidrs) > 0
+    error_message = "spec.redis.cidrs is empty but spec.redis.endpoint names a managed Redis: list its CIDRs (the limiters' egress NetworkPolicy admits those only)."
+  }
+  validation {
+    condition     = var.spec.otlp_endpoint == null || length(var.spec.network.otlp_namespaces) + length(var.spec.network.otlp_cidrs) > 0
+    error_message = "spec.otlp_endpoint is set but neither spec.network.otlp_namespaces nor otlp_cidrs says where it is (the egress NetworkPolicies admit those only)."
+  }
+  validation {
+    condition     = length(var.spec.network.admin_client_pod_labels) > 0
+    error_message = "spec.network.admin_client_pod_labels must not be empty (it would admit every pod of the admin namespaces)."
+  }
+  validation {
+    condition     = alltrue([for c in concat(var.spec.redis.cidrs, var.spec.network.otlp_cidrs, var.spec.network.dns.cidrs) : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])
+    error_message = "spec.redis.cidrs, spec.network.otlp_cidrs, spec.network.dns.cidrs: every entry must be a CIDR."
+  }
+  validation {
     condition     = alltrue([for c in var.spec.gateway_source_ranges : can(cidrhost(c, 0)) && can(regex("/[0-9]+$", c))])
     error_message = "spec.gateway_source_ranges: every entry must be a CIDR."
   }
@@ -203,9 +241,27 @@ variable "spec" {
 }
 
 variable "admin_token" {
-  description = "Control-plane bearer token (--admin-token), delivered as env QUOTA_ADMIN_TOKEN from a Secret."
+  description = "Control-plane bearer token (--admin-token), delivered as env QUOTA_ADMIN_TOKEN from the control plane's Secret only (control region); the limiters never get it."
   type        = string
   sensitive   = true
+}
+
+variable "memberlist_keys" {
+  description = <<-EOT
+    This region's memberlist encryption keys (--memberlist-key, from env QUOTA_MEMBERLIST_KEY of
+    Secret quota-limiter-<region>): standard base64 of 16, 24 or 32 bytes each (openssl rand
+    -base64 32). The first encrypts, all decrypt (rotation: [old, new], apply; [new, old], apply;
+    [new], apply).
+  EOT
+  type        = list(string)
+  sensitive   = true
+
+  validation {
+    condition = length(var.memberlist_keys) > 0 && alltrue([for k in var.memberlist_keys :
+      can(regex("^([A-Za-z0-9+/]{22}==|[A-Za-z0-9+/]{32}|[A-Za-z0-9+/]{43}=)$", k))
+    ])
+    error_message = "memberlist_keys: at least one key, each standard base64 of 16, 24 or 32 bytes (e.g. openssl rand -base64 32)."
+  }
 }
 
 variable "redis_password" {
