@@ -123,19 +123,28 @@ type stripeFrame struct {
 	Identifier string `json:"identifier"`
 }
 
-// Frame decides ev's meter event at now.
-func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, error) {
+// meterValue reads ev's data, its key's customer and the value its meter
+// event carries: billed for revision 0, the change for a correction.
+func (s *Stripe) meterValue(ev cloudevents.Event) (Data, StripeCustomer, int64, error) {
 	var d Data
 	if err := json.Unmarshal(ev.Data(), &d); err != nil {
-		return nil, fmt.Errorf("sink: stripe: event data: %w", err)
+		return d, StripeCustomer{}, 0, fmt.Errorf("sink: stripe: event data: %w", err)
 	}
 	c, ok := s.customers[d.Key]
 	if !ok {
-		return nil, errors.New("sink: stripe: key has no Stripe customer")
+		return d, c, 0, errors.New("sink: stripe: key has no Stripe customer")
 	}
-	value := d.Billed
 	if d.Revision > 0 {
-		value = d.BilledDelta
+		return d, c, d.BilledDelta, nil
+	}
+	return d, c, d.Billed, nil
+}
+
+// Frame decides ev's meter event at now.
+func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, error) {
+	d, c, value, err := s.meterValue(ev)
+	if err != nil {
+		return nil, err
 	}
 	ts := d.PeriodEnd.Add(-time.Second)
 	if !c.InvoicePeriodEnd(ts).Add(s.grace).After(now) {
@@ -152,17 +161,9 @@ func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, er
 // period's end − 1s. Re-sending exactly that lets Stripe's dedupe drop it
 // if it was stored.
 func (s *Stripe) legacyFrame(ev cloudevents.Event) (json.RawMessage, error) {
-	var d Data
-	if err := json.Unmarshal(ev.Data(), &d); err != nil {
-		return nil, fmt.Errorf("sink: stripe: event data: %w", err)
-	}
-	c, ok := s.customers[d.Key]
-	if !ok {
-		return nil, errors.New("sink: stripe: key has no Stripe customer")
-	}
-	value := d.Billed
-	if d.Revision > 0 {
-		value = d.BilledDelta
+	d, c, value, err := s.meterValue(ev)
+	if err != nil {
+		return nil, err
 	}
 	h := sha256.Sum256([]byte(s.meter + "\x00" + ev.ID()))
 	return json.Marshal(stripeFrame{Customer: c.CustomerID, Value: value, Timestamp: d.PeriodEnd.Add(-time.Second).Unix(),
