@@ -237,6 +237,13 @@ func TestShippedRoles(t *testing.T) {
 	go func() { done <- rec.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 
+	// Only the reconciler creates the usage stream; a limiter that reports
+	// before it exists spools until a later flush finds it (this test
+	// flushes once).
+	testserver.WaitFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		_, err := limJS.Stream(ctx, ledger.DefaultStream)
+		return err
+	})
 	rcfg := ledger.DefaultConfig()
 	rcfg.Region, rcfg.ProcessID, rcfg.SpoolDir, rcfg.Logger = "eu", "eu-1", t.TempDir(), quiet
 	rep, err := ledger.NewReporter(limJS, rcfg)
