@@ -1,23 +1,33 @@
 package multiregion
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/export"
+	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/natsrole"
 )
 
 // Hostile is what a holder of one region's limiter NATS credentials
 // publishes during a scenario (issue 28): every limiter pod of a region
 // shares them, so one compromised pod may publish any gossip digest or
-// goodbye on quota.gossip.<region>.<any process>. Every gossip interval,
+// goodbye on quota.gossip.<region>.<any process>, and any usage report of
+// the region on quota.usage.<region>.<any process>. Every gossip interval,
 // a fifth of an interval after the boundary (after the real digests of
-// that epoch), it publishes what its fields ask.
+// that epoch), it publishes what its gossip fields ask; the usage batches
+// once, when it starts.
 type Hostile struct {
 	// Region is the region whose limiter credentials are used.
 	Region string
@@ -33,7 +43,27 @@ type Hostile struct {
 	// (claiming Claims' keys at 1 cost unit/s): without bounded trust each
 	// counts as missing at the next tick and freezes every region's shares.
 	OneShots bool
+	// MonthsKey, if set, is the key of one usage batch (published once, at
+	// the start) of HostileBatchReports reports, one per month, in the
+	// months from HostileBatchReports/2 before the current one to as many
+	// after: before the ingestion bounds the writer created every month's
+	// partition in one transaction, Postgres ran out of shared memory and
+	// ingestion stalled for ever.
+	MonthsKey string
+	// OverflowKey, if set, is the key of one usage batch (published once,
+	// at the start) of HostileBatchReports late rows ("<process>~late<i>")
+	// of the current window, each spending reconcile.MaxCounter: before
+	// the overflow guard their sum overflowed bigint and broke the key's
+	// /v1/usage and every key's export of the month.
+	OverflowKey string
 }
+
+// HostileBatchProcess is the process the hostile usage batches are
+// published as: on quota.usage.<region>.hostile-batch.
+const HostileBatchProcess = "hostile-batch"
+
+// HostileBatchReports is the number of reports in each hostile batch.
+const HostileBatchReports = 2000
 
 // StartHostile connects with h.Region's limiter credentials and publishes
 // h until the returned stop is called; stop waits for the publisher to end
@@ -42,14 +72,20 @@ func (c *Cluster) StartHostile(h Hostile) (stop func() int) {
 	c.t.Helper()
 	c.Region(h.Region)
 	user := clientUser(h.Region, false)
-	nc, err := nats.Connect(c.nats.URL(h.Region), nats.UserInfo(user, c.nats.Password(user)), nats.Timeout(5*time.Second))
+	nc, err := nats.Connect(c.nats.URL(h.Region), nats.UserInfo(user, c.nats.Password(user)), nats.Timeout(5*time.Second),
+		natsrole.Inbox(user))
 	if err != nil {
 		c.t.Fatalf("multiregion: hostile %s: connect as %s: %v", h.Region, user, err)
+	}
+	batches, err := c.publishHostileBatches(nc, h)
+	if err != nil {
+		nc.Close()
+		c.t.Fatalf("multiregion: hostile %s: %v", h.Region, err)
 	}
 	iv := c.spec.GossipInterval
 	done, quit := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
-	sent := 0 // guarded by mu
+	sent := batches // guarded by mu
 	go func() {
 		defer close(done)
 		for shot := 0; ; shot++ {
@@ -120,8 +156,151 @@ func (c *Cluster) hostileRound(nc *nats.Conn, h Hostile, shot int) (int, error) 
 	return len(out), nc.Flush()
 }
 
+// publishHostileBatches publishes h's usage batches (MonthsKey,
+// OverflowKey) with JetStream acknowledgement, encoded as the Reporter
+// encodes them, and returns how many it published.
+func (c *Cluster) publishHostileBatches(nc *nats.Conn, h Hostile) (int, error) {
+	now := time.Now().UTC()
+	var batches [][]ledger.Report
+	if h.MonthsKey != "" {
+		month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+		reps := make([]ledger.Report, 0, HostileBatchReports)
+		for i := range HostileBatchReports {
+			start := month.AddDate(0, i-HostileBatchReports/2, 0)
+			reps = append(reps, ledger.Report{Key: h.MonthsKey, WindowStart: start, WindowEnd: start.Add(c.spec.Window),
+				ProcessID: HostileBatchProcess, Region: h.Region, Spent: 1, Final: true, Seq: 1, SentAt: now})
+		}
+		batches = append(batches, reps)
+	}
+	if h.OverflowKey != "" {
+		start := now.Truncate(c.spec.Window)
+		reps := make([]ledger.Report, 0, HostileBatchReports)
+		for i := range HostileBatchReports {
+			reps = append(reps, ledger.Report{Key: h.OverflowKey, WindowStart: start, WindowEnd: start.Add(c.spec.Window),
+				ProcessID: HostileBatchProcess + "~late" + strconv.Itoa(i), Region: h.Region,
+				Spent: reconcile.MaxCounter, Final: true, Seq: 1, SentAt: now})
+		}
+		batches = append(batches, reps)
+	}
+	if len(batches) == 0 {
+		return 0, nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, fmt.Errorf("usage batches: %w", err)
+	}
+	for i, reps := range batches {
+		body, id, err := ledger.EncodeBatch(reps)
+		if err != nil {
+			return i, fmt.Errorf("usage batch of %s: %w", reps[0].Key, err)
+		}
+		msg := &nats.Msg{Subject: HostileBatchSubject(h.Region), Data: body, Header: nats.Header{}}
+		msg.Header.Set(ledger.HeaderEncoding, ledger.EncodingBatch)
+		msg.Header.Set(ledger.HeaderReports, strconv.Itoa(len(reps)))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+		cancel()
+		if err != nil {
+			return i, fmt.Errorf("publish usage batch of %s on %s: %w", reps[0].Key, msg.Subject, err)
+		}
+	}
+	return len(batches), nil
+}
+
+// HostileBatchSubject is the subject the hostile usage batches of region
+// are published on (the harness's stream has the default subject prefix).
+func HostileBatchSubject(region string) string {
+	return ledger.DefaultStreamConfig().Subject(region, HostileBatchProcess)
+}
+
 // gossipName is a process id as gossip names it (a NATS subject token),
 // as the participant makes it.
 func gossipName(id string) string {
 	return strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_").Replace(id)
+}
+
+// HostileBatchOutcome is what the ledger made of the hostile usage
+// batches.
+type HostileBatchOutcome struct {
+	// MonthsRows and OverflowRows are the rows of usage_reports of the
+	// months and overflow keys.
+	MonthsRows, OverflowRows int
+	// Overflow: usage_windows flags the overflow key's sums as saturated.
+	Overflow bool
+	// DeadLetters counts the batches' dead letters (their subject's rows
+	// of usage_dead_letters) by reason.
+	DeadLetters map[string]int
+}
+
+// Accounted is the number of the batches' reports the ledger has written
+// or dead-lettered.
+func (o HostileBatchOutcome) Accounted() int {
+	n := o.MonthsRows + o.OverflowRows
+	for _, d := range o.DeadLetters {
+		n += d
+	}
+	return n
+}
+
+// ReadHostileBatches reads what the ledger made of h's usage batches.
+func (c *Cluster) ReadHostileBatches(ctx context.Context, h Hostile) (HostileBatchOutcome, error) {
+	out := HostileBatchOutcome{DeadLetters: map[string]int{}}
+	conn, err := pgx.Connect(ctx, c.pgURL)
+	if err != nil {
+		return out, fmt.Errorf("hostile batches: %w", err)
+	}
+	defer conn.Close(ctx)
+	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE key = $1)::int, count(*) FILTER (WHERE key = $2)::int
+		FROM usage_reports WHERE key IN ($1, $2)`, h.MonthsKey, h.OverflowKey).Scan(&out.MonthsRows, &out.OverflowRows)
+	if err != nil {
+		return out, fmt.Errorf("hostile batches: usage_reports: %w", err)
+	}
+	err = conn.QueryRow(ctx, `SELECT coalesce(bool_or(overflow), false) FROM usage_windows WHERE key = $1`, h.OverflowKey).Scan(&out.Overflow)
+	if err != nil {
+		return out, fmt.Errorf("hostile batches: usage_windows: %w", err)
+	}
+	rows, err := conn.Query(ctx, `SELECT reason, count(*)::int FROM usage_dead_letters WHERE subject = $1 GROUP BY reason`,
+		HostileBatchSubject(h.Region))
+	if err != nil {
+		return out, fmt.Errorf("hostile batches: usage_dead_letters: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			reason string
+			n      int
+		)
+		if err := rows.Scan(&reason, &n); err != nil {
+			return out, fmt.Errorf("hostile batches: usage_dead_letters: %w", err)
+		}
+		out.DeadLetters[reason] = n
+	}
+	return out, rows.Err()
+}
+
+// ExportMonth exports the current UTC month over every key of the ledger,
+// as GET /v1/usage/export does (ledger/export, UTC calendar), and returns
+// its rows.
+func (c *Cluster) ExportMonth(ctx context.Context) ([]export.Row, error) {
+	conn, err := pgx.Connect(ctx, c.pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	defer conn.Close(ctx)
+	ex, err := export.New(conn, export.DefaultConfig())
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	from := export.Month.Start(now)
+	var out []export.Row
+	err = ex.Export(ctx, export.Query{From: from, To: export.Month.Next(from), Granularity: export.Month, Now: now},
+		func(rows []export.Row) error {
+			out = append(out, rows...)
+			return nil
+		})
+	if err != nil {
+		return out, fmt.Errorf("export %s: %w", from.Format("2006-01"), err)
+	}
+	return out, nil
 }

@@ -3,9 +3,12 @@ package multiregion
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotaplatform/quota/ledger/reconcile"
 )
 
 // scenarios is the failure table, in the order it runs.
@@ -364,25 +367,38 @@ func redisKilled(region string) scenario {
 // goodbye for every us process after each of their digests, an invented
 // process claiming float32's largest demand (and learned total) for two
 // keys outside the traffic, and a digest from a new process name every
-// interval. The run's usual checks (admitted ≤ 1.01 × limit, wrongly
-// rejected ≤ 1 %) must hold: before bounded trust, eu and ap dropped us and
-// split every limit between them while us kept enforcing its share.
+// interval; and, at the start of that third, the two hostile usage
+// batches (Hostile.MonthsKey, OverflowKey) on keys outside the scenario's
+// prefix, which the ledger check sums (every process's rows of every key
+// with the prefix). The run's usual checks (admitted ≤ 1.01 × limit,
+// wrongly rejected ≤ 1 %, ledger = clients: ingestion went on) must hold:
+// before bounded trust, eu and ap dropped us and split every limit between
+// them while us kept enforcing its share; before the ingestion bounds, the
+// months batch stalled ingestion for ever and the overflow batch broke
+// every key's export of the month.
 func hostileGossip() scenario {
-	var stop func() int
+	var (
+		stop func() int
+		h    Hostile
+	)
 	return scenario{
 		name:    "hostile-gossip",
 		traffic: func(s *scenarioRun) Traffic { return Traffic{Keys: s.zipf()} },
 		act: func(s *scenarioRun, g *Generator) {
 			g.At(s.D / 3)
 			from := g.Elapsed()
-			stop = s.c.StartHostile(Hostile{Region: "us", Goodbyes: true, OneShots: true,
-				Claims: []string{s.prefix + "hostile-a", s.prefix + "hostile-b"}})
+			h = Hostile{Region: "us", Goodbyes: true, OneShots: true,
+				Claims:      []string{s.prefix + "hostile-a", s.prefix + "hostile-b"},
+				MonthsKey:   "hostile-batch-" + s.prefix + "months",
+				OverflowKey: "hostile-batch-" + s.prefix + "overflow"}
+			stop = s.c.StartHostile(h)
 			g.At(s.D/3 + s.F)
 			sent := stop()
 			stop = nil
-			s.note("us's limiter credentials published %d forged goodbyes, absurd claims and one-shot digests from %.1f s to %.1f s",
+			s.note("us's limiter credentials published %d forged goodbyes, absurd claims, one-shot digests and two usage batches from %.1f s to %.1f s",
 				sent, from.Seconds(), g.Elapsed().Seconds())
 		},
+		check: func(s *scenarioRun, rec *Record, f *Figures) { hostileBatchChecks(s, h, f) },
 		after: func(s *scenarioRun) {
 			if stop != nil { // the run ended early
 				stop()
@@ -390,4 +406,55 @@ func hostileGossip() scenario {
 			}
 		},
 	}
+}
+
+// hostileBatchChecks waits (up to a minute) until the ledger has written
+// or dead-lettered every report of h's usage batches, then asserts that
+// the overflow key is flagged and that the current month still exports
+// for every key.
+func hostileBatchChecks(s *scenarioRun, h Hostile, f *Figures) {
+	var (
+		o   HostileBatchOutcome
+		err error
+	)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		o, err = s.c.ReadHostileBatches(ctx, h)
+		cancel()
+		if err == nil && o.Accounted() >= 2*HostileBatchReports && o.Overflow || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond) // poll interval of a deadline-bounded wait
+	}
+	var dead []string
+	for _, r := range sortedKeys(o.DeadLetters) {
+		dead = append(dead, fmt.Sprintf("%s %d", r, o.DeadLetters[r]))
+	}
+	got := fmt.Sprintf("%d of %d (months key: %d rows written; overflow key: %d rows written; dead letters: %s)",
+		o.Accounted(), 2*HostileBatchReports, o.MonthsRows, o.OverflowRows, strings.Join(dead, ", "))
+	if err != nil {
+		got = err.Error()
+	}
+	s.note("hostile usage batches on %s: %s", HostileBatchSubject(h.Region), got)
+	f.check("hostile batches' reports written or dead-lettered", err == nil && o.Accounted() == 2*HostileBatchReports, got, "all")
+	f.check("months batch: at most the accepted months written", err == nil && o.MonthsRows <= 4,
+		fmt.Sprintf("%d months written, %d too_old, %d future", o.MonthsRows, o.DeadLetters["too_old"], o.DeadLetters["future"]), "≤ 4 (max report age 93 days)")
+	f.check("overflow key flagged in usage_windows", err == nil && o.Overflow && o.OverflowRows == HostileBatchReports,
+		fmt.Sprintf("overflow %v over %d rows at %d", o.Overflow, o.OverflowRows, int64(reconcile.MaxCounter)), "true")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	rows, err := s.c.ExportMonth(ctx)
+	cancel()
+	var saturated bool
+	for _, r := range rows {
+		if r.Key == h.OverflowKey {
+			saturated = r.Spent == math.MaxInt64 && !r.Complete
+		}
+	}
+	got = fmt.Sprintf("%d rows, overflow key's spent saturated and incomplete: %v", len(rows), saturated)
+	if err != nil {
+		got = err.Error()
+	}
+	f.check("current month's export over every key", err == nil && saturated && len(rows) > 1, got, "succeeds")
 }
