@@ -158,7 +158,7 @@ func events(ctx context.Context, o options, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	g := export.Granularity(o.Granularity)
 	p, err := sink.NewPublisher(pool, ex, sender, sink.Config{Sink: o.sinkName(), Granularity: g,
-		Metrics: sink.NewMetrics(reg), Logger: log, Lookback: o.Lookback})
+		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Lookback: o.Lookback})
 	if err != nil {
 		return err
 	}
@@ -192,8 +192,8 @@ func sinksReport(ctx context.Context, o options, stdout io.Writer) error {
 	if o.Sink != "" {
 		name = o.sinkName()
 	}
-	g, now := export.Granularity(o.Granularity), time.Now()
-	rows, err := sink.Report(ctx, pool, name, g, from, to, now)
+	g, cal, now := export.Granularity(o.Granularity), export.Calendar(o.Calendar), time.Now()
+	rows, err := sink.Report(ctx, pool, name, g, cal, from, to, now)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func sinksReport(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "\nsink,key,period_start,ledger_billed,acked_billed,difference,complete,status")
 	for _, s := range sinks {
-		ds, err := sink.KeyDifferences(ctx, pool, s, g, from, to, now)
+		ds, err := sink.KeyDifferences(ctx, pool, s, g, cal, from, to, now)
 		if err != nil {
 			return err
 		}
@@ -268,8 +268,9 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 	switch cmd {
 	case "stripe-sync":
 		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required, except with --continuous)")
-		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC); hour with --continuous")
+		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC, or on --calendar plan the plan's); hour with --continuous")
 		sinkRunFlags(fs, &o.options)
+		calendarFlag(fs, &o.options)
 		fs.DurationVar(&o.FinalizationGrace, "finalization-grace", sink.DefaultFinalizationGrace,
 			"how long after an invoice period Stripe finalizes the invoice (the account's setting, 0 to 72h)")
 		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
@@ -314,6 +315,7 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 		errs = append(errs, o.checkSinkRun()...)
 		check(o.Granularity == "hour" || o.Granularity == "day" || o.Granularity == "month",
 			"--granularity: must be hour, day or month, got %q", o.Granularity)
+		errs = append(errs, o.checkCalendar()...)
 		check(o.FinalizationGrace >= 0 && o.FinalizationGrace <= sink.MaxFinalizationGrace,
 			"--finalization-grace: must be 0 to %v, got %v", sink.MaxFinalizationGrace, o.FinalizationGrace)
 		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
@@ -431,7 +433,7 @@ func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slo
 	reg := prometheus.NewRegistry()
 	g := export.Granularity(o.Granularity)
 	cfg := sink.StripeConfig{Meter: o.Meter, Granularity: g, FinalizationGrace: o.FinalizationGrace, Lookback: o.Lookback,
-		Metrics: sink.NewMetrics(reg), Logger: log}
+		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log}
 	return passes(ctx, o.options, log, func(ctx context.Context, now time.Time) error {
 		from, to := o.passRange(g, now)
 		st, runErr := sink.SyncStripe(ctx, pool, ex, client.V1BillingMeterEvents, cfg, from, to, now)

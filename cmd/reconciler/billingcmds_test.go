@@ -118,6 +118,49 @@ func TestBillingCommands(t *testing.T) {
 		t.Fatalf("sinks-report:\n%s\nwant a line %q", out.String(), want)
 	}
 
+	// events --calendar plan sends acct_c its plan's month (New York from
+	// the 2nd, closed by now) and sinks-report --calendar plan compares
+	// the sink with those periods.
+	if _, err := pool.Exec(ctx, `INSERT INTO quota_plans (name, time_zone, anchor_day, revision) VALUES ('ny2', 'America/New_York', 2, 3);
+		INSERT INTO quota_key_plans (key, plan, revision) VALUES ('acct_c', 'ny2', 4)`); err != nil {
+		t.Fatal(err)
+	}
+	atC := time.Date(2026, 11, 2, 6, 0, 0, 0, time.UTC)
+	if _, err := reconcile.NewWriter(pool).Write(ctx, []ledger.Report{{Key: "acct_c", WindowStart: atC, WindowEnd: atC.Add(time.Minute),
+		ProcessID: "p1", Region: "eu", Spent: 5, Final: true, Seq: 1, SentAt: atC}}); err != nil {
+		t.Fatal(err)
+	}
+	starts := map[string]time.Time{}
+	planSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Data struct {
+				Key         string
+				PeriodStart time.Time `json:"period_start"`
+			}
+		}
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		mu.Lock()
+		starts[ev.Data.Key] = ev.Data.PeriodStart
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer planSrv.Close()
+	if err := run([]string{"events", "--sink", planSrv.URL, "--month", "2026-11", "--calendar", "plan"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if got := starts["acct_c"]; !got.Equal(time.Date(2026, 11, 2, 5, 0, 0, 0, time.UTC)) {
+		t.Fatalf("events --calendar plan sent acct_c's period from %v, want 2026-11-02T05:00:00Z (all: %v)", got, starts)
+	}
+	mu.Unlock()
+	out.Reset()
+	if err := run([]string{"sinks-report", "--month", "2026-11", "--sink", planSrv.URL, "--calendar", "plan"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if want := planSrv.URL + ",2026-11-02T05:00:00Z,5,5,5,0,0"; !strings.Contains(out.String(), want) {
+		t.Fatalf("sinks-report --calendar plan:\n%s\nwant a line %q", out.String(), want)
+	}
+
 	for _, tt := range []struct {
 		args []string
 		flag string
@@ -131,6 +174,8 @@ func TestBillingCommands(t *testing.T) {
 		{[]string{"events", "--sink", "http://x", "--continuous", "--every", "1s"}, "--every"},
 		{[]string{"events", "--month", "2026-11"}, "--sink"},
 		{[]string{"events", "--month", "2026-11", "--sink", "ftp://x"}, "--sink"},
+		{[]string{"events", "--month", "2026-11", "--sink", "http://x", "--calendar", "local"}, "--calendar"},
+		{[]string{"sinks-report", "--month", "2026-11", "--calendar", "local"}, "--calendar"},
 	} {
 		if err := run(tt.args, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tt.flag) {
 			t.Errorf("%q: %v, want an error naming %s", tt.args, err, tt.flag)
@@ -240,6 +285,7 @@ func TestStripeCommands(t *testing.T) {
 		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "cus_1", "--anchor-day", "5"}, nil, "--time-zone"},
 		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "cus_1", "--anchor-day", "5", "--time-zone", "Mars/Olympus"}, nil, "--time-zone"},
 		{[]string{"stripe-sync", "--month", "2026-11", "--meter", "m", "--finalization-grace", "100h"}, nil, "--finalization-grace"},
+		{[]string{"stripe-sync", "--month", "2026-11", "--meter", "m", "--calendar", "local"}, nil, "--calendar"},
 		{[]string{"stripe-customer"}, nil, "set or list"},
 	} {
 		for k, v := range tt.env {

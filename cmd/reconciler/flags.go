@@ -82,7 +82,7 @@ type options struct {
 	At          string // --at, RFC 3339: the instant whose periods --quotas shows; empty = now
 
 	// export, events and sinks-report subcommands
-	Calendar    string // export --calendar: utc or plan (export.Calendar)
+	Calendar    string // --calendar of export and the sinks: utc or plan (export.Calendar)
 	Month       string // --month 2026-11
 	Sink        string // --sink http(s)://… or nats://SUBJECT
 	MetricsFile string // --metrics-file, Prometheus text format
@@ -203,14 +203,13 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	}
 	if cmd == "export" || cmd == "events" || cmd == "sinks-report" {
 		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required, except with --continuous)")
-		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC)")
+		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC, or on --calendar plan the plan's)")
 		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
 			"longest query of one page of keys")
+		calendarFlag(fs, &o)
 	}
 	if cmd == "export" {
 		fs.StringVar(&o.Format, "format", "csv", "csv or ndjson")
-		fs.StringVar(&o.Calendar, "calendar", "utc",
-			"utc: UTC periods; plan: each key's periods on its plan's time_zone and anchor_day (a key without a mirrored plan: UTC), those that start in the UTC --month")
 	}
 	if cmd == "events" || cmd == "sinks-report" {
 		fs.StringVar(&o.Sink, "sink", "", "where usage events go: http(s)://URL (CloudEvents over HTTP) or nats://SUBJECT (JetStream, on --nats)")
@@ -247,6 +246,22 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		o.Durable = "reconciler-" + strings.Join(regions, "-")
 	}
 	return o, o.validate(cmd)
+}
+
+// calendarFlag declares --calendar, for export and the sinks (events,
+// sinks-report, stripe-sync).
+func calendarFlag(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.Calendar, "calendar", "utc",
+		"utc: UTC periods; plan: each key's periods on its plan's time_zone and anchor_day (a key without a mirrored plan: UTC), "+
+			"those that start in the UTC --month. A sink's event ids follow the period start: choose a sink's calendar once")
+}
+
+// checkCalendar validates --calendar.
+func (o *options) checkCalendar() []error {
+	if o.Calendar == "utc" || o.Calendar == "plan" {
+		return nil
+	}
+	return []error{fmt.Errorf("--calendar: must be utc or plan, got %q", o.Calendar)}
 }
 
 // validate checks the subcommand's options and reports every bad one, each
@@ -321,8 +336,8 @@ func (o *options) validate(cmd string) error {
 			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
 		if cmd == "export" {
 			check(o.Format == "csv" || o.Format == "ndjson", "--format: must be csv or ndjson, got %q", o.Format)
-			check(o.Calendar == "utc" || o.Calendar == "plan", "--calendar: must be utc or plan, got %q", o.Calendar)
 		}
+		errs = append(errs, o.checkCalendar()...)
 		if cmd == "events" {
 			errs = append(errs, o.checkSinkRun()...)
 			_, _, err := o.sinkTarget()

@@ -9,9 +9,9 @@
 //	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]
 //	reconciler usage --quotas --key K [--at T] [--format json|csv|text]   each quota's period, limit, used, remaining
 //	reconciler export --month 2026-11 [--granularity hour|day|month] [--calendar utc|plan] [--format csv|ndjson]   every key's usage per period
-//	reconciler events --sink http(s)://URL|nats://SUBJECT --month 2026-11|--continuous [--every 1h] [--granularity hour|day|month] [--lookback D] [--metrics-file F]
-//	reconciler sinks-report --month 2026-11 [--sink S] [--granularity hour|day|month]   ledger vs what each sink acknowledged, per period and per key
-//	reconciler stripe-sync --month 2026-11|--continuous --meter EVENT_NAME [--granularity hour|day|month] [--finalization-grace 1h] [--stripe-key-env QUOTA_STRIPE_KEY] [--stripe-url URL]
+//	reconciler events --sink http(s)://URL|nats://SUBJECT --month 2026-11|--continuous [--every 1h] [--granularity hour|day|month] [--calendar utc|plan] [--lookback D] [--metrics-file F]
+//	reconciler sinks-report --month 2026-11 [--sink S] [--granularity hour|day|month] [--calendar utc|plan]   ledger vs what each sink acknowledged, per period and per key
+//	reconciler stripe-sync --month 2026-11|--continuous --meter EVENT_NAME [--granularity hour|day|month] [--calendar utc|plan] [--finalization-grace 1h] [--stripe-key-env QUOTA_STRIPE_KEY] [--stripe-url URL]
 //	reconciler stripe-settle --meter EVENT_NAME --event-id ID --outcome delivered|missing   settle a held meter event
 //	reconciler stripe-customer set --key K --customer cus_… [--anchor-day N --time-zone Z]   map a key to the Stripe customer billed for it
 //	reconciler stripe-customer list

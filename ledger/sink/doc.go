@@ -40,6 +40,9 @@
 // whose customer's invoice is already finalized is stamped with the time
 // it is sent, landing on the current invoice.
 //
+// Periods are UTC's, or each key's plan's with Config.Calendar
+// export.CalendarPlan (Report and KeyDifferences take the same calendar).
+//
 // A Publisher run holds a Postgres advisory lock on its sink's name
 // (ErrRunning for a second run), reads the ledger with export.Exporter
 // (page by page) over its range and Config.Lookback before it, and sends

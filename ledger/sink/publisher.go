@@ -26,6 +26,12 @@ type Config struct {
 	Source, Type string
 	// Granularity of the periods sent; default month.
 	Granularity export.Granularity
+	// Calendar cuts each key's periods (export.Query.Calendar): default
+	// export.CalendarUTC; export.CalendarPlan sends each key its plan's
+	// periods (time_zone, anchor_day). Event ids follow the period start,
+	// so changing a sink's calendar starts new ids for every period:
+	// choose it once per sink.
+	Calendar export.Calendar
 	// SendTimeout bounds one event's delivery. Default 10s.
 	SendTimeout time.Duration
 	Metrics     *Metrics     // nil: none
@@ -120,6 +126,11 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 		errs = append(errs, fmt.Errorf("sink: Config.Granularity: %w", err))
 	}
 	cfg.Granularity = g
+	cal, err := export.ParseCalendar(string(cfg.Calendar))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sink: Config.Calendar: %w", err))
+	}
+	cfg.Calendar = cal
 	if cfg.Source == "" {
 		cfg.Source = DefaultSource
 	}
@@ -168,7 +179,13 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 	}
 	defer unlock()
 	if p.cfg.Lookback > 0 {
-		early := p.cfg.Granularity.Start(from.Add(-p.cfg.Lookback))
+		// On the plan calendar a range bound is any instant (a key's
+		// period belongs to it if it starts in the range); on UTC's it
+		// must be a period start.
+		early := from.Add(-p.cfg.Lookback)
+		if p.cfg.Calendar == export.CalendarUTC {
+			early = p.cfg.Granularity.Start(early)
+		}
 		if p.cfg.Granularity == export.Hour {
 			early = later(early, to.Add(-export.MaxHours*time.Hour))
 		}
@@ -176,7 +193,7 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 			from = early
 		}
 	}
-	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Now: now}
+	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Calendar: p.cfg.Calendar, Now: now}
 	err = p.ex.Export(ctx, q, func(rows []export.Row) error {
 		states, err := p.load(ctx, rows[0].Key, rows[len(rows)-1].Key, from, to)
 		if err != nil {
@@ -195,7 +212,7 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 		return nil
 	})
 	p.cfg.Metrics.setHeld(p.cfg.Sink, len(st.Held))
-	diffs, derr := KeyDifferences(ctx, p.db, p.cfg.Sink, p.cfg.Granularity, from, to, now)
+	diffs, derr := KeyDifferences(ctx, p.db, p.cfg.Sink, p.cfg.Granularity, p.cfg.Calendar, from, to, now)
 	if derr == nil {
 		for _, d := range diffs {
 			st.Difference += d.Difference()

@@ -47,11 +47,14 @@ type Querier interface {
 
 // Report compares the ledger's periods in [from, to) with what sink (""
 // every sink with events in the range) acknowledged, a row per sink and
-// period. A period is closed for a key once it ended before now and every
+// period start. cal is the sink's calendar (Config.Calendar; "" UTC): on
+// the plan calendar keys' periods start at different instants, a row
+// each. A period is closed for a key once it ended before now and every
 // final report is in. The ledger's figures are the export's
 // (export.Exporter, page by page, with its default Config), so they are
 // the billed figures the sinks are sent.
-func Report(ctx context.Context, db Querier, sink string, g export.Granularity, from, to, now time.Time) ([]ReportRow, error) {
+func Report(ctx context.Context, db Querier, sink string, g export.Granularity, cal export.Calendar,
+	from, to, now time.Time) ([]ReportRow, error) {
 	g, err := export.ParseGranularity(string(g))
 	if err != nil {
 		return nil, fmt.Errorf("sink: report: %w", err)
@@ -62,7 +65,7 @@ func Report(ctx context.Context, db Querier, sink string, g export.Granularity, 
 	}
 	type ledgerSums struct{ total, closed int64 }
 	ledger := make(map[time.Time]*ledgerSums)
-	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Now: now}, func(rows []export.Row) error {
+	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now}, func(rows []export.Row) error {
 		for i := range rows {
 			r := &rows[i]
 			l := ledger[r.PeriodStart]
@@ -156,8 +159,10 @@ func (d KeyDifference) Difference() int64 { return d.Ledger - d.Acked }
 // every (key, period) that differs: closed periods, and any period the
 // sink holds something for (re-opened ones included). Nothing is summed
 // across keys, so one key's surplus cannot hide another's missing usage.
-// A period neither closed nor sent is not due yet and is left out.
-func KeyDifferences(ctx context.Context, db Querier, sinkName string, g export.Granularity, from, to, now time.Time) ([]KeyDifference, error) {
+// A period neither closed nor sent is not due yet and is left out. cal is
+// the sink's calendar (Config.Calendar; "" UTC).
+func KeyDifferences(ctx context.Context, db Querier, sinkName string, g export.Granularity, cal export.Calendar,
+	from, to, now time.Time) ([]KeyDifference, error) {
 	g, err := export.ParseGranularity(string(g))
 	if err != nil {
 		return nil, fmt.Errorf("sink: key differences: %w", err)
@@ -167,7 +172,7 @@ func KeyDifferences(ctx context.Context, db Querier, sinkName string, g export.G
 		return nil, fmt.Errorf("sink: key differences: %w", err)
 	}
 	var out []KeyDifference
-	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Now: now}, func(rows []export.Row) error {
+	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now}, func(rows []export.Row) error {
 		held, err := ackedByPeriod(ctx, db, sinkName, g, rows[0].Key, rows[len(rows)-1].Key, from, to)
 		if err != nil {
 			return err

@@ -123,7 +123,7 @@ func TestDifferencePerKey(t *testing.T) {
 	if g := testutil.ToFloat64(e.m.KeysDiffering(name)); g != 2 {
 		t.Fatalf("quota_sink_keys_differing = %v, want 2", g)
 	}
-	ds, err := sink.KeyDifferences(ctx, e.pool, name, export.Month, nov, dec, now)
+	ds, err := sink.KeyDifferences(ctx, e.pool, name, export.Month, export.CalendarUTC, nov, dec, now)
 	if err != nil || len(ds) != 2 {
 		t.Fatalf("KeyDifferences: %+v, %v", ds, err)
 	}

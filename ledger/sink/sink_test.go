@@ -231,7 +231,7 @@ func TestSinkDownCatchesUp(t *testing.T) {
 	if g := testutil.ToFloat64(e.m.Difference(name)); g != 115 {
 		t.Fatalf("quota_billing_sink_difference = %v, want 115", g)
 	}
-	rows, err := sink.Report(ctx, e.pool, "", export.Month, nov, dec, now)
+	rows, err := sink.Report(ctx, e.pool, "", export.Month, "", nov, dec, now)
 	if err != nil || len(rows) != 1 || rows[0].Closed != total || rows[0].Acked != total-115 || rows[0].Unacked != 1 {
 		t.Fatalf("report while down: %+v, %v", rows, err)
 	}
@@ -258,7 +258,7 @@ func TestSinkDownCatchesUp(t *testing.T) {
 	if g := testutil.ToFloat64(e.m.Difference(name)); g != 0 {
 		t.Fatalf("quota_billing_sink_difference = %v after catching up", g)
 	}
-	rows, err = sink.Report(ctx, e.pool, name, export.Month, nov, dec, now)
+	rows, err = sink.Report(ctx, e.pool, name, export.Month, "", nov, dec, now)
 	if err != nil || len(rows) != 1 || rows[0].Difference() != 0 || rows[0].Ledger != total || rows[0].Unacked != 0 {
 		t.Fatalf("report after catching up: %+v, %v", rows, err)
 	}

@@ -232,6 +232,8 @@ type StripeConfig struct {
 	FinalizationGrace time.Duration
 	// Lookback is Config.Lookback (0: its default).
 	Lookback time.Duration
+	// Calendar is Config.Calendar (default export.CalendarUTC).
+	Calendar export.Calendar
 	Metrics  *Metrics     // nil: none
 	Logger   *slog.Logger // nil discards
 }
@@ -274,7 +276,7 @@ func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, even
 		return false
 	}
 	p, err := NewPublisher(db, ex, send, Config{Sink: StripeSinkName(cfg.Meter), Granularity: cfg.Granularity,
-		SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
+		Calendar: cfg.Calendar, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
 		ResendWindow: StripeResendWindow})
 	if err != nil {
 		return out, err
