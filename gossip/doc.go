@@ -54,11 +54,12 @@
 // processes per region, keys per digest and keys per region are capped
 // (Config.MaxProcesses, MaxKeys, MaxRegionKeys), refusals counted in
 // quota_gossip_rejected_digests_total and quota_gossip_dropped_keys_total.
-// Digests more than one epoch ahead or StaleAfter behind are refused. A
-// node counts the processes of its own region by the least of their last
-// two digests, never more than another region holds of them, so that
-// digests timed to reach some regions before a tick and others after
-// cannot lift the regions' own shares above 1 (see ownViewLocked).
+// Digests more than one epoch ahead or StaleAfter behind are refused.
+// Digests timed to reach some regions just before a tick and others just
+// after can lift the regions' own shares above 1 for the ticks they
+// straddle, unless Config.StrictOwnView makes a node count the processes
+// of its own region by the least of their last two digests (see
+// ownViewLocked), which costs admission at all times.
 //
 // # Why every region computes the same shares
 //
@@ -69,10 +70,11 @@
 // less than half an interval and clocks agree to within a fraction of it,
 // every process in every region computes identical shares for every key
 // once demand is steady, and the shares of a key sum to exactly 1
-// (partition works in integer micro-shares). A node counts its own
-// region's processes by the least of their last two digests, so while a
-// region's demand rises its own share trails, the sum is below 1, and no
-// digest that reaches some regions late can lift it above 1.
+// (partition works in integer micro-shares). With Config.StrictOwnView a
+// node counts its own region's processes by the least of their last two
+// digests, so while a region's demand rises its own share trails, the sum
+// is below 1, and no digest that reaches some regions late can lift it
+// above 1.
 //
 // # Partitions and the global bound
 //

@@ -290,7 +290,7 @@ func (n *Node) compute(now time.Time, e uint64) {
 			continue
 		}
 		d := v.d
-		if v.id.region == n.cfg.Region && v.id.process != n.cfg.Process {
+		if n.cfg.StrictOwnView && v.id.region == n.cfg.Region && v.id.process != n.cfg.Process {
 			// This process's own digest it published itself: no sender
 			// can time it (ownViewLocked).
 			d = n.ownViewLocked(v.id, v.p, e, now)
