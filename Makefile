@@ -76,6 +76,10 @@ migrate: ## apply the ledger migrations to QUOTA_POSTGRES
 tf-validate: ## validate the Terraform deploy offline (fmt, validate, terraform test with mocks)
 	bash deploy/terraform/validate.sh
 
+.PHONY: tf-apply-test
+tf-apply-test: ## apply the 3-region deploy to a loopback Kubernetes control plane (kwok nodes) and assert on it; after tf-validate
+	bash deploy/terraform/applytest/apply-test.sh
+
 .PHONY: lint
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
