@@ -257,7 +257,7 @@ func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
 			return Result{}, fmt.Errorf("billing: scan: %w", err)
 		}
 		if overflow || !res.add(r) {
-			return Result{}, fmt.Errorf("%w: key %q, bucket %v", ErrOverflow, q.Key, r.Start.UTC())
+			return Result{}, fmt.Errorf("%w: bucket %v", ErrOverflow, r.Start.UTC()) // no key: this error is logged
 		}
 	}
 	if err := rows.Err(); err != nil {
