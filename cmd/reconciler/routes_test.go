@@ -246,14 +246,14 @@ func TestHTTPServerLimits(t *testing.T) {
 	}
 }
 
-// ledger/README.md and the repository's README list every route with who
+// ledger/README.md and docs/security.md list every route with who
 // may call it.
 func TestRoutesDocumented(t *testing.T) {
 	routes, err := newRoutes(defaultOptions(), nil, nil, nil, nil, nil, newReadiness(), newRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"../../ledger/README.md", "../../README.md"} {
+	for _, name := range []string{"../../ledger/README.md", "../../docs/security.md"} {
 		readme, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

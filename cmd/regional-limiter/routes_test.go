@@ -51,7 +51,7 @@ func routeRequest(t *testing.T, base string, rt limitapi.Route, tok string) *htt
 
 // The mux serves exactly the route table, each route refuses the callers
 // the table does not name (over real HTTP, against the daemon's handlers),
-// and README.md (here and at the repository's root) lists every route with
+// and README.md here and docs/security.md list every route with
 // who may call it.
 func TestRoutes(t *testing.T) {
 	o := testOptions(t, "", "", t.TempDir())
@@ -122,7 +122,7 @@ func TestRoutes(t *testing.T) {
 	}
 
 	t.Run("READMEs list every route", func(t *testing.T) {
-		for _, name := range []string{"README.md", "../../README.md"} {
+		for _, name := range []string{"README.md", "../../docs/security.md"} {
 			readme, err := os.ReadFile(name)
 			if err != nil {
 				t.Fatal(err)

@@ -39,17 +39,17 @@ func loadAlerts(t *testing.T) []alertRule {
 	return out
 }
 
-// signalRows returns the metric names of each row of README.md's "Signals
-// to watch" table (its first column).
+// signalRows returns the metric names of each row of docs/operations.md's
+// "Signals to watch" table (its first column).
 func signalRows(t *testing.T) [][]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, sec, ok := strings.Cut(string(b), "### Signals to watch\n")
 	if !ok {
-		t.Fatal(`README.md has no "### Signals to watch" section`)
+		t.Fatal(`docs/operations.md has no "### Signals to watch" section`)
 	}
 	var rows [][]string
 	for _, line := range strings.Split(sec, "\n") {
@@ -68,7 +68,7 @@ func signalRows(t *testing.T) [][]string {
 	return rows
 }
 
-// Every row of the README's "Signals to watch" table has an alert on one of
+// Every row of docs/operations.md's "Signals to watch" table has an alert on one of
 // its metrics, and every alert watches some row's metrics.
 func TestSignalsHaveAlerts(t *testing.T) {
 	alerts := loadAlerts(t)

@@ -645,7 +645,7 @@ variable "redis_passwords" {
 
 variable "nats_passwords" {
   description = <<-EOT
-    NATS passwords by user (README "NATS users and passwords"): limiter-<region> for every
+    NATS passwords by user (deploy/README.md "NATS users and passwords"): limiter-<region> for every
     region (a decommissioned region's may stay until its entry is removed), control-plane,
     reconciler, and gateway (the gateways between regions authenticate
     with it). Every key is required, no other is accepted, and no two users
