@@ -59,13 +59,9 @@ func Report(ctx context.Context, db Querier, sink string, g export.Granularity, 
 	if err != nil {
 		return nil, fmt.Errorf("sink: report: %w", err)
 	}
-	ex, err := export.New(db, export.DefaultConfig())
-	if err != nil {
-		return nil, fmt.Errorf("sink: report: %w", err)
-	}
 	type ledgerSums struct{ total, closed int64 }
 	ledger := make(map[time.Time]*ledgerSums)
-	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now}, func(rows []export.Row) error {
+	err = exportLedger(ctx, db, export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now}, func(rows []export.Row) error {
 		for i := range rows {
 			r := &rows[i]
 			l := ledger[r.PeriodStart]
@@ -167,12 +163,8 @@ func KeyDifferences(ctx context.Context, db Querier, sinkName string, g export.G
 	if err != nil {
 		return nil, fmt.Errorf("sink: key differences: %w", err)
 	}
-	ex, err := export.New(db, export.DefaultConfig())
-	if err != nil {
-		return nil, fmt.Errorf("sink: key differences: %w", err)
-	}
 	var out []KeyDifference
-	err = ex.Export(ctx, export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now}, func(rows []export.Row) error {
+	err = exportLedger(ctx, db, export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now}, func(rows []export.Row) error {
 		held, err := ackedByPeriod(ctx, db, sinkName, g, rows[0].Key, rows[len(rows)-1].Key, from, to)
 		if err != nil {
 			return err
@@ -192,6 +184,16 @@ func KeyDifferences(ctx context.Context, db Querier, sinkName string, g export.G
 		return nil, fmt.Errorf("sink: key differences: %w", err)
 	}
 	return out, nil
+}
+
+// exportLedger reads q's rows from the ledger, page by page, with the
+// export's default Config: the billed figures the sinks are sent.
+func exportLedger(ctx context.Context, db Querier, q export.Query, page func([]export.Row) error) error {
+	ex, err := export.New(db, export.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	return ex.Export(ctx, q, page)
 }
 
 type ackedPeriod struct {
