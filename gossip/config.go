@@ -104,11 +104,14 @@ type Config struct {
 	// the least of its last two digests (ownViewLocked), so that digests a
 	// sender times to reach its own region just before a tick and the
 	// others just after cannot lift the regions' own shares above 1 for
-	// that tick (1.30 of the limit in TestStraddledDigests without it).
-	// The price is paid at all times: demand is noisy from tick to tick,
-	// and the least of two ticks under-counts a region's own processes, so
-	// the regions' shares sum below 1 (the harness's cold start admitted
-	// 0.945 of its bound with it, 0.974 without, against a floor of 0.97).
+	// that tick (1.30 of the limit without it: go test -run
+	// TestStraddledDigests -v ./gossip/). The price is paid at all times:
+	// demand is noisy from tick to tick, and the least of two ticks
+	// under-counts a region's own processes, so the regions' shares sum
+	// below 1: the harness's cold start (QUOTA_MULTIREGION=short go test
+	// -run 'TestScenarios/cold-start$' -v ./test/multiregion/) admitted
+	// 0.945-0.949 of its bound with it set in DefaultConfig, 0.970-0.977
+	// without, against a floor of 0.97.
 	// Default false: the timing attack needs one region's credentials and
 	// arrivals placed within the tick, lasts a tick per digest, and is
 	// bounded by MaxClaim.
