@@ -80,10 +80,12 @@ tf-validate: ## validate the Terraform deploy offline (fmt, validate, terraform 
 tf-apply-test: ## apply the 3-region deploy to a loopback Kubernetes control plane (kwok nodes) and assert on it; after tf-validate
 	bash deploy/terraform/applytest/apply-test.sh
 
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck (pinned; go run fetches it through the module proxy)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
 
 .PHONY: tidy
 tidy: ## check that go.mod and go.sum are tidy

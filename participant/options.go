@@ -232,7 +232,7 @@ func (o *Options) RegionSet() ([]string, error) {
 		given := slices.Clone(regions)
 		sort.Strings(given)
 		if !slices.Equal(given, weighed) {
-			return nil, fmt.Errorf("Regions and RegionWeights disagree: Regions names %s, RegionWeights %s",
+			return nil, fmt.Errorf("participant: Regions and RegionWeights disagree: Regions names %s, RegionWeights %s",
 				strings.Join(given, ","), strings.Join(weighed, ","))
 		}
 	case len(weighed) > 0:
@@ -241,10 +241,10 @@ func (o *Options) RegionSet() ([]string, error) {
 	case o.embedded():
 		regions = []string{o.Region}
 	default:
-		return nil, fmt.Errorf("Regions: required with NATS or NATSURL (their servers may be joined to other regions'): name every region sharing limits, this one included, or give RegionWeights")
+		return nil, fmt.Errorf("participant: Regions: required with NATS or NATSURL (their servers may be joined to other regions'): name every region sharing limits, this one included, or give RegionWeights")
 	}
 	if !slices.Contains(regions, o.Region) {
-		return nil, fmt.Errorf("Regions: must include Region %q, got %s", o.Region, strings.Join(regions, ","))
+		return nil, fmt.Errorf("participant: Regions: must include Region %q, got %s", o.Region, strings.Join(regions, ","))
 	}
 	return regions, nil
 }
