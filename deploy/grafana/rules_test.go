@@ -10,7 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-const runbookPrefix = "https://github.com/quotaplatform/quota/blob/main/deploy/README.md#"
+const runbookPrefix = "https://github.com/quotaplatform/quota/blob/main/deploy/RUNBOOK.md#"
 
 type alertRule struct {
 	Alert       string            `yaml:"alert"`
@@ -94,15 +94,15 @@ func TestSignalsHaveAlerts(t *testing.T) {
 }
 
 // Every alert has a summary and a runbook_url pointing at its own section
-// of deploy/README.md "Alerts runbook", and that section exists.
+// of deploy/RUNBOOK.md "Alerts runbook", and that section exists.
 func TestAlertRunbooks(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../RUNBOOK.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, runbook, ok := strings.Cut(string(b), "\n## Alerts runbook\n")
 	if !ok {
-		t.Fatal(`deploy/README.md has no "## Alerts runbook" section`)
+		t.Fatal(`deploy/RUNBOOK.md has no "## Alerts runbook" section`)
 	}
 	if i := strings.Index(runbook, "\n## "); i >= 0 {
 		runbook = runbook[:i]
@@ -124,11 +124,11 @@ func TestAlertRunbooks(t *testing.T) {
 			t.Errorf("alert %s: runbook_url %q, want %s%s", a.Alert, a.Annotations["runbook_url"], runbookPrefix, strings.ToLower(a.Alert))
 		}
 		if !anchors[anchor] {
-			t.Errorf("alert %s: deploy/README.md \"Alerts runbook\" has no section ### %s", a.Alert, a.Alert)
+			t.Errorf("alert %s: deploy/RUNBOOK.md \"Alerts runbook\" has no section ### %s", a.Alert, a.Alert)
 		}
 		delete(anchors, anchor)
 	}
 	for a := range anchors {
-		t.Errorf("deploy/README.md \"Alerts runbook\" has a section for %s, which is no alert", a)
+		t.Errorf("deploy/RUNBOOK.md \"Alerts runbook\" has a section for %s, which is no alert", a)
 	}
 }

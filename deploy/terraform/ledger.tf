@@ -2,7 +2,7 @@
 # through that region's slot provider: one module block per slot, of which only the ledger
 # region's has an instance. Moving var.ledger_region therefore plans the old instance's
 # destruction through the OLD region's provider and the new one's creation through the new
-# region's (deploy/README.md "Moving the ledger region"; tests/ledger_move.tftest.hcl).
+# region's (deploy/RUNBOOK.md "Moving the ledger region"; tests/ledger_move.tftest.hcl).
 locals {
   ledger_slot = tostring(var.regions[var.ledger_region].slot)
 

@@ -9,7 +9,7 @@
 # less). A slot that no region uses points at https://unused-slot-<n>.quota.invalid, a name
 # that never resolves (RFC 6761): not the current kube context, not in-cluster config. Resources
 # still in the state for such a slot (a region deleted from var.regions without the decommission
-# step, deploy/README.md "Removing a region") then fail to refresh, and nothing is destroyed in
+# step, deploy/RUNBOOK.md "Removing a region") then fail to refresh, and nothing is destroyed in
 # whatever cluster happens to be current. Unset KUBE_* environment variables when running
 # Terraform: the provider reads them for attributes left null here.
 #

@@ -1,5 +1,5 @@
 locals {
-  # Regions being decommissioned (step 1 of "Removing a region", deploy/README.md) keep their slot
+  # Regions being decommissioned (step 1 of "Removing a region", deploy/RUNBOOK.md) keep their slot
   # and provider, but get no module instance: their objects are destroyed through their own
   # slot, and no other region refers to them any more.
   active         = { for name, r in var.regions : name => r if !r.decommission }

@@ -8,7 +8,7 @@ variable "regions" {
       kube         how to reach the cluster, explicitly: config_path AND context, or host +
                    cluster_ca_certificate + exec (e.g. aws eks get-token). No default: a region
                    never lands in whatever kube context is current.
-      decommission true = step 1 of removing the region (deploy/README.md "Removing a region"):
+      decommission true = step 1 of removing the region (deploy/RUNBOOK.md "Removing a region"):
                    its objects are destroyed through its own slot, the other regions forget it;
                    keep slot and kube until that apply is done, then delete the entry
       namespace    default quota-<region>; unique across regions
@@ -267,7 +267,7 @@ variable "allow_image_tags" {
 }
 
 variable "ledger_region" {
-  description = "Region that runs the reconciler and the Postgres ledger, and whose NATS cluster holds the usage stream and the catalogue bucket (a key of var.regions, not decommissioned). Moving it: deploy/README.md \"Moving the ledger region\"."
+  description = "Region that runs the reconciler and the Postgres ledger, and whose NATS cluster holds the usage stream and the catalogue bucket (a key of var.regions, not decommissioned). Moving it: deploy/RUNBOOK.md \"Moving the ledger region\"."
   type        = string
 
   validation {
@@ -645,7 +645,7 @@ variable "redis_passwords" {
 
 variable "nats_passwords" {
   description = <<-EOT
-    NATS passwords by user (deploy/README.md "NATS users and passwords"): limiter-<region> for every
+    NATS passwords by user (deploy/README.md "NATS users, passwords and TLS"): limiter-<region> for every
     region (a decommissioned region's may stay until its entry is removed), control-plane,
     reconciler, and gateway (the gateways between regions authenticate
     with it). Every key is required, no other is accepted, and no two users

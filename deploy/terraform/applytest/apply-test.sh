@@ -26,7 +26,7 @@
 #   4. changing Secrets (us's Redis password, the Postgres password) replaces exactly the pods
 #      that read them (pod uids, Deployments' ReplicaSets, StatefulSets' revisions), and no other
 #      object;
-#   5. removing region ap by deploy/README.md's two steps: step 1 (decommission = true) deletes
+#   5. removing region ap by deploy/RUNBOOK.md's two steps: step 1 (decommission = true) deletes
 #      namespace quota-ap and everything in it and replaces no other object; step 2 (the entry
 #      deleted) plans no change and changes nothing;
 #   6. terraform destroy leaves no namespace but the system ones and no object of the deploy.

@@ -1,4 +1,4 @@
-# Moving the ledger region (deploy/README.md "Moving the ledger region"), planned and applied
+# Moving the ledger region (deploy/RUNBOOK.md "Moving the ledger region"), planned and applied
 # against mocked providers: the ledger in eu is applied, then ledger_region = "us" must plan
 # module.ledger_0 (bound to kubernetes.slot0, eu's cluster) destroyed and module.ledger_1
 # (kubernetes.slot1, us's cluster) created, with the reconciler connecting to us's NATS as the
@@ -86,7 +86,7 @@ run "move_to_us_plan" {
     error_message = "slot 0 must still reach eu (where the old reconciler is destroyed), slot 1 us"
   }
   # The new reconciler: us's namespace and NATS, the stream's placement there (for a stream
-  # that does not exist yet; an existing one stays where it is until moved, see the README).
+  # that does not exist yet; an existing one stays where it is until moved, see deploy/RUNBOOK.md).
   assert {
     condition = (
       contains(output.ledger.reconciler_args, "--nats=nats://nats-us.quota-us.svc.cluster.local:4222") &&

@@ -1,4 +1,4 @@
-# Removing a region: the two steps of deploy/README.md "Removing a region", planned and applied
+# Removing a region: the two steps of deploy/RUNBOOK.md "Removing a region", planned and applied
 # against mocked providers. Three regions are applied; step 1 (regions.ap.decommission = true)
 # must plan the destruction of ap's objects only, through ap's own slot (kubernetes.slot2, still
 # pointed at ap's cluster), while every other object keeps its id (an object that would be

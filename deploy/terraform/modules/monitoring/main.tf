@@ -20,8 +20,8 @@ locals {
     } : replace(kind, "_", "-") => app if var.spec.pod_monitors[kind]
   }
 
-  # source_region: the region of the process that exported a series (deploy/README.md "Alerts
-  # runbook"); the rules and dashboards group by it.
+  # source_region: the region of the process that exported a series (deploy/README.md
+  # "Monitoring"); the rules and dashboards group by it.
   relabelings = [{
     action       = "replace"
     sourceLabels = ["__meta_kubernetes_pod_label_quota_dev_region"]

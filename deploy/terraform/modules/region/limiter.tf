@@ -4,7 +4,7 @@
 # a node drain comes back with both, so it becomes ready from its cached catalogue even while
 # NATS is away (/readyz needs a catalogue, fresh or cached, not NATS), and the reports it had not
 # sent yet are still there to send. The price: an EBS-like zonal volume pins its pod to a zone
-# (deploy/README.md, runbook "Zone lost"); a zone-redundant storage class (limiter.storage_class)
+# (deploy/RUNBOOK.md, "Zone lost"); a zone-redundant storage class (limiter.storage_class)
 # avoids that. QUOTA_PROCESS_ID stays the pod name: the reporter adds its start time, so a pod
 # that comes back with the same name is a new process in the ledger.
 locals {

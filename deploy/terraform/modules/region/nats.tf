@@ -205,7 +205,7 @@ resource "kubernetes_stateful_set_v1" "nats" {
 
   # Terraform waits until every server runs the new template: the limiters, the control plane
   # and (through the nats_client_url output) the reconciler roll only after it, which is the
-  # order a password rotation needs (deploy/README.md, "Rotating a NATS password").
+  # order a password rotation needs (deploy/RUNBOOK.md, "Rotating a NATS password").
   wait_for_rollout = true
 
   spec {
