@@ -261,37 +261,11 @@ func stripeSubcommand(args []string) (cmd string, rest []string, ok bool) {
 // read from the variable --stripe-key-env names.
 func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOptions, error) {
 	o := stripeOptions{options: defaultOptions(), KeyEnv: "QUOTA_STRIPE_KEY"}
-	fs := flag.NewFlagSet("reconciler "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Postgres, "postgres", o.Postgres, "Postgres URL (sslmode in the URL, e.g. ?sslmode=verify-full)")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
-	switch cmd {
-	case "stripe-sync":
-		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required, except with --continuous)")
-		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC, or on --calendar plan the plan's); hour with --continuous")
-		sinkRunFlags(fs, &o.options)
-		calendarFlag(fs, &o.options)
-		fs.DurationVar(&o.FinalizationGrace, "finalization-grace", sink.DefaultFinalizationGrace,
-			"how long after an invoice period Stripe finalizes the invoice (the account's setting, 0 to 72h)")
-		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
-			"longest query of one page of keys")
-		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
-		fs.StringVar(&o.KeyEnv, "stripe-key-env", o.KeyEnv, "name of the environment variable holding the Stripe secret key")
-		fs.StringVar(&o.URL, "stripe-url", "", "Stripe API base URL (empty: Stripe; for tests, a stripe-mock)")
-		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format)")
-	case "stripe-customer set":
-		fs.StringVar(&o.Key, "key", "", "API key (required)")
-		fs.StringVar(&o.Customer, "customer", "", "Stripe customer id, cus_… (required)")
-		fs.IntVar(&o.AnchorDay, "anchor-day", 0, "the customer's billing cycle anchor day, 1–31 (with --time-zone; unset: the UTC month)")
-		fs.StringVar(&o.TimeZone, "time-zone", "", "IANA time zone of --anchor-day, e.g. America/New_York")
-	case "stripe-settle":
-		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
-		fs.StringVar(&o.EventID, "event-id", "", "the held event's id, as stripe-sync printed it (required)")
-		fs.StringVar(&o.Outcome, "outcome", "", "what Stripe's meter event summaries show: delivered (Stripe holds it) or missing (send it again)")
-	case "stripe-customer list":
-	default:
+	fs := newStripeFlagSet(cmd, &o)
+	if fs == nil {
 		return o, errors.New("stripe-customer: want set or list")
 	}
+	fs.SetOutput(stderr)
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix)); err != nil {
 		return o, err
 	}
@@ -340,6 +314,42 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 		}
 	}
 	return o, errors.Join(errs...)
+}
+
+// newStripeFlagSet declares a Stripe subcommand's flags on o; nil for a
+// subcommand that is not one.
+func newStripeFlagSet(cmd string, o *stripeOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("reconciler "+cmd, flag.ContinueOnError)
+	fs.StringVar(&o.Postgres, "postgres", o.Postgres, "Postgres URL (sslmode in the URL, e.g. ?sslmode=verify-full)")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+	switch cmd {
+	case "stripe-sync":
+		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required, except with --continuous)")
+		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC, or on --calendar plan the plan's); hour with --continuous")
+		sinkRunFlags(fs, &o.options)
+		calendarFlag(fs, &o.options)
+		fs.DurationVar(&o.FinalizationGrace, "finalization-grace", sink.DefaultFinalizationGrace,
+			"how long after an invoice period Stripe finalizes the invoice (the account's setting, 0 to 72h)")
+		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
+			"longest query of one page of keys")
+		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
+		fs.StringVar(&o.KeyEnv, "stripe-key-env", o.KeyEnv, "name of the environment variable holding the Stripe secret key")
+		fs.StringVar(&o.URL, "stripe-url", "", "Stripe API base URL (empty: Stripe; for tests, a stripe-mock)")
+		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format)")
+	case "stripe-customer set":
+		fs.StringVar(&o.Key, "key", "", "API key (required)")
+		fs.StringVar(&o.Customer, "customer", "", "Stripe customer id, cus_… (required)")
+		fs.IntVar(&o.AnchorDay, "anchor-day", 0, "the customer's billing cycle anchor day, 1–31 (with --time-zone; unset: the UTC month)")
+		fs.StringVar(&o.TimeZone, "time-zone", "", "IANA time zone of --anchor-day, e.g. America/New_York")
+	case "stripe-settle":
+		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
+		fs.StringVar(&o.EventID, "event-id", "", "the held event's id, as stripe-sync printed it (required)")
+		fs.StringVar(&o.Outcome, "outcome", "", "what Stripe's meter event summaries show: delivered (Stripe holds it) or missing (send it again)")
+	case "stripe-customer list":
+	default:
+		return nil
+	}
+	return fs
 }
 
 // stripeCmd runs a Stripe subcommand.

@@ -149,8 +149,28 @@ const envPrefix = "QUOTA"
 // Only the subcommand's own flags are read, from either source.
 func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	o := defaultOptions()
-	fs := flag.NewFlagSet("reconciler "+cmd, flag.ContinueOnError)
+	fs := newFlagSet(cmd, &o)
 	fs.SetOutput(stderr)
+	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix)); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// Each part of a split stream needs its own durable consumer: one
+	// shared by reconcilers of different regions would be re-filtered by
+	// each in turn.
+	if regions, err := o.regions(); cmd == "serve" && err == nil && len(regions) > 0 && !set["durable"] {
+		o.Durable = "reconciler-" + strings.Join(regions, "-")
+	}
+	return o, o.validate(cmd)
+}
+
+// newFlagSet declares cmd's flags on o.
+func newFlagSet(cmd string, o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("reconciler "+cmd, flag.ContinueOnError)
 	fs.StringVar(&o.Postgres, "postgres", o.Postgres, "Postgres URL (sslmode in the URL, e.g. ?sslmode=verify-full)")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	if cmd == "serve" || cmd == "usage" {
@@ -206,7 +226,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC, or on --calendar plan the plan's)")
 		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
 			"longest query of one page of keys")
-		calendarFlag(fs, &o)
+		calendarFlag(fs, o)
 	}
 	if cmd == "export" {
 		fs.StringVar(&o.Format, "format", "csv", "csv or ndjson")
@@ -220,7 +240,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.Var(&o.NATSAuth.Password, "nats-password", "password of --nats-user (use the environment: QUOTA_NATS_PASSWORD)")
 		fs.StringVar(&o.NATSAuth.Creds, "nats-creds", "", "NATS credentials file (JWT auth)")
 		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format, for node_exporter's textfile collector)")
-		sinkRunFlags(fs, &o)
+		sinkRunFlags(fs, o)
 	}
 	if cmd == "usage" {
 		fs.StringVar(&o.Key, "key", "", "API key (required)")
@@ -231,21 +251,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 		fs.BoolVar(&o.Quotas, "quotas", false, "print each quota of the key's plan in the period that holds --at: limit, used, remaining (instead of --from, --to, --granularity)")
 		fs.StringVar(&o.At, "at", "", "with --quotas: the instant, RFC 3339 (default now)")
 	}
-	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix)); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	// Each part of a split stream needs its own durable consumer: one
-	// shared by reconcilers of different regions would be re-filtered by
-	// each in turn.
-	if regions, err := o.regions(); cmd == "serve" && err == nil && len(regions) > 0 && !set["durable"] {
-		o.Durable = "reconciler-" + strings.Join(regions, "-")
-	}
-	return o, o.validate(cmd)
+	return fs
 }
 
 // calendarFlag declares --calendar, for export and the sinks (events,
