@@ -67,7 +67,7 @@ var pinnedFlags = map[string]string{
 func TestFlagsPinned(t *testing.T) {
 	got := map[string]string{}
 	var o Options
-	flagSet(&o).VisitAll(func(f *flag.Flag) { got[f.Name] = f.DefValue })
+	declare(&o).FlagSet().VisitAll(func(f *flag.Flag) { got[f.Name] = f.DefValue })
 	if got["process-id"] != defaultProcessID() {
 		t.Errorf("--process-id: default %q, want %q", got["process-id"], defaultProcessID())
 	}
