@@ -91,8 +91,9 @@ type Options struct {
 	GCPercent int
 
 	GossipInterval time.Duration
-	// Regions is --regions as given; regionSet (modules.go) derives the
-	// region set from it, --region-weights and --nats.
+	// Regions is --regions as given; the region set follows from it,
+	// --region-weights and --nats by participant.RegionSet's rule
+	// (regionSet checks it naming the flags).
 	Regions        string
 	RegionWeights  string
 	ShareFloor     float64
