@@ -165,10 +165,10 @@ func TestFlagsPinned(t *testing.T) {
 // commandFlags is cmd's flag set.
 func commandFlags(t *testing.T, cmd string) *flag.FlagSet {
 	t.Helper()
-	if _, _, ok := stripeSubcommand([]string{cmd}); ok || cmd == "stripe-customer set" || cmd == "stripe-customer list" {
-		o := stripeOptions{options: defaultOptions(), KeyEnv: "QUOTA_STRIPE_KEY"}
-		return newStripeFlagSet(cmd, &o)
+	o := stripeOptions{options: defaultOptions(), KeyEnv: defaultStripeKeyEnv}
+	s, ok := commandSettings(cmd, &o, false)
+	if !ok {
+		t.Fatalf("no command %q", cmd)
 	}
-	o := defaultOptions()
-	return newFlagSet(cmd, &o)
+	return s.FlagSet()
 }
