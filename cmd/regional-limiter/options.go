@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -128,14 +127,6 @@ type Options struct {
 	DefaultCapacity float64
 
 	Config string
-}
-
-func defaultProcessID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	return host + "-" + strconv.Itoa(os.Getpid())
 }
 
 // Bounds of --shutdown-delay.

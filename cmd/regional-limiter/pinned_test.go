@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/quotaplatform/quota/participant"
 )
 
 // pinnedFlags is every flag and its default as they were before the
@@ -68,8 +70,8 @@ func TestFlagsPinned(t *testing.T) {
 	got := map[string]string{}
 	var o Options
 	declare(&o).FlagSet().VisitAll(func(f *flag.Flag) { got[f.Name] = f.DefValue })
-	if got["process-id"] != defaultProcessID() {
-		t.Errorf("--process-id: default %q, want %q", got["process-id"], defaultProcessID())
+	if want := participant.DefaultOptions().ProcessID; got["process-id"] != want {
+		t.Errorf("--process-id: default %q, want %q", got["process-id"], want)
 	}
 	delete(got, "process-id")
 	if maps.Equal(got, pinnedFlags) {

@@ -10,7 +10,7 @@ import (
 	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/participant"
 )
 
 // declare declares every setting of the daemon on o, once: its flag, its
@@ -18,8 +18,11 @@ import (
 // generated from these: TestSettingsTable), and the check of its value
 // alone. Checks across settings are in Options.validate.
 func declare(o *Options) *settings.Set {
+	// The participant's defaults are the flags' defaults: its Options
+	// document each, and the daemon maps its flags onto them.
+	def := participant.DefaultOptions()
 	s := settings.New("regional-limiter", envPrefix)
-	s.String(&o.Region, "region", "local", "region name").
+	s.String(&o.Region, "region", def.Region, "region name").
 		Check(func() error { return nonEmpty(o.Region) })
 	s.String(&o.Listen, "listen", ":8080", "HTTP listen address").
 		Doc("HTTP address").
@@ -47,22 +50,22 @@ func declare(o *Options) *settings.Set {
 	s.Bool(&o.ControlPlane, "control-plane", false, "this process writes the catalogue (its NATS user needs the control-plane role); always on with embedded NATS").
 		DefaultDoc("`false` (`true` with embedded NATS)").
 		Doc("this process writes the catalogue: `PUT`/`DELETE` of `/v1/limits`, `/v1/keys`, `/v1/costs`. Without it a limiter on `--nats` answers those with 403, naming the control plane, never creates the catalogue bucket (it waits for the control plane to), and still reads. Its NATS user must hold the control-plane role")
-	s.Int(&o.UsageStreamReplicas, "usage-stream-replicas", 1, "replicas of the usage stream when this process creates it: only with embedded NATS (elsewhere the reconciler creates it, and usage waits in the spool until it exists)").
+	s.Int(&o.UsageStreamReplicas, "usage-stream-replicas", def.UsageStreamReplicas, "replicas of the usage stream when this process creates it: only with embedded NATS (elsewhere the reconciler creates it, and usage waits in the spool until it exists)").
 		Doc("the usage stream's replicas (1–5) when this process creates it, which it does only on its embedded NATS (elsewhere the reconciler creates it, and usage waits in the spool until it exists); an existing stream is never changed").
 		Check(func() error { return between(o.UsageStreamReplicas, 1, 5) })
-	s.Int64(&o.UsageStreamMaxBytes, "usage-stream-max-bytes", 1<<30, "byte limit of the usage stream when this process creates it (embedded NATS only); a full stream refuses new reports, which wait in the spool").
+	s.Int64(&o.UsageStreamMaxBytes, "usage-stream-max-bytes", def.UsageStreamMaxBytes, "byte limit of the usage stream when this process creates it (embedded NATS only); a full stream refuses new reports, which wait in the spool").
 		Doc("the usage stream's byte limit when this process creates it (embedded NATS only). A full stream refuses new reports (they wait in the spool: `quota_ledger_publish_errors_total` rises), it never drops old ones").
 		Check(func() error { return atLeastMiB(o.UsageStreamMaxBytes) })
 	s.String(&o.UsageStreamCluster, "usage-stream-cluster", "", "the NATS cluster (region name) the usage stream is placed in when this process creates it (embedded NATS only); empty = where this process is connected").
 		Doc("the NATS cluster (region name) the usage stream is placed in when this process creates it; empty = the cluster this process is connected to; a NATS that is not clustered (the embedded server) ignores it. " + placementDoc).
 		Check(func() error { return ledger.CheckClusterName(o.UsageStreamCluster) })
-	s.Int(&o.CatalogReplicas, "catalog-replicas", 1, "replicas of the catalogue bucket when this process creates it").
+	s.Int(&o.CatalogReplicas, "catalog-replicas", def.CatalogReplicas, "replicas of the catalogue bucket when this process creates it").
 		Doc("the catalogue bucket's replicas (1–5) when this process (the control plane) creates it").
 		Check(func() error { return between(o.CatalogReplicas, 1, 5) })
 	s.String(&o.CatalogCluster, "catalog-cluster", "", "the NATS cluster (region name) the catalogue bucket is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected").
 		Doc("the NATS cluster (region name) the catalogue bucket is placed in when this process creates it; the deploy sets the ledger region. Empty = the cluster this process is connected to. " + placementDoc).
 		Check(func() error { return ledger.CheckClusterName(o.CatalogCluster) })
-	s.String(&o.DataDir, "data-dir", "./data", "data directory: embedded NATS store, catalogue cache, usage spool").
+	s.String(&o.DataDir, "data-dir", def.DataDir, "data directory: embedded NATS store, catalogue cache, usage spool").
 		Doc("embedded NATS store, catalogue cache, usage spool").
 		Check(func() error { return nonEmpty(o.DataDir) })
 	s.Var(&o.AdminToken, "admin-token", "control-plane bearer token (writes and reads); empty disables control-plane writes").
@@ -79,32 +82,32 @@ func declare(o *Options) *settings.Set {
 	s.Duration(&o.DrainTimeout, "drain-timeout", 10*time.Second, "at shutdown, after --shutdown-delay, how long the HTTP requests in flight and then the gRPC calls may take to finish (each); past it they are cut").
 		Doc("at shutdown, after `--shutdown-delay`, the HTTP requests (then the gRPC calls) in flight get this long each to finish; past it they are cut (at most 5m)").
 		Check(func() error { return shutdownBudget(o.DrainTimeout, time.Nanosecond) })
-	s.Duration(&o.FlushTimeout, "flush-timeout", 10*time.Second, "at shutdown, after the listeners are drained, the budget of the limiter's last flush and the final usage reports (to JetStream, or the spool): never spent by the drains").
+	s.Duration(&o.FlushTimeout, "flush-timeout", def.FlushTimeout, "at shutdown, after the listeners are drained, the budget of the limiter's last flush and the final usage reports (to JetStream, or the spool): never spent by the drains").
 		Doc("at shutdown, after the listeners are drained, the limiter's last flush and the final usage reports (to JetStream, or the spool) get this long of their own: never spent by the drains (at most 5m)").
 		Check(func() error { return shutdownBudget(o.FlushTimeout, time.Nanosecond) })
-	s.String(&o.ProcessID, "process-id", defaultProcessID(), "process identity in usage reports").
+	s.String(&o.ProcessID, "process-id", def.ProcessID, "process identity in usage reports").
 		DefaultDoc("host-pid").
 		Check(func() error { return nonEmpty(o.ProcessID) })
-	s.Duration(&o.Window, "window", 60*time.Second, "accounting window").
+	s.Duration(&o.Window, "window", def.Window, "accounting window").
 		Check(func() error { return positive(o.Window) })
-	s.Duration(&o.ReportInterval, "report-interval", 5*time.Second, "usage report interval").
+	s.Duration(&o.ReportInterval, "report-interval", def.ReportInterval, "usage report interval").
 		Doc("usage report interval (ledger)").
 		Check(func() error { return positive(o.ReportInterval) })
-	s.Duration(&o.StoreTimeout, "store-timeout", 5*time.Millisecond, "hard timeout of one store call").
+	s.Duration(&o.StoreTimeout, "store-timeout", def.StoreTimeout, "hard timeout of one store call").
 		Check(func() error { return positive(o.StoreTimeout) })
-	s.Int(&o.Processes, "processes", 1, "estimate of the limiter processes sharing the region's store").
+	s.Int(&o.Processes, "processes", def.Processes, "estimate of the limiter processes sharing the region's store").
 		Check(func() error { return want(o.Processes >= 1, "must be at least 1, got %d", o.Processes) })
 	s.Int(&o.GCPercent, "gc-percent", defaultGCPercent, "the garbage collector's GOGC: collect when the heap has grown this many percent since the last collection (Go's default is 100); fewer collections shorten the check latency's tail for more memory, bounded by GOMEMLIMIT; GOGC in the environment wins").
 		Doc("the garbage collector's GOGC (10 to 10000): a collection when the heap has grown this many percent since the last (Go's default is 100). Fewer collections shorten the check latency's tail (p99 3.3–3.4 ms against 4.5–5.8 ms at 100, p99.9 8–11 ms against 19–25 ms, docs/performance.md) for a heap up to 5× its live size between collections, bounded by `GOMEMLIMIT`; `GOGC` in the environment wins").
 		Check(func() error {
 			return want(o.GCPercent >= 10 && o.GCPercent <= 10_000, "must be in [10, 10000], got %d", o.GCPercent)
 		})
-	s.Duration(&o.IdempotencyHorizon, "idempotency-horizon", region.DefaultIdempotencyHorizon, "how long the region's store remembers a request_id (checks, refunds, charges): the same id within it is charged once").
+	s.Duration(&o.IdempotencyHorizon, "idempotency-horizon", def.IdempotencyHorizon, "how long the region's store remembers a request_id (checks, refunds, charges): the same id within it is charged once").
 		Doc("how long the region's store remembers a `request_id` (checks, refunds, charges) after its last use: the same id within it is charged once (at least `1ms`; top-level README \"Request ids, refunds and charges\")").
 		Check(func() error {
 			return want(o.IdempotencyHorizon >= time.Millisecond, "must be at least 1ms, got %v", o.IdempotencyHorizon)
 		})
-	s.Duration(&o.GossipInterval, "gossip-interval", time.Second, "cross-region demand gossip interval").
+	s.Duration(&o.GossipInterval, "gossip-interval", def.GossipInterval, "cross-region demand gossip interval").
 		Check(func() error { return positive(o.GossipInterval) })
 	// --regions and --region-weights are checked together (regionSet).
 	s.String(&o.Regions, "regions", "", "every region sharing limits over gossip, comma-separated, this one included; default: the regions of --region-weights, or --region alone with embedded NATS (required with --nats otherwise)").
@@ -112,7 +115,7 @@ func declare(o *Options) *settings.Set {
 		Doc("every region sharing limits over gossip, comma-separated, this one included (`eu,us,ap`); shares are split over exactly these, and digests from any other region are refused. Default: the regions of `--region-weights`; with neither flag, `--region` alone when NATS is embedded (`make run`), and **an error with `--nats`** (its servers may be joined to other regions': a limiter that knew only its own region would take every key's whole limit), so a single-region deployment on a NATS server passes `--regions <its region>`. Given both flags, they must name the same regions; `--region` must be one of them")
 	s.String(&o.RegionWeights, "region-weights", "", "historical region weights, e.g. eu=0.5,us=0.3,ap=0.2 (one for every region of --regions)").
 		Doc("historical region weights for a cold start, e.g. `eu=0.5,us=0.3,ap=0.2`: one for every region of `--regions`, or none (equal)")
-	s.Float64(&o.ShareFloor, "share-floor", 0.05, "smallest share of a key's limit a region keeps").
+	s.Float64(&o.ShareFloor, "share-floor", def.ShareFloor, "smallest share of a key's limit a region keeps").
 		Check(func() error {
 			return want(o.ShareFloor >= 0 && o.ShareFloor < 1, "must be in [0, 1), got %v", o.ShareFloor)
 		})
