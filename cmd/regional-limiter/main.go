@@ -5,7 +5,8 @@
 // (--nats, or an embedded server). The route table in server.go says who
 // may call each route (--check-token, --read-token, --admin-token). On
 // SIGTERM it fails /readyz, keeps serving for --shutdown-delay, then stops.
-// See README.md in this directory.
+// Its settings are declared once in settings.go; `regional-limiter help`
+// (or --help) lists them, and README.md in this directory tables them.
 package main
 
 import (
