@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
@@ -182,27 +183,33 @@ type Options struct {
 }
 
 // DefaultOptions returns the documented defaults: an in-process store, an
-// embedded NATS server, one region, no built-in default plan.
+// embedded NATS server, one region, no built-in default plan. The
+// settings a part owns take that part's default (region, gossip, ledger,
+// catalog DefaultConfig), so each is written once.
 func DefaultOptions() Options {
+	lim, shares := region.DefaultConfig(), gossip.DefaultConfig()
+	rep, stream, cat := ledger.DefaultConfig(), ledger.DefaultStreamConfig(), catalog.DefaultConfig()
 	return Options{
-		Region:              "local",
+		Region:              lim.Region,
 		ProcessID:           defaultProcessID(),
 		DataDir:             "./data",
 		Name:                "quota-participant",
-		UsageStreamReplicas: 1,
-		UsageStreamMaxBytes: 1 << 30,
-		CatalogReplicas:     1,
+		UsageStreamReplicas: stream.Replicas,
+		UsageStreamMaxBytes: stream.MaxBytes,
+		CatalogReplicas:     cat.Replicas,
 		CatalogSyncWait:     3 * time.Second,
-		ShareFloor:          0.05,
-		GossipInterval:      time.Second,
-		Window:              60 * time.Second,
-		ReportInterval:      5 * time.Second,
+		ShareFloor:          shares.Floor,
+		GossipInterval:      shares.Interval,
+		Window:              lim.Window,
+		ReportInterval:      rep.ReportInterval,
 		FlushTimeout:        10 * time.Second,
-		StoreTimeout:        5 * time.Millisecond,
-		IdempotencyHorizon:  region.DefaultIdempotencyHorizon,
-		Processes:           1,
-		FlushInterval:       time.Second,
-		UsageEncoding:       ledger.EncodingBatch,
+		StoreTimeout:        lim.StoreTimeout,
+		IdempotencyHorizon:  lim.IdempotencyHorizon,
+		Processes:           lim.ProcessEstimate,
+		// Not region's 5s: usage reaches the reporter and the gossip
+		// node within a second.
+		FlushInterval: time.Second,
+		UsageEncoding: rep.Encoding,
 	}
 }
 
