@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
@@ -182,27 +183,33 @@ type Options struct {
 }
 
 // DefaultOptions returns the documented defaults: an in-process store, an
-// embedded NATS server, one region, no built-in default plan.
+// embedded NATS server, one region, no built-in default plan. The
+// settings a part owns take that part's default (region, gossip, ledger,
+// catalog DefaultConfig), so each is written once.
 func DefaultOptions() Options {
+	lim, shares := region.DefaultConfig(), gossip.DefaultConfig()
+	rep, stream, cat := ledger.DefaultConfig(), ledger.DefaultStreamConfig(), catalog.DefaultConfig()
 	return Options{
-		Region:              "local",
+		Region:              lim.Region,
 		ProcessID:           defaultProcessID(),
 		DataDir:             "./data",
 		Name:                "quota-participant",
-		UsageStreamReplicas: 1,
-		UsageStreamMaxBytes: 1 << 30,
-		CatalogReplicas:     1,
+		UsageStreamReplicas: stream.Replicas,
+		UsageStreamMaxBytes: stream.MaxBytes,
+		CatalogReplicas:     cat.Replicas,
 		CatalogSyncWait:     3 * time.Second,
-		ShareFloor:          0.05,
-		GossipInterval:      time.Second,
-		Window:              60 * time.Second,
-		ReportInterval:      5 * time.Second,
+		ShareFloor:          shares.Floor,
+		GossipInterval:      shares.Interval,
+		Window:              lim.Window,
+		ReportInterval:      rep.ReportInterval,
 		FlushTimeout:        10 * time.Second,
-		StoreTimeout:        5 * time.Millisecond,
-		IdempotencyHorizon:  region.DefaultIdempotencyHorizon,
-		Processes:           1,
-		FlushInterval:       time.Second,
-		UsageEncoding:       ledger.EncodingBatch,
+		StoreTimeout:        lim.StoreTimeout,
+		IdempotencyHorizon:  lim.IdempotencyHorizon,
+		Processes:           lim.ProcessEstimate,
+		// Not region's 5s: usage reaches the reporter and the gossip
+		// node within a second.
+		FlushInterval: time.Second,
+		UsageEncoding: rep.Encoding,
 	}
 }
 
@@ -219,32 +226,59 @@ func (o *Options) embedded() bool { return o.NATS == nil && o.NATSURL == "" }
 
 // RegionSet is the set of regions sharing every key's limit: Regions, or
 // the regions of RegionWeights (given both, they must name the same
-// regions), or Region alone with embedded NATS. It must hold Region.
+// regions), or Region alone with embedded NATS. It must hold Region. The
+// rule is RegionSet's; errors name these fields.
 func (o *Options) RegionSet() ([]string, error) {
-	weighed := make([]string, 0, len(o.RegionWeights))
-	for r := range o.RegionWeights {
+	regions, err := RegionSet(o.Region, o.Regions, o.RegionWeights, o.embedded(), RegionSetNames{
+		Region: "Region", Regions: "Regions", RegionWeights: "RegionWeights", NATS: "NATS or NATSURL"})
+	if err != nil {
+		return nil, fmt.Errorf("participant: %w", err)
+	}
+	return regions, nil
+}
+
+// RegionSetNames are what RegionSet's errors call its inputs: the fields
+// of Options, or the flags of a command that sets them.
+type RegionSetNames struct {
+	Region, Regions, RegionWeights string
+	// NATS names what connects to a NATS server that is not embedded.
+	NATS string
+}
+
+// RegionSet is the rule for the set of regions whose limiters share every
+// key's limit over gossip, this one (own) included: regions, or the
+// regions of weights (given both, they must name the same regions). With
+// neither, it is own alone when NATS is embedded (no other process can be
+// heard), and an error otherwise: a NATS server may be joined to other
+// regions' by gateways, and a process that counted only its own region
+// would take every key's whole limit. The result holds own; errors name
+// the inputs as names says.
+func RegionSet(own string, regions []string, weights map[string]float64, embedded bool, names RegionSetNames) ([]string, error) {
+	weighed := make([]string, 0, len(weights))
+	for r := range weights {
 		weighed = append(weighed, r)
 	}
 	sort.Strings(weighed)
-	regions := slices.Clone(o.Regions)
+	regions = slices.Clone(regions)
 	switch {
 	case len(regions) > 0 && len(weighed) > 0:
 		given := slices.Clone(regions)
 		sort.Strings(given)
 		if !slices.Equal(given, weighed) {
-			return nil, fmt.Errorf("participant: Regions and RegionWeights disagree: Regions names %s, RegionWeights %s",
-				strings.Join(given, ","), strings.Join(weighed, ","))
+			return nil, fmt.Errorf("%s and %s disagree: %s names %s, %s %s; weigh every region of %s, or give only one of them",
+				names.Regions, names.RegionWeights, names.Regions, strings.Join(given, ","), names.RegionWeights, strings.Join(weighed, ","), names.Regions)
 		}
 	case len(weighed) > 0:
 		regions = weighed
 	case len(regions) > 0:
-	case o.embedded():
-		regions = []string{o.Region}
+	case embedded:
+		regions = []string{own}
 	default:
-		return nil, fmt.Errorf("participant: Regions: required with NATS or NATSURL (their servers may be joined to other regions'): name every region sharing limits, this one included, or give RegionWeights")
+		return nil, fmt.Errorf("%s: required with %s (its servers may be joined to other regions'): name every region sharing limits, this one included, or give %s; a single-region deployment gives %s %s",
+			names.Regions, names.NATS, names.RegionWeights, names.Regions, own)
 	}
-	if !slices.Contains(regions, o.Region) {
-		return nil, fmt.Errorf("participant: Regions: must include Region %q, got %s", o.Region, strings.Join(regions, ","))
+	if !slices.Contains(regions, own) {
+		return nil, fmt.Errorf("%s: must include %s %q, got %s", names.Regions, names.Region, own, strings.Join(regions, ","))
 	}
 	return regions, nil
 }
@@ -281,7 +315,7 @@ func (o *Options) validate() error {
 		check(o.DefaultPlan.Capacity >= 1, "DefaultPlan.Capacity", "must be at least 1 (or the whole plan zero), got %v", o.DefaultPlan.Capacity)
 	}
 	if _, err := o.RegionSet(); err != nil {
-		errs = append(errs, fmt.Errorf("participant: %w", err))
+		errs = append(errs, err)
 	}
 	for r, w := range o.RegionWeights {
 		check(w >= 0, "RegionWeights", "region %q: weight must not be negative, got %v", r, w)

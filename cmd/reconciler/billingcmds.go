@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -64,25 +62,13 @@ func exportCmd(ctx context.Context, o options, stdout io.Writer) error {
 	return enc.End()
 }
 
-// sinkRunFlags declares the flags of a sink run (events, stripe-sync).
-func sinkRunFlags(fs *flag.FlagSet, o *options) {
-	fs.BoolVar(&o.Continuous, "continuous", false,
-		"run a pass every --every over the current UTC month until SIGTERM, instead of one run over --month")
-	fs.DurationVar(&o.Every, "every", time.Hour, "time between --continuous passes (1m to 24h)")
-	fs.DurationVar(&o.Lookback, "lookback", 0,
-		"also correct periods starting this long before the range (0: 62 days, 72h for --granularity hour; negative: none)")
-}
-
-// checkSinkRun checks the flags of sinkRunFlags.
+// checkSinkRun checks --month against --continuous (declareSinkRun checks
+// each flag alone).
 func (o *options) checkSinkRun() []error {
-	var errs []error
 	if o.Continuous && o.Month != "" {
-		errs = append(errs, errors.New("--month: not with --continuous, whose passes cover the current month (and --lookback)"))
+		return []error{errors.New("--month: not with --continuous, whose passes cover the current month (and --lookback)")}
 	}
-	if o.Every < time.Minute || o.Every > 24*time.Hour {
-		errs = append(errs, fmt.Errorf("--every: must be 1m to 24h, got %v", o.Every))
-	}
-	return errs
+	return nil
 }
 
 // passRange is the periods a run covers: --month, or for a --continuous
@@ -260,83 +246,36 @@ func stripeSubcommand(args []string) (cmd string, rest []string, ok bool) {
 // QUOTA_<FLAG> as parseFlags does. The secret key is never a flag: it is
 // read from the variable --stripe-key-env names.
 func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOptions, error) {
-	o := stripeOptions{options: defaultOptions(), KeyEnv: "QUOTA_STRIPE_KEY"}
-	fs := flag.NewFlagSet("reconciler "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Postgres, "postgres", o.Postgres, "Postgres URL (sslmode in the URL, e.g. ?sslmode=verify-full)")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
-	switch cmd {
-	case "stripe-sync":
-		fs.StringVar(&o.Month, "month", "", "the UTC month, e.g. 2026-11 (required, except with --continuous)")
-		fs.StringVar(&o.Granularity, "granularity", "month", "period: hour, day or month (UTC, or on --calendar plan the plan's); hour with --continuous")
-		sinkRunFlags(fs, &o.options)
-		calendarFlag(fs, &o.options)
-		fs.DurationVar(&o.FinalizationGrace, "finalization-grace", sink.DefaultFinalizationGrace,
-			"how long after an invoice period Stripe finalizes the invoice (the account's setting, 0 to 72h)")
-		fs.DurationVar(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout,
-			"longest query of one page of keys")
-		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
-		fs.StringVar(&o.KeyEnv, "stripe-key-env", o.KeyEnv, "name of the environment variable holding the Stripe secret key")
-		fs.StringVar(&o.URL, "stripe-url", "", "Stripe API base URL (empty: Stripe; for tests, a stripe-mock)")
-		fs.StringVar(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format)")
-	case "stripe-customer set":
-		fs.StringVar(&o.Key, "key", "", "API key (required)")
-		fs.StringVar(&o.Customer, "customer", "", "Stripe customer id, cus_… (required)")
-		fs.IntVar(&o.AnchorDay, "anchor-day", 0, "the customer's billing cycle anchor day, 1–31 (with --time-zone; unset: the UTC month)")
-		fs.StringVar(&o.TimeZone, "time-zone", "", "IANA time zone of --anchor-day, e.g. America/New_York")
-	case "stripe-settle":
-		fs.StringVar(&o.Meter, "meter", "", "the Stripe meter's event_name (required)")
-		fs.StringVar(&o.EventID, "event-id", "", "the held event's id, as stripe-sync printed it (required)")
-		fs.StringVar(&o.Outcome, "outcome", "", "what Stripe's meter event summaries show: delivered (Stripe holds it) or missing (send it again)")
-	case "stripe-customer list":
-	default:
+	o := stripeOptions{options: defaultOptions(), KeyEnv: defaultStripeKeyEnv}
+	if cmd == "stripe-customer" {
 		return o, errors.New("stripe-customer: want set or list")
 	}
+	s, ok := commandSettings(cmd, &o, false)
+	if !ok {
+		return o, fmt.Errorf("no command %q; reconciler help lists them", cmd)
+	}
+	fs := s.FlagSet()
+	fs.SetOutput(stderr)
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix)); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var errs []error
-	check := func(ok bool, format string, args ...any) {
-		if !ok {
-			errs = append(errs, fmt.Errorf(format, args...))
-		}
-	}
-	_, err := url.Parse(o.Postgres)
-	check(err == nil && o.Postgres != "", "--postgres: not a URL")
+	// commandSettings checks each flag alone; these involve several.
+	errs := []error{s.Check()}
 	switch cmd {
 	case "stripe-sync":
 		if !o.Continuous {
 			_, _, err := o.month()
-			check(err == nil, "--month: %v", err)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--month: %v", err))
+			}
 		}
 		errs = append(errs, o.checkSinkRun()...)
-		check(o.Granularity == "hour" || o.Granularity == "day" || o.Granularity == "month",
-			"--granularity: must be hour, day or month, got %q", o.Granularity)
-		errs = append(errs, o.checkCalendar()...)
-		check(o.FinalizationGrace >= 0 && o.FinalizationGrace <= sink.MaxFinalizationGrace,
-			"--finalization-grace: must be 0 to %v, got %v", sink.MaxFinalizationGrace, o.FinalizationGrace)
-		check(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
-			"--billing-statement-timeout: must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
-		check(o.Meter != "", "--meter: required")
-		check(o.KeyEnv != "", "--stripe-key-env: required")
-		u, err := url.Parse(o.URL)
-		check(o.URL == "" || (err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil),
-			"--stripe-url: want http(s)://HOST[:PORT] without credentials")
-	case "stripe-settle":
-		check(o.Meter != "", "--meter: required")
-		check(o.EventID != "", "--event-id: required")
-		check(o.Outcome == "delivered" || o.Outcome == "missing", "--outcome: must be delivered or missing, got %q", o.Outcome)
 	case "stripe-customer set":
-		check(o.Key != "", "--key: required")
-		check(o.Customer != "", "--customer: required")
-		check((o.AnchorDay == 0) == (o.TimeZone == ""), "--anchor-day, --time-zone: give both or neither")
-		check(o.AnchorDay >= 0 && o.AnchorDay <= 31, "--anchor-day: must be 1 to 31, got %d", o.AnchorDay)
-		if o.TimeZone != "" {
-			_, err := time.LoadLocation(o.TimeZone)
-			check(err == nil, "--time-zone: %v", err)
+		if (o.AnchorDay == 0) != (o.TimeZone == "") {
+			errs = append(errs, errors.New("--anchor-day, --time-zone: give both or neither"))
 		}
 	}
 	return o, errors.Join(errs...)

@@ -1,20 +1,14 @@
 // Command reconciler moves usage reports from JetStream into the Postgres
-// ledger and answers billing queries.
+// ledger and answers billing queries. `reconciler help` lists its
+// subcommands (the commands table in commands.go), each with a one-line
+// summary; `reconciler help COMMAND` or `reconciler COMMAND --help` prints
+// a subcommand's flags, each declared once in settings.go, and
+// docs/configuration.md holds them as tables generated from those
+// declarations. serve is the default:
 //
 //	reconciler [serve] [flags]   consume reports, serve /v1/usage, /metrics, /healthz, /readyz,
 //	                             answer quota-base requests on NATS (--quota-base-subject, default quota.base),
 //	                             mirror the catalogue's plans into the ledger (--catalog-bucket, default quota-catalog)
-//	reconciler migrate [flags]   apply the schema migrations
-//	reconciler retention --keep-months N [--ahead-months M]   create the coming months' partitions, detach old ones
-//	reconciler usage --key K --from T1 --to T2 [--granularity hour|day|window] [--format json|csv]
-//	reconciler usage --quotas --key K [--at T] [--format json|csv|text]   each quota's period, limit, used, remaining
-//	reconciler export --month 2026-11 [--granularity hour|day|month] [--calendar utc|plan] [--format csv|ndjson]   every key's usage per period
-//	reconciler events --sink http(s)://URL|nats://SUBJECT --month 2026-11|--continuous [--every 1h] [--granularity hour|day|month] [--calendar utc|plan] [--lookback D] [--metrics-file F]
-//	reconciler sinks-report --month 2026-11 [--sink S] [--granularity hour|day|month] [--calendar utc|plan]   ledger vs what each sink acknowledged, per period and per key
-//	reconciler stripe-sync --month 2026-11|--continuous --meter EVENT_NAME [--granularity hour|day|month] [--calendar utc|plan] [--finalization-grace 1h] [--stripe-key-env QUOTA_STRIPE_KEY] [--stripe-url URL]
-//	reconciler stripe-settle --meter EVENT_NAME --event-id ID --outcome delivered|missing   settle a held meter event
-//	reconciler stripe-customer set --key K --customer cus_… [--anchor-day N --time-zone Z]   map a key to the Stripe customer billed for it
-//	reconciler stripe-customer list
 //
 // GET /v1/usage needs a bearer token from --billing-token (the routes
 // table in app.go says who may call each route); without one it answers
@@ -56,15 +50,18 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "help" {
+		return help(args[1:], stdout)
+	}
 	if cmd, rest, ok := stripeSubcommand(args); ok {
 		return stripeCmd(cmd, rest, stdout, stderr)
 	}
-	cmd := "serve"
+	cmd, implicit := "serve", true
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage" || args[0] == "retention" ||
 		args[0] == "export" || args[0] == "events" || args[0] == "sinks-report") {
-		cmd, args = args[0], args[1:]
+		cmd, args, implicit = args[0], args[1:], false
 	}
-	o, err := parseFlags(cmd, args, stderr)
+	o, err := parseCommandFlags(cmd, implicit, args, stderr)
 	if err != nil {
 		return err
 	}

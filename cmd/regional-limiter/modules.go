@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -134,11 +132,12 @@ func participantOptions(o Options) (participant.Options, error) {
 	po.UsageStreamReplicas, po.UsageStreamMaxBytes, po.UsageStreamCluster = o.UsageStreamReplicas, o.UsageStreamMaxBytes, o.UsageStreamCluster
 	po.CatalogReplicas, po.CatalogCluster = o.CatalogReplicas, o.CatalogCluster
 	po.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
-	regions, err := regionSet(o)
-	if err != nil {
-		return po, err
+	// The participant derives the region set from these (regionSet
+	// checked them already, naming the flags).
+	var err error
+	if po.Regions, err = gossip.ParseRegions(o.Regions); err != nil {
+		return po, fmt.Errorf("--regions: %w", err)
 	}
-	po.Regions = regions
 	if po.RegionWeights, err = gossip.ParseWeights(o.RegionWeights); err != nil {
 		return po, fmt.Errorf("--region-weights: %w", err)
 	}
@@ -194,13 +193,10 @@ func joinUsage(p *participant.Participant, extra *extraUsage, in usageGroup) {
 }
 
 // regionSet is the set of regions whose limiters share every key's limit
-// over gossip, this one included: --regions, or the regions of
-// --region-weights (given both, they must name the same regions). With
-// neither, it is --region alone when NATS is embedded (--nats empty: no
-// other process can be heard), and an error with --nats, whose servers may
-// be joined to other regions' by gateways: a process that counted only its
-// own region would take every key's whole limit. (participant.Options
-// checks the same, naming its fields; this names the flags.)
+// over gossip, by participant.RegionSet's rule, from --regions,
+// --region-weights, --region and whether --nats is empty (embedded); its
+// errors name the flags. The participant applies the same rule to the
+// parsed flags (participantOptions), so this is only their check.
 func regionSet(o Options) ([]string, error) {
 	regions, err := gossip.ParseRegions(o.Regions)
 	if err != nil {
@@ -210,29 +206,6 @@ func regionSet(o Options) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--region-weights: %w", err)
 	}
-	weighed := make([]string, 0, len(weights))
-	for r := range weights {
-		weighed = append(weighed, r)
-	}
-	sort.Strings(weighed)
-	switch {
-	case len(regions) > 0 && len(weights) > 0:
-		given := append([]string(nil), regions...)
-		sort.Strings(given)
-		if !slices.Equal(given, weighed) {
-			return nil, fmt.Errorf("--regions and --region-weights disagree: --regions names %s, --region-weights %s; weigh every region of --regions, or drop one of the flags",
-				strings.Join(given, ","), strings.Join(weighed, ","))
-		}
-	case len(weights) > 0:
-		regions = weighed
-	case len(regions) > 0:
-	case o.NATS == "":
-		regions = []string{o.Region}
-	default:
-		return nil, fmt.Errorf("--regions: required with --nats (its servers may be joined to other regions'): name every region sharing limits, this one included (--regions eu,us,ap), or give --region-weights; a single-region deployment gives --regions %s", o.Region)
-	}
-	if !slices.Contains(regions, o.Region) {
-		return nil, fmt.Errorf("--regions: must include --region %q, got %s", o.Region, strings.Join(regions, ","))
-	}
-	return regions, nil
+	return participant.RegionSet(o.Region, regions, weights, o.NATS == "", participant.RegionSetNames{
+		Region: "--region", Regions: "--regions", RegionWeights: "--region-weights", NATS: "--nats"})
 }
