@@ -144,13 +144,15 @@ func (c *Catalog) Start(js jetstream.JetStream) error {
 	return nil
 }
 
-// Stop ends the watch and waits for it. Safe to call without Start.
+// Stop ends the watch and waits for it, saving the cache file if a change
+// waits to be saved. Safe to call without Start.
 func (c *Catalog) Stop() {
 	if c.cancel == nil {
 		return
 	}
 	c.cancel()
 	c.running.Wait()
+	c.saveCued() // a change the watch applied on its way out
 }
 
 // Resync makes the watch re-read the whole bucket. The watch already does

@@ -191,8 +191,8 @@ func (c *Catalog) cacheDue() {
 }
 
 // saveCaches writes the cache file cacheDelay after a change (later
-// changes in that time ride along), and at once on the way out if a
-// change is waiting, until ctx ends.
+// changes in that time ride along) until ctx ends; Stop saves what is
+// still cued once the watch has ended.
 func (c *Catalog) saveCaches(ctx context.Context) {
 	for {
 		select {
@@ -205,12 +205,23 @@ func (c *Catalog) saveCaches(ctx context.Context) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			c.cacheDue() // for Stop
+			return
 		}
 		select {
 		case <-c.cacheDirty: // a change since the first: this save holds it
 		default:
 		}
 		c.saveCache()
+	}
+}
+
+// saveCued saves the cache file if a change is cued.
+func (c *Catalog) saveCued() {
+	select {
+	case <-c.cacheDirty:
+		c.saveCache()
+	default:
 	}
 }
 
