@@ -104,11 +104,11 @@ func TestGatheringWaitsForTheClock(t *testing.T) {
 	const interval = time.Minute
 	x, js := onClock(t, store, clk, func(c *reconcile.Config) { c.BatchInterval = interval })
 	publish(t, js, "", rep("a", "p1", 1, 1, 1, false), rep("b", "p1", 1, 1, 1, false), rep("c", "p1", 1, 1, 1, false))
-	cons, err := js.Consumer(context.Background(), ledger.DefaultStream, reconcile.DefaultConfig().Durable)
-	if err != nil {
-		t.Fatal(err)
-	}
 	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		cons, err := js.Consumer(context.Background(), ledger.DefaultStream, reconcile.DefaultConfig().Durable)
+		if err != nil {
+			return err // not bound yet
+		}
 		info, err := cons.Info(context.Background())
 		if err != nil {
 			return err
