@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quotaplatform/quota/catalog/follow"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -38,12 +39,13 @@ type Catalog struct {
 	subs   []func()      // guarded by subsMu
 	invs   []Invalidator // guarded by subsMu
 
-	js     jetstream.JetStream                // set by Start
-	kv     atomic.Pointer[jetstream.KeyValue] // the bucket, once bound
-	resync chan struct{}                      // size 1: one pending resync request is enough
+	js         jetstream.JetStream                // set by Start
+	kv         atomic.Pointer[jetstream.KeyValue] // the bucket, once bound
+	follower   *follow.Follower
+	cacheDirty chan struct{} // size 1: a change waits to be saved
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel  context.CancelFunc // set by Start
+	running sync.WaitGroup     // the follower and the cache saver
 }
 
 var (
@@ -58,12 +60,13 @@ func New(cfg Config) (*Catalog, error) {
 		return nil, err
 	}
 	c := &Catalog{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		st:      newState(),
-		applied: make(chan struct{}),
-		resync:  make(chan struct{}, 1),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		st:         newState(),
+		applied:    make(chan struct{}),
+		cacheDirty: make(chan struct{}, 1),
 	}
+	c.follower = follow.New(&watcher{c: c}, cfg.RetryInterval)
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -121,33 +124,41 @@ func (c *Catalog) Start(js jetstream.JetStream) error {
 	if js == nil {
 		return fmt.Errorf("catalog: Start: jetstream must not be nil")
 	}
-	if c.done != nil {
+	if c.cancel != nil {
 		return fmt.Errorf("catalog: Start called twice")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.js, c.cancel, c.done = js, cancel, make(chan struct{})
-	go c.run(ctx, js)
+	c.js, c.cancel = js, cancel
+	c.running.Add(1)
+	go func() {
+		defer c.running.Done()
+		_ = c.follower.Run(ctx, js) // ctx's error: Stop was called
+	}()
+	if c.cfg.CachePath != "" {
+		c.running.Add(1)
+		go func() {
+			defer c.running.Done()
+			c.saveCaches(ctx)
+		}()
+	}
 	return nil
 }
 
-// Stop ends the watch and waits for it. Safe to call without Start.
+// Stop ends the watch and waits for it, saving the cache file if a change
+// waits to be saved. Safe to call without Start.
 func (c *Catalog) Stop() {
 	if c.cancel == nil {
 		return
 	}
 	c.cancel()
-	<-c.done
+	c.running.Wait()
+	c.saveCued() // a change the watch applied on its way out
 }
 
 // Resync makes the watch re-read the whole bucket. The watch already does
 // so within 100ms of the connection reconnecting; call Resync to force it.
 // It does not block.
-func (c *Catalog) Resync() {
-	select {
-	case c.resync <- struct{}{}:
-	default:
-	}
-}
+func (c *Catalog) Resync() { c.follower.Resync() }
 
 // Version is the bucket revision of the last applied change (0: none).
 func (c *Catalog) Version() uint64 {

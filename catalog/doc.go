@@ -24,7 +24,8 @@
 // version (Version), for a metric.
 //
 // Concurrency and time: every method is safe for concurrent use; lookups
-// take a read lock and never do I/O. Start starts one goroutine (the watch),
-// which Stop cancels and waits for. Writes are one KV put each and wait until
+// take a read lock and never do I/O. Start starts the watch (a
+// follow.Follower) and, with a cache file, the goroutine that saves it;
+// Stop cancels both and waits for them. Writes are one KV put each and wait until
 // this process's own watch has applied them, so a read after a write sees it.
 package catalog

@@ -12,34 +12,78 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quotaplatform/quota/catalog/follow"
 )
 
-var errResync = errors.New("resync requested")
+// watcher is the catalogue's follow.Handler: it reads the bucket into a
+// fresh state, swaps it in, and applies pushed changes to the live state,
+// telling the subscribers once per burst. Only the follower's goroutine
+// uses its fields.
+type watcher struct {
+	c     *Catalog
+	fresh *state    // the whole read under way; nil before its first entry
+	cs    changeSet // what the burst under way made stale
+}
 
-// run is the watch goroutine: bind the bucket, watch it, and start again
-// after a failure or a Resync, until ctx ends.
-func (c *Catalog) run(ctx context.Context, js jetstream.JetStream) {
-	defer close(c.done)
-	for {
-		err := c.watch(ctx, js)
-		if ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, errResync) {
-			c.log.Info("re-reading the catalogue bucket")
-			continue
-		}
-		c.log.Warn("catalogue watch failed; serving the last known good copy", "err", err, "version", c.Version())
-		t := time.NewTimer(c.cfg.RetryInterval)
-		select {
-		case <-t.C:
-		case <-c.resync:
-			t.Stop()
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
+var _ follow.Handler = (*watcher)(nil)
+
+// Bind binds (or creates) the bucket and keeps it for writes and History.
+func (w *watcher) Bind(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	kv, err := w.c.bind(ctx, js)
+	if err == nil {
+		w.c.kv.Store(&kv)
 	}
+	return kv, err
+}
+
+// Read applies an entry of the whole read to the fresh state.
+func (w *watcher) Read(kve jetstream.KeyValueEntry) {
+	if w.fresh == nil {
+		w.fresh = newState()
+	}
+	w.c.applyTo(w.fresh, kve)
+}
+
+// Loaded swaps the fresh state in: every key may be stale.
+func (w *watcher) Loaded(ctx context.Context, revision uint64, more bool) error {
+	fresh := w.fresh
+	if fresh == nil {
+		fresh = newState() // the bucket is empty
+	}
+	w.fresh = nil
+	w.c.swap(fresh, revision)
+	w.cs.all = true
+	w.settle(ctx, more)
+	return nil
+}
+
+// Change applies a pushed change to the live state.
+func (w *watcher) Change(ctx context.Context, kve jetstream.KeyValueEntry, more bool) error {
+	w.cs.add(w.c.apply(kve))
+	w.settle(ctx, more)
+	return nil
+}
+
+// settle tells the subscribers what went stale and asks for the cache file
+// to be saved, once the burst is in.
+func (w *watcher) settle(ctx context.Context, more bool) {
+	if more {
+		return
+	}
+	w.c.notifyTraced(ctx, w.cs)
+	w.cs = changeSet{}
+	w.c.cacheDue()
+}
+
+// Restart drops the ended watch's half-done read and says why it ended.
+func (w *watcher) Restart(err error) {
+	w.fresh, w.cs = nil, changeSet{}
+	if errors.Is(err, follow.ErrResync) {
+		w.c.log.Info("re-reading the catalogue bucket")
+		return
+	}
+	w.c.log.Warn("catalogue watch failed; serving the last known good copy", "err", err, "version", w.c.Version())
 }
 
 // bind returns the bucket, creating it when it does not exist (unless
@@ -138,90 +182,46 @@ func (c *Catalog) noteDifferences(ctx context.Context, kv jetstream.KeyValue) {
 // so that a burst of changes costs one write.
 const cacheDelay = 200 * time.Millisecond
 
-// reconnectCheck is how often the watch looks at the connection's
-// reconnect counter (a local read, no I/O).
-const reconnectCheck = 100 * time.Millisecond
-
-// watch reads the whole bucket into a fresh state, swaps it in, and then
-// applies changes as they are pushed, until the watch fails or ctx ends.
-func (c *Catalog) watch(ctx context.Context, js jetstream.JetStream) error {
-	kv, err := c.bind(ctx, js)
-	if err != nil {
-		return err
+// cacheDue asks saveCaches to write the cache file soon. It does not block.
+func (c *Catalog) cacheDue() {
+	select {
+	case c.cacheDirty <- struct{}{}:
+	default:
 	}
-	c.kv.Store(&kv)
-	w, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("catalog: watch bucket %q: %w", c.cfg.Bucket, err)
-	}
-	defer w.Stop()
+}
 
-	// The cache file is written cacheDelay after a change, and on the way
-	// out if a write is pending.
-	save := time.NewTimer(time.Hour)
-	save.Stop()
-	pending := false
-	defer func() {
-		save.Stop()
-		if pending {
-			c.saveCache()
-		}
-	}()
-
-	// After a reconnection the watch's consumer may be gone with the old
-	// server; its heartbeats notice only after seconds. The connection's
-	// reconnect counter, checked locally, notices at once.
-	nc := js.Conn()
-	reconnects := nc.Stats().Reconnects
-	check := time.NewTicker(reconnectCheck)
-	defer check.Stop()
-
-	fresh := newState()
-	var freshVersion uint64
-	initial := true
-	dirty := false
-	var cs changeSet
+// saveCaches writes the cache file cacheDelay after a change (later
+// changes in that time ride along) until ctx ends; Stop saves what is
+// still cued once the watch has ended.
+func (c *Catalog) saveCaches(ctx context.Context) {
 	for {
 		select {
+		case <-c.cacheDirty:
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.resync:
-			return errResync
-		case <-check.C:
-			if nc.Stats().Reconnects != reconnects {
-				return errResync
-			}
-		case <-save.C:
-			pending = false
-			c.saveCache()
-		case kve, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("catalog: watch of bucket %q closed", c.cfg.Bucket)
-			}
-			switch {
-			case kve == nil: // the initial values are all in
-				initial = false
-				c.swap(fresh, freshVersion)
-				fresh = nil
-				dirty, cs.all = true, true
-			case initial:
-				freshVersion = max(freshVersion, kve.Revision())
-				c.applyTo(fresh, kve)
-			default:
-				cs.add(c.apply(kve))
-				dirty = true
-			}
-			if dirty && len(w.Updates()) == 0 {
-				// A burst of changes is in: notify once, save soon.
-				dirty = false
-				c.notifyTraced(ctx, cs)
-				cs = changeSet{}
-				if !pending {
-					pending = true
-					save.Reset(cacheDelay)
-				}
-			}
+			return
 		}
+		t := time.NewTimer(cacheDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			c.cacheDue() // for Stop
+			return
+		}
+		select {
+		case <-c.cacheDirty: // a change since the first: this save holds it
+		default:
+		}
+		c.saveCache()
+	}
+}
+
+// saveCued saves the cache file if a change is cued.
+func (c *Catalog) saveCued() {
+	select {
+	case <-c.cacheDirty:
+		c.saveCache()
+	default:
 	}
 }
 

@@ -3,6 +3,10 @@
 // each flagged degraded (some cost was allowed while the store was
 // unavailable) and complete (every process sent its final report). It serves
 // them over HTTP (GET /v1/usage) as JSON or CSV, to bearer tokens only.
+// Reads is the one HTTP path of every billing read, the quota reads'
+// (GET /v1/usage/quotas) and package export's (GET /v1/usage/export) too:
+// the bearer token, the parameters (Params, each error naming its field),
+// the query and the answer in the negotiated format.
 //
 // Billing by period (docs/design.md [quotas]): for a key's plan (the
 // catalogue's plans and assignments as ledger/planmirror mirrors them into
@@ -29,7 +33,8 @@
 //
 // It owns no goroutines. Time enters as a query's from and to, or a quota
 // query's at (QuotaHandler reads its Now, time.Now by default, only when a
-// request names no at), and as Config.StatementTimeout, a deadline on each query. Access, Ledger and Handler are
-// safe for concurrent use. It does not write the ledger (ledger/reconcile
+// request names no at), and as Config.StatementTimeout, a deadline on
+// each query. Access, Ledger, Reads and the handlers are safe for
+// concurrent use. It does not write the ledger (ledger/reconcile
 // does) and does not parse flags (cmd/reconciler does).
 package billing

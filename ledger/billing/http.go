@@ -2,14 +2,10 @@ package billing
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -19,7 +15,7 @@ type Querier interface {
 }
 
 // Handler serves GET /v1/usage?key=K&from=T1&to=T2&granularity=hour|day|window
-// to the holders of a bearer token. from and to are RFC 3339. The answer is
+// to the holders of a bearer token, through Reads. from and to are RFC 3339. The answer is
 // JSON, or CSV when the request's Accept header prefers text/csv. Refusals
 // have a JSON body {"error": "...", "field": "..."}, field when one is to
 // blame:
@@ -41,151 +37,52 @@ type Handler struct {
 
 // ParseQuery reads a Query from URL parameters.
 func ParseQuery(get func(string) string) (Query, error) {
-	q := Query{Key: get("key")}
-	for _, f := range []struct {
-		name string
-		dst  *time.Time
-	}{{"from", &q.From}, {"to", &q.To}} {
-		v := get(f.name)
-		if v == "" {
-			continue // Validate names it
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return q, &FieldError{f.name, errors.New("not an RFC 3339 time: " + v)}
-		}
-		*f.dst = t
+	return parseQuery(NewParams(get))
+}
+
+func parseQuery(p *Params) (Query, error) {
+	q := Query{Key: p.Get("key")}
+	q.From = Param(p, "from", parseTime)
+	q.To = Param(p, "to", parseTime)
+	q.Granularity = Param(p, "granularity", ParseGranularity)
+	if err := p.Err(); err != nil {
+		return q, err
 	}
-	g, err := ParseGranularity(get("granularity"))
-	if err != nil {
-		return q, &FieldError{"granularity", err}
-	}
-	q.Granularity = g
 	return q, q.Validate()
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var res Result
-	h.serveRead(w, r, "usage", "query a shorter range, or retry later",
-		func() (string, func(context.Context) error, error) {
-			q, err := ParseQuery(r.URL.Query().Get)
-			return q.Key, func(ctx context.Context) (err error) { res, err = h.Ledger.Usage(ctx, q); return err }, err
-		},
-		func(w io.Writer) error { return WriteCSV(w, res) },
-		func(w io.Writer) error { return WriteJSON(w, res) })
-}
-
-// serveRead is what every billing read shares: GET or HEAD only, the
-// bearer token, the request parsed (parse returns the key asked for and
-// the query to run, or the error naming a bad parameter), the key inside
-// the token's prefix, the query run (400 naming a bad field, 503 on a
-// timeout or an unreachable ledger, logged as the what query's failure),
-// and the answer as CSV when Accept prefers it, else JSON.
-func (h *Handler) serveRead(w http.ResponseWriter, r *http.Request, what, onTimeout string,
-	parse func() (string, func(context.Context) error, error), writeCSV, writeJSON func(io.Writer) error) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
-		return
+// parseTime parses an RFC 3339 time; "" is the zero time, which Validate
+// names when it is required.
+func parseTime(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
 	}
-	scope, ok := h.authorize(w, r)
-	if !ok {
-		return
-	}
-	key, run, err := parse()
+	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		writeBadRequest(w, err)
-		return
+		return time.Time{}, errors.New("not an RFC 3339 time: " + v)
 	}
-	if !scope.Allows(key) {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("this token may read only keys that start with %q", scope.Prefix), "key")
-		return
-	}
-	err = run(r.Context())
-	var fe *FieldError
-	switch {
-	case errors.As(err, &fe):
-		writeBadRequest(w, err)
-		return
-	case errors.Is(err, ErrOverflow):
-		h.logError("billing: "+what+" query passed the overflow guard", err)
-		writeError(w, http.StatusUnprocessableEntity, ErrOverflow.Error(), "")
-		return
-	case errors.Is(err, ErrTimeout):
-		h.logError("billing: "+what+" query timed out", err)
-		writeError(w, http.StatusServiceUnavailable, "the "+what+" query exceeded the statement timeout: "+onTimeout, "")
-		return
-	case err != nil:
-		h.logError("billing: "+what+" query failed", err)
-		writeError(w, http.StatusServiceUnavailable, "ledger unavailable", "")
-		return
-	}
-	if wantsCSV(r.Header.Get("Accept")) {
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		_ = writeCSV(w)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = writeJSON(w)
+	return t, nil
 }
 
-// authorize returns the scope of r's bearer token, or answers 503, 401 or
-// 403 and returns false.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (Scope, bool) {
-	scope, err := h.Access.Authorize(r.Header.Get("Authorization"))
-	switch {
-	case errors.Is(err, ErrDisabled):
-		writeError(w, http.StatusServiceUnavailable, "billing API disabled: set --billing-token", "")
-	case errors.Is(err, ErrNoToken):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="quota-billing"`)
-		writeError(w, http.StatusUnauthorized, "this API needs an Authorization: Bearer <billing token> header", "Authorization")
-	case err != nil:
-		writeError(w, http.StatusForbidden, "wrong billing token", "Authorization")
-	default:
-		return scope, true
-	}
-	return Scope{}, false
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	Reads{Access: h.Access, Logger: h.Logger}.Serve(w, r, func(p *Params, _ Scope) (Read, error) {
+		q, err := parseQuery(p)
+		var res Result
+		return Read{
+			Key: q.Key, What: "usage", OnTimeout: "query a shorter range, or retry later",
+			Run:     func(ctx context.Context) (err error) { res, err = h.Ledger.Usage(ctx, q); return err },
+			Formats: jsonOrCSV(func(w io.Writer) error { return WriteJSON(w, res) }, func(w io.Writer) error { return WriteCSV(w, res) }),
+		}, err
+	})
 }
 
-func (h *Handler) logError(msg string, err error) {
-	if h.Logger != nil {
-		h.Logger.Error(msg, "err", err)
+// jsonOrCSV are the formats of a billing read: JSON, or CSV when the
+// Accept header prefers text/csv.
+func jsonOrCSV(writeJSON, writeCSV func(io.Writer) error) []Format {
+	return []Format{
+		{MediaTypes: []string{"application/json", "*/*", "application/*"}, ContentType: "application/json",
+			Write: func(_ context.Context, w http.ResponseWriter) error { return writeJSON(w) }},
+		{MediaTypes: []string{"text/csv"}, ContentType: "text/csv; charset=utf-8",
+			Write: func(_ context.Context, w http.ResponseWriter) error { return writeCSV(w) }},
 	}
-}
-
-// writeBadRequest answers 400 naming the field of a *FieldError.
-func writeBadRequest(w http.ResponseWriter, err error) {
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		writeError(w, http.StatusBadRequest, fe.Error(), fe.Field)
-		return
-	}
-	writeError(w, http.StatusBadRequest, err.Error(), "")
-}
-
-// wantsCSV reports whether text/csv is the first acceptable type named.
-func wantsCSV(accept string) bool {
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil || params["q"] == "0" {
-			continue
-		}
-		switch mt {
-		case "text/csv":
-			return true
-		case "application/json", "*/*", "application/*":
-			return false
-		}
-	}
-	return false
-}
-
-func writeError(w http.ResponseWriter, status int, msg, field string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	body := map[string]string{"error": msg}
-	if field != "" {
-		body["field"] = field
-	}
-	_ = json.NewEncoder(w).Encode(body)
 }

@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,13 +38,19 @@ type QuotaHandler struct {
 // ParseQuotaQuery reads a QuotaQuery from URL parameters; at is now when
 // absent.
 func ParseQuotaQuery(get func(string) string, now time.Time) (QuotaQuery, error) {
-	q := QuotaQuery{Key: get("key"), At: now}
-	if v := get("at"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return q, &FieldError{"at", errors.New("not an RFC 3339 time: " + v)}
+	return parseQuotaQuery(NewParams(get), now)
+}
+
+func parseQuotaQuery(p *Params, now time.Time) (QuotaQuery, error) {
+	q := QuotaQuery{Key: p.Get("key")}
+	q.At = Param(p, "at", func(v string) (time.Time, error) {
+		if v == "" {
+			return now, nil
 		}
-		q.At = t
+		return parseTime(v)
+	})
+	if err := p.Err(); err != nil {
+		return q, err
 	}
 	return q, q.Validate()
 }
@@ -55,13 +60,13 @@ func (h *QuotaHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.Now != nil {
 		now = h.Now
 	}
-	base := Handler{Access: h.Access, Logger: h.Logger}
-	var res QuotaResult
-	base.serveRead(w, r, "quota", "retry later",
-		func() (string, func(context.Context) error, error) {
-			q, err := ParseQuotaQuery(r.URL.Query().Get, now())
-			return q.Key, func(ctx context.Context) (err error) { res, err = h.Ledger.Quotas(ctx, q); return err }, err
-		},
-		func(w io.Writer) error { return WriteQuotasCSV(w, res) },
-		func(w io.Writer) error { return WriteQuotasJSON(w, res) })
+	Reads{Access: h.Access, Logger: h.Logger}.Serve(w, r, func(p *Params, _ Scope) (Read, error) {
+		q, err := parseQuotaQuery(p, now())
+		var res QuotaResult
+		return Read{
+			Key: q.Key, What: "quota", OnTimeout: "retry later",
+			Run:     func(ctx context.Context) (err error) { res, err = h.Ledger.Quotas(ctx, q); return err },
+			Formats: jsonOrCSV(func(w io.Writer) error { return WriteQuotasJSON(w, res) }, func(w io.Writer) error { return WriteQuotasCSV(w, res) }),
+		}, err
+	})
 }

@@ -2,13 +2,10 @@ package export
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/quotaplatform/quota/ledger/billing"
@@ -23,9 +20,10 @@ import (
 // calendar (the default) each the start of a UTC period; with
 // calendar=plan (CalendarPlan: each key's periods on its plan's zone and
 // anchor day) any instants. The format is format=, else the Accept
-// header (text/csv, else NDJSON). Refusals come before the first row, as
-// GET /v1/usage's (billing.Handler) do: 503 disabled, 401 no token, 403
-// wrong token, 400 naming the field. Once rows flow the status is 200, and
+// header (text/csv, else NDJSON). It is served through billing.Reads, the
+// path of GET /v1/usage too, so refusals are theirs and come before the
+// first row: 503 disabled, 401 no token, 403 wrong token, 400 naming the
+// field. Once rows flow the status is 200, and
 // a failure ends the body with the Encoder's error line.
 //
 // The export streams page by page (Exporter): each page's query runs
@@ -56,94 +54,54 @@ func ParseTime(s string) (time.Time, error) {
 // ParseQuery reads a Query from URL parameters; now is Query.Now. Its
 // errors are *FieldError.
 func ParseQuery(get func(string) string, now time.Time) (Query, error) {
-	q := Query{After: get("after"), Now: now}
-	g, err := ParseGranularity(get("granularity"))
-	if err != nil {
-		return q, &FieldError{Field: "granularity", Err: err}
-	}
-	q.Granularity = g
-	if q.Calendar, err = ParseCalendar(get("calendar")); err != nil {
-		return q, &FieldError{Field: "calendar", Err: err}
-	}
-	for _, f := range []struct {
-		name string
-		dst  *time.Time
-	}{{"from", &q.From}, {"to", &q.To}} {
-		if v := get(f.name); v != "" {
-			t, err := ParseTime(v)
-			if err != nil {
-				return q, &FieldError{Field: f.name, Err: err}
-			}
-			*f.dst = t
-		}
-	}
-	if q.Cursor, err = ParseCursor(get("cursor")); err != nil {
-		return q, &FieldError{Field: "cursor", Err: err}
+	return parseQuery(billing.NewParams(get), now)
+}
+
+func parseQuery(p *billing.Params, now time.Time) (Query, error) {
+	q := Query{After: p.Get("after"), Now: now}
+	q.Granularity = billing.Param(p, "granularity", ParseGranularity)
+	q.Calendar = billing.Param(p, "calendar", ParseCalendar)
+	q.From = billing.Param(p, "from", parseOptionalTime)
+	q.To = billing.Param(p, "to", parseOptionalTime)
+	q.Cursor = billing.Param(p, "cursor", ParseCursor)
+	if err := p.Err(); err != nil {
+		return q, err
 	}
 	return q, q.Validate()
 }
 
-// negotiate picks the format from format= or the Accept header.
-func negotiate(param, accept string) (Format, error) {
-	if param != "" {
-		f, err := ParseFormat(param)
-		if err != nil {
-			return "", &FieldError{Field: "format", Err: err}
-		}
-		return f, nil
+// parseOptionalTime is ParseTime, with "" the zero time, which Validate
+// names when it is required.
+func parseOptionalTime(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
 	}
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil || params["q"] == "0" {
-			continue
-		}
-		switch mt {
-		case "text/csv":
-			return CSV, nil
-		case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/json", "*/*":
-			return NDJSON, nil
-		}
-	}
-	return NDJSON, nil
+	return ParseTime(v)
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
-		return
-	}
-	scope, ok := h.authorize(w, r)
-	if !ok {
-		return
-	}
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now
 	}
-	params := r.URL.Query()
-	q, err := ParseQuery(params.Get, now())
-	if err == nil {
+	billing.Reads{Access: h.Access, Logger: h.Logger}.Serve(w, r, func(p *billing.Params, scope billing.Scope) (billing.Read, error) {
+		q, err := parseQuery(p, now())
 		q.Prefix = scope.Prefix
-	}
-	format, ferr := negotiate(params.Get("format"), r.Header.Get("Accept"))
-	if err == nil {
-		err = ferr
-	}
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		writeError(w, http.StatusBadRequest, fe.Error(), fe.Field)
-		return
-	} else if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error(), "")
-		return
-	}
-	w.Header().Set("Content-Type", format.ContentType())
-	w.Header().Set("Cache-Control", "no-store")
-	if r.Method == http.MethodHead {
-		return
-	}
-	h.stream(r.Context(), w, q, format)
+		streamAs := func(f Format) func(context.Context, http.ResponseWriter) error {
+			return func(ctx context.Context, w http.ResponseWriter) error {
+				h.stream(ctx, w, q, f)
+				return nil
+			}
+		}
+		return billing.Read{
+			Formats: []billing.Format{
+				{Name: string(NDJSON), ContentType: NDJSON.ContentType(), Write: streamAs(NDJSON),
+					MediaTypes: []string{"application/x-ndjson", "application/ndjson", "application/jsonl", "application/json", "*/*"}},
+				{Name: string(CSV), ContentType: CSV.ContentType(), Write: streamAs(CSV), MediaTypes: []string{"text/csv"}},
+			},
+			CacheControl: "no-store",
+		}, err
+	}) // Run is nil: the export runs as it streams, after the status
 }
 
 // stream writes the export, moving the write deadline past each page.
@@ -182,34 +140,6 @@ func (h *Handler) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return h.Logger
-}
-
-// authorize answers 503, 401 or 403 as billing.Handler does, or returns
-// the token's scope.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (billing.Scope, bool) {
-	scope, err := h.Access.Authorize(r.Header.Get("Authorization"))
-	switch {
-	case errors.Is(err, billing.ErrDisabled):
-		writeError(w, http.StatusServiceUnavailable, "billing API disabled: set --billing-token", "")
-	case errors.Is(err, billing.ErrNoToken):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="quota-billing"`)
-		writeError(w, http.StatusUnauthorized, "this API needs an Authorization: Bearer <billing token> header", "Authorization")
-	case err != nil:
-		writeError(w, http.StatusForbidden, "wrong billing token", "Authorization")
-	default:
-		return scope, true
-	}
-	return billing.Scope{}, false
-}
-
-func writeError(w http.ResponseWriter, status int, msg, field string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	body := map[string]string{"error": msg}
-	if field != "" {
-		body["field"] = field
-	}
-	_ = json.NewEncoder(w).Encode(body)
 }
 
 // String is for logs: the query without its keys.

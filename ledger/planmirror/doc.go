@@ -4,7 +4,8 @@
 // answer per plan period in SQL (quota_usage, GET /v1/usage/quotas; docs/design.md
 // [quotas]).
 //
-// What it owns: a watch on the bucket and the writes to the two tables.
+// What it owns: a watch on the bucket (a catalog/follow Follower, as the
+// limiters' catalogue has) and the writes to the two tables.
 // It mirrors only what billing by period needs: a plan's quotas, time zone
 // and anchor day, and each key's plan name; endpoint weights and rate
 // limit service domains are skipped. What it does not own: the NATS

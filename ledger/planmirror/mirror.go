@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quotaplatform/quota/catalog/follow"
 )
 
 // Mirror keeps the ledger's quota_plans and quota_key_plans equal to the
@@ -50,34 +51,9 @@ func New(js jetstream.JetStream, db DB, cfg Config) (*Mirror, error) {
 // any failure it waits Config.RetryInterval and reads the full state again.
 // While the bucket does not exist (the control plane creates it) it waits.
 func (m *Mirror) Run(ctx context.Context) error {
-	last := "" // the last failure warned about: the same one again is logged at debug
-	for {
-		err := m.watch(ctx)
-		if ctx.Err() != nil {
-			m.setSynced(false)
-			return ctx.Err()
-		}
-		if m.Synced() {
-			last = "" // it worked in between: warn again
-		}
-		m.setSynced(false)
-		if !errors.Is(err, errResync) {
-			m.m.Failures.Inc()
-			level := slog.LevelWarn
-			if err.Error() == last {
-				level = slog.LevelDebug
-			}
-			last = err.Error()
-			m.log.Log(ctx, level, "plan mirror failed; reading the whole bucket again", "err", err, "retry_in", m.cfg.RetryInterval)
-			t := time.NewTimer(m.cfg.RetryInterval)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			}
-		}
-	}
+	err := follow.New(&watcher{m: m}, m.cfg.RetryInterval).Run(ctx, m.js)
+	m.setSynced(false)
+	return err
 }
 
 // Synced reports whether the tables hold the bucket's full state and the
@@ -143,90 +119,106 @@ func (m *Mirror) notifyLocked() {
 	m.changed = make(chan struct{})
 }
 
-// errResync: the connection reconnected, so the watch's consumer may be
-// gone with the old server; read the whole bucket again at once.
-var errResync = errors.New("planmirror: NATS reconnected")
-
-// reconnectCheck is how often the watch looks at the connection's
-// reconnect counter (a local read, no I/O), as package catalog does.
-const reconnectCheck = 100 * time.Millisecond
-
-// watch binds the bucket, writes its full state, then applies its changes
-// until a failure or ctx ends.
-func (m *Mirror) watch(ctx context.Context) error {
-	kv, asOf, err := m.bind(ctx)
-	if err != nil {
-		return err
-	}
-	nc := m.js.Conn()
-	reconnects := nc.Stats().Reconnects
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := kv.WatchAll(wctx)
-	if err != nil {
-		return fmt.Errorf("planmirror: watch bucket %q: %w", m.cfg.Bucket, err)
-	}
-	defer w.Stop() //nolint:errcheck // the watch's context ends with it anyway
-	check := time.NewTicker(reconnectCheck)
-	defer check.Stop()
-
-	var pending []change
-	initial := true
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-check.C:
-			if nc.Stats().Reconnects != reconnects {
-				return errResync
-			}
-		case kve, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("planmirror: watch of bucket %q closed", m.cfg.Bucket)
-			}
-			if kve == nil { // the initial values are all in
-				initial = false
-				if err := m.writeFull(ctx, pending, asOf); err != nil {
-					return err
-				}
-				pending = pending[:0]
-				continue
-			}
-			asOf = max(asOf, kve.Revision())
-			if c, ok := m.decode(kve); ok {
-				pending = append(pending, c)
-			}
-			if initial || (len(w.Updates()) > 0 && len(pending) < m.cfg.MaxBatch) {
-				continue
-			}
-			if err := m.writeChanges(ctx, pending, asOf); err != nil {
-				return err
-			}
-			pending = pending[:0]
-		}
-	}
+// watcher is the Mirror's follow.Handler: it gathers what the bucket
+// holds or pushes and writes it. Only Run's goroutine uses it.
+type watcher struct {
+	m       *Mirror
+	pending []change // read or pushed, not written yet
+	asOf    uint64   // the bucket revision pending brings the tables to
+	last    string   // the last failure warned about: the same one again is logged at debug
 }
 
-// bind returns the bucket and its last revision before the watch starts.
-func (m *Mirror) bind(ctx context.Context) (jetstream.KeyValue, uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.WriteTimeout)
+var _ follow.Handler = (*watcher)(nil)
+
+// Bind returns the bucket and starts the whole read as of its last
+// revision before the watch starts.
+func (w *watcher) Bind(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.m.cfg.WriteTimeout)
 	defer cancel()
-	kv, err := m.js.KeyValue(ctx, m.cfg.Bucket)
+	kv, err := js.KeyValue(ctx, w.m.cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, 0, fmt.Errorf("planmirror: bucket %q does not exist yet: waiting for the control plane to create it", m.cfg.Bucket)
+		return nil, fmt.Errorf("planmirror: bucket %q does not exist yet: waiting for the control plane to create it", w.m.cfg.Bucket)
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("planmirror: bind bucket %q: %w", m.cfg.Bucket, err)
+		return nil, fmt.Errorf("planmirror: bind bucket %q: %w", w.m.cfg.Bucket, err)
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("planmirror: status of bucket %q: %w", m.cfg.Bucket, err)
+		return nil, fmt.Errorf("planmirror: status of bucket %q: %w", w.m.cfg.Bucket, err)
 	}
-	var last uint64
+	w.pending, w.asOf = w.pending[:0], 0
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
-		last = bs.StreamInfo().State.LastSeq
+		w.asOf = bs.StreamInfo().State.LastSeq
 	}
-	return kv, last, nil
+	return kv, nil
+}
+
+// Read keeps an entry of the whole read.
+func (w *watcher) Read(kve jetstream.KeyValueEntry) {
+	w.asOf = max(w.asOf, kve.Revision())
+	if c, ok := w.m.decode(kve); ok {
+		w.pending = append(w.pending, c)
+	}
+}
+
+// Loaded writes the bucket's full state, as of revision asOf (the bucket's
+// last revision when the watch started, or a later one it delivered),
+// tombstoning what it no longer holds.
+func (w *watcher) Loaded(ctx context.Context, revision uint64, _ bool) error {
+	w.asOf = max(w.asOf, revision)
+	ctx, cancel := context.WithTimeout(ctx, w.m.cfg.WriteTimeout)
+	defer cancel()
+	if err := write(ctx, w.m.db, w.pending, true, w.asOf); err != nil {
+		return err
+	}
+	w.m.advance(w.asOf)
+	w.m.setSynced(true)
+	w.m.log.Info("catalogue plans and key assignments mirrored into the ledger", "revision", w.asOf, "entries", len(w.pending))
+	w.pending = w.pending[:0]
+	return nil
+}
+
+// Change keeps a pushed change, and writes the burst in one transaction
+// once it is in or holds Config.MaxBatch changes.
+func (w *watcher) Change(ctx context.Context, kve jetstream.KeyValueEntry, more bool) error {
+	w.asOf = max(w.asOf, kve.Revision())
+	if c, ok := w.m.decode(kve); ok {
+		w.pending = append(w.pending, c)
+	}
+	if more && len(w.pending) < w.m.cfg.MaxBatch {
+		return nil
+	}
+	if len(w.pending) > 0 {
+		ctx, cancel := context.WithTimeout(ctx, w.m.cfg.WriteTimeout)
+		defer cancel()
+		if err := write(ctx, w.m.db, w.pending, false, w.asOf); err != nil {
+			return err
+		}
+		w.m.log.Debug("catalogue changes mirrored", "revision", w.asOf, "changes", len(w.pending))
+	}
+	w.m.advance(w.asOf)
+	w.pending = w.pending[:0]
+	return nil
+}
+
+// Restart marks the tables unsynced and, for a failure (not a NATS
+// reconnection), counts it and warns, once per distinct failure while
+// nothing works in between.
+func (w *watcher) Restart(err error) {
+	if w.m.Synced() {
+		w.last = "" // it worked in between: warn again
+	}
+	w.m.setSynced(false)
+	if errors.Is(err, follow.ErrResync) {
+		return
+	}
+	w.m.m.Failures.Inc()
+	level := slog.LevelWarn
+	if err.Error() == w.last {
+		level = slog.LevelDebug
+	}
+	w.last = err.Error()
+	w.m.log.Log(context.Background(), level, "plan mirror failed; reading the whole bucket again", "err", err, "retry_in", w.m.cfg.RetryInterval)
 }
 
 // decode is decode, logging and counting what it skips.
@@ -241,33 +233,4 @@ func (m *Mirror) decode(kve jetstream.KeyValueEntry) (change, bool) {
 		return change{}, false
 	}
 	return c, true
-}
-
-// writeFull writes the bucket's full state (changes, as of revision asOf:
-// the bucket's last revision when the watch started, or a later one it
-// delivered), tombstoning what it no longer holds.
-func (m *Mirror) writeFull(ctx context.Context, changes []change, asOf uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.WriteTimeout)
-	defer cancel()
-	if err := write(ctx, m.db, changes, true, asOf); err != nil {
-		return err
-	}
-	m.advance(asOf)
-	m.setSynced(true)
-	m.log.Info("catalogue plans and key assignments mirrored into the ledger", "revision", asOf, "entries", len(changes))
-	return nil
-}
-
-// writeChanges applies one burst of pushed changes.
-func (m *Mirror) writeChanges(ctx context.Context, changes []change, asOf uint64) error {
-	if len(changes) > 0 {
-		ctx, cancel := context.WithTimeout(ctx, m.cfg.WriteTimeout)
-		defer cancel()
-		if err := write(ctx, m.db, changes, false, asOf); err != nil {
-			return err
-		}
-		m.log.Debug("catalogue changes mirrored", "revision", asOf, "changes", len(changes))
-	}
-	m.advance(asOf)
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/ledger"
 )
 
@@ -68,7 +69,7 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 	for i := range batch {
 		msgs[i] = batch[i].m
 	}
-	ka := keepAlive{msgs: msgs, every: r.cfg.AckWait / 3, last: time.Now()}
+	ka := keepAlive{msgs: msgs, every: r.cfg.AckWait / 3, clock: r.cfg.Clock, last: r.cfg.Clock.Now()}
 	good := make([]pending, 0, len(msgs))
 	var refused []jetstream.Msg // messages refused whole: terminated
 	var letters []DeadLetter    // theirs, then single reports'
@@ -135,11 +136,11 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 	attempts := 0
 	var months *MonthsError
 	err := r.retry(ctx, ka, "writing batch", len(reps), func(ctx context.Context) error {
-		t0 := time.Now()
+		t0 := r.cfg.Clock.Now()
 		var err error
 		attempts++
 		res, err = r.store.Write(ctx, reps)
-		took = time.Since(t0)
+		took = r.cfg.Clock.Now().Sub(t0)
 		if errors.As(err, &months) {
 			return nil // the rest is written; settled below
 		}
@@ -220,7 +221,7 @@ func (r *Reconciler) committed(res WriteResult, reports int, took time.Duration)
 	r.m.Rows.WithLabelValues("inserted").Add(float64(res.Inserted))
 	r.m.Rows.WithLabelValues("updated").Add(float64(res.Updated))
 	r.m.Rows.WithLabelValues("unchanged").Add(float64(res.Unchanged))
-	r.m.LastCommit.Set(float64(time.Now().UnixNano()) / 1e9)
+	r.m.LastCommit.Set(float64(r.cfg.Clock.Now().UnixNano()) / 1e9)
 }
 
 // letter describes message m as a dead letter.
@@ -287,7 +288,7 @@ func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, refused []je
 // RetryMin and RetryMax, and keeps the batch's messages in progress.
 func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n int, fn func(context.Context) error) error {
 	backoff := r.cfg.RetryMin
-	started := time.Now()
+	started := r.cfg.Clock.Now()
 	for {
 		err := fn(ctx)
 		if err == nil {
@@ -303,9 +304,9 @@ func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n in
 		}
 		r.health.wrote(fmt.Errorf("reconcile: %s: %w", what, err))
 		r.log.Error("reconcile: "+what+" failed; retrying, nothing acked",
-			"err", err, "reports", n, "backoff", backoff, "failing_for", time.Since(started).Round(time.Millisecond))
+			"err", err, "reports", n, "backoff", backoff, "failing_for", r.cfg.Clock.Now().Sub(started).Round(time.Millisecond))
 		ka.touch()
-		if !sleepCtx(ctx, backoff) {
+		if !r.sleep(ctx, backoff) {
 			return ctx.Err()
 		}
 		backoff = min(2*backoff, r.cfg.RetryMax)
@@ -320,15 +321,17 @@ func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n in
 type keepAlive struct {
 	msgs  []jetstream.Msg
 	every time.Duration
+	clock clock.Clock
 	last  time.Time
 }
 
 func (k *keepAlive) touch() {
-	if time.Since(k.last) < k.every {
+	now := k.clock.Now()
+	if now.Sub(k.last) < k.every {
 		return
 	}
 	for _, m := range k.msgs {
 		_ = m.InProgress()
 	}
-	k.last = time.Now()
+	k.last = now
 }

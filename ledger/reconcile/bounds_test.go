@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
@@ -192,7 +193,7 @@ func TestGatherBoundedByDecodedReports(t *testing.T) {
 	startReconciler(t, js, reconcile.NewWriter(pool), func(c *reconcile.Config) {
 		c.Tracer = tp.Tracer("test")
 		c.BatchSize = batchSize
-		c.BatchInterval = time.Second // everything is there: only the budget ends a gathering
+		c.Clock = clock.NewManual(time.Now()) // the clock stands still: only the budget ends a gathering
 	})
 	want := map[string]int64{}
 	for i := range messages {

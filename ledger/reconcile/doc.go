@@ -45,11 +45,14 @@
 //
 // Run owns one goroutine (the caller's), and so does Closer.Run. The
 // Writer starts one goroutine per part of a batch beyond the first
-// (WriterConfig.Parallel), for the duration of Write; the package starts
-// no other.
+// (WriterConfig.Parallel), for the duration of Write, and Run one that
+// ends each gathering when BatchInterval passes on the clock; the package
+// starts no other.
 //
-// Time: BatchInterval, the retry backoff and the idle check are measured on
-// the system clock, as they pace waiting on JetStream and Postgres; there is
-// no Config.Clock. Report times come from the reports themselves. The
-// Closer's passes run on CloserConfig.Clock, and Close takes its now.
+// Time: BatchInterval, the retry backoff, keeping a batch in progress, the
+// idle check and the window of accepted report times are measured on
+// Config.Clock (the system clock by default; tests pass a clock.Manual),
+// and the Closer's passes on CloserConfig.Clock; Close takes its now.
+// Only the bound on one consumer-info request is on the wall clock, as it
+// bounds I/O. Report times come from the reports themselves.
 package reconcile

@@ -12,7 +12,7 @@ import (
 func (r *Reconciler) ProcessBatch(ctx context.Context, msgs []jetstream.Msg) error {
 	batch := make([]gathered, len(msgs))
 	for i, m := range msgs {
-		batch[i] = r.decode(m, r.cfg.Now())
+		batch[i] = r.decode(m, r.cfg.Clock.Now())
 	}
 	return r.process(ctx, batch)
 }

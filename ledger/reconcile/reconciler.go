@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/ledger"
 )
 
@@ -69,9 +70,12 @@ type Config struct {
 	// sender's clock ahead of ours): a later one is dead-lettered
 	// (ReasonFuture). 0 is no bound. Default 1h.
 	MaxReportSkew time.Duration
-	// Now is the clock MaxReportAge and MaxReportSkew are measured from.
-	// Default time.Now.
-	Now func() time.Time
+	// Clock tells the time MaxReportAge and MaxReportSkew are measured
+	// from, and paces everything the Reconciler waits for: a batch's
+	// BatchInterval, the backoff between failed writes and binds, keeping
+	// a batch's messages in progress, and the idle check. Tests pass a
+	// clock.Manual. Default the system clock.
+	Clock clock.Clock
 	// PullBytes bounds the bytes of messages the consumer buffers ahead of
 	// the reconciler. It must exceed the largest message (NATS'
 	// max_payload, 1 MiB by default). Default 32 MiB.
@@ -104,7 +108,7 @@ func DefaultConfig() Config {
 		BatchSize:     5000,
 		MaxReportAge:  93 * 24 * time.Hour,
 		MaxReportSkew: time.Hour,
-		Now:           time.Now,
+		Clock:         clock.System(),
 		PullBytes:     32 << 20,
 		BatchInterval: 200 * time.Millisecond,
 		AckWait:       30 * time.Second,
@@ -161,8 +165,8 @@ func New(js jetstream.JetStream, store Store, cfg Config) (*Reconciler, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System()
 	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
@@ -198,7 +202,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r.m.Rebinds.Inc()
 		r.health.consuming(fmt.Errorf("reconcile: consumer lost, re-binding: %w", err))
 		r.log.Warn("reconcile: consumer lost; re-binding", "err", err, "durable", r.cfg.Durable)
-		if !sleepCtx(ctx, r.cfg.RetryMin) {
+		if !r.sleep(ctx, r.cfg.RetryMin) {
 			return nil
 		}
 	}
@@ -219,13 +223,13 @@ func (r *Reconciler) consume(ctx context.Context) error {
 	r.health.consuming(nil)
 
 	var msgs []gathered
-	lastMsg := time.Now()
+	lastMsg := r.cfg.Clock.Now()
 	for ctx.Err() == nil {
 		var lost error
 		clear(msgs) // let the last batch's reports go while gathering
 		msgs, lost = r.gather(ctx, it, msgs[:0])
 		if len(msgs) > 0 {
-			lastMsg = time.Now()
+			lastMsg = r.cfg.Clock.Now()
 			r.noteOldest(msgs)
 			if err := r.process(ctx, msgs); err != nil {
 				return nil // ctx ended: the rest of the batch is not acked
@@ -234,8 +238,8 @@ func (r *Reconciler) consume(ctx context.Context) error {
 		if lost != nil {
 			return lost
 		}
-		if len(msgs) == 0 && time.Since(lastMsg) >= idleCheck {
-			lastMsg = time.Now()
+		if now := r.cfg.Clock.Now(); len(msgs) == 0 && now.Sub(lastMsg) >= idleCheck {
+			lastMsg = now
 			restart, err := r.checkIdle(ctx, cons)
 			if err != nil {
 				return err
@@ -323,7 +327,7 @@ func (r *Reconciler) bind(ctx context.Context) (jetstream.Consumer, error) {
 		}
 		r.health.consuming(fmt.Errorf("reconcile: binding the consumer: %w", err))
 		r.log.Warn("reconcile: binding the consumer failed; retrying", "err", err, "backoff", backoff)
-		if !sleepCtx(ctx, backoff) {
+		if !r.sleep(ctx, backoff) {
 			return nil, fmt.Errorf("reconcile: bind consumer: %w", err)
 		}
 		backoff = min(2*backoff, r.cfg.RetryMax)
@@ -382,7 +386,7 @@ func (g *gathered) reports() int {
 // message may hold ledger.MaxBatchReports reports. It returns the messages
 // it has and, when the consumer is lost, why.
 func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, batch []gathered) ([]gathered, error) {
-	bctx, cancel := context.WithTimeout(ctx, r.cfg.BatchInterval)
+	bctx, cancel := r.withTimeout(ctx, r.cfg.BatchInterval)
 	defer cancel()
 	for reports := 0; reports < r.cfg.BatchSize; {
 		m, err := it.Next(jetstream.NextContext(bctx))
@@ -396,20 +400,41 @@ func (r *Reconciler) gather(ctx context.Context, it jetstream.MessagesContext, b
 			}
 			break
 		}
-		g := r.decode(m, r.cfg.Now())
+		g := r.decode(m, r.cfg.Clock.Now())
 		batch = append(batch, g)
 		reports += g.reports()
 	}
 	return batch, nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleep waits d on the Clock; false when ctx ended first.
+func (r *Reconciler) sleep(ctx context.Context, d time.Duration) bool {
+	t := r.cfg.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// withTimeout is context.WithTimeout on the Clock: the context is
+// cancelled d after the call, or when ctx ends or cancel is called.
+// cancel stops the timer before it returns, so that a test's
+// clock.Manual counts only the timers still waited on.
+func (r *Reconciler) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	t := r.cfg.Clock.NewTimer(d)
+	go func() {
+		select {
+		case <-t.C():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		t.Stop()
+		cancel()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -103,7 +104,10 @@ func TestOldestUnwrittenReportGauge(t *testing.T) {
 	js := connect(t, testserver.StartNATS(t).URL)
 	store := &downStore{}
 	store.down.Store(true)
-	x := startReconciler(t, js, store, nil)
+	// On a manual clock the retries and the idle check wait for the test,
+	// not for seconds of real time.
+	clk := clock.NewManual(time.Now())
+	x := startReconciler(t, js, store, func(c *reconcile.Config) { c.Clock, c.BatchSize = clk, 1 })
 	before := time.Now()
 	publish(t, js, "", rep("k", "p1", 1, 2, 2, true))
 	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
@@ -117,8 +121,11 @@ func TestOldestUnwrittenReportGauge(t *testing.T) {
 		t.Fatalf("oldest unwritten report published at %v, want between %v and now", at, before)
 	}
 	store.down.Store(false)
-	testserver.WaitFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	// Each poll moves the clock past the longest backoff and the idle
+	// check (5s without a message), after which the gauge is 0.
+	testserver.WaitFor(t, 20*time.Second, 10*time.Millisecond, func() error {
 		if v := val(x.m.OldestUnwritten); v != 0 || store.written.Load() != 1 {
+			clk.Advance(5 * time.Second)
 			return fmt.Errorf("gauge %v, written %d; want 0 and 1 once caught up", v, store.written.Load())
 		}
 		return nil
