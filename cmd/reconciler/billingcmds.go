@@ -17,6 +17,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/sink"
@@ -86,21 +87,22 @@ func (o *options) passRange(g export.Granularity, now time.Time) (from, to time.
 // passes runs pass once, or with --continuous every --every until ctx is
 // cancelled (SIGTERM; the pass in flight is cancelled with it). A failed
 // continuous pass is logged and the next one tries again (a refused event
-// is re-sent first, unchanged).
-func passes(ctx context.Context, o options, log *slog.Logger, pass func(ctx context.Context, now time.Time) error) error {
+// is re-sent first, unchanged). clk paces the passes and says when each
+// runs.
+func passes(ctx context.Context, o options, clk clock.Clock, log *slog.Logger, pass func(ctx context.Context, now time.Time) error) error {
 	if !o.Continuous {
-		return pass(ctx, time.Now())
+		return pass(ctx, clk.Now())
 	}
-	tick := time.NewTicker(o.Every)
+	tick := clk.NewTicker(o.Every)
 	defer tick.Stop()
 	for {
-		if err := pass(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		if err := pass(ctx, clk.Now()); err != nil && ctx.Err() == nil {
 			log.Warn("sink pass failed; the next pass tries again", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }
@@ -148,7 +150,7 @@ func events(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return passes(ctx, o, log, func(ctx context.Context, now time.Time) error {
+	return passes(ctx, o, clock.System(), log, func(ctx context.Context, now time.Time) error {
 		from, to := o.passRange(g, now)
 		st, runErr := p.Run(ctx, from, to, now)
 		log.Info("usage events run", "sink", o.sinkName(), "from", from, "to", to, "sent", st.Sent, "corrections", st.Corrections,
@@ -373,7 +375,7 @@ func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slo
 	g := export.Granularity(o.Granularity)
 	cfg := sink.StripeConfig{Meter: o.Meter, Granularity: g, FinalizationGrace: o.FinalizationGrace, Lookback: o.Lookback,
 		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log}
-	return passes(ctx, o.options, log, func(ctx context.Context, now time.Time) error {
+	return passes(ctx, o.options, clock.System(), log, func(ctx context.Context, now time.Time) error {
 		from, to := o.passRange(g, now)
 		st, runErr := sink.SyncStripe(ctx, pool, ex, client.V1BillingMeterEvents, cfg, from, to, now)
 		log.Info("stripe sync run", "sink", sink.StripeSinkName(o.Meter), "from", from, "to", to, "sent", st.Sent,

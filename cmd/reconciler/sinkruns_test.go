@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/ledger/export"
 )
 
@@ -17,26 +18,46 @@ import (
 func TestSinkPasses(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	boom := errors.New("sink down")
-	if err := passes(context.Background(), options{}, log, func(context.Context, time.Time) error { return boom }); err != boom {
-		t.Fatalf("single run: %v, want its pass's error", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	calls := 0
-	o := options{Continuous: true, Every: time.Millisecond}
-	err := passes(ctx, o, log, func(context.Context, time.Time) error {
-		calls++
-		if calls == 3 {
-			cancel()
+	start := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	if err := passes(context.Background(), options{}, clock.NewManual(start), log, func(_ context.Context, now time.Time) error {
+		if !now.Equal(start) {
+			t.Errorf("single pass at %v, want the clock's %v", now, start)
 		}
 		return boom
-	})
-	if err != nil || calls != 3 {
-		t.Fatalf("continuous run: %v after %d passes, want nil after 3 (failed passes go on)", err, calls)
+	}); err != boom {
+		t.Fatalf("single run: %v, want its pass's error", err)
 	}
-	at := time.Date(2026, 12, 31, 23, 20, 0, 0, time.UTC)
-	from, to := o.passRange(export.Hour, at)
+
+	// A continuous run passes once at once, then once per --every of the
+	// clock's time, each at the clock's now.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := clock.NewManual(start)
+	o := options{Continuous: true, Every: time.Minute}
+	at := make(chan time.Time)
+	done := make(chan error, 1)
+	go func() {
+		done <- passes(ctx, o, clk, log, func(_ context.Context, now time.Time) error {
+			at <- now
+			return boom
+		})
+	}()
+	for i := range 3 {
+		want := start.Add(time.Duration(i) * time.Minute)
+		if got := <-at; !got.Equal(want) {
+			t.Fatalf("pass %d at %v, want %v (failed passes go on, one per --every)", i, got, want)
+		}
+		clk.BlockUntil(1) // the ticker is waiting
+		clk.Advance(time.Minute)
+	}
+	<-at
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("continuous run ended with %v, want nil once cancelled", err)
+	}
+	late := time.Date(2026, 12, 31, 23, 20, 0, 0, time.UTC)
+	from, to := o.passRange(export.Hour, late)
 	if !from.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) || !to.Equal(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)) {
-		t.Fatalf("continuous hour pass at %v covers [%v, %v)", at, from, to)
+		t.Fatalf("continuous hour pass at %v covers [%v, %v)", late, from, to)
 	}
 }
