@@ -2,11 +2,11 @@
 // cost against a key's limit in this process's region.
 //
 // A Limiter holds, per key, a lease of permits taken from the region's shared
-// token bucket (a Store: Redis in production, memstore.Store for a single
-// process). Decisions spend from the lease without I/O, allocation or a
-// process-wide lock; only when a lease is exhausted, expired or invalidated
-// does the Limiter make one Store call, which returns unused permits and
-// leases new ones atomically.
+// token bucket (a store.Store, the contract in region/store: redisstore in
+// production, memstore for a single process). Decisions spend from the lease
+// without I/O, allocation or a process-wide lock; only when a lease is
+// exhausted, expired or invalidated does the Limiter make one store call,
+// which returns unused permits and leases new ones atomically.
 //
 // What region owns: leasing (adaptive sizes, caps from the accuracy budget,
 // TTLs), the clock offset to the store, degraded mode when the store fails,
