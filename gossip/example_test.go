@@ -11,6 +11,7 @@ import (
 	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // How the daemon wires a region's limiter to gossip and membership. Flags:
@@ -65,7 +66,7 @@ func Example_wiring() {
 	lcfg.Shares = node       // region.ShareSource
 	lcfg.Usage = node        // region.UsageSink (tee it with the ledger's sink)
 	lcfg.Processes = members // region.ProcessCounter
-	lim, err = region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 100, Capacity: 100}}, lcfg)
+	lim, err = region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 100, Capacity: 100}}, lcfg)
 	if err != nil {
 		log.Fatal(err)
 	}

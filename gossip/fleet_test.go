@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
 // fleet is 3 regions × N limiter processes: each region has its own Redis
@@ -50,7 +51,7 @@ func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func
 		rdsrv := testserver.StartRedis(t)
 		rdb := redis.NewClient(&redis.Options{Addr: rdsrv.Addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rdb.Close() })
-		store := region.NewRedisStore(rdb, "quota:")
+		store := redisstore.New(rdb, "quota:")
 		var join []string
 		for i := 0; i < perRegion; i++ {
 			p := &proc{region: r}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quotaplatform/quota/httplimit"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // TestConcurrencyMode: the middleware takes a slot before the handler and
@@ -14,7 +15,7 @@ import (
 // concurrency it answers 429.
 func TestConcurrencyMode(t *testing.T) {
 	plans := region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 1, Concurrency: 1}}
-	lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
+	lim, err := region.New(memstore.New(nil), plans, region.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

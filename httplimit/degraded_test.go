@@ -13,6 +13,7 @@ import (
 	"github.com/quotaplatform/quota/httplimit"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
 // checkTimes counts the middleware's observations by path.
@@ -46,7 +47,7 @@ func TestDegradedDecisionsAreFlagged(t *testing.T) {
 		"acct_closed":   {Name: "sms", Rate: 1000, Capacity: 1000, FailurePolicy: region.FailClosed},
 		"acct_warmup":   {Name: "std", Rate: 1000, Capacity: 1000},
 	}}
-	lim, err := region.New(region.NewRedisStore(rdb, fmt.Sprintf("mwdeg%d:", time.Now().UnixNano())), plans, cfg)
+	lim, err := region.New(redisstore.New(rdb, fmt.Sprintf("mwdeg%d:", time.Now().UnixNano())), plans, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // ErrorBody is the JSON body of every error answer: a message, and the
@@ -135,7 +136,7 @@ func Classify(err error) (status int, field string) {
 		return http.StatusConflict, "request_id"
 	case errors.Is(err, region.ErrNoIdempotency):
 		return http.StatusNotImplemented, "request_id"
-	case errors.Is(err, region.ErrStoreUnavailable):
+	case errors.Is(err, store.ErrStoreUnavailable):
 		return http.StatusServiceUnavailable, ""
 	}
 	return http.StatusInternalServerError, ""

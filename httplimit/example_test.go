@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotaplatform/quota/httplimit"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // Wrap each route after registering it, so that its pattern names the
@@ -15,7 +16,7 @@ import (
 func ExampleMiddleware() {
 	cfg := region.DefaultConfig()
 	cfg.Costs = region.StaticCosts{"/search": 5}
-	lim, _ := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 10}}, cfg)
+	lim, _ := region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 10}}, cfg)
 	limit, _ := httplimit.Middleware(httplimit.Config{Limiter: lim})
 
 	mux := http.NewServeMux()
@@ -46,7 +47,7 @@ type accountKey struct{}
 // context, and the limiter reads it from there. The secret key never
 // reaches the limiter's store, usage reports or logs.
 func ExampleKeyFromContext() {
-	lim, _ := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 2}}, region.DefaultConfig())
+	lim, _ := region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 2}}, region.DefaultConfig())
 	limit, _ := httplimit.Middleware(httplimit.Config{Limiter: lim, Key: httplimit.KeyFromContext(accountKey{})})
 
 	accounts := map[string]string{"sk_live_1": "acct_42", "sk_live_2": "acct_42", "sk_live_3": "acct_7"}

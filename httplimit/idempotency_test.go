@@ -8,13 +8,15 @@ import (
 
 	"github.com/quotaplatform/quota/httplimit"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // A request retried with the same Idempotency-Key is charged once and
 // answered as the first was; a bad key is a 400; without the header every
 // request is charged.
 func TestMiddlewareIdempotencyKey(t *testing.T) {
-	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 0.001, Capacity: 2}}, region.DefaultConfig())
+	lim, err := region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 0.001, Capacity: 2}}, region.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestMiddlewareIdempotencyKey(t *testing.T) {
 			t.Fatalf("try %d: %d remaining %s, want served with 1 left (charged once)", i, w.Code, w.Header().Get("X-RateLimit-Remaining"))
 		}
 	}
-	if w := send(strings.Repeat("x", region.MaxRequestIDLen+1)); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "request_id") {
+	if w := send(strings.Repeat("x", store.MaxRequestIDLen+1)); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "request_id") {
 		t.Fatalf("a key too long: %d %s", w.Code, w.Body)
 	}
 	if w := send(""); w.Code != http.StatusTeapot {

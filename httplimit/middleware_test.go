@@ -12,13 +12,14 @@ import (
 
 	"github.com/quotaplatform/quota/httplimit"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 func TestMiddleware(t *testing.T) {
 	plans := region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 4}}
 	cfg := region.DefaultConfig()
 	cfg.Costs = region.StaticCosts{"/search": 2}
-	lim, err := region.New(region.NewMemoryStore(nil), plans, cfg)
+	lim, err := region.New(memstore.New(nil), plans, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func (planlessLimiter) EndpointCost(string) (int64, error) { return 1, nil }
 // The policy is the plan the decision carries; Plans is asked only when
 // the decision carries none.
 func TestMiddlewarePolicy(t *testing.T) {
-	lim, err := region.New(region.NewMemoryStore(nil),
+	lim, err := region.New(memstore.New(nil),
 		region.StaticPlans{Default: region.Plan{Name: "pro", Rate: 2, Capacity: 4}}, region.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 func connect(t testing.TB, url string) jetstream.JetStream {
@@ -381,7 +382,7 @@ func TestReporterCarriesLargeCountsExactly(t *testing.T) {
 	const big = 5 << 30 // 5,368,709,120 > 2^32
 	cfg := region.DefaultConfig()
 	cfg.Usage = r
-	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: region.MaxCapacity}}, cfg)
+	lim, err := region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: region.MaxCapacity}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

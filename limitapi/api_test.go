@@ -15,6 +15,7 @@ import (
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // memCatalog is an in-memory stand-in for catalog.Catalog.
@@ -160,7 +161,7 @@ func newAPIWithConfig(t testing.TB, withDefault bool, wrap func(limitapi.Limiter
 	cat.costs["search"] = 2
 	cfg := region.DefaultConfig()
 	cfg.Costs = cat
-	lim, err := region.New(region.NewMemoryStore(nil), cat, cfg)
+	lim, err := region.New(memstore.New(nil), cat, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

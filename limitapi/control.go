@@ -11,6 +11,7 @@ import (
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // writeError answers a failed catalogue write. key is the key the write
@@ -181,8 +182,8 @@ func (b planBody) semantics(p region.Plan) (region.Plan, *apiError) {
 // named when bad: quotas[i].period, quotas[i].limit, time_zone,
 // anchor_day.
 func (b planBody) quotas(p region.Plan) (region.Plan, *apiError) {
-	if len(b.Quotas) > region.MaxQuotaPeriods {
-		return p, badRequest("quotas", "quotas: at most %d (one per period: hour, day, week, month), got %d", region.MaxQuotaPeriods, len(b.Quotas))
+	if len(b.Quotas) > store.MaxQuotaPeriods {
+		return p, badRequest("quotas", "quotas: at most %d (one per period: hour, day, week, month), got %d", store.MaxQuotaPeriods, len(b.Quotas))
 	}
 	qs := make([]region.Quota, len(b.Quotas))
 	seen := map[period.Unit]bool{}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // adjustRequest is the body of POST /v1/refund and /v1/charge: every field
@@ -18,13 +19,13 @@ type adjustRequest struct {
 // refund serves POST /v1/refund: give cost back to the key's bucket for a
 // request that failed upstream, at most what its request_id was charged,
 // once per request_id (docs/design.md [idempotency]).
-func (a *API) refund(w http.ResponseWriter, r *http.Request) { a.adjust(w, r, region.RequestRefund) }
+func (a *API) refund(w http.ResponseWriter, r *http.Request) { a.adjust(w, r, store.RequestRefund) }
 
 // charge serves POST /v1/charge: take cost known only after a request was
 // served, without a decision, into debt if need be, once per request_id.
-func (a *API) charge(w http.ResponseWriter, r *http.Request) { a.adjust(w, r, region.RequestCharge) }
+func (a *API) charge(w http.ResponseWriter, r *http.Request) { a.adjust(w, r, store.RequestCharge) }
 
-func (a *API) adjust(w http.ResponseWriter, r *http.Request, op region.RequestOp) {
+func (a *API) adjust(w http.ResponseWriter, r *http.Request, op store.RequestOp) {
 	rq, ok := a.cfg.Limiter.(Requests)
 	if !ok {
 		(&apiError{status: http.StatusNotImplemented, field: "request_id", msg: "this limiter records no request ids"}).write(w)
@@ -56,7 +57,7 @@ func (a *API) adjust(w http.ResponseWriter, r *http.Request, op region.RequestOp
 	}
 	var adj region.Adjustment
 	var err error
-	if op == region.RequestRefund {
+	if op == store.RequestRefund {
 		adj, err = rq.Refund(r.Context(), b.Key, *b.Cost, *b.RequestID)
 	} else {
 		adj, err = rq.Charge(r.Context(), b.Key, *b.Cost, *b.RequestID)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/quotaplatform/quota/limitapi"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 type answer struct {
@@ -107,7 +107,7 @@ func TestRefundAndCharge(t *testing.T) {
 // request_id.
 func TestRequestIDBadInput(t *testing.T) {
 	h, _ := newAPI(t, true)
-	long := strings.Repeat("r", region.MaxRequestIDLen+1)
+	long := strings.Repeat("r", store.MaxRequestIDLen+1)
 	for _, c := range []struct{ path, body, field string }{
 		{"/v1/allow", `{"key":"k","request_id":"` + long + `"}`, "request_id"},
 		{"/v1/allow", `{"key":"k","request_id":""}`, "request_id"},

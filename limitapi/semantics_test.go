@@ -12,6 +12,7 @@ import (
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
 // TestPlanSemanticsThroughTheAPI: a plan's failure policy, mode, shadow
@@ -69,7 +70,7 @@ func TestDecisionSaysWhichPolicyApplied(t *testing.T) {
 	cat.keys["closed"], cat.keys["open"], cat.keys["degraded"] = "sms", "reads", "std"
 	cfg := region.DefaultConfig()
 	cfg.StoreTimeout = 20 * time.Millisecond
-	lim, err := region.New(region.NewRedisStore(rdb, "api:"), cat, cfg)
+	lim, err := region.New(redisstore.New(rdb, "api:"), cat, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

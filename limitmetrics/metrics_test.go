@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 type fakeConfig struct{}
@@ -56,7 +57,7 @@ func TestMetrics(t *testing.T) {
 	obs := limitmetrics.NewObserver()
 	cfg := region.DefaultConfig()
 	cfg.Observer = obs
-	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 2}}, cfg)
+	lim, err := region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 2}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

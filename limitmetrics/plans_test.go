@@ -9,6 +9,7 @@ import (
 
 	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
 // TestPlanMetrics: shadow rejections are counted in quota_decisions_total
@@ -23,7 +24,7 @@ func TestPlanMetrics(t *testing.T) {
 		"c": {Name: "sms", Rate: 1, Capacity: 5, FailurePolicy: region.FailClosed},
 		"o": {Name: "reads", Rate: 1, Capacity: 5, FailurePolicy: region.FailOpen},
 	}}
-	lim, err := region.New(region.NewRedisStore(rdb, ""), plans, region.DefaultConfig())
+	lim, err := region.New(redisstore.New(rdb, ""), plans, region.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

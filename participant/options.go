@@ -21,6 +21,7 @@ import (
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // Options configure a Participant. Start from DefaultOptions; New validates
@@ -49,7 +50,7 @@ type Options struct {
 	RedisCluster bool
 	// Store, when set, is the region's store instead of Redis; the caller
 	// closes what it holds. Default nil.
-	Store region.Store
+	Store store.Store
 
 	// NATS, when set, is the caller's connection; the participant neither
 	// drains nor closes it. NATSURL, with NATS nil, is dialed with

@@ -25,6 +25,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/participant"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // A closed participant leaves no goroutine behind.
@@ -75,7 +76,7 @@ func TestOptionsErrorsNameFields(t *testing.T) {
 	}{
 		{"empty identity", func(o *participant.Options) { o.Region, o.ProcessID, o.DataDir = "", "", "" },
 			[]string{"Region: must not be empty", "ProcessID: must not be empty", "DataDir: must not be empty"}},
-		{"two stores", func(o *participant.Options) { o.Redis, o.Store = "redis://127.0.0.1:1", region.NewMemoryStore(nil) },
+		{"two stores", func(o *participant.Options) { o.Redis, o.Store = "redis://127.0.0.1:1", memstore.New(nil) },
 			[]string{"Store: and Redis are exclusive"}},
 		{"cluster without seeds", func(o *participant.Options) { o.RedisCluster = true }, []string{"RedisCluster: needs Redis"}},
 		{"NATS options for the embedded server", func(o *participant.Options) { o.NATSOptions = []nats.Option{nats.UserInfo("u", "p")} },

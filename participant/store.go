@@ -9,13 +9,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/redisstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // regionStore is the participant's store and, when it dialed Redis, the
 // client it pings at start and closes at the end.
 type regionStore struct {
-	store region.Store
+	store store.Store
 	rdb   redis.UniversalClient // nil: Options.Store, or in process
 }
 
@@ -29,11 +31,11 @@ func openStore(o *Options, log *slog.Logger) (*regionStore, error) {
 		return &regionStore{store: o.Store}, nil
 	case o.Redis == "":
 		log.Info("using the in-process store (no Redis given): limits hold for this process only")
-		return &regionStore{store: region.NewMemoryStore(nil)}, nil
+		return &regionStore{store: memstore.New(nil)}, nil
 	}
 	// go-redis's own lines (dial failures while Redis is down) go to the
 	// JSON log, one a second, not to stderr in plain text.
-	redis.SetLogger(region.NewRedisLogger(log, time.Second, nil))
+	redis.SetLogger(redisstore.NewLogger(log, time.Second, nil))
 	var rdb redis.UniversalClient
 	if o.RedisCluster {
 		var co redis.ClusterOptions
@@ -59,7 +61,7 @@ func openStore(o *Options, log *slog.Logger) (*regionStore, error) {
 		ro.ClientName = o.Name + "-" + o.ProcessID
 		rdb = redis.NewClient(ro)
 	}
-	return &regionStore{store: region.NewRedisStore(rdb, ""), rdb: rdb}, nil
+	return &regionStore{store: redisstore.New(rdb, ""), rdb: rdb}, nil
 }
 
 // ping tells the operator once when Redis is down at start, which is not

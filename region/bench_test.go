@@ -14,21 +14,24 @@ import (
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/redisstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 var benchPlan = region.Plan{Rate: 1e9, Capacity: 1e9}
 
 // benchLimiter returns a limiter with its background loop running, as in a
 // daemon.
-func benchLimiter(b *testing.B, store region.Store, plan region.Plan) *region.Limiter {
+func benchLimiter(b *testing.B, st store.Store, plan region.Plan) *region.Limiter {
 	b.Helper()
-	return startLimiter(b, store, region.StaticPlans{Default: plan}, region.DefaultConfig())
+	return startLimiter(b, st, region.StaticPlans{Default: plan}, region.DefaultConfig())
 }
 
 // startLimiter makes a Limiter and runs its loop until the benchmark ends.
-func startLimiter(b *testing.B, store region.Store, plans region.PlanResolver, cfg region.Config) *region.Limiter {
+func startLimiter(b *testing.B, st store.Store, plans region.PlanResolver, cfg region.Config) *region.Limiter {
 	b.Helper()
-	lim, err := region.New(store, plans, cfg)
+	lim, err := region.New(st, plans, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,7 +43,7 @@ func startLimiter(b *testing.B, store region.Store, plans region.PlanResolver, c
 // on a hot key, on a limiter with its loop running; a rejection fails.
 func benchWarmLease(b *testing.B, plan region.Plan) {
 	ctx := context.Background()
-	lim := benchLimiter(b, region.NewMemoryStore(nil), plan)
+	lim := benchLimiter(b, memstore.New(nil), plan)
 	lim.Allow(ctx, "hot", 1)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -69,7 +72,7 @@ func BenchmarkFastPath(b *testing.B) {
 		}
 	})
 	b.Run("quota/parallel-1key", func(b *testing.B) {
-		lim := benchLimiter(b, region.NewMemoryStore(nil), benchPlan)
+		lim := benchLimiter(b, memstore.New(nil), benchPlan)
 		lim.Allow(ctx, "hot", 1)
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -80,7 +83,7 @@ func BenchmarkFastPath(b *testing.B) {
 		})
 	})
 	b.Run("quota/parallel-1024keys", func(b *testing.B) {
-		lim := benchLimiter(b, region.NewMemoryStore(nil), benchPlan)
+		lim := benchLimiter(b, memstore.New(nil), benchPlan)
 		keys := make([]string, 1024)
 		for i := range keys {
 			keys[i] = "key-" + strconv.Itoa(i)
@@ -123,10 +126,10 @@ func BenchmarkStoreCalls(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			store := &countingStore{Store: region.NewMemoryStore(nil)}
+			st := &countingStore{Store: memstore.New(nil)}
 			cfg := region.DefaultConfig()
 			cfg.MaxKeys = 2 * tc.keys // measure leasing, not eviction
-			lim, err := region.New(store, region.StaticPlans{Default: tc.plan}, cfg)
+			lim, err := region.New(st, region.StaticPlans{Default: tc.plan}, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -140,14 +143,14 @@ func BenchmarkStoreCalls(b *testing.B) {
 					lim.Allow(ctx, k, 1)
 				}
 			}
-			before := store.Calls()
+			before := st.Calls()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				lim.Allow(ctx, keys[i%len(keys)], 1)
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
+			b.ReportMetric(float64(st.Calls()-before)/float64(b.N), "store-calls/decision")
 		})
 	}
 }
@@ -168,10 +171,10 @@ func BenchmarkStoreCallsModerate(b *testing.B) {
 func benchModerateLoad(b *testing.B, plan region.Plan, perDecision map[string]func(region.Stats) int64) {
 	ctx := context.Background()
 	clk := clock.NewManual(time.Now())
-	store := &countingStore{Store: region.NewMemoryStore(clk)}
+	st := &countingStore{Store: memstore.New(clk)}
 	cfg := region.DefaultConfig()
 	cfg.Clock = clk
-	lim, err := region.New(store, region.StaticPlans{Default: plan}, cfg)
+	lim, err := region.New(st, region.StaticPlans{Default: plan}, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -189,13 +192,13 @@ func benchModerateLoad(b *testing.B, plan region.Plan, perDecision map[string]fu
 	for i := 0; i < 30*30_000; i++ { // 30 simulated seconds of warm-up
 		decide(i)
 	}
-	before, stats := store.Calls(), lim.Stats()
+	before, stats := st.Calls(), lim.Stats()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		decide(i)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
+	b.ReportMetric(float64(st.Calls()-before)/float64(b.N), "store-calls/decision")
 	after := lim.Stats()
 	for unit, count := range perDecision {
 		b.ReportMetric(float64(count(after)-count(stats))/float64(b.N), unit)
@@ -211,13 +214,13 @@ func BenchmarkStateBytes(b *testing.B) {
 		keys[i] = fmt.Sprintf("acct_%07d", i) // 12-byte keys, like "acct_0001234"
 	}
 	for i := 0; i < b.N; i++ {
-		store := region.NewMemoryStore(nil)
+		st := memstore.New(nil)
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		cfg := region.DefaultConfig()
 		cfg.MaxKeys = n
-		lim, err := region.New(store, region.StaticPlans{Default: benchPlan}, cfg)
+		lim, err := region.New(st, region.StaticPlans{Default: benchPlan}, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -232,19 +235,19 @@ func BenchmarkStateBytes(b *testing.B) {
 		perKey := (float64(after.HeapAlloc-before.HeapAlloc) - storeBytes) / n
 		b.ReportMetric(perKey, "bytes/key")
 		runtime.KeepAlive(lim)
-		runtime.KeepAlive(store)
+		runtime.KeepAlive(st)
 	}
 }
 
-// memStoreBytes measures what a MemoryStore holds for keys on its own.
+// memStoreBytes measures what a memstore.Store holds for keys on its own.
 func memStoreBytes(b *testing.B, keys []string) float64 {
 	ctx := context.Background()
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	s := region.NewMemoryStore(nil)
+	s := memstore.New(nil)
 	for _, k := range keys {
-		s.Lease(ctx, region.LeaseRequest{Key: k, Rate: 1, Capacity: 1, Want: 1, Min: 1, Spread: 1})
+		s.Lease(ctx, store.LeaseRequest{Key: k, Rate: 1, Capacity: 1, Want: 1, Min: 1, Spread: 1})
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -257,7 +260,7 @@ func memStoreBytes(b *testing.B, keys []string) float64 {
 func BenchmarkSlowPathRedis(b *testing.B) {
 	srv := testserver.StartRedis(b)
 	c := redisClientB(b, srv.Addr)
-	lim := benchLimiter(b, region.NewRedisStore(c, fmt.Sprintf("bench%d:", time.Now().UnixNano())), region.Plan{Rate: 100, Capacity: 100})
+	lim := benchLimiter(b, redisstore.New(c, fmt.Sprintf("bench%d:", time.Now().UnixNano())), region.Plan{Rate: 100, Capacity: 100})
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	degraded := 0

@@ -72,8 +72,8 @@ func (b *breaker) success() {
 }
 
 // failure counts one store call that failed for the store's availability
-// (isTransient) or answered slower than the timeout. An error about one
-// key (ErrStoreRejected) is not a failure: the store answered.
+// (store.IsTransient) or answered slower than the timeout. An error about one
+// key (store.ErrStoreRejected) is not a failure: the store answered.
 func (b *breaker) failure(now int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -110,7 +110,7 @@ type Config struct {
 	LocalSharePrior float64
 
 	// BreakerThreshold is the number of consecutive store failures that open
-	// the circuit breaker. An error about one key (ErrStoreRejected) is not
+	// the circuit breaker. An error about one key (store.ErrStoreRejected) is not
 	// a failure: that key alone degrades. Default 3.
 	BreakerThreshold int
 	// BreakerCooldown is how long the breaker stays open before one probe

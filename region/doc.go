@@ -2,11 +2,11 @@
 // cost against a key's limit in this process's region.
 //
 // A Limiter holds, per key, a lease of permits taken from the region's shared
-// token bucket (a Store: Redis in production, MemoryStore for a single
-// process). Decisions spend from the lease without I/O, allocation or a
-// process-wide lock; only when a lease is exhausted, expired or invalidated
-// does the Limiter make one Store call, which returns unused permits and
-// leases new ones atomically.
+// token bucket (a store.Store, the contract in region/store: redisstore in
+// production, memstore for a single process). Decisions spend from the lease
+// without I/O, allocation or a process-wide lock; only when a lease is
+// exhausted, expired or invalidated does the Limiter make one store call,
+// which returns unused permits and leases new ones atomically.
 //
 // What region owns: leasing (adaptive sizes, caps from the accuracy budget,
 // TTLs), the clock offset to the store, degraded mode when the store fails,
@@ -32,21 +32,21 @@
 // Plans (Plan): rate in [MinRate, MaxRate] cost units per second, capacity
 // in [1, MaxCapacity]; costs up to the capacity and per-window usage counts
 // are int64, exact. A bucket's expiry in the store is twice its time to
-// fill, clamped to [1 s, MaxBucketTTL]. A plan also carries its semantics
+// fill, clamped to [1 s, store.MaxBucketTTL]. A plan also carries its semantics
 // (docs/design.md [plan-semantics]): a failure policy (FailDegraded,
 // FailOpen, FailClosed) for decisions while the store is unavailable; a
 // mode (ModeLeased, or ModeExact: one atomic store call per
 // decision, never over the region's part of the limit); a shadow flag
 // (every check allowed, would-be rejections reported and counted); and a
 // concurrency limit, whose slots Acquire and Release take and give back in
-// the store (a SlotStore) for SlotTTL.
+// the store (a store.SlotStore) for SlotTTL.
 //
 // Errors (docs/design.md [degraded-mode]): Allow returns an error only for
 // bad input or a key without a plan. Store failures never reach the
 // caller. An error that says the store is unavailable (a connection error,
 // a timeout, a reply such as LOADING, READONLY or CLUSTERDOWN) counts toward
 // the breaker, which degrades every key once it opens; an error about one
-// key (ErrStoreRejected: a Redis key of the wrong type, arguments the
+// key (store.ErrStoreRejected: a Redis key of the wrong type, arguments the
 // script refused) does not: that key alone is decided from its degraded
 // bucket, and tries the store again after BreakerCooldown. Stats counts
 // both (BreakerFailures, KeyErrors).

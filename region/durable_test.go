@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // durableLog is a DurableUsageSink that records which deltas were handed
@@ -60,7 +61,7 @@ func TestRefundAndChargeAreDurableBeforeTheAnswer(t *testing.T) {
 	sink.failing = true
 	sink.mu.Unlock()
 	_, err := f.lim.Charge(ctx, "acct", 5, "r2")
-	if !errors.Is(err, region.ErrUsageNotDurable) || !errors.Is(err, region.ErrStoreUnavailable) {
+	if !errors.Is(err, region.ErrUsageNotDurable) || !errors.Is(err, store.ErrStoreUnavailable) {
 		t.Fatalf("charge with a failing durable sink: %v, want ErrUsageNotDurable and ErrStoreUnavailable", err)
 	}
 	// The retry replays; it confirms the usage with the sink, which fails still.

@@ -3,6 +3,8 @@ package region
 import (
 	"math"
 	"time"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // entry is one key's local state. It is kept to 112 bytes (about 150 per
@@ -108,7 +110,7 @@ func (e *entry) releaseLease() (permits int64) {
 // region's tokens after it, the sync time, and the demand the call reported
 // (sent), which it learns the local share from with the old sums decayed
 // by halfLife.
-func (e *entry) applyGrant(rep LeaseReply, returned, sent, now int64, halfLife time.Duration) {
+func (e *entry) applyGrant(rep store.LeaseReply, returned, sent, now int64, halfLife time.Duration) {
 	keep := 1.0
 	if e.syncAt != 0 {
 		keep = math.Exp2(-float64(now-e.syncAt) / float64(halfLife))

@@ -21,17 +21,6 @@ var (
 	// ErrUnknownEndpoint: AllowEndpoint was given an endpoint with no weight
 	// while Config.Costs is set and has no default.
 	ErrUnknownEndpoint = errors.New("unknown endpoint")
-	// ErrStoreUnavailable: the store failed or timed out. The Limiter never
-	// returns it from Allow (it degrades instead); stores and tests use it.
-	ErrStoreUnavailable = errors.New("store unavailable")
-	// ErrStoreRejected: the store answered, and refused one call for a
-	// reason of its own: the call's arguments, or the key's data in the store
-	// (a Redis error reply such as WRONGTYPE, or an error raised by the
-	// script). It says nothing of the store's availability, so it does not
-	// count toward the breaker: the key alone is decided in degraded mode
-	// (docs/design.md [degraded-mode]). The Limiter never returns it from
-	// Allow; stores return it.
-	ErrStoreRejected = errors.New("store rejected the call")
 )
 
 // MaxKeyLen is the longest key, in bytes, the Limiter accepts.

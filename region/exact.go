@@ -3,6 +3,8 @@ package region
 import (
 	"context"
 	"time"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // exactLocked decides a check of an exact plan (docs/design.md
@@ -21,7 +23,7 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 		return l.failClosedLocked(m, now)
 	}
 	e, sh := m.e, m.sh
-	req := LeaseRequest{
+	req := store.LeaseRequest{
 		Key:      m.key,
 		Rate:     m.rate(),
 		Capacity: m.capacity(),
@@ -38,7 +40,7 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 	e.busy = false
 	now = l.now()
 	switch {
-	case err != nil && isTransient(err):
+	case err != nil && store.IsTransient(err):
 		l.breaker.failure(now)
 	case lat > l.cfg.StoreTimeout:
 		l.breaker.failure(now)

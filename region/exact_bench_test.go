@@ -9,6 +9,9 @@ import (
 
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/redisstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // BenchmarkExactVsLeased decides one hot key of an exact plan and of a
@@ -24,7 +27,7 @@ func BenchmarkExactVsLeased(b *testing.B) {
 	for _, st := range stores {
 		for _, mode := range []region.Mode{region.ModeLeased, region.ModeExact} {
 			b.Run(string(mode)+"/"+st.name, func(b *testing.B) {
-				store := &countingStore{Store: st.make()}
+				sto := &countingStore{Store: st.make()}
 				plan := region.Plan{Rate: 1e9, Capacity: 1e9, Mode: mode}
 				// The store timeout is raised from 5 ms so that a busy
 				// 2-core machine's slow calls show in the latency instead
@@ -33,9 +36,9 @@ func BenchmarkExactVsLeased(b *testing.B) {
 				// flatter ns/op).
 				cfg := region.DefaultConfig()
 				cfg.StoreTimeout = 100 * time.Millisecond
-				lim := startLimiter(b, store, region.StaticPlans{Default: plan}, cfg)
+				lim := startLimiter(b, sto, region.StaticPlans{Default: plan}, cfg)
 				lim.Allow(ctx, "hot", 1)
-				before := store.Calls()
+				before := sto.Calls()
 				lat := make([]time.Duration, 0, min(b.N, 1<<20))
 				degraded := 0
 				b.ReportAllocs()
@@ -56,7 +59,7 @@ func BenchmarkExactVsLeased(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				b.ReportMetric(float64(store.Calls()-before)/float64(b.N), "store-calls/decision")
+				b.ReportMetric(float64(sto.Calls()-before)/float64(b.N), "store-calls/decision")
 				b.ReportMetric(float64(degraded)/float64(b.N), "degraded/decision")
 				reportLatency(b, lat)
 			})
@@ -67,7 +70,7 @@ func BenchmarkExactVsLeased(b *testing.B) {
 // benchStore makes a fresh store of one kind for a sub-benchmark.
 type benchStore struct {
 	name string
-	make func() region.Store
+	make func() store.Store
 }
 
 // benchStores are the in-process store and a local redis-server (each
@@ -77,9 +80,9 @@ func benchStores(b *testing.B) []benchStore {
 	srv := testserver.StartRedis(b)
 	rdb := redisClientB(b, srv.Addr)
 	return []benchStore{
-		{"memory", func() region.Store { return region.NewMemoryStore(nil) }},
-		{"redis", func() region.Store {
-			return region.NewRedisStore(rdb, fmt.Sprintf("bench%d:", time.Now().UnixNano()))
+		{"memory", func() store.Store { return memstore.New(nil) }},
+		{"redis", func() store.Store {
+			return redisstore.New(rdb, fmt.Sprintf("bench%d:", time.Now().UnixNano()))
 		}},
 	}
 }

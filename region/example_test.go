@@ -5,12 +5,13 @@ import (
 	"fmt"
 
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // A single process on the in-memory store: the first decision leases from
 // the store, later ones spend the lease locally until it runs out.
 func Example() {
-	store := region.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	plans := region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: 3}}
 	lim, err := region.New(store, plans, region.DefaultConfig())
 	if err != nil {
@@ -43,7 +44,7 @@ func Example_planSemantics() {
 		"partner": {Rate: region.MinRate, Capacity: 2, Mode: region.ModeExact},
 		"llm":     {Rate: 1, Capacity: 1, Concurrency: 1},
 	}}
-	lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
+	lim, err := region.New(memstore.New(nil), plans, region.DefaultConfig())
 	if err != nil {
 		panic(err)
 	}

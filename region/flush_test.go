@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // summingSink copies what it is handed, as UsageSink asks.
@@ -33,7 +34,7 @@ func TestFlushReusesItsBatch(t *testing.T) {
 	sink := &summingSink{spent: map[string]int64{}}
 	cfg := region.DefaultConfig()
 	cfg.Usage = sink
-	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: benchPlan}, cfg)
+	lim, err := region.New(memstore.New(nil), region.StaticPlans{Default: benchPlan}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // BenchmarkHotKey80: one key takes 80 % of the decisions, 1,023 others
@@ -33,7 +34,7 @@ func BenchmarkHotKey80(b *testing.B) {
 		b.Run(tt.name, func(b *testing.B) {
 			plans := region.StaticPlans{Default: region.Plan{Rate: 1e9, Capacity: 1e9},
 				Keys: map[string]region.Plan{"hot": {Rate: tt.hotRate, Capacity: tt.hotRate / 10}}}
-			lim := startLimiter(b, region.NewMemoryStore(nil), plans, region.DefaultConfig())
+			lim := startLimiter(b, memstore.New(nil), plans, region.DefaultConfig())
 			calls0 := lim.Stats().StoreCalls
 			var hotAdmitted int64
 			b.ReportAllocs()

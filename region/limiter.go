@@ -11,6 +11,8 @@ import (
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/scratch"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // slowStripes serialises store calls per key without a mutex per entry:
@@ -20,7 +22,7 @@ const slowStripes = 1024
 // Limiter decides locally by spending leased permits. Create it with New,
 // run its background loop with Run, and call Allow from any goroutine.
 type Limiter struct {
-	store Store
+	store store.Store
 	plans PlanResolver
 	cfg   Config
 	clock clock.Clock // Config.Clock, or clock.System()
@@ -52,7 +54,7 @@ type Limiter struct {
 	// failed; fetches the base requests in flight, for Run to wait on.
 	quotaCalls, baseFetches, baseFailures atomic.Int64
 	fetches                               sync.WaitGroup
-	keyErrors                             atomic.Int64 // store calls refused for their key's own reason (ErrStoreRejected)
+	keyErrors                             atomic.Int64 // store calls refused for their key's own reason (store.ErrStoreRejected)
 	// bgProbes is set while Run probes an open breaker in the background
 	// (Config.Clock nil): misses then never probe themselves.
 	bgProbes  atomic.Bool
@@ -73,15 +75,15 @@ type Limiter struct {
 	flushMu  sync.Mutex
 	flushBuf scratch.Buffer[Usage]
 
-	// inMemory is set when the store is a MemoryStore, which answers
+	// inMemory is set when the store is a memstore.Store, which answers
 	// without I/O: its calls get no deadline (callStoreWithin).
 	inMemory bool
 }
 
 // New returns a Limiter that leases from store and resolves plans with plans.
 // It starts no goroutine: call Run for the background loop.
-func New(store Store, plans PlanResolver, cfg Config) (*Limiter, error) {
-	if store == nil {
+func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
+	if st == nil {
 		return nil, fmt.Errorf("region: store must not be nil")
 	}
 	if plans == nil {
@@ -99,7 +101,7 @@ func New(store Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 	}
 	start := clk.Now()
 	l := &Limiter{
-		store:     store,
+		store:     st,
 		plans:     plans,
 		cfg:       cfg,
 		clock:     clk,
@@ -110,7 +112,7 @@ func New(store Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
 	l.horizon.Store(int64(cfg.IdempotencyHorizon))
-	_, l.inMemory = store.(*MemoryStore)
+	_, l.inMemory = st.(*memstore.Store)
 	if cfg.Observer != nil {
 		l.breaker.onChange = cfg.Observer.BreakerState
 	}

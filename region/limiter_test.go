@@ -12,17 +12,19 @@ import (
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // countingStore counts calls to the store it wraps.
 type countingStore struct {
-	region.Store
+	store.Store
 	mu    sync.Mutex
 	calls int
 	asked []int64
 }
 
-func (c *countingStore) Lease(ctx context.Context, req region.LeaseRequest) (region.LeaseReply, error) {
+func (c *countingStore) Lease(ctx context.Context, req store.LeaseRequest) (store.LeaseReply, error) {
 	c.mu.Lock()
 	c.calls++
 	c.asked = append(c.asked, req.Want)
@@ -30,26 +32,26 @@ func (c *countingStore) Lease(ctx context.Context, req region.LeaseRequest) (reg
 	return c.Store.Lease(ctx, req)
 }
 
-// Request counts and forwards a request call (region.RequestStore).
-func (c *countingStore) Request(ctx context.Context, req region.RequestCall) (region.RequestReply, error) {
+// Request counts and forwards a request call (store.RequestStore).
+func (c *countingStore) Request(ctx context.Context, req store.RequestCall) (store.RequestReply, error) {
 	c.mu.Lock()
 	c.calls++
 	c.mu.Unlock()
-	rs, ok := c.Store.(region.RequestStore)
+	rs, ok := c.Store.(store.RequestStore)
 	if !ok {
-		return region.RequestReply{}, fmt.Errorf("%T records no request ids", c.Store)
+		return store.RequestReply{}, fmt.Errorf("%T records no request ids", c.Store)
 	}
 	return rs.Request(ctx, req)
 }
 
-// LeaseQuota counts and forwards a quota call (region.QuotaStore).
-func (c *countingStore) LeaseQuota(ctx context.Context, call region.QuotaCall) (region.QuotaReply, error) {
+// LeaseQuota counts and forwards a quota call (store.QuotaStore).
+func (c *countingStore) LeaseQuota(ctx context.Context, call store.QuotaCall) (store.QuotaReply, error) {
 	c.mu.Lock()
 	c.calls++
 	c.mu.Unlock()
-	qs, ok := c.Store.(region.QuotaStore)
+	qs, ok := c.Store.(store.QuotaStore)
 	if !ok {
-		return region.QuotaReply{}, fmt.Errorf("%T keeps no quota counters", c.Store)
+		return store.QuotaReply{}, fmt.Errorf("%T keeps no quota counters", c.Store)
 	}
 	return qs.LeaseQuota(ctx, call)
 }
@@ -102,7 +104,7 @@ type fixture struct {
 func newFixture(t *testing.T, plan region.Plan, mod func(*region.Config)) *fixture {
 	t.Helper()
 	clock := newManualClock()
-	store := &countingStore{Store: region.NewMemoryStore(clock)}
+	st := &countingStore{Store: memstore.New(clock)}
 	usage := &usageLog{}
 	cfg := region.DefaultConfig()
 	cfg.Clock = clock
@@ -110,11 +112,11 @@ func newFixture(t *testing.T, plan region.Plan, mod func(*region.Config)) *fixtu
 	if mod != nil {
 		mod(&cfg)
 	}
-	lim, err := region.New(store, region.StaticPlans{Default: plan}, cfg)
+	lim, err := region.New(st, region.StaticPlans{Default: plan}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{clock: clock, store: store, lim: lim, usage: usage}
+	return &fixture{clock: clock, store: st, lim: lim, usage: usage}
 }
 
 func (f *fixture) allow(t *testing.T, key string, cost int64) region.Decision {
@@ -248,7 +250,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("usage %+v, want only the one spend", u)
 	}
 	// A key with no plan is an error, not a rejection.
-	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{}, region.DefaultConfig())
+	lim, err := region.New(memstore.New(nil), region.StaticPlans{}, region.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +260,7 @@ func TestBadInput(t *testing.T) {
 	// Config errors name the field.
 	cfg := region.DefaultConfig()
 	cfg.StoreTimeout = 0
-	if _, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{}, cfg); err == nil || !strings.Contains(err.Error(), "StoreTimeout") {
+	if _, err := region.New(memstore.New(nil), region.StaticPlans{}, cfg); err == nil || !strings.Contains(err.Error(), "StoreTimeout") {
 		t.Fatalf("config error = %v, want it to name StoreTimeout", err)
 	}
 }
@@ -518,7 +520,7 @@ func TestDecisionPlan(t *testing.T) {
 	gold := region.Plan{Name: "gold", Rate: 100, Capacity: 100}
 	plans := &settablePlans{p: gold}
 	ctx := context.Background()
-	lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
+	lim, err := region.New(memstore.New(nil), plans, region.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,6 +564,6 @@ func (s *settablePlans) set(p region.Plan) { s.mu.Lock(); s.p = p; s.mu.Unlock()
 // downStore is a store that is never reachable.
 type downStore struct{}
 
-func (downStore) Lease(context.Context, region.LeaseRequest) (region.LeaseReply, error) {
-	return region.LeaseReply{}, region.ErrStoreUnavailable
+func (downStore) Lease(context.Context, store.LeaseRequest) (store.LeaseReply, error) {
+	return store.LeaseReply{}, store.ErrStoreUnavailable
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/period"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // Plan is a token bucket: Rate cost units per second refill a bucket holding
@@ -16,8 +17,8 @@ import (
 // Rate is at least MinRate (1e-6 per second, about 31 cost units a year):
 // a slower plan is not a rate limit, and the store's arithmetic (the
 // bucket's expiry, twice its time to fill) must stay finite. A bucket that
-// takes longer than MaxBucketTTL/2 to fill (Capacity/Rate above 183 days)
-// is forgotten by the store after MaxBucketTTL without a write, and comes
+// takes longer than store.MaxBucketTTL/2 to fill (Capacity/Rate above 183 days)
+// is forgotten by the store after store.MaxBucketTTL without a write, and comes
 // back full. Rate and Capacity are at most MaxRate and MaxCapacity (1e12):
 // one accounting window's usage (rate·60 s + capacity, about 6.1e13) then
 // stays below the reconciler's per-report bound (2^53 − 1, exact in JSON),
@@ -64,7 +65,7 @@ type Plan struct {
 	// quota can afford it. Used entries come first, shortest period
 	// first (NewQuotas orders them), each period at most once; the rest
 	// are zero. Default none.
-	Quotas [MaxQuotaPeriods]Quota
+	Quotas [store.MaxQuotaPeriods]Quota
 	// TimeZone is the IANA zone whose calendar the quotas' periods
 	// follow. Default "" (UTC).
 	TimeZone string
@@ -81,15 +82,15 @@ type Quota struct {
 }
 
 // MaxQuota is the largest quota limit: exact in a Lua number.
-const MaxQuota = maxCost
+const MaxQuota = store.MaxCount
 
 // NewQuotas orders qs as Plan.Quotas holds them (shortest period first)
 // and checks each, naming the bad one's field as quotas[i].period or
 // quotas[i].limit by its place in qs.
-func NewQuotas(qs []Quota) ([MaxQuotaPeriods]Quota, error) {
-	var out [MaxQuotaPeriods]Quota
-	if len(qs) > MaxQuotaPeriods {
-		return out, fmt.Errorf("%w: quotas: at most %d (one per period), got %d", ErrInvalidPlan, MaxQuotaPeriods, len(qs))
+func NewQuotas(qs []Quota) ([store.MaxQuotaPeriods]Quota, error) {
+	var out [store.MaxQuotaPeriods]Quota
+	if len(qs) > store.MaxQuotaPeriods {
+		return out, fmt.Errorf("%w: quotas: at most %d (one per period), got %d", ErrInvalidPlan, store.MaxQuotaPeriods, len(qs))
 	}
 	var errs []error
 	seen := map[period.Unit]int{}
@@ -125,7 +126,7 @@ func (p Plan) QuotaList() []Quota {
 
 func (p Plan) quotaCount() int {
 	n := 0
-	for n < MaxQuotaPeriods && p.Quotas[n].Period != "" {
+	for n < store.MaxQuotaPeriods && p.Quotas[n].Period != "" {
 		n++
 	}
 	return n
@@ -257,7 +258,7 @@ func (p Plan) validateQuotas() error {
 		return nil
 	}
 	n := p.quotaCount()
-	for i := n; i < MaxQuotaPeriods; i++ {
+	for i := n; i < store.MaxQuotaPeriods; i++ {
 		if p.Quotas[i] != (Quota{}) {
 			return fmt.Errorf("%w: quotas[%d] follows an empty quota: use NewQuotas", ErrInvalidPlan, i)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
 // runLimiter runs lim's background loop until the test ends.
@@ -32,7 +33,7 @@ func newPlansLimiter(t *testing.T, rdb *redis.Client, prefix string, plans map[s
 	if mod != nil {
 		mod(&cfg)
 	}
-	lim, err := region.New(region.NewRedisStore(rdb, prefix), region.StaticPlans{Keys: plans}, cfg)
+	lim, err := region.New(redisstore.New(rdb, prefix), region.StaticPlans{Keys: plans}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/period"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // A key whose plan has quotas (docs/design.md [quotas]) holds two leases
@@ -18,7 +19,7 @@ import (
 // map, which only the slow path and keys with quotas touch.
 type quotaState struct {
 	n       int
-	periods [MaxQuotaPeriods]QuotaPeriod // the periods the held quota permits were granted in
+	periods [store.MaxQuotaPeriods]store.QuotaPeriod // the periods the held quota permits were granted in
 	// extraRate and extraQuota are the surplus of the rate lease and of
 	// the quota lease over the entry's permits: one of them is zero.
 	extraRate, extraQuota int64
@@ -45,7 +46,7 @@ type quotaState struct {
 	degradedBase  time.Time
 	// bases are fetched ledger bases not yet sent to the counters, by
 	// period; fetching is closed when the base request in flight ends.
-	bases      [MaxQuotaPeriods]*QuotaBaseIn
+	bases      [store.MaxQuotaPeriods]*store.QuotaBaseIn
 	baseless   bool // the counters held no base at the last call
 	fetching   chan struct{}
 	lastFetch  int64 // limiter ns the last base request started
@@ -53,8 +54,8 @@ type quotaState struct {
 	// baseAt and usedAtBase are, per period, the base the counter held at
 	// the last call and the counter just after that base reached it: what
 	// the region added since is the counter less usedAtBase.
-	baseAt     [MaxQuotaPeriods]time.Time
-	usedAtBase [MaxQuotaPeriods]int64
+	baseAt     [store.MaxQuotaPeriods]time.Time
+	usedAtBase [store.MaxQuotaPeriods]int64
 	// syncAt is the limiter time of the last quota call: the quota lease
 	// outlives rate leases, and goes back QuotaRebase after it once the
 	// key is idle.
@@ -65,7 +66,7 @@ type quotaState struct {
 // immutable, shared by the decisions taken until the next call.
 type quotaView struct {
 	n int
-	q [MaxQuotaPeriods]quotaViewPeriod
+	q [store.MaxQuotaPeriods]quotaViewPeriod
 }
 
 type quotaViewPeriod struct {
@@ -118,13 +119,13 @@ func (d Decision) QuotaRejected() bool { return d.quotaOut }
 
 // currentPeriods fills ps with the periods of m's quotas at store time sn
 // and returns how many there are.
-func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[MaxQuotaPeriods]QuotaPeriod) int {
+func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) int {
 	ref := m.e.plan
 	at := time.Unix(0, sn)
 	n := 0
 	for _, q := range ref.QuotaList() {
 		start, end := ref.cal.Bounds(q.Period, at)
-		ps[n] = QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: m.share}
+		ps[n] = store.QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: m.share}
 		n++
 	}
 	return n
@@ -178,7 +179,7 @@ func (q *quotaState) returnOf(held int64) *quotaReturn {
 // periods they were granted in, with any cost to charge them.
 type quotaReturn struct {
 	n       int
-	periods [MaxQuotaPeriods]QuotaPeriod // Return set
+	periods [store.MaxQuotaPeriods]store.QuotaPeriod // Return set
 	charge  int64
 }
 
@@ -225,13 +226,13 @@ func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64
 // quotaWant is the quota lease a process asks for: rateWant, or its part
 // of QuotaAccuracy of the tightest quota when that is more (docs/design.md
 // [quotas]: the bound).
-func (l *Limiter) quotaWant(m *miss, ps *[MaxQuotaPeriods]QuotaPeriod, n int, rateWant int64) int64 {
+func (l *Limiter) quotaWant(m *miss, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rateWant int64) int64 {
 	tightest := ps[0].Limit
 	for i := 1; i < n; i++ {
 		tightest = min(tightest, ps[i].Limit)
 	}
 	c := l.cfg.QuotaAccuracy * float64(tightest) * m.share / float64(m.procs)
-	return max(m.cost, rateWant, int64(math.Min(c, maxCost)))
+	return max(m.cost, rateWant, int64(math.Min(c, store.MaxCount)))
 }
 
 // leaseQuotaLocked is leaseLocked for a key whose plan has quotas: it
@@ -242,7 +243,7 @@ func (l *Limiter) quotaWant(m *miss, ps *[MaxQuotaPeriods]QuotaPeriod, n int, ra
 func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, invalidated bool) Decision {
 	e, sh := m.e, m.sh
 	q := quotaLockedState(sh, m.key, e)
-	var ps [MaxQuotaPeriods]QuotaPeriod
+	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
 	rateLive := l.leaseLive(e, now)
 	needRate := invalidated || !rateLive || e.permits < m.cost
@@ -283,7 +284,7 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 // the entry's permits become the whole rate lease, and it returns the
 // periods of the plan's quotas now, the quota lease held (none when the
 // periods rolled since it was granted), and whether they rolled.
-func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[MaxQuotaPeriods]QuotaPeriod) (n int, held int64, rolled bool) {
+func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) (n int, held int64, rolled bool) {
 	e := m.e
 	n = l.currentPeriods(m, l.storeNanos(now), ps)
 	// A counter is a (unit, period start): a new limit on the same
@@ -325,7 +326,7 @@ const (
 func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (requestQuota, *quotaReturn) {
 	e := m.e
 	q := quotaLockedState(m.sh, m.key, e)
-	var ps [MaxQuotaPeriods]QuotaPeriod
+	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
 	if rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil {
 		var ok bool
@@ -373,8 +374,8 @@ func (q *quotaState) release(permits int64) (rate int64, qr *quotaReturn) {
 // request in flight first. It returns the quota lease held after the
 // call (the old one when the store did not answer), and whether the
 // store answered.
-func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[MaxQuotaPeriods]QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
-	qs, ok := l.store.(QuotaStore)
+func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
+	qs, ok := l.store.(store.QuotaStore)
 	if !ok {
 		// New refuses a plan with quotas on such a store (Validate of the
 		// resolver's plans happens per key): degrade, flagged, and let the
@@ -383,7 +384,7 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 		return held, false
 	}
 	l.awaitBaseLocked(ctx, m, q)
-	call := QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge,
+	call := store.QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge,
 		NeedBase: l.cfg.QuotaBases != nil && q.fetchFails == 0}
 	for i := range n {
 		ps[i].Return = held
@@ -445,7 +446,7 @@ func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
 
 // sendQuotaCallLocked makes one quota call with the shard unlocked and
 // tells the breaker how it went; it reports whether the store answered.
-func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs QuotaStore, call QuotaCall) (QuotaReply, bool) {
+func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, bool) {
 	m.e.busy = true
 	m.sh.mu.Unlock()
 	rep, lat, err := l.callQuota(ctx, qs, call)
@@ -453,12 +454,12 @@ func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs QuotaStor
 	m.e.busy = false
 	now := l.now()
 	if err != nil {
-		if isTransient(err) {
+		if store.IsTransient(err) {
 			l.breaker.failure(now)
 		} else {
 			l.keyErrors.Add(1)
 		}
-		return QuotaReply{}, false
+		return store.QuotaReply{}, false
 	}
 	if lat > l.cfg.StoreTimeout {
 		l.breaker.failure(now)
@@ -472,11 +473,11 @@ func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs QuotaStor
 // state: the periods, the counters' view, whether they hold a base, and
 // whether a quota is spent (the key is then refused locally until
 // LeaseTTL has passed).
-func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[MaxQuotaPeriods]QuotaPeriod, n int, rep QuotaReply) {
+func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rep store.QuotaReply) {
 	now := l.now()
 	q.charge = 0
 	q.syncAt = now
-	q.bases = [MaxQuotaPeriods]*QuotaBaseIn{}
+	q.bases = [store.MaxQuotaPeriods]*store.QuotaBaseIn{}
 	q.n, q.periods = n, *ps
 	for i := range n {
 		q.periods[i].Return, q.periods[i].Base = 0, nil
@@ -506,7 +507,7 @@ func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[MaxQuotaPer
 }
 
 // callQuota makes one quota call under the hard timeout.
-func (l *Limiter) callQuota(ctx context.Context, qs QuotaStore, call QuotaCall) (QuotaReply, time.Duration, error) {
+func (l *Limiter) callQuota(ctx context.Context, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
 	t0 := l.clock.Now()
 	rep, err := qs.LeaseQuota(cctx, call)
@@ -518,7 +519,7 @@ func (l *Limiter) callQuota(ctx context.Context, qs QuotaStore, call QuotaCall) 
 		l.cfg.Observer.StoreCall(lat, call.Want, rep.Granted, err)
 	}
 	if err == nil && (rep.Granted < 0 || rep.Granted > call.Want) {
-		err = fmt.Errorf("%w: quota store granted %d of %d asked", ErrStoreUnavailable, rep.Granted, call.Want)
+		err = fmt.Errorf("%w: quota store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, call.Want)
 	}
 	return rep, lat, err
 }
@@ -532,7 +533,7 @@ func (l *Limiter) callQuota(ctx context.Context, qs QuotaStore, call QuotaCall) 
 // is what a stale base over-admits). At most one request per key is in
 // flight, at most one a second, and a key whose requests fail waits
 // longer each time (up to QuotaRebase).
-func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep QuotaReply, lease int64) {
+func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep store.QuotaReply, lease int64) {
 	bases := l.cfg.QuotaBases
 	if bases == nil || q.fetching != nil {
 		return
@@ -562,18 +563,18 @@ func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep Quota
 
 // fetchBases reads the ledger's base of each of a key's periods and leaves
 // them for the key's next quota call.
-func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [MaxQuotaPeriods]QuotaPeriod, done chan struct{}) {
+func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod, done chan struct{}) {
 	defer l.fetches.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.QuotaBaseTimeout)
 	defer cancel()
-	var got [MaxQuotaPeriods]*QuotaBaseIn
+	var got [store.MaxQuotaPeriods]*store.QuotaBaseIn
 	var err error
 	for i := range n {
 		var b QuotaBase
 		if b, err = l.cfg.QuotaBases.QuotaBase(ctx, key, ps[i].Start, ps[i].End); err != nil {
 			break
 		}
-		got[i] = &QuotaBaseIn{Total: b.Total, Region: b.ByRegion[l.cfg.Region], AsOf: b.AsOf}
+		got[i] = &store.QuotaBaseIn{Total: b.Total, Region: b.ByRegion[l.cfg.Region], AsOf: b.AsOf}
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -611,7 +612,7 @@ func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
 			}
 			left = int64(float64(max(left, 0)) * local)
 		} else {
-			var ps [MaxQuotaPeriods]QuotaPeriod
+			var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
 			left = l.quotaWant(m, &ps, n, m.cost)
 		}
@@ -673,13 +674,13 @@ func (l *Limiter) sendQuotaReturn(ctx context.Context, r pendingReturn) returnOu
 	if r.quota == nil {
 		return returnSent
 	}
-	qs, ok := l.store.(QuotaStore)
+	qs, ok := l.store.(store.QuotaStore)
 	if !ok {
 		return returnRefused
 	}
-	call := QuotaCall{Key: r.key, Periods: r.quota.periods[:r.quota.n], Charge: r.quota.charge}
+	call := store.QuotaCall{Key: r.key, Periods: r.quota.periods[:r.quota.n], Charge: r.quota.charge}
 	_, _, err := l.callQuota(ctx, qs, call)
-	if isTransient(err) {
+	if store.IsTransient(err) {
 		l.breaker.failure(l.now())
 		return returnFailed
 	}
@@ -693,20 +694,20 @@ func (l *Limiter) sendQuotaReturn(ctx context.Context, r pendingReturn) returnOu
 // quotaAdjustment is a refund's or a post-hoc charge's change to the
 // key's quota counters of the current periods, for the next sweep to
 // send: a refund returns cost, a charge adds it.
-func (l *Limiter) quotaAdjustment(key string, plan Plan, share float64, op RequestOp, cost, now int64) pendingReturn {
+func (l *Limiter) quotaAdjustment(key string, plan Plan, share float64, op store.RequestOp, cost, now int64) pendingReturn {
 	cal, _ := plan.Calendar() // validated by the caller
 	at := time.Unix(0, l.storeNanos(now))
 	qr := &quotaReturn{}
 	for _, q := range plan.QuotaList() {
 		start, end := cal.Bounds(q.Period, at)
-		p := QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: share}
-		if op == RequestRefund {
+		p := store.QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: share}
+		if op == store.RequestRefund {
 			p.Return = cost
 		}
 		qr.periods[qr.n] = p
 		qr.n++
 	}
-	if op != RequestRefund {
+	if op != store.RequestRefund {
 		qr.charge = cost
 	}
 	return pendingReturn{key: key, quota: qr}

@@ -13,6 +13,9 @@ import (
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/redisstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // bookLedger is the ledger of these tests: every usage delta the limiters
@@ -82,7 +85,7 @@ type quotaRegion struct {
 	lim  *region.Limiter
 }
 
-func newQuotaRegion(t *testing.T, name string, store region.Store, plan region.Plan, clk clock.Clock, book *bookLedger, share float64, mods ...func(*region.Config)) quotaRegion {
+func newQuotaRegion(t *testing.T, name string, st store.Store, plan region.Plan, clk clock.Clock, book *bookLedger, share float64, mods ...func(*region.Config)) quotaRegion {
 	t.Helper()
 	cfg := region.DefaultConfig()
 	cfg.Region = name
@@ -96,7 +99,7 @@ func newQuotaRegion(t *testing.T, name string, store region.Store, plan region.P
 	for _, mod := range mods {
 		mod(&cfg)
 	}
-	lim, err := region.New(store, region.StaticPlans{Default: plan}, cfg)
+	lim, err := region.New(st, region.StaticPlans{Default: plan}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +137,7 @@ func TestQuotaMonthAcrossRegions(t *testing.T) {
 	book := &bookLedger{clock: clk}
 	var regions []quotaRegion
 	for _, name := range []string{"eu", "us", "ap"} {
-		regions = append(regions, newQuotaRegion(t, name, region.NewMemoryStore(clk), plan, clk, book, 1.0/3))
+		regions = append(regions, newQuotaRegion(t, name, memstore.New(clk), plan, clk, book, 1.0/3))
 	}
 	ctx := context.Background()
 	const key = "acct-month"
@@ -229,14 +232,14 @@ func TestQuotaMonthAcrossRegions(t *testing.T) {
 // new counters are re-based on the ledger before they grant. On the in-process store and on a real Redis (a new key prefix
 // is a Redis that lost its state).
 func TestQuotaSurvivesLostStoreAndRestart(t *testing.T) {
-	stores := map[string]func() region.Store{}
+	stores := map[string]func() store.Store{}
 	clk := newManualClock()
-	stores["memory"] = func() region.Store { return region.NewMemoryStore(clk) }
+	stores["memory"] = func() store.Store { return memstore.New(clk) }
 	if !testing.Short() {
 		srv := testserver.StartRedis(t)
 		rdb := redisClient(t, srv.Addr)
-		stores["redis"] = func() region.Store {
-			return region.NewRedisStore(rdb, fmt.Sprintf("ql%d:", time.Now().UnixNano()))
+		stores["redis"] = func() store.Store {
+			return redisstore.New(rdb, fmt.Sprintf("ql%d:", time.Now().UnixNano()))
 		}
 	}
 	for name, newStore := range stores {
@@ -290,11 +293,11 @@ func TestQuotaSurvivesLostStoreAndRestart(t *testing.T) {
 // Redis.
 func TestQuotaRequestIDsRefundsAndCharges(t *testing.T) {
 	clk := newManualClock()
-	stores := map[string]func() region.Store{"memory": func() region.Store { return region.NewMemoryStore(clk) }}
+	stores := map[string]func() store.Store{"memory": func() store.Store { return memstore.New(clk) }}
 	if !testing.Short() {
 		srv := testserver.StartRedis(t)
 		rdb := redisClient(t, srv.Addr)
-		stores["redis"] = func() region.Store { return region.NewRedisStore(rdb, fmt.Sprintf("qr%d:", time.Now().UnixNano())) }
+		stores["redis"] = func() store.Store { return redisstore.New(rdb, fmt.Sprintf("qr%d:", time.Now().UnixNano())) }
 	}
 	for name, newStore := range stores {
 		t.Run(name, func(t *testing.T) {
@@ -396,7 +399,7 @@ func TestQuotaWhileStoreDown(t *testing.T) {
 	cfg.BreakerCooldown = 20 * time.Millisecond
 	cfg.Usage = book.sink("eu")
 	cfg.QuotaBases = book
-	lim, err := region.New(region.NewRedisStore(rdb, fmt.Sprintf("qd%d:", time.Now().UnixNano())), region.StaticPlans{Default: plan}, cfg)
+	lim, err := region.New(redisstore.New(rdb, fmt.Sprintf("qd%d:", time.Now().UnixNano())), region.StaticPlans{Default: plan}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +492,7 @@ func TestQuotaResetAtCalendarEdges(t *testing.T) {
 			plan := region.Plan{Rate: 1e6, Capacity: 1e6, Quotas: qs, TimeZone: tc.zone, AnchorDay: tc.anchor}
 			clk := clock.NewManual(now)
 			book := &bookLedger{clock: clk}
-			r := newQuotaRegion(t, "eu", region.NewMemoryStore(clk), plan, clk, book, 1)
+			r := newQuotaRegion(t, "eu", memstore.New(clk), plan, clk, book, 1)
 			ctx := context.Background()
 			var allowed int
 			var last region.Decision

@@ -15,6 +15,8 @@ import (
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 func redisClient(t *testing.T, addr string) *redis.Client {
@@ -32,7 +34,7 @@ func newRedisLimiter(t *testing.T, rdb *redis.Client, prefix string, plan region
 	if mod != nil {
 		mod(&cfg)
 	}
-	lim, err := region.New(region.NewRedisStore(rdb, prefix), region.StaticPlans{Default: plan}, cfg)
+	lim, err := region.New(redisstore.New(rdb, prefix), region.StaticPlans{Default: plan}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,12 +492,12 @@ func TestKeyErrorStaysWithItsKey(t *testing.T) {
 		c.BreakerCooldown = cooldown
 	})
 	ctx := context.Background()
-	store := region.NewRedisStore(rdb, prefix)
-	if err := rdb.Set(ctx, store.BucketKey("broken"), "not a hash", 0).Err(); err != nil {
+	st := redisstore.New(rdb, prefix)
+	if err := rdb.Set(ctx, st.BucketKey("broken"), "not a hash", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := store.Lease(ctx, region.LeaseRequest{Key: "broken", Rate: 1, Capacity: 1, Want: 1, Min: 1, Spread: 1})
-	if !errors.Is(err, region.ErrStoreRejected) || errors.Is(err, region.ErrStoreUnavailable) {
+	_, err := st.Lease(ctx, store.LeaseRequest{Key: "broken", Rate: 1, Capacity: 1, Want: 1, Min: 1, Spread: 1})
+	if !errors.Is(err, store.ErrStoreRejected) || errors.Is(err, store.ErrStoreUnavailable) {
 		t.Fatalf("Lease on a key of another type: err = %v, want ErrStoreRejected only", err)
 	}
 
@@ -544,7 +546,7 @@ func TestKeyErrorStaysWithItsKey(t *testing.T) {
 		t.Fatalf("after Drain: breaker %v with %d failures and %d key errors, want closed, 0 and %d",
 			s.Breaker, s.BreakerFailures, s.KeyErrors, threshold+3)
 	}
-	if v, err := rdb.Get(ctx, store.BucketKey("broken")).Result(); err != nil || v != "not a hash" {
+	if v, err := rdb.Get(ctx, st.BucketKey("broken")).Result(); err != nil || v != "not a hash" {
 		t.Fatalf("broken key now %q (%v): the refused calls wrote", v, err)
 	}
 	u := usage.totals()

@@ -5,126 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quotaplatform/quota/region/store"
 )
-
-// RequestStore records request ids on the region's store, so that a check,
-// a refund or a post-hoc charge sent again with the same request id is
-// applied once (docs/design.md [idempotency]). RedisStore and MemoryStore
-// implement it; a Limiter over a Store that does not refuses request ids
-// with ErrNoIdempotency. Errors are classified as Store.Lease's:
-// ErrStoreRejected is about the call, anything else says the store may be
-// unavailable.
-type RequestStore interface {
-	// Request applies req.Op to the key's bucket and to the record of
-	// (req.Key, req.ID) in one atomic step, refilling the bucket as Lease
-	// does (its debt credit and fresh-bucket grace included):
-	//
-	//   - RequestCheck: when the record holds a check, nothing changes and
-	//     the reply is that check's decision (RequestReplayed). Otherwise
-	//     req.Cost is taken if the bucket holds it, and the decision is
-	//     recorded, allowed or not (never allowed with req.Deny).
-	//   - RequestCharge: req.Cost is taken even below zero (down to
-	//     −capacity) and recorded as the id's post-hoc charge; an id
-	//     already charged is RequestReplayed when req.Cost equals that
-	//     charge, RequestConflict otherwise, and changes nothing.
-	//   - RequestRefund: req.Cost goes back to the bucket (up to capacity)
-	//     and is recorded as the id's refund, when the id was charged at
-	//     least req.Cost (its allowed check plus its post-hoc charge); an
-	//     id without a record is RequestUnknown, a refund above the charge
-	//     RequestOverRefund, an id already refunded RequestReplayed or
-	//     RequestConflict as for a charge. Only RequestApplied writes.
-	//
-	// Every write sets the record to expire req.Horizon later, and the
-	// bucket's expiry as Lease does.
-	Request(ctx context.Context, req RequestCall) (RequestReply, error)
-}
-
-// RequestOp is what a RequestCall does.
-type RequestOp uint8
-
-// Request operations.
-const (
-	RequestCheck  RequestOp = iota + 1 // decide and spend, once per id
-	RequestRefund                      // give cost back, once per id, bounded by the id's charge
-	RequestCharge                      // take cost after the fact, into debt, once per id
-)
-
-func (o RequestOp) String() string {
-	switch o {
-	case RequestCheck:
-		return "check"
-	case RequestRefund:
-		return "refund"
-	case RequestCharge:
-		return "charge"
-	}
-	return "unknown"
-}
-
-// RequestCall is one RequestStore.Request call.
-type RequestCall struct {
-	Op       RequestOp
-	Key      string        // API key
-	ID       string        // request id: 1 to MaxRequestIDLen printable ASCII bytes, no space
-	Rate     float64       // the region's bucket, as in LeaseRequest
-	Capacity float64       // the region's bucket, as in LeaseRequest
-	Cost     int64         // cost units, ≥ 1
-	Horizon  time.Duration // how long the record lives after its last write, ≥ 1 ms
-	Grace    time.Duration // LeaseRequest.Grace, ≥ 0
-	// Deny, for a check, refuses a new id for a reason of the caller's
-	// own (the key's quota is spent): it is recorded as rejected and
-	// takes nothing, so that its retries replay that; a known id replays
-	// as always.
-	Deny bool
-}
-
-// RequestStatus is what became of a RequestCall.
-type RequestStatus uint8
-
-// Request statuses.
-const (
-	RequestApplied    RequestStatus = iota // applied now
-	RequestReplayed                        // applied before, with the same cost: nothing changed
-	RequestUnknown                         // a refund of an id the store holds no record of
-	RequestOverRefund                      // a refund above what the id was charged
-	RequestConflict                        // the id was charged or refunded before with another cost
-)
-
-// RequestReply is the store's answer to Request.
-type RequestReply struct {
-	Status RequestStatus
-	// Allowed is the id's check decision (false when it has none).
-	Allowed bool
-	// Charged is what the id is charged after the call: its check's cost
-	// when allowed plus its post-hoc charge. Refunded is its refund.
-	Charged, Refunded int64
-	// Cost is the operation's applied cost: req.Cost when applied, the
-	// first cost when replayed or in conflict.
-	Cost int64
-	// Tokens left in the bucket after the call (negative in debt).
-	Tokens    float64
-	StoreTime time.Time
-}
-
-// MaxRequestIDLen is the longest request id, in bytes.
-const MaxRequestIDLen = 128
 
 // DefaultIdempotencyHorizon is Config.IdempotencyHorizon's default.
 const DefaultIdempotencyHorizon = 24 * time.Hour
 
 // Errors of request ids.
 var (
-	// ErrInvalidRequestID: a request id is longer than MaxRequestIDLen
+	// ErrInvalidRequestID: a request id is longer than store.MaxRequestIDLen
 	// bytes, or holds a byte that is not printable ASCII (or a space).
 	ErrInvalidRequestID = errors.New("invalid request id")
 	// ErrNoIdempotency: the Limiter's store records no request ids (it is
-	// not a RequestStore).
+	// not a store.RequestStore).
 	ErrNoIdempotency = errors.New("the store records no request ids")
 	// ErrUnknownRequest: a refund names a request id the region holds no
 	// record of (never charged, or older than the horizon).
@@ -138,38 +37,13 @@ var (
 )
 
 // CheckRequestID reports whether id can be a request id: 1 to
-// MaxRequestIDLen bytes of printable ASCII without spaces. The error
+// store.MaxRequestIDLen bytes of printable ASCII without spaces. The error
 // wraps ErrInvalidRequestID and names the field request_id.
 func CheckRequestID(id string) error {
-	if len(id) > MaxRequestIDLen {
-		return fmt.Errorf("%w: request_id is %d bytes, at most %d allowed", ErrInvalidRequestID, len(id), MaxRequestIDLen)
+	if len(id) > store.MaxRequestIDLen {
+		return fmt.Errorf("%w: request_id is %d bytes, at most %d allowed", ErrInvalidRequestID, len(id), store.MaxRequestIDLen)
 	}
 	return CheckName(ErrInvalidRequestID, "request_id", id)
-}
-
-func (r RequestCall) validate() error {
-	bad := func(kind error, format string, args ...any) error {
-		return fmt.Errorf("%w: %w: "+format, append([]any{ErrStoreRejected, kind}, args...)...)
-	}
-	switch {
-	case r.Op < RequestCheck || r.Op > RequestCharge:
-		return bad(ErrInvalidCost, "request op %d unknown", r.Op)
-	case r.Key == "":
-		return bad(ErrInvalidKey, "request key is empty")
-	case CheckRequestID(r.ID) != nil:
-		return bad(ErrInvalidRequestID, "request id %q", r.ID)
-	case !(r.Rate > 0) || math.IsInf(r.Rate, 1):
-		return bad(ErrInvalidPlan, "request rate must be a finite number > 0, got %v", r.Rate)
-	case !(r.Capacity > 0) || math.IsInf(r.Capacity, 1):
-		return bad(ErrInvalidPlan, "request capacity must be a finite number > 0, got %v", r.Capacity)
-	case r.Cost < 1 || r.Cost > 1<<53:
-		return bad(ErrInvalidCost, "request cost must be in [1, 2^53], got %d", r.Cost)
-	case r.Horizon < time.Millisecond:
-		return bad(ErrInvalidCost, "request horizon must be at least 1ms, got %v", r.Horizon)
-	case r.Grace < 0:
-		return bad(ErrInvalidCost, "request grace must not be negative, got %v", r.Grace)
-	}
-	return nil
 }
 
 // Adjustment is the answer to Refund and Charge.
@@ -211,7 +85,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	if err := CheckRequestID(id); err != nil {
 		return Decision{}, err
 	}
-	rs, ok := l.store.(RequestStore)
+	rs, ok := l.store.(store.RequestStore)
 	if !ok {
 		return Decision{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
 	}
@@ -245,14 +119,14 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 			quotaBack = back
 		}
 	}
-	call := RequestCall{Op: RequestCheck, Deny: deny, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
+	call := store.RequestCall{Op: store.RequestCheck, Deny: deny, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
 		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
 	sh.mu.Unlock()
 	rep, err := l.callRequest(ctx, rs, call)
 	sh.mu.Lock()
 	now = l.now()
 	l.attachLocked(&m, now) // the entry may have been evicted meanwhile
-	if quotaBack != nil && (err != nil || !rep.Allowed || rep.Status == RequestReplayed) {
+	if quotaBack != nil && (err != nil || !rep.Allowed || rep.Status == store.RequestReplayed) {
 		// Not charged now: the quota cost goes back with the next sweep.
 		sh.returns = append(sh.returns, pendingReturn{key: key, quota: quotaBack})
 	}
@@ -261,7 +135,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	}
 	e := m.e
 	e.referenced = true
-	d = Decision{Allowed: rep.Allowed, Limit: e.limit(), plan: e.plan, Path: PathSlow, Replayed: rep.Status == RequestReplayed}
+	d = Decision{Allowed: rep.Allowed, Limit: e.limit(), plan: e.plan, Path: PathSlow, Replayed: rep.Status == store.RequestReplayed}
 	tokens := rep.Tokens
 	d.Remaining = max(0, int64(tokens))
 	d.Reset = refillTime(m.capacity()-tokens, m.rate())
@@ -300,12 +174,12 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 // check plus its post-hoc charge), once: the same refund sent again is
 // Replayed and changes nothing. The ledger counts it as Usage.Refunded.
 // It needs the store: while the store is unavailable it fails with an
-// error wrapping ErrStoreUnavailable, to be retried. An id the region
+// error wrapping store.ErrStoreUnavailable, to be retried. An id the region
 // holds no record of is ErrUnknownRequest, a refund above the charge
 // ErrRefundExceedsCharge, another refund of the same id with another cost
 // ErrRequestConflict.
 func (l *Limiter) Refund(ctx context.Context, key string, cost int64, id string) (Adjustment, error) {
-	return l.adjust(ctx, RequestRefund, key, cost, id)
+	return l.adjust(ctx, store.RequestRefund, key, cost, id)
 }
 
 // Charge takes cost from key's bucket after the fact (usage known only
@@ -317,10 +191,10 @@ func (l *Limiter) Refund(ctx context.Context, key string, cost int64, id string)
 // Refund does. This process's lease of the key ends, so that its next
 // check sees the debt.
 func (l *Limiter) Charge(ctx context.Context, key string, cost int64, id string) (Adjustment, error) {
-	return l.adjust(ctx, RequestCharge, key, cost, id)
+	return l.adjust(ctx, store.RequestCharge, key, cost, id)
 }
 
-func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int64, id string) (Adjustment, error) {
+func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, cost int64, id string) (Adjustment, error) {
 	if err := CheckKey(key); err != nil {
 		return Adjustment{}, err
 	}
@@ -333,7 +207,7 @@ func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int
 	if err := CheckRequestID(id); err != nil {
 		return Adjustment{}, err
 	}
-	rs, ok := l.store.(RequestStore)
+	rs, ok := l.store.(store.RequestStore)
 	if !ok {
 		return Adjustment{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
 	}
@@ -345,28 +219,28 @@ func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int
 		return Adjustment{}, fmt.Errorf("region: plan for key %q: %w", key, err)
 	}
 	if l.breaker.current() != BreakerClosed {
-		return Adjustment{}, fmt.Errorf("%w: the regional store is unavailable; %s not applied, send it again", ErrStoreUnavailable, op)
+		return Adjustment{}, fmt.Errorf("%w: the regional store is unavailable; %s not applied, send it again", store.ErrStoreUnavailable, op)
 	}
 	share := l.share(key)
-	call := RequestCall{Op: op, Key: key, ID: id, Rate: plan.Rate * share, Capacity: plan.Capacity * share,
+	call := store.RequestCall{Op: op, Key: key, ID: id, Rate: plan.Rate * share, Capacity: plan.Capacity * share,
 		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
 	rep, err := l.callRequest(ctx, rs, call)
 	if err != nil {
-		if isTransient(err) {
+		if store.IsTransient(err) {
 			return Adjustment{}, fmt.Errorf("%s not applied, send it again: %w", op, err)
 		}
 		return Adjustment{}, err
 	}
-	a := Adjustment{Replayed: rep.Status == RequestReplayed, Cost: rep.Cost, Charged: rep.Charged,
+	a := Adjustment{Replayed: rep.Status == store.RequestReplayed, Cost: rep.Cost, Charged: rep.Charged,
 		Refunded: rep.Refunded, Remaining: int64(rep.Tokens), Limit: int64(plan.Capacity)}
 	switch rep.Status {
-	case RequestUnknown:
+	case store.RequestUnknown:
 		return Adjustment{}, fmt.Errorf("%w: request_id %q of key %q was not charged in this region within the idempotency horizon (%v)",
 			ErrUnknownRequest, id, key, l.IdempotencyHorizon())
-	case RequestOverRefund:
+	case store.RequestOverRefund:
 		return Adjustment{}, fmt.Errorf("%w: cost %d is more than request_id %q was charged (%d, %d of it refunded)",
 			ErrRefundExceedsCharge, cost, id, rep.Charged, rep.Refunded)
-	case RequestConflict:
+	case store.RequestConflict:
 		return Adjustment{}, fmt.Errorf("%w: request_id %q was %s with cost %d, not %d", ErrRequestConflict, id, pastTense(op), rep.Cost, cost)
 	}
 	h := maphash.String(l.seed, key)
@@ -374,7 +248,7 @@ func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int
 	now := l.now()
 	u := Usage{Key: key, WindowStart: WindowStart(key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)}
 	durable, _ := l.cfg.Usage.(DurableUsageSink)
-	if rep.Status == RequestReplayed {
+	if rep.Status == store.RequestReplayed {
 		if durable == nil {
 			return a, nil
 		}
@@ -392,7 +266,7 @@ func (l *Limiter) adjust(ctx context.Context, op RequestOp, key string, cost int
 	if plan.HasQuotas() {
 		sh.returns = append(sh.returns, l.quotaAdjustment(key, plan, share, op, cost, now))
 	}
-	if op == RequestRefund {
+	if op == store.RequestRefund {
 		u.Refunded = cost
 	} else {
 		u.Charged = cost
@@ -437,13 +311,13 @@ type DurableUsageSink interface {
 // usage could not be made durable for the ledger (Config.Usage is a
 // DurableUsageSink that failed): it is held in this process's memory.
 // Send the same request again: it replays, and confirms the usage once it
-// is durable. Wrapped with ErrStoreUnavailable, so that APIs answer it as
+// is durable. Wrapped with store.ErrStoreUnavailable, so that APIs answer it as
 // a retryable unavailability (HTTP 503).
 var ErrUsageNotDurable = errors.New("usage not yet durable for the ledger")
 
-func notDurable(op RequestOp, err error) error {
+func notDurable(op store.RequestOp, err error) error {
 	return fmt.Errorf("%w: %w: %s applied, but not yet recorded for the ledger; send it again to confirm: %w",
-		ErrStoreUnavailable, ErrUsageNotDurable, op, err)
+		store.ErrStoreUnavailable, ErrUsageNotDurable, op, err)
 }
 
 // IdempotencyHorizon is how long the region's store remembers a request
@@ -463,17 +337,17 @@ func (l *Limiter) SetIdempotencyHorizon(d time.Duration) error {
 	return nil
 }
 
-func pastTense(op RequestOp) string {
-	if op == RequestRefund {
+func pastTense(op store.RequestOp) string {
+	if op == store.RequestRefund {
 		return "refunded"
 	}
 	return "charged"
 }
 
-// callRequest makes one RequestStore call under the hard store timeout,
+// callRequest makes one store.RequestStore call under the hard store timeout,
 // as callStore makes a lease call: counted, traced, observed, and told to
 // the breaker (a refusal about the call is an answer).
-func (l *Limiter) callRequest(ctx context.Context, rs RequestStore, call RequestCall) (RequestReply, error) {
+func (l *Limiter) callRequest(ctx context.Context, rs store.RequestStore, call store.RequestCall) (store.RequestReply, error) {
 	var span trace.Span
 	if l.cfg.Tracer != nil {
 		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.request", trace.WithSpanKind(trace.SpanKindClient))
@@ -496,16 +370,16 @@ func (l *Limiter) callRequest(ctx context.Context, rs RequestStore, call Request
 	l.storeCalls.Add(1)
 	if l.cfg.Observer != nil {
 		var granted int64
-		if rep.Status == RequestApplied && (call.Op != RequestCheck || rep.Allowed) {
+		if rep.Status == store.RequestApplied && (call.Op != store.RequestCheck || rep.Allowed) {
 			granted = call.Cost
 		}
 		l.cfg.Observer.StoreCall(lat, call.Cost, granted, err)
 	}
 	now := l.now()
 	switch {
-	case err != nil && isTransient(err):
+	case err != nil && store.IsTransient(err):
 		l.breaker.failure(now)
-		return RequestReply{}, err
+		return store.RequestReply{}, err
 	case lat > l.cfg.StoreTimeout:
 		l.breaker.failure(now)
 	default:
@@ -513,7 +387,7 @@ func (l *Limiter) callRequest(ctx context.Context, rs RequestStore, call Request
 	}
 	if err != nil {
 		l.keyErrors.Add(1)
-		return RequestReply{}, err
+		return store.RequestReply{}, err
 	}
 	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
 	l.offset.observe(rep.StoreTime.UnixNano() - mid)

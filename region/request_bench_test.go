@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
 // BenchmarkRequestID decides one hot key with and without a request id
@@ -72,7 +73,7 @@ func BenchmarkRequestID(b *testing.B) {
 func BenchmarkRequestRecordBytes(b *testing.B) {
 	srv := testserver.StartRedis(b)
 	rdb := redisClientB(b, srv.Addr)
-	lim := startLimiter(b, region.NewRedisStore(rdb, "benchrec:"), region.StaticPlans{Default: benchPlan}, region.DefaultConfig())
+	lim := startLimiter(b, redisstore.New(rdb, "benchrec:"), region.StaticPlans{Default: benchPlan}, region.DefaultConfig())
 	ctx := context.Background()
 	lim.AllowRequest(ctx, "acct_bench_1", 1, "warm-up")
 	usedMemory := func() int64 {

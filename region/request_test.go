@@ -11,155 +11,9 @@ import (
 
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/store"
 )
-
-// TestRequestContract runs the RequestStore contract against the
-// in-process store, a redis-server and a one-node Redis Cluster: the same
-// steps, the same answers (docs/design.md [idempotency]).
-func TestRequestContract(t *testing.T) {
-	if testing.Short() {
-		t.Skip("contract against real Redis")
-	}
-	type step struct {
-		wait     time.Duration
-		op       region.RequestOp
-		id       string
-		cost     int64
-		lease    int64 // when > 0, a Lease of this many permits instead (Min = lease)
-		status   region.RequestStatus
-		allowed  bool
-		charged  int64
-		refunded int64
-		applied  int64   // RequestReply.Cost
-		tokens   float64 // ±0.5 for real clocks
-	}
-	const (
-		check  = region.RequestCheck
-		refund = region.RequestRefund
-		charge = region.RequestCharge
-	)
-	cases := []struct {
-		name  string
-		steps []step
-	}{
-		{"a check is charged once and replayed", []step{
-			{op: check, id: "a", cost: 4, allowed: true, charged: 4, applied: 4, tokens: 6},
-			{op: check, id: "a", cost: 4, status: region.RequestReplayed, allowed: true, charged: 4, applied: 4, tokens: 6},
-			{op: check, id: "a", cost: 9, status: region.RequestReplayed, allowed: true, charged: 4, applied: 4, tokens: 6},
-			{op: check, id: "b", cost: 4, allowed: true, charged: 4, applied: 4, tokens: 2},
-		}},
-		{"a rejection is recorded and replayed, even after refill", []step{
-			{op: check, id: "a", cost: 8, allowed: true, charged: 8, applied: 8, tokens: 2},
-			{op: check, id: "b", cost: 5, tokens: 2, applied: 5},
-			{wait: 400 * time.Millisecond, op: check, id: "b", cost: 5, status: region.RequestReplayed, applied: 5, tokens: 6},
-		}},
-		{"a refund gives back at most the charge, once", []step{
-			{op: check, id: "a", cost: 6, allowed: true, charged: 6, applied: 6, tokens: 4},
-			{op: refund, id: "a", cost: 7, status: region.RequestOverRefund, allowed: true, charged: 6, tokens: 4},
-			{op: refund, id: "a", cost: 5, allowed: true, charged: 6, refunded: 5, applied: 5, tokens: 9},
-			{op: refund, id: "a", cost: 5, status: region.RequestReplayed, allowed: true, charged: 6, refunded: 5, applied: 5, tokens: 9},
-			{op: refund, id: "a", cost: 1, status: region.RequestConflict, allowed: true, charged: 6, refunded: 5, applied: 5, tokens: 9},
-		}},
-		{"a refund is capped at capacity in the bucket", []step{
-			{op: check, id: "a", cost: 2, allowed: true, charged: 2, applied: 2, tokens: 8},
-			{wait: 300 * time.Millisecond, lease: 1, tokens: 9}, // refilled to the cap, then one leased
-			{op: refund, id: "a", cost: 2, allowed: true, charged: 2, refunded: 2, applied: 2, tokens: 10},
-		}},
-		{"a refund of an unknown or rejected id is refused", []step{
-			{op: refund, id: "nope", cost: 1, status: region.RequestUnknown, tokens: 10},
-			{op: check, id: "big", cost: 11, applied: 11, tokens: 10},
-			{op: refund, id: "big", cost: 1, status: region.RequestOverRefund, tokens: 10},
-		}},
-		{"a charge goes into debt, down to minus capacity, once", []step{
-			{op: charge, id: "c", cost: 14, charged: 14, applied: 14, tokens: -4},
-			{op: charge, id: "c", cost: 14, status: region.RequestReplayed, charged: 14, applied: 14, tokens: -4},
-			{op: charge, id: "c", cost: 3, status: region.RequestConflict, charged: 14, applied: 14, tokens: -4},
-			{op: check, id: "x", cost: 1, applied: 1, tokens: -4},
-			{lease: 1, tokens: -4},
-			{op: charge, id: "d", cost: 30, charged: 30, applied: 30, tokens: -10},
-		}},
-		{"a charge on a checked id adds to what a refund may give back", []step{
-			{op: check, id: "a", cost: 2, allowed: true, charged: 2, applied: 2, tokens: 8},
-			{op: charge, id: "a", cost: 3, allowed: true, charged: 5, applied: 3, tokens: 5},
-			{op: refund, id: "a", cost: 5, allowed: true, charged: 5, refunded: 5, applied: 5, tokens: 10},
-		}},
-	}
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			newStore := st.setup(t)
-			for i, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					s, advance := newStore(t)
-					rs := s.(region.RequestStore)
-					key := fmt.Sprintf("request-%d", i)
-					for j, sp := range tc.steps {
-						if sp.wait > 0 {
-							advance(sp.wait)
-						}
-						if sp.lease > 0 {
-							rep := lease(t, s, region.LeaseRequest{Key: key, Rate: 10, Capacity: 10, Want: sp.lease, Min: sp.lease, Spread: 1})
-							if rep.Tokens < sp.tokens-1e-9 || rep.Tokens > sp.tokens+0.5 {
-								t.Fatalf("step %d: lease left %v tokens, want %v", j, rep.Tokens, sp.tokens)
-							}
-							continue
-						}
-						rep, err := rs.Request(context.Background(), region.RequestCall{Op: sp.op, Key: key, ID: sp.id,
-							Rate: 10, Capacity: 10, Cost: sp.cost, Horizon: time.Minute})
-						if err != nil {
-							t.Fatalf("step %d: %v", j, err)
-						}
-						got := rep
-						got.Tokens, got.StoreTime = 0, time.Time{}
-						want := region.RequestReply{Status: sp.status, Allowed: sp.allowed, Charged: sp.charged, Refunded: sp.refunded, Cost: sp.applied}
-						if got != want {
-							t.Fatalf("step %d (%s %s %d): got %+v, want %+v", j, sp.op, sp.id, sp.cost, got, want)
-						}
-						if rep.Tokens < sp.tokens-1e-9 || rep.Tokens > sp.tokens+0.5 {
-							t.Fatalf("step %d: tokens %v, want %v", j, rep.Tokens, sp.tokens)
-						}
-					}
-				})
-			}
-			t.Run("the record expires after the horizon", func(t *testing.T) {
-				s, advance := newStore(t)
-				rs := s.(region.RequestStore)
-				call := region.RequestCall{Op: region.RequestCheck, Key: "horizon", ID: "r1", Rate: 1e-3, Capacity: 10, Cost: 3, Horizon: 300 * time.Millisecond}
-				for i, want := range []region.RequestStatus{region.RequestApplied, region.RequestReplayed} {
-					if rep, err := rs.Request(context.Background(), call); err != nil || rep.Status != want {
-						t.Fatalf("call %d: %+v %v, want status %d", i, rep, err, want)
-					}
-				}
-				advance(400 * time.Millisecond)
-				rep, err := rs.Request(context.Background(), call)
-				if err != nil || rep.Status != region.RequestApplied || rep.Tokens > 4.01 {
-					t.Fatalf("after the horizon: %+v %v, want charged again (4 tokens left)", rep, err)
-				}
-			})
-			t.Run("bad calls are refused", func(t *testing.T) {
-				s, _ := newStore(t)
-				rs := s.(region.RequestStore)
-				good := region.RequestCall{Op: region.RequestCheck, Key: "k", ID: "id", Rate: 1, Capacity: 1, Cost: 1, Horizon: time.Second}
-				for i, mod := range []func(*region.RequestCall){
-					func(c *region.RequestCall) { c.Op = 0 },
-					func(c *region.RequestCall) { c.Key = "" },
-					func(c *region.RequestCall) { c.ID = "" },
-					func(c *region.RequestCall) { c.ID = strings.Repeat("x", region.MaxRequestIDLen+1) },
-					func(c *region.RequestCall) { c.ID = "a b" },
-					func(c *region.RequestCall) { c.Rate = 0 },
-					func(c *region.RequestCall) { c.Cost = 0 },
-					func(c *region.RequestCall) { c.Horizon = 0 },
-				} {
-					c := good
-					mod(&c)
-					if _, err := rs.Request(context.Background(), c); !errors.Is(err, region.ErrStoreRejected) {
-						t.Fatalf("case %d: %v, want ErrStoreRejected", i, err)
-					}
-				}
-			})
-		})
-	}
-}
 
 // TestRequestIDChargedOnceAcrossLimiters sends the same request ids to two
 // limiters on one Redis, concurrently: each id is charged once, both
@@ -327,7 +181,7 @@ func TestRefundAndChargeOnLimiter(t *testing.T) {
 func TestRequestIDBadInput(t *testing.T) {
 	f := newFixture(t, region.Plan{Rate: 10, Capacity: 100}, nil)
 	ctx := context.Background()
-	long := strings.Repeat("r", region.MaxRequestIDLen+1)
+	long := strings.Repeat("r", store.MaxRequestIDLen+1)
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -369,18 +223,18 @@ func TestRequestIDWithoutRequestStore(t *testing.T) {
 
 // TestRequestIDWhileStoreDown: with the breaker open a check with an id is
 // decided by the failure policy, flagged, and not recorded; a refund
-// fails with ErrStoreUnavailable.
+// fails with store.ErrStoreUnavailable.
 func TestRequestIDWhileStoreDown(t *testing.T) {
 	clk := newManualClock()
-	store := &flakyRequestStore{MemoryStore: region.NewMemoryStore(clk)}
+	st := &flakyRequestStore{Store: memstore.New(clk)}
 	cfg := region.DefaultConfig()
 	cfg.Clock = clk
-	lim, err := region.New(store, region.StaticPlans{Default: region.Plan{Rate: 10, Capacity: 100}}, cfg)
+	lim, err := region.New(st, region.StaticPlans{Default: region.Plan{Rate: 10, Capacity: 100}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	store.setDown(true)
+	st.setDown(true)
 	for range cfg.BreakerThreshold {
 		lim.AllowRequest(ctx, "k", 1, "x")
 	}
@@ -388,26 +242,26 @@ func TestRequestIDWhileStoreDown(t *testing.T) {
 	if err != nil || !d.Degraded || d.Replayed {
 		t.Fatalf("while down: %+v %v, want a degraded decision", d, err)
 	}
-	if _, err := lim.Refund(ctx, "k", 1, "id"); !errors.Is(err, region.ErrStoreUnavailable) {
+	if _, err := lim.Refund(ctx, "k", 1, "id"); !errors.Is(err, store.ErrStoreUnavailable) {
 		t.Fatalf("refund while down: %v", err)
 	}
 }
 
-// flakyRequestStore is a MemoryStore whose request calls fail while down.
+// flakyRequestStore is a memstore.Store whose request calls fail while down.
 type flakyRequestStore struct {
-	*region.MemoryStore
+	*memstore.Store
 	mu   sync.Mutex
 	down bool
 }
 
 func (s *flakyRequestStore) setDown(v bool) { s.mu.Lock(); s.down = v; s.mu.Unlock() }
 
-func (s *flakyRequestStore) Request(ctx context.Context, req region.RequestCall) (region.RequestReply, error) {
+func (s *flakyRequestStore) Request(ctx context.Context, req store.RequestCall) (store.RequestReply, error) {
 	s.mu.Lock()
 	down := s.down
 	s.mu.Unlock()
 	if down {
-		return region.RequestReply{}, fmt.Errorf("%w: test", region.ErrStoreUnavailable)
+		return store.RequestReply{}, fmt.Errorf("%w: test", store.ErrStoreUnavailable)
 	}
-	return s.MemoryStore.Request(ctx, req)
+	return s.Store.Request(ctx, req)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // coarseTick is the resolution of the decision clock while Run runs.
@@ -84,14 +86,14 @@ func (l *Limiter) probeInBackground(ctx context.Context) {
 	go func() {
 		defer l.probes.Done()
 		defer l.inflight.Add(-1)
-		req := LeaseRequest{Key: probeKey, Rate: 1, Capacity: 1, Spread: 1}
+		req := store.LeaseRequest{Key: probeKey, Rate: 1, Capacity: 1, Spread: 1}
 		_, _, err := l.callStoreWithin(ctx, req, max(l.cfg.ProbeTimeout, l.cfg.StoreTimeout))
 		var lat time.Duration
-		if !isTransient(err) {
+		if !store.IsTransient(err) {
 			_, lat, err = l.callStore(ctx, req)
 		}
 		switch {
-		case !isTransient(err) && lat <= l.cfg.StoreTimeout:
+		case !store.IsTransient(err) && lat <= l.cfg.StoreTimeout:
 			l.breaker.success()
 		case l.breaker.current() != BreakerClosed:
 			// A probe that failed after another closed the breaker says
@@ -213,7 +215,7 @@ type returnOutcome uint8
 const (
 	returnSent    returnOutcome = iota // the store took it
 	returnFailed                       // the store is unavailable: keep it for the next sweep
-	returnRefused                      // the store refused it for its key (ErrStoreRejected): dropped
+	returnRefused                      // the store refused it for its key (store.ErrStoreRejected): dropped
 )
 
 // sendReturn gives r back to the store, probing first when probe is set;
@@ -238,8 +240,8 @@ func (l *Limiter) sendReturn(ctx context.Context, r *pendingReturn, probe bool) 
 	if r.permits == 0 && r.debt == 0 {
 		return returnSent
 	}
-	_, _, err := l.callStore(ctx, LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
-	if isTransient(err) {
+	_, _, err := l.callStore(ctx, store.LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
+	if store.IsTransient(err) {
 		l.breaker.failure(l.now())
 		return returnFailed
 	}
@@ -323,7 +325,7 @@ type Stats struct {
 	// StoreTimeout) since New.
 	BreakerFailures int64
 	// KeyErrors counts the store calls the store refused for a reason of
-	// their key's own (ErrStoreRejected: a bucket key of another type, a
+	// their key's own (store.ErrStoreRejected: a bucket key of another type, a
 	// script error) since New. They do not count toward the breaker.
 	KeyErrors int64
 	// QuotaCalls counts the calls to quota counters among StoreCalls;

@@ -52,7 +52,7 @@ type degradedBucket struct {
 	// bucket pays it back.
 	debt int64
 	// refusedAt is the limiter ns at which the store last refused the key's
-	// call for a reason of the key's own (ErrStoreRejected); 0 = never, or
+	// call for a reason of the key's own (store.ErrStoreRejected); 0 = never, or
 	// a call succeeded since.
 	refusedAt int64
 }

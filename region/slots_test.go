@@ -12,69 +12,8 @@ import (
 
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/store"
 )
-
-// TestSlotStoreContract: both stores (and a Redis Cluster) take at most
-// Limit slots, renew a held id without taking another, free a released
-// slot, and forget an expired one.
-func TestSlotStoreContract(t *testing.T) {
-	if testing.Short() {
-		t.Skip("contract against real Redis")
-	}
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			newStore := st.setup(t)
-			s, advance := newStore(t)
-			ss := s.(region.SlotStore)
-			ctx := context.Background()
-			acq := func(id string) region.SlotReply {
-				t.Helper()
-				rep, err := ss.AcquireSlot(ctx, region.SlotRequest{Key: "k", ID: id, Limit: 2, TTL: 300 * time.Millisecond})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return rep
-			}
-			if r := acq("a"); !r.Acquired || r.Held != 1 || r.TTL != 300*time.Millisecond {
-				t.Fatalf("first: %+v", r)
-			}
-			if r := acq("b"); !r.Acquired || r.Held != 2 {
-				t.Fatalf("second: %+v", r)
-			}
-			if r := acq("c"); r.Acquired || r.Held != 2 {
-				t.Fatalf("third of 2: %+v", r)
-			}
-			if r := acq("a"); !r.Acquired || r.Held != 2 {
-				t.Fatalf("renewal: %+v", r)
-			}
-			if ok, err := ss.ReleaseSlot(ctx, "k", "b"); err != nil || !ok {
-				t.Fatalf("release b: %v %v", ok, err)
-			}
-			if ok, err := ss.ReleaseSlot(ctx, "k", "b"); err != nil || ok {
-				t.Fatalf("second release of b: %v %v", ok, err)
-			}
-			if r := acq("c"); !r.Acquired || r.Held != 2 {
-				t.Fatalf("after a release: %+v", r)
-			}
-			advance(400 * time.Millisecond) // a and c expire
-			if r := acq("d"); !r.Acquired || r.Held != 1 {
-				t.Fatalf("after expiry: %+v", r)
-			}
-			for _, bad := range []region.SlotRequest{
-				{Key: "", ID: "x", Limit: 1, TTL: time.Second},
-				{Key: "k", ID: "", Limit: 1, TTL: time.Second},
-				{Key: "k", ID: "a b", Limit: 1, TTL: time.Second},
-				{Key: "k", ID: "x", Limit: 0, TTL: time.Second},
-				{Key: "k", ID: "x", Limit: 1, TTL: 0},
-			} {
-				if _, err := ss.AcquireSlot(ctx, bad); !errors.Is(err, region.ErrStoreRejected) {
-					t.Errorf("AcquireSlot(%+v) = %v, want ErrStoreRejected", bad, err)
-				}
-			}
-		})
-	}
-}
 
 // TestConcurrencySlots: two limiters on one real Redis, a plan of 3
 // slots: of 4 concurrent acquires 3 succeed; a release frees one; a
@@ -258,7 +197,7 @@ func TestConcurrencyFailurePolicy(t *testing.T) {
 	if s, err := lim.Acquire(ctx, "degraded", ""); err != nil || !s.Allowed {
 		t.Fatalf("a local slot after a release: %+v %v", s, err)
 	}
-	if _, err := lim.Release(ctx, "degraded", "not-held"); !errors.Is(err, region.ErrStoreUnavailable) {
+	if _, err := lim.Release(ctx, "degraded", "not-held"); !errors.Is(err, store.ErrStoreUnavailable) {
 		t.Fatalf("release of an unknown slot with the store down: %v", err)
 	}
 }

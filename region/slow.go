@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // miss is one decision on the slow path: the key, its cost, and what was
@@ -135,7 +137,7 @@ func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
 }
 
 // refusedLocked reports whether the store refused the key's last call for
-// a reason of the key's own (ErrStoreRejected) less than BreakerCooldown
+// a reason of the key's own (store.ErrStoreRejected) less than BreakerCooldown
 // ago: until then the key is decided from its degraded bucket without a
 // store call, so that a broken key costs one store call per cooldown, not
 // one per decision.
@@ -201,9 +203,9 @@ const (
 // applyLeaseReplyLocked applies a lease call's outcome to the entry: it
 // tells the breaker, and on a reply returns the unspent permits, charges
 // the degraded debt and takes the new lease.
-func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseReply, lat time.Duration, err error, now int64) leaseOutcome {
+func (l *Limiter) applyLeaseReplyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error, now int64) leaseOutcome {
 	e, sh := m.e, m.sh
-	if err != nil && isTransient(err) {
+	if err != nil && store.IsTransient(err) {
 		// The returned permits may or may not have reached the store; they
 		// count as lost, which under-admits and is safe.
 		sh.outstanding -= req.Return
@@ -232,14 +234,14 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseRepl
 }
 
 // refusedCallLocked decides after the store refused the key's call for a
-// reason of the key's own (ErrStoreRejected: a bucket key of the wrong type,
+// reason of the key's own (store.ErrStoreRejected: a bucket key of the wrong type,
 // arguments the script refused). The store answered, and the breaker
 // counted it as any answer (a success unless it came too slowly): only this
 // key is decided in degraded mode, flagged, and it tries the store again
 // after BreakerCooldown (refusedLocked). A refused
 // call wrote nothing: the permits it returned are lost (under-admission),
 // and the debt it carried stays with the key's degraded bucket.
-func (l *Limiter) refusedCallLocked(m *miss, now int64, req LeaseRequest) Decision {
+func (l *Limiter) refusedCallLocked(m *miss, now int64, req store.LeaseRequest) Decision {
 	m.sh.outstanding -= req.Return
 	d := l.degradedLocked(m, now)
 	m.sh.buckets[m.key].refusedAt = now
@@ -251,14 +253,14 @@ func (l *Limiter) refusedCallLocked(m *miss, now int64, req LeaseRequest) Decisi
 // the key's degraded debt only when the last store call succeeded
 // (docs/design.md [degraded-debt]), and the demand counted since the last
 // call.
-func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) LeaseRequest {
+func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) store.LeaseRequest {
 	e := m.e
 	want := e.sizeLease(m.cost, l.leaseCap(m.rate(), m.procs), l.leaseLive(e, now), invalidated)
 	var debt int64
 	if b := m.sh.buckets[m.key]; b != nil && l.breaker.healthy() {
 		debt = b.debt
 	}
-	return LeaseRequest{
+	return store.LeaseRequest{
 		Key:      m.key,
 		Rate:     m.rate(),
 		Capacity: m.capacity(),
@@ -287,10 +289,10 @@ func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
 
 // probe makes a store call that writes nothing, and reports whether the
 // store answered within the timeout, telling the breaker either way. A
-// refusal about the probe's key (ErrStoreRejected) is an answer.
+// refusal about the probe's key (store.ErrStoreRejected) is an answer.
 func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64) bool {
-	_, lat, err := l.callStore(ctx, LeaseRequest{Key: key, Rate: rate, Capacity: capacity, Spread: 1})
-	if isTransient(err) || lat > l.cfg.StoreTimeout {
+	_, lat, err := l.callStore(ctx, store.LeaseRequest{Key: key, Rate: rate, Capacity: capacity, Spread: 1})
+	if store.IsTransient(err) || lat > l.cfg.StoreTimeout {
 		l.breaker.failure(l.now())
 		return false
 	}
@@ -299,7 +301,7 @@ func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64)
 }
 
 // endStoreSpan records a store call on its span and ends it.
-func endStoreSpan(span trace.Span, req LeaseRequest, rep LeaseReply, lat time.Duration, err error) {
+func endStoreSpan(span trace.Span, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error) {
 	span.SetAttributes(attribute.Int64("quota.want", req.Want), attribute.Int64("quota.granted", rep.Granted),
 		attribute.Int64("quota.return", req.Return), attribute.Int64("quota.latency_us", lat.Microseconds()))
 	if err != nil {
@@ -311,19 +313,19 @@ func endStoreSpan(span trace.Span, req LeaseRequest, rep LeaseReply, lat time.Du
 
 // callStore makes one store call under the hard timeout and learns the
 // clock offset from its reply (docs/design.md [store-clock]). It counts the
-// calls the store refused for their key (ErrStoreRejected); telling the
+// calls the store refused for their key (store.ErrStoreRejected); telling the
 // breaker is the caller's.
-func (l *Limiter) callStore(ctx context.Context, req LeaseRequest) (LeaseReply, time.Duration, error) {
+func (l *Limiter) callStore(ctx context.Context, req store.LeaseRequest) (store.LeaseReply, time.Duration, error) {
 	return l.callStoreWithin(ctx, req, l.cfg.StoreTimeout)
 }
 
 // callStoreWithin is callStore under timeout instead of StoreTimeout.
-func (l *Limiter) callStoreWithin(ctx context.Context, req LeaseRequest, timeout time.Duration) (LeaseReply, time.Duration, error) {
+func (l *Limiter) callStoreWithin(ctx context.Context, req store.LeaseRequest, timeout time.Duration) (store.LeaseReply, time.Duration, error) {
 	var span trace.Span
 	if l.cfg.Tracer != nil {
 		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.call", trace.WithSpanKind(trace.SpanKindClient))
 	}
-	// A MemoryStore answers without I/O, so a deadline would only cost the
+	// A memstore.Store answers without I/O, so a deadline would only cost the
 	// slow path a timer and the request context's cancellation bookkeeping
 	// (about 300 B, 6 % of the embedded daemon's allocation per check at
 	// 0.5 checks/s per key).
@@ -344,13 +346,13 @@ func (l *Limiter) callStoreWithin(ctx context.Context, req LeaseRequest, timeout
 		l.cfg.Observer.StoreCall(lat, req.Want, rep.Granted, err)
 	}
 	if err != nil {
-		if !isTransient(err) {
+		if !store.IsTransient(err) {
 			l.keyErrors.Add(1)
 		}
-		return LeaseReply{}, lat, err
+		return store.LeaseReply{}, lat, err
 	}
 	if rep.Granted < 0 || rep.Granted > req.Want {
-		return LeaseReply{}, lat, fmt.Errorf("%w: store granted %d of %d asked", ErrStoreUnavailable, rep.Granted, req.Want)
+		return store.LeaseReply{}, lat, fmt.Errorf("%w: store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, req.Want)
 	}
 	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
 	l.offset.observe(rep.StoreTime.UnixNano() - mid)

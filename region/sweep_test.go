@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // TestSweep: each sweep gives back the permits of the leases expired by
@@ -17,7 +19,7 @@ func TestSweep(t *testing.T) {
 	clk := clock.NewManual(t0)
 	cfg := DefaultConfig()
 	cfg.Clock = clk
-	lim, err := New(NewMemoryStore(clk), StaticPlans{Default: Plan{Rate: 1000, Capacity: 1000}}, cfg)
+	lim, err := New(memstore.New(clk), StaticPlans{Default: Plan{Rate: 1000, Capacity: 1000}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +73,13 @@ func TestSweep(t *testing.T) {
 // refusingStore refuses, for reasons of the key's own, every call of one
 // key that gives permits back.
 type refusingStore struct {
-	Store
+	store.Store
 	key string
 }
 
-func (s refusingStore) Lease(ctx context.Context, req LeaseRequest) (LeaseReply, error) {
+func (s refusingStore) Lease(ctx context.Context, req store.LeaseRequest) (store.LeaseReply, error) {
 	if req.Key == s.key && req.Return > 0 {
-		return LeaseReply{}, fmt.Errorf("%w: WRONGTYPE", ErrStoreRejected)
+		return store.LeaseReply{}, fmt.Errorf("%w: WRONGTYPE", store.ErrStoreRejected)
 	}
 	return s.Store.Lease(ctx, req)
 }
@@ -90,7 +92,7 @@ func TestSweepDropsRefusedReturns(t *testing.T) {
 	clk := clock.NewManual(t0)
 	cfg := DefaultConfig()
 	cfg.Clock = clk
-	lim, err := New(refusingStore{NewMemoryStore(clk), "bad"}, StaticPlans{Default: Plan{Rate: 1000, Capacity: 1000}}, cfg)
+	lim, err := New(refusingStore{memstore.New(clk), "bad"}, StaticPlans{Default: Plan{Rate: 1000, Capacity: 1000}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

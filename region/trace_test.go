@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // A store call is a span, a child of the decision's context; a decision
@@ -17,7 +18,7 @@ func TestStoreCallsAreTraced(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	cfg := region.DefaultConfig()
 	cfg.Tracer = tp.Tracer("test")
-	lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: region.Plan{Rate: 100, Capacity: 100}}, cfg)
+	lim, err := region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 100, Capacity: 100}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func BenchmarkFastPathTraced(b *testing.B) {
 			if traced {
 				cfg.Tracer = tp.Tracer("bench")
 			}
-			lim, err := region.New(region.NewMemoryStore(nil), region.StaticPlans{Default: benchPlan}, cfg)
+			lim, err := region.New(memstore.New(nil), region.StaticPlans{Default: benchPlan}, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,6 +8,9 @@ import (
 
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
+	"github.com/quotaplatform/quota/region/redisstore"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // TestLargeCostsCountedExactly: costs above 2^32 (the width usage counters
@@ -23,18 +26,18 @@ func TestLargeCostsCountedExactly(t *testing.T) {
 	plan := region.Plan{Rate: 1, Capacity: region.MaxCapacity}
 	stores := []struct {
 		name     string
-		store    func(t *testing.T) region.Store
+		store    func(t *testing.T) store.Store
 		degraded bool
 	}{
-		{"memory", func(*testing.T) region.Store { return region.NewMemoryStore(nil) }, false},
-		{"redis", func(t *testing.T) region.Store {
+		{"memory", func(*testing.T) store.Store { return memstore.New(nil) }, false},
+		{"redis", func(t *testing.T) store.Store {
 			if testing.Short() {
 				t.Skip("needs redis-server")
 			}
 			srv := testserver.StartRedis(t)
-			return region.NewRedisStore(redisClient(t, srv.Addr), fmt.Sprintf("big%d:", time.Now().UnixNano()))
+			return redisstore.New(redisClient(t, srv.Addr), fmt.Sprintf("big%d:", time.Now().UnixNano()))
 		}, false},
-		{"store down", func(*testing.T) region.Store { return downStore{} }, true},
+		{"store down", func(*testing.T) store.Store { return downStore{} }, true},
 	}
 	steps := []struct {
 		cost    int64

@@ -13,6 +13,7 @@ import (
 	"github.com/quotaplatform/quota/httplimit"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 	"github.com/quotaplatform/quota/rls"
 )
 
@@ -34,7 +35,7 @@ func TestDegradedHeaderAndKey(t *testing.T) {
 	lcfg := region.DefaultConfig()
 	lcfg.Clock = clock.NewManual(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 	lcfg.StoreTimeout = time.Second // the first failures must be failures, not a loaded machine's timeouts
-	lim, err := region.New(region.NewRedisStore(rdb, ""), plans, lcfg)
+	lim, err := region.New(redisstore.New(rdb, ""), plans, lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 	"github.com/quotaplatform/quota/rls"
 )
 
@@ -53,7 +54,7 @@ func startHarness(t testing.TB, cfg *rls.Config, ho harnessOptions) *harness {
 	}
 	lcfg := region.DefaultConfig()
 	lcfg.Clock = clk
-	h.lim, err = region.New(region.NewMemoryStore(clk), plans, lcfg)
+	h.lim, err = region.New(memstore.New(clk), plans, lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

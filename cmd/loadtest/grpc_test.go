@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 	"github.com/quotaplatform/quota/rls"
 )
 
@@ -27,7 +28,7 @@ func TestRunGRPCSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
+	lim, err := region.New(memstore.New(nil), plans, region.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

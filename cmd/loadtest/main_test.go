@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // staticCatalog answers every key with one plan; writes are not needed.
@@ -38,7 +39,7 @@ func TestRunSmoke(t *testing.T) {
 
 func runSmoke(t *testing.T, daemonToken, clientToken string) {
 	plans := region.StaticPlans{Default: region.Plan{Rate: 1e6, Capacity: 1e6}}
-	lim, err := region.New(region.NewMemoryStore(nil), plans, region.DefaultConfig())
+	lim, err := region.New(memstore.New(nil), plans, region.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 // daemonParts are what the daemon's own graph built: its limiter (with Run
@@ -73,7 +74,7 @@ func TestDaemonLimiterClock(t *testing.T) {
 	cfg := b.cfg
 	sink := &recordingSink{spent: map[string]int64{}}
 	cfg.Clock, cfg.Usage, cfg.FlushInterval = clock.System(), sink, time.Millisecond
-	lim, err := region.New(region.NewMemoryStore(nil), b.cat, cfg)
+	lim, err := region.New(memstore.New(nil), b.cat, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func BenchmarkDaemonAllow(b *testing.B) {
 	d := startParts(b, o)
 	cfg := d.cfg
 	cfg.Clock, cfg.Usage = clock.System(), nil
-	sys, err := region.New(region.NewMemoryStore(nil), d.cat, cfg)
+	sys, err := region.New(memstore.New(nil), d.cat, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

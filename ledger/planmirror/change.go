@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // change is one mirrored entry at one bucket revision: a plan's quota
@@ -92,7 +93,7 @@ func (c *change) fill(e catalog.Entry) error {
 // quotaJSON is a plan's quotas as quota_plans.quotas holds them, shortest
 // period first: [{"period":"month","limit":1000000}].
 func quotaJSON(p region.Plan) string {
-	qs := make([]catalog.Quota, 0, region.MaxQuotaPeriods)
+	qs := make([]catalog.Quota, 0, store.MaxQuotaPeriods)
 	for _, q := range p.QuotaList() {
 		qs = append(qs, catalog.Quota{Period: q.Period, Limit: q.Limit})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
 // TestQuotaRebuiltFromTheLedger, end to end on real parts: a limiter on a
@@ -61,7 +62,7 @@ func TestQuotaRebuiltFromTheLedger(t *testing.T) {
 		cfg.StoreTimeout = 2 * time.Second // about wiring, not latency
 		cfg.Usage = rep
 		cfg.QuotaBases = newClient(t, nc, 2*time.Second)
-		lim, err := region.New(region.NewRedisStore(rdb, "q:"), region.StaticPlans{Default: plan}, cfg)
+		lim, err := region.New(redisstore.New(rdb, "q:"), region.StaticPlans{Default: plan}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

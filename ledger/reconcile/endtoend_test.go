@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/memstore"
 )
 
 func newReporter(t testing.TB, js jetstream.JetStream, process string, mod func(*ledger.Config)) (*ledger.Reporter, *ledger.Metrics) {
@@ -173,7 +174,7 @@ func testLedgerExact(t *testing.T, natsOutage bool) {
 		keys      = 6
 		window    = 500 * time.Millisecond
 	)
-	store := region.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	plans := region.StaticPlans{Default: region.Plan{Rate: 400, Capacity: 40}}
 	type proc struct {
 		lim    *region.Limiter

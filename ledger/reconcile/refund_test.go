@@ -13,6 +13,7 @@ import (
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
 // TestLedgerShowsRefundsAndCharges: two limiters of one region on a real
@@ -40,7 +41,7 @@ func TestLedgerShowsRefundsAndCharges(t *testing.T) {
 		cfg.Region = "eu"
 		cfg.Usage = reps[i]
 		cfg.StoreTimeout = time.Second // a slow call would degrade and not be recorded
-		lim, err := region.New(region.NewRedisStore(rdb, "e2e:"), plans, cfg)
+		lim, err := region.New(redisstore.New(rdb, "e2e:"), plans, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

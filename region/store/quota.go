@@ -1,10 +1,9 @@
-package region
+package store
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/quotaplatform/quota/period"
@@ -17,9 +16,9 @@ const MaxQuotaPeriods = 4
 // QuotaStore is a region's quota counters (docs/design.md [quotas]): per
 // key, quota period and region, what the region has spent and leased in
 // the period. Processes lease quota permits from it as they lease rate
-// permits from a Store's bucket. RedisStore and MemoryStore implement it
-// and pass the same contract tests. The Limiter calls it on the slow
-// path of a plan with quotas.
+// permits from a Store's bucket. redisstore.Store and memstore.Store
+// implement it and pass the same conformance suite. The Limiter calls it
+// on the slow path of a plan with quotas.
 type QuotaStore interface {
 	// LeaseQuota applies one call to key's counters, atomically over all
 	// of its periods: each counter first takes the call's base when it is
@@ -59,11 +58,11 @@ type QuotaPeriod struct {
 	Share      float64   // the region's share of what remains, in (0, 1]
 	Return     int64     // permits granted in this period that go back, ≥ 0
 	// Base, when set, is the ledger's spend in the period
-	// (QuotaBases); a counter takes it when it is newer than its own.
+	// (region.QuotaBases); a counter takes it when it is newer than its own.
 	Base *QuotaBaseIn
 }
 
-// QuotaBaseIn is the part of a QuotaBase a counter keeps: the fleet's
+// QuotaBaseIn is the part of a region.QuotaBase a counter keeps: the fleet's
 // total, this region's, and when the ledger was read.
 type QuotaBaseIn struct {
 	Total, Region int64
@@ -90,22 +89,24 @@ func (c QuotaCounter) Remaining() int64 { return max(0, c.Allowance-c.Used) }
 // ErrStoreRejected: the call is refused, the store is available.
 var ErrInvalidQuotaCall = fmt.Errorf("%w: invalid quota call", ErrStoreRejected)
 
-func (c QuotaCall) validate() error {
+// Validate reports whether c is in range; a store calls it before
+// anything else. Its errors wrap ErrInvalidQuotaCall and name the field.
+func (c QuotaCall) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: "+format, append([]any{ErrInvalidQuotaCall, field}, args...)...))
 	}
-	if err := CheckKey(c.Key); err != nil {
-		bad("Key", "%v", err)
+	if !validName(c.Key, maxKeyLen) {
+		bad("Key", "want 1 to %d bytes of printable ASCII without spaces, got %q", maxKeyLen, c.Key)
 	}
 	if n := len(c.Periods); n < 1 || n > MaxQuotaPeriods {
 		bad("Periods", "want 1 to %d, got %d", MaxQuotaPeriods, n)
 	}
-	if c.Want < 0 || c.Want > maxCost {
-		bad("Want", "want 0 to %d, got %d", int64(maxCost), c.Want)
+	if c.Want < 0 || c.Want > MaxCount {
+		bad("Want", "want 0 to %d, got %d", int64(MaxCount), c.Want)
 	}
-	if c.Charge < 0 || c.Charge > maxCost {
-		bad("Charge", "want 0 to %d, got %d", int64(maxCost), c.Charge)
+	if c.Charge < 0 || c.Charge > MaxCount {
+		bad("Charge", "want 0 to %d, got %d", int64(MaxCount), c.Charge)
 	}
 	if c.Min < 0 || c.Min > c.Want {
 		bad("Min", "want 0 to Want (%d), got %d", c.Want, c.Min)
@@ -120,31 +121,22 @@ func (c QuotaCall) validate() error {
 		if !p.End.After(p.Start) || p.Start.Unix() < 0 {
 			bad(f+".End", "must be after Start (%v), got %v", p.Start, p.End)
 		}
-		if p.Limit < 1 || p.Limit > maxCost {
-			bad(f+".Limit", "want 1 to %d, got %d", int64(maxCost), p.Limit)
+		if p.Limit < 1 || p.Limit > MaxCount {
+			bad(f+".Limit", "want 1 to %d, got %d", int64(MaxCount), p.Limit)
 		}
 		if !(p.Share > 0 && p.Share <= 1) {
 			bad(f+".Share", "want (0, 1], got %v", p.Share)
 		}
-		if p.Return < 0 || p.Return > maxCost {
-			bad(f+".Return", "want 0 to %d, got %d", int64(maxCost), p.Return)
+		if p.Return < 0 || p.Return > MaxCount {
+			bad(f+".Return", "want 0 to %d, got %d", int64(MaxCount), p.Return)
 		}
-		if b := p.Base; b != nil && (b.Total < -maxCost || b.Total > maxCost || b.Region < -maxCost || b.Region > maxCost || b.AsOf.UnixMicro() <= 0) {
+		if b := p.Base; b != nil && (b.Total < -MaxCount || b.Total > MaxCount || b.Region < -MaxCount || b.Region > MaxCount || b.AsOf.UnixMicro() <= 0) {
 			bad(f+".Base", "total %d and region %d must be within ±(2^53 − 1), AsOf after 1970", b.Total, b.Region)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// maxCost bounds the call's integers: exact in a Lua number (2^53).
-const maxCost = 1<<53 - 1
-
-// quotaTTL is how long a counter lives after its period's end: long
+// QuotaTTL is how long a counter lives after its period's end: long
 // enough for the last reports and returns of the period.
-const quotaTTL = 24 * time.Hour
-
-// quotaAllowance is base region + share × (limit − base total), floored,
-// as lua/quota.lua computes it.
-func quotaAllowance(limit int64, share float64, baseTotal, baseRegion int64) int64 {
-	return baseRegion + int64(math.Floor(share*float64(limit-baseTotal)))
-}
+const QuotaTTL = 24 * time.Hour

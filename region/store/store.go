@@ -1,4 +1,4 @@
-package region
+package store
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 )
 
 // Store is a region's shared token buckets, one per key. Implementations:
-// RedisStore (production) and MemoryStore (one process). Both pass the same
-// contract tests.
+// redisstore.Store (production) and memstore.Store (one process). Both
+// pass the same conformance suite (storetest.Run).
 type Store interface {
 	// Lease refills the key's bucket on the store's own clock, credits back
 	// req.Return unused permits (capped at capacity), and then grants up to
@@ -41,12 +41,12 @@ type Store interface {
 // time it is forgotten), clamped to [1 s, MaxBucketTTL]: a bucket that
 // takes longer than half of MaxBucketTTL to fill and sees no write for
 // MaxBucketTTL comes back full. The clamp also keeps the expiry a number
-// Redis accepts for every rate (lua/lease.lua).
+// Redis accepts for every rate (redisstore's lua/bucket.lua).
 const MaxBucketTTL = 366 * 24 * time.Hour
 
-// bucketTTL is a bucket's expiry: twice its time to fill, clamped to
-// [1 s, MaxBucketTTL]. lua/lease.lua computes the same.
-func bucketTTL(rate, capacity float64) time.Duration {
+// BucketTTL is a bucket's expiry: twice its time to fill, clamped to
+// [1 s, MaxBucketTTL]. redisstore's lua/bucket.lua computes the same.
+func BucketTTL(rate, capacity float64) time.Duration {
 	ms := math.Ceil(2000 * capacity / rate)
 	switch {
 	case !(ms <= float64(MaxBucketTTL/time.Millisecond)): // NaN and +Inf too
@@ -91,4 +91,25 @@ type LeaseReply struct {
 	// process's share of the key's traffic (docs/design.md
 	// [degraded-share]). It restarts when the bucket expires.
 	DemandTotal int64
+}
+
+// Validate reports whether r is in range; a store calls it before anything
+// else. Its errors wrap ErrStoreRejected.
+func (r LeaseRequest) Validate() error {
+	switch {
+	case r.Key == "":
+		return rejected("lease request key is empty")
+	case !(r.Rate > 0) || math.IsInf(r.Rate, 1):
+		return rejected("lease request rate must be a finite number > 0, got %v", r.Rate)
+	case !(r.Capacity > 0) || math.IsInf(r.Capacity, 1):
+		return rejected("lease request capacity must be a finite number > 0, got %v", r.Capacity)
+	case r.Want < 0 || r.Min < 0 || r.Return < 0 || r.Debt < 0 || r.Demand < 0:
+		return rejected("lease request want %d, min %d, return %d, debt %d and demand %d must not be negative",
+			r.Want, r.Min, r.Return, r.Debt, r.Demand)
+	case r.Grace < 0:
+		return rejected("lease request grace must not be negative, got %v", r.Grace)
+	case r.Spread < 1:
+		return rejected("lease request spread must be at least 1, got %d", r.Spread)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package region
+package store
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestIsTransient(t *testing.T) {
 		{"script refused its arguments", replyErr("ERR quota lease: ARGV[1] rate must be a finite number > 0, got nan"), false},
 		{"script error", replyErr("ERR user_script:12: attempt to compare nil with number script: 1f0e"), false},
 		{"wrapped reply about the key", fmt.Errorf("%w: redis lease %q: %w", ErrStoreRejected, "k", replyErr("WRONGTYPE Operation")), false},
-		{"refused request", fmt.Errorf("%w: %w: lease request rate", ErrStoreRejected, ErrInvalidPlan), false},
+		{"refused request", rejected("lease request rate must be a finite number > 0, got %v", 0.0), false},
 		// The store's availability.
 		{"loading", replyErr("LOADING Redis is loading the dataset in memory"), true},
 		{"read-only replica", replyErr("READONLY You can't write against a read only replica."), true},
@@ -53,8 +53,8 @@ func TestIsTransient(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := isTransient(tc.err); got != tc.want {
-				t.Fatalf("isTransient(%v) = %v, want %v", tc.err, got, tc.want)
+			if got := IsTransient(tc.err); got != tc.want {
+				t.Fatalf("IsTransient(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}
@@ -67,14 +67,14 @@ func TestBucketTTL(t *testing.T) {
 	}{
 		{1000, 100, time.Second}, // 200 ms: at least a second
 		{1, 100, 200 * time.Second},
-		{MinRate, 1, 2e6 * time.Second}, // 23 days
-		{MinRate, MaxCapacity, MaxBucketTTL},
+		{1e-6, 1, 2e6 * time.Second}, // 23 days: region.MinRate
+		{1e-6, 1e12, MaxBucketTTL},   // region.MinRate and MaxCapacity
 		{1e-300, 1, MaxBucketTTL},
-		{math.SmallestNonzeroFloat64, MaxCapacity, MaxBucketTTL}, // +Inf before the clamp
+		{math.SmallestNonzeroFloat64, 1e12, MaxBucketTTL}, // +Inf before the clamp
 	}
 	for _, tc := range cases {
-		if got := bucketTTL(tc.rate, tc.capacity); got != tc.want {
-			t.Errorf("bucketTTL(%v, %v) = %v, want %v", tc.rate, tc.capacity, got, tc.want)
+		if got := BucketTTL(tc.rate, tc.capacity); got != tc.want {
+			t.Errorf("BucketTTL(%v, %v) = %v, want %v", tc.rate, tc.capacity, got, tc.want)
 		}
 	}
 }

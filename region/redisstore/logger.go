@@ -1,4 +1,4 @@
-package region
+package redisstore
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 	"github.com/quotaplatform/quota/clock"
 )
 
-// RedisLogger routes go-redis's own log lines to a slog.Logger, at warn
+// Logger routes go-redis's own log lines to a slog.Logger, at warn
 // level and at most one line per interval, with the number of lines left
 // out since the last. Without it go-redis writes plain text to stderr,
 // beside the JSON log and dozens of lines a second while Redis is down.
 // go-redis has one logger per process: install it once, where the client
-// is made, with redis.SetLogger(region.NewRedisLogger(log, time.Second,
+// is made, with redis.SetLogger(redisstore.NewLogger(log, time.Second,
 // nil)). Safe for concurrent use.
-type RedisLogger struct {
+type Logger struct {
 	log   *slog.Logger
 	every time.Duration
 	clock clock.Clock
@@ -27,17 +27,17 @@ type RedisLogger struct {
 	skipped int       // lines left out since; guarded by mu
 }
 
-// NewRedisLogger returns a RedisLogger that writes to log at most one line
+// NewLogger returns a Logger that writes to log at most one line
 // per every (≤ 0: every line); c nil is the system clock.
-func NewRedisLogger(log *slog.Logger, every time.Duration, c clock.Clock) *RedisLogger {
+func NewLogger(log *slog.Logger, every time.Duration, c clock.Clock) *Logger {
 	if c == nil {
 		c = clock.System()
 	}
-	return &RedisLogger{log: log.With("component", "go-redis"), every: every, clock: c}
+	return &Logger{log: log.With("component", "go-redis"), every: every, clock: c}
 }
 
 // Printf implements go-redis's internal.Logging.
-func (l *RedisLogger) Printf(ctx context.Context, format string, v ...any) {
+func (l *Logger) Printf(ctx context.Context, format string, v ...any) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	if !l.last.IsZero() && now.Sub(l.last) < l.every {

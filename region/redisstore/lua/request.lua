@@ -32,10 +32,11 @@
 --           otherwise the cost goes back to the bucket (up to capacity) and
 --           r = cost.
 --
--- The bucket's refill is lease.lua's, on Redis TIME, with its fresh-bucket
--- grace and debt credit kept the same way; the bucket's d (demand) is left
--- alone. Every write sets the bucket's PEXPIRE as lease.lua does and the
--- record's to the horizon.
+-- The bucket's arithmetic is bucket.lua's, which runs before this: its
+-- refill on Redis TIME, with its fresh-bucket grace and debt credit kept
+-- the same way (a check takes as grant does with want = min = cost); the
+-- bucket's d (demand) is left alone. Every write sets the bucket's expiry
+-- as lease.lua does and the record's to the horizon.
 --
 -- Reply: { status (0 applied, 1 replayed, 2 unknown, 3 over, 4 conflict),
 -- allowed (the check's decision, 0 without one), charged, refunded, the
@@ -45,73 +46,21 @@
 -- written; a key of another type fails at the first HMGET, before any
 -- write.
 
-local MAX_TTL_MS = 31622400000 -- 366 days: region.MaxBucketTTL
-local EXACT = 9007199254740992 -- 2^53
-
 local op = ARGV[1]
 if op ~= 'check' and op ~= 'refund' and op ~= 'charge' then
   return redis.error_reply('ERR quota request: ARGV[1] op must be check, refund or charge, got ' .. tostring(op))
 end
-local spec = { { 'rate' }, { 'capacity' }, { 'cost', 1 }, { 'horizon', 1 }, { 'grace', 0 } }
-local v = {}
-for i, s in ipairs(spec) do
-  local x = tonumber(ARGV[i + 1])
-  local ok = x ~= nil and x == x and x > -math.huge and x < math.huge
-  local rule = 'a finite number > 0'
-  if s[2] == nil then
-    ok = ok and x > 0
-  else
-    rule = 'an integer in [' .. s[2] .. ', 2^53]'
-    ok = ok and x >= s[2] and x <= EXACT and x == math.floor(x)
-  end
-  if not ok then
-    return redis.error_reply('ERR quota request: ARGV[' .. (i + 1) .. '] ' .. s[1] .. ' must be ' .. rule ..
-      ', got ' .. tostring(ARGV[i + 1]))
-  end
-  v[i] = x
+local v, refused = parseArgs('request', { { 'rate' }, { 'capacity' }, { 'cost', 1 }, { 'horizon', 1 }, { 'grace', 0 } }, 2)
+if refused then
+  return refused
 end
 local rate, capacity, cost, horizon, grace = v[1], v[2], v[3], v[4], v[5]
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-
+local now = storeTime()
 local rec = redis.call('HMGET', KEYS[2], 'a', 'ac', 'p', 'r')
 local a, ac, p, r = tonumber(rec[1]), tonumber(rec[2]) or 0, tonumber(rec[3]), tonumber(rec[4])
-local h = redis.call('HMGET', KEYS[1], 't', 'ts', 'd', 'c', 'ce')
-
--- The bucket, refilled: lease.lua's arithmetic.
-local tokens = tonumber(h[1])
-local ts = tonumber(h[2])
-local d = tonumber(h[3]) or 0
-local credit = tonumber(h[4]) or 0
-local creditEnd = tonumber(h[5]) or 0
-local hadCredit = h[4] ~= false
-if now >= creditEnd then
-  credit = 0
-end
-if tokens == nil or ts == nil then
-  tokens = capacity
-  ts = now
-  if grace > 0 then
-    credit = EXACT
-    creditEnd = now + grace
-  end
-end
-if tokens > capacity then
-  tokens = capacity
-end
-local wasted = 0
-if now > ts then
-  local raw = tokens + (now - ts) * rate / 1000000
-  if raw > capacity then
-    wasted = raw - capacity
-  end
-  tokens = math.min(capacity, raw)
-  ts = now
-end
-if credit > 0 then
-  credit = credit + wasted
-end
+local b = loadBucket(KEYS[1], rate, capacity, grace, now)
+chargeDebt(b, 0, capacity, grace, now)
 
 local function charged()
   local c = 0
@@ -121,18 +70,16 @@ local function charged()
   return c + (p or 0)
 end
 local function answer(status, applied)
-  return { status, a or 0, charged(), r or 0, applied, string.format('%.6f', tokens), now }
+  return { status, a or 0, charged(), r or 0, applied, formatTokens(b.tokens), now }
 end
 
 if op == 'check' then
   if a ~= nil then
     return answer(1, ac)
   end
-  if ARGV[7] ~= '1' and tokens >= cost then
-    tokens = tokens - cost
+  a = 0
+  if ARGV[7] ~= '1' and grant(b, cost, cost, 1) > 0 then
     a = 1
-  else
-    a = 0
   end
   ac = cost
   redis.call('HSET', KEYS[2], 'a', a, 'ac', ac)
@@ -143,7 +90,7 @@ elseif op == 'charge' then
     end
     return answer(4, p)
   end
-  tokens = math.max(-capacity, tokens - cost)
+  b.tokens = math.max(-capacity, b.tokens - cost)
   p = cost
   redis.call('HSET', KEYS[2], 'p', p)
 else -- refund
@@ -159,23 +106,10 @@ else -- refund
   if cost > charged() then
     return answer(3, 0)
   end
-  tokens = math.min(capacity, tokens + cost)
+  b.tokens = math.min(capacity, b.tokens + cost)
   r = cost
   redis.call('HSET', KEYS[2], 'r', r)
 end
 redis.call('PEXPIRE', KEYS[2], string.format('%d', horizon))
-
-local ttl = math.ceil(2000 * capacity / rate)
-if not (ttl <= MAX_TTL_MS) then
-  ttl = MAX_TTL_MS
-elseif ttl < 1000 then
-  ttl = 1000
-end
-redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'ts', ts, 'd', d)
-if credit > 0 then
-  redis.call('HSET', KEYS[1], 'c', string.format('%.6f', credit), 'ce', creditEnd)
-elseif hadCredit then
-  redis.call('HDEL', KEYS[1], 'c', 'ce')
-end
-redis.call('PEXPIRE', KEYS[1], string.format('%d', ttl))
+saveBucket(KEYS[1], b, rate, capacity)
 return answer(0, cost)

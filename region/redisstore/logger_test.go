@@ -1,4 +1,4 @@
-package region_test
+package redisstore_test
 
 import (
 	"context"
@@ -10,16 +10,16 @@ import (
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/region/redisstore"
 )
 
-// TestRedisLoggerThrottlesToJSON: go-redis's lines come out as JSON log
+// TestLoggerThrottlesToJSON: go-redis's lines come out as JSON log
 // records of the process's logger, one per interval, each with the number
 // of lines left out before it.
-func TestRedisLoggerThrottlesToJSON(t *testing.T) {
+func TestLoggerThrottlesToJSON(t *testing.T) {
 	var buf testserver.LogBuffer
 	c := clock.NewManual(time.Unix(1_700_000_000, 0))
-	l := region.NewRedisLogger(slog.New(slog.NewJSONHandler(&buf, nil)), time.Second, c)
+	l := redisstore.NewLogger(slog.New(slog.NewJSONHandler(&buf, nil)), time.Second, c)
 	ctx := context.Background()
 	for i := 0; i < 50; i++ { // a burst within one second
 		l.Printf(ctx, "redis: dial tcp %s: connection refused (%d)", "10.0.0.1:6379", i)

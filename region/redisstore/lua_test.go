@@ -1,4 +1,4 @@
-package region
+package redisstore
 
 import (
 	"context"
@@ -12,10 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // TestLeaseScriptArguments calls lua/lease.lua directly, past
-// LeaseRequest.validate: arguments out of range are refused, naming the
+// store.LeaseRequest.Validate: arguments out of range are refused, naming the
 // argument, before anything is written; a key of another type fails before
 // anything is written too; and a tiny rate, which made PEXPIRE fail after
 // HSET had run, now writes a sane bucket with the clamped TTL.
@@ -93,7 +94,7 @@ func TestLeaseScriptArguments(t *testing.T) {
 					!strings.HasPrefix(err.Error(), tc.errCode+" ") {
 					t.Fatalf("err = %v, want a %s reply naming %q", err, tc.errCode, tc.errHas)
 				}
-				if isTransient(err) {
+				if store.IsTransient(err) {
 					t.Fatalf("isTransient(%v) = true: a reply about one key would count toward the breaker", err)
 				}
 				if after := snapshot(key); after != before {
@@ -112,8 +113,8 @@ func TestLeaseScriptArguments(t *testing.T) {
 				t.Fatalf("bucket %v: ts %q is not an integer", h, h["ts"])
 			}
 			pttl := rdb.PTTL(ctx, key).Val()
-			if pttl > MaxBucketTTL || pttl < MaxBucketTTL-time.Minute {
-				t.Fatalf("PTTL %v, want the clamp %v", pttl, MaxBucketTTL)
+			if pttl > store.MaxBucketTTL || pttl < store.MaxBucketTTL-time.Minute {
+				t.Fatalf("PTTL %v, want the clamp %v", pttl, store.MaxBucketTTL)
 			}
 		})
 	}
