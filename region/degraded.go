@@ -31,9 +31,7 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	if policy == FailClosed {
 		return l.failClosedLocked(m, now)
 	}
-	if !e.fits(cost) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
+	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
 	e.referenced = true
 	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded}
 	if e.syncAt != 0 {

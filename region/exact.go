@@ -49,9 +49,7 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 		sh.outstanding -= req.Return // lost: under-admits
 		return l.failClosedLocked(m, now)
 	}
-	if !e.fits(rep.Granted + req.Return) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
+	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
 	if e.inDegraded {
 		l.settleDebtLocked(m, 0) // a degraded bucket left from leased mode keeps its debt for the sweep
 	}
@@ -66,9 +64,7 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 // FailClosed policy, and every failure of an exact plan.
 func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
 	e, sh, cost := m.e, m.sh, m.cost
-	if !e.fits(cost) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
+	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
 	e.referenced = true
 	e.addDemand(cost)
 	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded,

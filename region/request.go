@@ -274,9 +274,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 		}
 		return d, nil
 	}
-	if !e.fits(cost) {
-		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
-	}
+	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
 	e.addDemand(cost)
 	if rep.Allowed {
 		// Taken from the store for this check alone: leased and spent.

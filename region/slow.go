@@ -92,7 +92,7 @@ func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
 // and rolls its window. It reports whether the entry's plan or epoch
 // changed, which ended its lease.
 func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
-	e := m.sh.keys[m.key]
+	e := m.sh.getLocked(m.key)
 	if e == nil {
 		e = m.sh.insertLocked(m.key, l.cfg.Window)
 	}
@@ -113,7 +113,9 @@ func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
 	if !e.quota && m.plan.HasQuotas() {
 		quotaLockedState(m.sh, m.key, e)
 	}
-	l.rollLocked(m.sh, m.key, e, now)
+	if sn := l.storeNanos(now); sn >= e.windowEnd {
+		l.rollLocked(m.sh, m.key, e, sn)
+	}
 	return invalidated
 }
 
@@ -220,9 +222,7 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseRepl
 	if err != nil {
 		return leaseRefused
 	}
-	if !e.fits(rep.Granted + req.Return) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
+	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
 	if e.inDegraded {
 		l.settleDebtLocked(m, req.Debt)
 	}
