@@ -110,3 +110,35 @@ func (l *Limiter) degradedBucketLocked(m *miss, now int64, local, rate, capacity
 	e.inDegraded = true
 	return b
 }
+
+// failClosedLocked rejects a check because the store could not decide it,
+// flagged Degraded, with RetryAfter until the breaker's next probe: the
+// FailClosed policy, and every failure of an exact plan.
+func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
+	e, sh, cost := m.e, m.sh, m.cost
+	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
+	e.referenced = true
+	e.addDemand(cost)
+	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded,
+		RetryAfter: max(l.breaker.untilProbe(now), time.Millisecond)}
+	if e.syncAt != 0 {
+		d.Stale = time.Duration(now - e.syncAt)
+	}
+	sh.degraded++
+	e.plan.stats.degradedRejected.Add(1)
+	refuseLocked(sh, e, cost, &d)
+	return d
+}
+
+// settleDebtLocked leaves the key's degraded bucket owing what it allowed
+// after the debt a successful store call charged; a bucket that owes
+// nothing more is dropped and the key leaves degraded mode.
+func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
+	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
+		b.debt -= charged
+		b.refusedAt = 0
+		return
+	}
+	delete(m.sh.buckets, m.key)
+	m.e.inDegraded = false
+}

@@ -1,9 +1,6 @@
 package region
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // exactLocked decides a check of an exact plan (docs/design.md
 // [plan-semantics]) with one store call that takes the check's cost from
@@ -57,23 +54,4 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 	e.leaseLive = false // nothing is leased: every check calls the store
 	sh.outstanding += rep.Granted - req.Return
 	return l.decideFromPermitsLocked(sh, m, e, now)
-}
-
-// failClosedLocked rejects a check because the store could not decide it,
-// flagged Degraded, with RetryAfter until the breaker's next probe: the
-// FailClosed policy, and every failure of an exact plan.
-func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
-	e, sh, cost := m.e, m.sh, m.cost
-	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
-	e.referenced = true
-	e.addDemand(cost)
-	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded,
-		RetryAfter: max(l.breaker.untilProbe(now), time.Millisecond)}
-	if e.syncAt != 0 {
-		d.Stale = time.Duration(now - e.syncAt)
-	}
-	sh.degraded++
-	e.plan.stats.degradedRejected.Add(1)
-	refuseLocked(sh, e, cost, &d)
-	return d
 }

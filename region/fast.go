@@ -209,3 +209,16 @@ func refillTime(missing, rate float64) time.Duration {
 	}
 	return time.Duration(math.Ceil(s * float64(time.Second)))
 }
+
+// decideFromPermitsLocked spends m's cost from the entry's permits when
+// they cover it, and rejects it otherwise: what a decision comes to once a
+// store reply has been applied to the entry.
+func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int64) Decision {
+	var d Decision
+	if e.permits >= m.cost {
+		l.spendLocked(sh, m.key, e, now, m.cost, &d)
+	} else {
+		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
+	}
+	return d
+}

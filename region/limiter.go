@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,54 +194,6 @@ func (l *Limiter) AllowEndpoint(ctx context.Context, key, endpoint string) (Deci
 	return l.Allow(ctx, key, cost)
 }
 
-// EndpointCost returns endpoint's weight: from Config.Costs, else
-// Config.DefaultCost, else ErrUnknownEndpoint.
-func (l *Limiter) EndpointCost(endpoint string) (int64, error) {
-	if l.cfg.Costs != nil {
-		if c, ok := l.cfg.Costs.Cost(endpoint); ok {
-			return c, nil
-		}
-	}
-	if l.cfg.DefaultCost == 0 {
-		return 0, fmt.Errorf("%w: endpoint %q has no cost weight", ErrUnknownEndpoint, endpoint)
-	}
-	return l.cfg.DefaultCost, nil
-}
-
-func (l *Limiter) processes() int {
-	if l.cfg.Processes != nil {
-		if n := l.cfg.Processes.Processes(); n >= 1 {
-			return n
-		}
-	}
-	return l.cfg.ProcessEstimate
-}
-
-func (l *Limiter) share(key string) float64 {
-	if l.cfg.Shares == nil {
-		return 1
-	}
-	s := l.cfg.Shares.Share(key)
-	if !(s > 0) || s > 1 { // NaN, zero, negative or above one: not a share
-		return 1
-	}
-	return s
-}
-
-// leaseCap is the largest lease one process may hold for a key: all the
-// region's processes together hold at most AccuracyBudget of a horizon's
-// worth of the region's rate.
-func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
-	c := l.cfg.AccuracyBudget * regionalRate * l.cfg.AccuracyHorizon.Seconds() / float64(processes)
-	if c < 1 {
-		return 1
-	}
-	if c > math.MaxUint32 {
-		return math.MaxUint32
-	}
-	return int64(c)
-}
-
 // Invalidate ends key's lease, so that its next decision re-reads its plan
 // and share and re-leases at the new size. Call it when the key's share or
 // plan changes.
@@ -276,16 +227,6 @@ func (l *Limiter) endLease(key string, onlyConstrained bool) {
 func (l *Limiter) InvalidateAll() {
 	l.epoch.Add(1)
 	l.planRefs.Clear() // entries keep their copies until they re-resolve
-}
-
-// sharedPlan returns the shared copy of p.
-func (l *Limiter) sharedPlan(p Plan) *planRef {
-	if r, ok := l.planRefs.Load(p); ok {
-		return r.(*planRef)
-	}
-	cal, _ := p.Calendar() // the plan was validated: the zone loads
-	r, _ := l.planRefs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity), stats: l.planCounters(p), cal: cal})
-	return r.(*planRef)
 }
 
 func mapHash(l *Limiter, key string) uint64 { return maphash.String(l.seed, key) }

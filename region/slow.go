@@ -2,30 +2,9 @@ package region
 
 import (
 	"context"
-	"fmt"
+	"math"
 	"time"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
-
-// miss is one decision on the slow path: the key, its cost, and what was
-// resolved for it before its stripe was taken.
-type miss struct {
-	key   string
-	cost  int64
-	plan  Plan    // the key's plan, as the PlanResolver gave it
-	share float64 // the region's share of the key, in (0, 1]
-	procs int     // the processes sharing the region's store
-	epoch uint32  // Limiter.epoch when the plan was resolved
-	sh    *shard  // the key's shard
-	e     *entry  // the key's entry; set by attachLocked
-}
-
-// rate and capacity are the region's bucket: the plan scaled by the share.
-func (m *miss) rate() float64     { return m.plan.Rate * m.share }
-func (m *miss) capacity() float64 { return m.plan.Capacity * m.share }
 
 // allowSlow takes the store path: resolve the plan, serialise with other
 // misses of the same key, then decide from what another miss fetched, lease
@@ -65,60 +44,6 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	return l.leaseLocked(ctx, &m, now, invalidated), nil
 }
 
-// newMiss resolves key's plan, share and process count.
-func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
-	plan, err := l.plans.Plan(key)
-	if err != nil {
-		return miss{}, fmt.Errorf("region: plan for key %q: %w", key, err)
-	}
-	if err := plan.Validate(); err != nil {
-		return miss{}, fmt.Errorf("region: plan for key %q: %w", key, err)
-	}
-	if limit := int64(plan.Capacity); cost > limit {
-		return miss{}, costError(cost, limit)
-	}
-	return miss{
-		key:   key,
-		cost:  cost,
-		plan:  plan,
-		share: l.share(key),
-		procs: l.processes(),
-		epoch: l.epoch.Load(),
-		sh:    l.shardOf(h),
-	}, nil
-}
-
-// attachLocked finds or inserts the key's entry, gives it the resolved plan
-// and rolls its window. It reports whether the entry's plan or epoch
-// changed, which ended its lease.
-func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
-	e := m.sh.getLocked(m.key)
-	if e == nil {
-		e = m.sh.insertLocked(m.key, l.cfg.Window)
-	}
-	m.e = e
-	if e.plan != nil && e.plan.Shadow != m.plan.Shadow && e.hasUsage() {
-		// The rejected delta means would-reject cost under a shadow plan:
-		// hand it over under the plan that counted it.
-		m.sh.pending = append(m.sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
-	ref := e.plan
-	if ref == nil || ref.Plan != m.plan {
-		ref = l.sharedPlan(m.plan)
-	}
-	invalidated = e.setPlan(ref, m.share, m.epoch)
-	if e.quota && !m.plan.HasQuotas() {
-		l.dropQuotaLocked(m.sh, m.key, e)
-	}
-	if !e.quota && m.plan.HasQuotas() {
-		quotaLockedState(m.sh, m.key, e)
-	}
-	if sn := l.storeNanos(now); sn >= e.windowEnd {
-		l.rollLocked(m.sh, m.key, e, sn)
-	}
-	return invalidated
-}
-
 // decideLocalLocked decides without the store when it can: from a lease
 // another miss fetched while this one waited, or as a rejection when even
 // with every token refilled since the last sync the region cannot afford a
@@ -144,30 +69,6 @@ func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
 func (l *Limiter) refusedLocked(m *miss, now int64) bool {
 	b := m.sh.buckets[m.key]
 	return b != nil && b.refusing(now, l.cfg.BreakerCooldown)
-}
-
-// mayCallStoreLocked asks the breaker whether this miss may call the store.
-// When the breaker lets it probe, it probes first with a call that writes
-// nothing, so that probing a store that is still slow neither loses a lease
-// nor resets the bucket's refill clock; the shard is unlocked for the call.
-// It returns the limiter time after any call.
-func (l *Limiter) mayCallStoreLocked(ctx context.Context, m *miss, now int64) (int64, bool) {
-	probe := l.breaker.current() != BreakerClosed
-	if probe && l.bgProbes.Load() {
-		return now, false // Run probes in the background
-	}
-	if !l.breaker.allow(now) {
-		return now, false
-	}
-	if !probe {
-		return now, true
-	}
-	m.e.busy = true
-	m.sh.mu.Unlock()
-	ok := l.probe(ctx, m.key, m.rate(), m.capacity())
-	m.sh.mu.Lock()
-	m.e.busy = false
-	return l.now(), ok
 }
 
 // leaseLocked makes the store call that returns the key's unspent permits,
@@ -272,100 +173,16 @@ func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) Lease
 	}
 }
 
-// settleDebtLocked leaves the key's degraded bucket owing what it allowed
-// after the debt a successful store call charged; a bucket that owes
-// nothing more is dropped and the key leaves degraded mode.
-func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
-	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
-		b.debt -= charged
-		b.refusedAt = 0
-		return
+// leaseCap is the largest lease one process may hold for a key: all the
+// region's processes together hold at most AccuracyBudget of a horizon's
+// worth of the region's rate.
+func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
+	c := l.cfg.AccuracyBudget * regionalRate * l.cfg.AccuracyHorizon.Seconds() / float64(processes)
+	if c < 1 {
+		return 1
 	}
-	delete(m.sh.buckets, m.key)
-	m.e.inDegraded = false
-}
-
-// probe makes a store call that writes nothing, and reports whether the
-// store answered within the timeout, telling the breaker either way. A
-// refusal about the probe's key (ErrStoreRejected) is an answer.
-func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64) bool {
-	_, lat, err := l.callStore(ctx, LeaseRequest{Key: key, Rate: rate, Capacity: capacity, Spread: 1})
-	if isTransient(err) || lat > l.cfg.StoreTimeout {
-		l.breaker.failure(l.now())
-		return false
+	if c > math.MaxUint32 {
+		return math.MaxUint32
 	}
-	l.breaker.success()
-	return true
-}
-
-// endStoreSpan records a store call on its span and ends it.
-func endStoreSpan(span trace.Span, req LeaseRequest, rep LeaseReply, lat time.Duration, err error) {
-	span.SetAttributes(attribute.Int64("quota.want", req.Want), attribute.Int64("quota.granted", rep.Granted),
-		attribute.Int64("quota.return", req.Return), attribute.Int64("quota.latency_us", lat.Microseconds()))
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, "store call failed")
-	}
-	span.End()
-}
-
-// callStore makes one store call under the hard timeout and learns the
-// clock offset from its reply (docs/design.md [store-clock]). It counts the
-// calls the store refused for their key (ErrStoreRejected); telling the
-// breaker is the caller's.
-func (l *Limiter) callStore(ctx context.Context, req LeaseRequest) (LeaseReply, time.Duration, error) {
-	return l.callStoreWithin(ctx, req, l.cfg.StoreTimeout)
-}
-
-// callStoreWithin is callStore under timeout instead of StoreTimeout.
-func (l *Limiter) callStoreWithin(ctx context.Context, req LeaseRequest, timeout time.Duration) (LeaseReply, time.Duration, error) {
-	var span trace.Span
-	if l.cfg.Tracer != nil {
-		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.call", trace.WithSpanKind(trace.SpanKindClient))
-	}
-	// A MemoryStore answers without I/O, so a deadline would only cost the
-	// slow path a timer and the request context's cancellation bookkeeping
-	// (about 300 B, 6 % of the embedded daemon's allocation per check at
-	// 0.5 checks/s per key).
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if !l.inMemory {
-		cctx, cancel = context.WithTimeout(ctx, timeout)
-	}
-	t0 := l.clock.Now()
-	rep, err := l.store.Lease(cctx, req)
-	t1 := l.clock.Now()
-	cancel()
-	lat := t1.Sub(t0)
-	if span != nil {
-		endStoreSpan(span, req, rep, lat, err)
-	}
-	l.storeCalls.Add(1)
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.StoreCall(lat, req.Want, rep.Granted, err)
-	}
-	if err != nil {
-		if !isTransient(err) {
-			l.keyErrors.Add(1)
-		}
-		return LeaseReply{}, lat, err
-	}
-	if rep.Granted < 0 || rep.Granted > req.Want {
-		return LeaseReply{}, lat, fmt.Errorf("%w: store granted %d of %d asked", ErrStoreUnavailable, rep.Granted, req.Want)
-	}
-	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
-	l.offset.observe(rep.StoreTime.UnixNano() - mid)
-	return rep, lat, nil
-}
-
-// decideFromPermitsLocked spends m's cost from the entry's permits when
-// they cover it, and rejects it otherwise: what a decision comes to once a
-// store reply has been applied to the entry.
-func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int64) Decision {
-	var d Decision
-	if e.permits >= m.cost {
-		l.spendLocked(sh, m.key, e, now, m.cost, &d)
-	} else {
-		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
-	}
-	return d
+	return int64(c)
 }
