@@ -5,6 +5,26 @@ import (
 	"time"
 )
 
+// degradeLocked decides a miss that its store work did not decide (out).
+// An exact plan's check is rejected (failClosedLocked). Otherwise the key
+// is decided in degraded mode (degradedLocked); after the store refused
+// the key's call for a reason of the key's own (ErrStoreRejected: a
+// bucket key of the wrong type, arguments the script refused), only this
+// key is: the store answered, and the breaker counted it as any answer (a
+// success unless it came too slowly). Such a key tries the store again
+// after BreakerCooldown (refusedLocked), and the debt its call carried
+// stays with its degraded bucket.
+func (l *Limiter) degradeLocked(m *miss, now int64, out leaseOutcome) Decision {
+	if out == leaseFailClosed {
+		return l.failClosedLocked(m, now)
+	}
+	d := l.degradedLocked(m, now)
+	if out == leaseRefused {
+		m.sh.buckets[m.key].refusedAt = now
+	}
+	return d
+}
+
 // degradedLocked decides while the store is unavailable, flagged, by the
 // plan's failure policy (docs/design.md [plan-semantics]): FailOpen allows,
 // FailClosed rejects until the breaker's next probe, and FailDegraded
@@ -25,7 +45,7 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	local := math.Min(1, math.Max(e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
 	rate, capacity := m.rate()*local, m.capacity()
 	// Every policy keeps the bucket: it marks the key as deciding without
-	// the store, and holds a refused key's time (refusedCallLocked).
+	// the store, and holds a refused key's time (degradeLocked).
 	b := l.degradedBucketLocked(m, now, local, rate, capacity)
 	policy := e.plan.Policy()
 	if policy == FailClosed {

@@ -11,11 +11,12 @@ import "context"
 // timed out may have taken its cost on the store, which under-admits, and
 // nothing admits what the store did not grant. A call that answers slower
 // than StoreTimeout counts against the breaker, but its answer stands.
-// The shard is unlocked for the call.
-func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision {
+// It returns what the call came to and the limiter time after it. The
+// shard is unlocked for the call.
+func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) (leaseOutcome, int64) {
 	now, ok := l.mayCallStoreLocked(ctx, m, now)
 	if !ok {
-		return l.failClosedLocked(m, now)
+		return leaseFailClosed, now
 	}
 	e, sh := m.e, m.sh
 	req := LeaseRequest{
@@ -44,7 +45,7 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 	}
 	if err != nil {
 		sh.outstanding -= req.Return // lost: under-admits
-		return l.failClosedLocked(m, now)
+		return leaseFailClosed, now
 	}
 	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
 	if e.inDegraded {
@@ -53,5 +54,5 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
 	e.leaseLive = false // nothing is leased: every check calls the store
 	sh.outstanding += rep.Granted - req.Return
-	return l.decideFromPermitsLocked(sh, m, e, now)
+	return leaseGranted, now
 }

@@ -32,9 +32,13 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 		// Even with every token refilled since the last sync the region
 		// cannot afford a useful lease, so a store call would be wasted.
 		l.rejectLocked(sh, key, e, now, cost, d)
-	case e.quota && !e.inDegraded && l.quotaOutLocked(sh, key, e, now, cost, d):
+	case e.quota && !e.inDegraded && l.quotaSpentLocked(sh, key, now):
+		l.rejectLocked(sh, key, e, now, cost, d)
 	default:
 		return false, nil
+	}
+	if e.quota {
+		l.quotaDecisionLocked(sh, key, e, now, d)
 	}
 	return true, nil
 }
@@ -59,7 +63,8 @@ func (l *Limiter) rollLocked(sh *shard, key string, e *entry, sn int64) {
 	e.windowEnd = WindowStart(key, time.Unix(0, sn), l.cfg.Window).UnixNano() + int64(l.cfg.Window)
 }
 
-// spendLocked allows cost from e's lease.
+// spendLocked allows cost from e's lease. The caller adds the key's
+// quotas to d (quotaDecisionLocked).
 func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
 	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
 	e.permits -= cost
@@ -70,21 +75,16 @@ func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, 
 	sh.outstanding -= cost
 	sh.allowed++
 	e.decision(d, true, now, cost)
-	if e.quota {
-		l.quotaDecisionLocked(sh, key, e, now, d)
-	}
 }
 
-// rejectLocked rejects cost from e's estimate of the region's bucket.
+// rejectLocked rejects cost from e's estimate of the region's bucket. The
+// caller adds the key's quotas to d (quotaDecisionLocked).
 func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
 	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
 	e.addDemand(cost)
 	e.referenced = true
 	e.decision(d, false, now, cost)
 	refuseLocked(sh, e, cost, d)
-	if e.quota {
-		l.quotaDecisionLocked(sh, key, e, now, d)
-	}
 }
 
 // refuseLocked counts a rejection of cost that d reports: a rejection,
@@ -220,5 +220,30 @@ func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int6
 	} else {
 		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
 	}
+	if e.quota {
+		l.quotaDecisionLocked(sh, m.key, e, now, &d)
+	}
 	return d
+}
+
+// decideLocalLocked decides without the store when it can: from a lease
+// another miss fetched while this one waited, or as a rejection when even
+// with every token refilled since the last sync the region cannot afford a
+// useful lease. It reports whether it wrote d.
+func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
+	e, closed := m.e, l.breaker.current() == BreakerClosed
+	switch {
+	case e.permits >= m.cost && l.leaseLive(e, now):
+		l.spendLocked(m.sh, m.key, e, now, m.cost, d)
+	case closed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost):
+		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
+	case closed && e.quota && l.quotaSpentLocked(m.sh, m.key, now):
+		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
+	default:
+		return false
+	}
+	if e.quota {
+		l.quotaDecisionLocked(m.sh, m.key, e, now, d)
+	}
+	return true
 }

@@ -73,7 +73,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	var d Decision
 	var quotaBack *quotaReturn // the quota cost to give back if the check is not charged
 	deny := false
-	if q := sh.quotas[key]; m.e.quota && q != nil && q.until != 0 && now < q.until {
+	if m.e.quota && l.quotaSpentLocked(sh, key, now) {
 		deny = true
 	} else if m.plan.HasQuotas() {
 		switch took, back := l.requestQuotaLocked(ctx, &m, now); took {

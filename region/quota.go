@@ -155,17 +155,17 @@ func (q *quotaState) split(e *entry, held int64) {
 	e.permits = s
 }
 
-// quotaOutLocked rejects a check locally while the key's quotas are spent
-// (until the next quota call may find room: a re-base, a refund), and
-// reports whether it did. The shard is locked.
-func (l *Limiter) quotaOutLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) bool {
+// quotaSpentLocked reports whether a quota of key is spent: its checks
+// are then rejected locally until the next quota call may find room (a
+// re-base, a refund).
+func (l *Limiter) quotaSpentLocked(sh *shard, key string, now int64) bool {
 	q := sh.quotas[key]
-	if q == nil || q.until == 0 || now >= q.until {
-		return false
-	}
-	l.rejectLocked(sh, key, e, now, cost, d)
-	return true
+	return q != nil && q.spent(now)
 }
+
+// spent reports whether a quota of the key is spent at limiter time now:
+// its checks are rejected locally until the next quota call may find room.
+func (q *quotaState) spent(now int64) bool { return q.until != 0 && now < q.until }
 
 // quotaDecisionLocked adds the key's quotas to a decision: the tightest
 // of the bucket and every quota gives Remaining and Reset, and a check
@@ -186,7 +186,7 @@ func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64
 			d.quotaTight = int8(i + 1)
 		}
 	}
-	if q.until != 0 && now < q.until && (!d.Allowed || d.ShadowRejected) {
+	if q.spent(now) && (!d.Allowed || d.ShadowRejected) {
 		d.quotaOut = true
 		if d.ShadowRejected {
 			return

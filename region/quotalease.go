@@ -40,8 +40,9 @@ func (l *Limiter) quotaWant(m *miss, ps *[MaxQuotaPeriods]QuotaPeriod, n int, ra
 // renews the rate lease when it is spent, expired or ended, and the
 // quota lease when it is spent, its periods ended, or a base or a charge
 // waits for the counters; then the entry's permits are the lesser of the
-// two leases. The shard is unlocked for the calls.
-func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, invalidated bool) Decision {
+// two leases. It returns what the calls came to and the limiter time after
+// them. The shard is unlocked for the calls.
+func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
 	e, sh := m.e, m.sh
 	q := quotaLockedState(sh, m.key, e)
 	var ps [MaxQuotaPeriods]QuotaPeriod
@@ -59,13 +60,9 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 		m.sh.mu.Lock()
 		e.busy = false
 		now = l.now()
-		switch l.applyLeaseReplyLocked(m, req, rep, lat, err, now) {
-		case leaseUnavailable:
+		if out := l.applyLeaseReplyLocked(m, req, rep, lat, err, now); out != leaseGranted {
 			q.split(e, held)
-			return l.degradedLocked(m, now)
-		case leaseRefused:
-			q.split(e, held)
-			return l.refusedCallLocked(m, now, req)
+			return out, now
 		}
 	}
 	if needQuota {
@@ -74,11 +71,11 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 		now = l.now()
 		if !ok {
 			q.split(e, held)
-			return l.degradedLocked(m, now)
+			return leaseUnavailable, now
 		}
 	}
 	q.split(e, held)
-	return l.decideFromPermitsLocked(sh, m, e, now)
+	return leaseGranted, now
 }
 
 // quotaUnfoldLocked takes the key's two leases apart for a store call:

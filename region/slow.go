@@ -7,8 +7,9 @@ import (
 )
 
 // allowSlow takes the store path: resolve the plan, serialise with other
-// misses of the same key, then decide from what another miss fetched, lease
-// (docs/design.md [leasing]), or degrade (docs/design.md [degraded-mode]).
+// misses of the same key, then decide from what another miss fetched, or
+// call the store (docs/design.md [leasing]) and decide from what the call
+// came to: a lease, or degraded mode (docs/design.md [degraded-mode]).
 func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int64) (Decision, error) {
 	m, err := l.newMiss(key, h, cost)
 	if err != nil {
@@ -24,41 +25,42 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	defer m.sh.mu.Unlock()
 	now := l.now()
 	invalidated := l.attachLocked(&m, now)
-	if m.plan.Exact() {
-		return l.exactLocked(ctx, &m, now), nil
-	}
 	var d Decision
-	if l.decideLocalLocked(&m, now, &d) {
+	if !m.plan.Exact() && l.decideLocalLocked(&m, now, &d) {
 		return d, nil
 	}
-	if l.refusedLocked(&m, now) {
-		return l.degradedLocked(&m, now), nil
-	}
-	now, ok := l.mayCallStoreLocked(ctx, &m, now)
-	if !ok {
-		return l.degradedLocked(&m, now), nil
-	}
-	if m.plan.HasQuotas() {
-		return l.leaseQuotaLocked(ctx, &m, now, invalidated), nil
-	}
-	return l.leaseLocked(ctx, &m, now, invalidated), nil
+	out, now := l.renewLocked(ctx, &m, now, invalidated)
+	return l.concludeLocked(&m, now, out), nil
 }
 
-// decideLocalLocked decides without the store when it can: from a lease
-// another miss fetched while this one waited, or as a rejection when even
-// with every token refilled since the last sync the region cannot afford a
-// useful lease. It reports whether it wrote d.
-func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
-	e := m.e
-	if e.permits >= m.cost && l.leaseLive(e, now) {
-		l.spendLocked(m.sh, m.key, e, now, m.cost, d)
-		return true
+// renewLocked does the store work of a miss that could not be decided
+// locally: one exact call for an exact plan, else a new lease (and quota
+// lease), unless the store may not be called. It returns what that came
+// to and the limiter time after it. The shard is unlocked for the calls.
+func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
+	switch {
+	case m.plan.Exact():
+		return l.exactLocked(ctx, m, now)
+	case l.refusedLocked(m, now):
+		return leaseUnavailable, now
 	}
-	if l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost) {
-		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
-		return true
+	now, ok := l.mayCallStoreLocked(ctx, m, now)
+	switch {
+	case !ok:
+		return leaseUnavailable, now
+	case m.plan.HasQuotas():
+		return l.leaseQuotaLocked(ctx, m, now, invalidated)
 	}
-	return e.quota && l.breaker.current() == BreakerClosed && l.quotaOutLocked(m.sh, m.key, e, now, m.cost, d)
+	return l.leaseLocked(ctx, m, now, invalidated)
+}
+
+// concludeLocked decides a miss from what its store work came to: from
+// the entry's new permits, or without the store (degradeLocked).
+func (l *Limiter) concludeLocked(m *miss, now int64, out leaseOutcome) Decision {
+	if out == leaseGranted {
+		return l.decideFromPermitsLocked(m.sh, m, m.e, now)
+	}
+	return l.degradeLocked(m, now, out)
 }
 
 // refusedLocked reports whether the store refused the key's last call for
@@ -72,33 +74,27 @@ func (l *Limiter) refusedLocked(m *miss, now int64) bool {
 }
 
 // leaseLocked makes the store call that returns the key's unspent permits,
-// charges its degraded debt and leases anew, then decides from the reply;
-// when the call fails it decides in degraded mode. The shard is unlocked for
-// the call.
-func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) Decision {
+// charges its degraded debt and leases anew, and applies the reply. It
+// returns what the call came to and the limiter time after it. The shard
+// is unlocked for the call.
+func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
 	req := l.leaseRequestLocked(m, now, invalidated)
 	m.sh.mu.Unlock()
 	rep, lat, err := l.callStore(ctx, req)
 	m.sh.mu.Lock()
 	m.e.busy = false
 	now = l.now()
-	switch l.applyLeaseReplyLocked(m, req, rep, lat, err, now) {
-	case leaseUnavailable:
-		return l.degradedLocked(m, now)
-	case leaseRefused:
-		return l.refusedCallLocked(m, now, req)
-	}
-	return l.decideFromPermitsLocked(m.sh, m, m.e, now)
+	return l.applyLeaseReplyLocked(m, req, rep, lat, err, now), now
 }
 
-// leaseOutcome is what a lease call's reply did to the entry
-// (applyLeaseReplyLocked).
+// leaseOutcome is what a miss's store work came to (renewLocked).
 type leaseOutcome uint8
 
 const (
-	leaseGranted     leaseOutcome = iota // the reply was applied: a new lease
-	leaseUnavailable                     // the store did not answer: decide degraded
-	leaseRefused                         // the store refused the key's call: refusedCallLocked
+	leaseGranted     leaseOutcome = iota // the reply was applied: decide from the entry's permits
+	leaseUnavailable                     // the store was not called or did not answer: decide degraded
+	leaseRefused                         // the store refused the key's call: degraded, and see degradeLocked
+	leaseFailClosed                      // an exact plan's call could not decide: reject (failClosedLocked)
 )
 
 // applyLeaseReplyLocked applies a lease call's outcome to the entry: it
@@ -121,6 +117,9 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseRepl
 		l.breaker.success()
 	}
 	if err != nil {
+		// Refused: the call wrote nothing, so the permits it returned are
+		// lost (under-admission).
+		sh.outstanding -= req.Return
 		return leaseRefused
 	}
 	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
@@ -130,21 +129,6 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseRepl
 	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
 	sh.outstanding += rep.Granted - req.Return
 	return leaseGranted
-}
-
-// refusedCallLocked decides after the store refused the key's call for a
-// reason of the key's own (ErrStoreRejected: a bucket key of the wrong type,
-// arguments the script refused). The store answered, and the breaker
-// counted it as any answer (a success unless it came too slowly): only this
-// key is decided in degraded mode, flagged, and it tries the store again
-// after BreakerCooldown (refusedLocked). A refused
-// call wrote nothing: the permits it returned are lost (under-admission),
-// and the debt it carried stays with the key's degraded bucket.
-func (l *Limiter) refusedCallLocked(m *miss, now int64, req LeaseRequest) Decision {
-	m.sh.outstanding -= req.Return
-	d := l.degradedLocked(m, now)
-	m.sh.buckets[m.key].refusedAt = now
-	return d
 }
 
 // leaseRequestLocked sizes the next lease and takes the current one back
