@@ -43,8 +43,8 @@ func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
 	}, nil
 }
 
-// attachLocked finds or inserts the key's entry, gives it the resolved plan
-// and rolls its window. It reports whether the entry's plan or epoch
+// attachLocked finds or inserts the key's entry, rolls its window, and
+// gives it the resolved plan and the quota state the plan needs. It reports whether the entry's plan or epoch
 // changed, which ended its lease.
 func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
 	e := m.sh.getLocked(m.key)
@@ -57,20 +57,15 @@ func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
 		// hand it over under the plan that counted it.
 		m.sh.pending = append(m.sh.pending, e.takeUsage(m.key, l.cfg.Window))
 	}
+	if sn := l.storeNanos(now); sn >= e.windowEnd {
+		l.rollLocked(m.sh, m.key, e, sn)
+	}
 	ref := e.plan
 	if ref == nil || ref.Plan != m.plan {
 		ref = l.sharedPlan(m.plan)
 	}
 	invalidated = e.setPlan(ref, m.share, m.epoch)
-	if e.quota && !m.plan.HasQuotas() {
-		l.dropQuotaLocked(m.sh, m.key, e)
-	}
-	if !e.quota && m.plan.HasQuotas() {
-		quotaLockedState(m.sh, m.key, e)
-	}
-	if sn := l.storeNanos(now); sn >= e.windowEnd {
-		l.rollLocked(m.sh, m.key, e, sn)
-	}
+	attachQuotaLocked(m.sh, m.key, e, m.plan.HasQuotas())
 	return invalidated
 }
 

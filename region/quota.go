@@ -127,9 +127,20 @@ func quotaLockedState(sh *shard, key string, e *entry) *quotaState {
 	return q
 }
 
+// attachQuotaLocked gives the key quota state when its plan has quotas
+// (hasQuotas) and drops it when its plan lost them.
+func attachQuotaLocked(sh *shard, key string, e *entry, hasQuotas bool) {
+	switch {
+	case hasQuotas && !e.quota:
+		quotaLockedState(sh, key, e)
+	case !hasQuotas && e.quota:
+		dropQuotaLocked(sh, key, e)
+	}
+}
+
 // dropQuotaLocked forgets the key's quota state (its plan lost its
 // quotas): the held quota permits go back with the next sweep.
-func (l *Limiter) dropQuotaLocked(sh *shard, key string, e *entry) {
+func dropQuotaLocked(sh *shard, key string, e *entry) {
 	q := sh.quotas[key]
 	delete(sh.quotas, key)
 	e.quota = false
@@ -145,15 +156,6 @@ func (l *Limiter) dropQuotaLocked(sh *shard, key string, e *entry) {
 // quotaLease is the whole quota lease this process holds for the key: the
 // entry's permits and the quota lease's surplus over them.
 func (q *quotaState) quotaLease(e *entry) int64 { return e.permits + q.extraQuota }
-
-// split makes the entry's permits the lesser of its rate lease (the
-// entry's permits on entry) and the quota lease held, and keeps the
-// surplus of the larger.
-func (q *quotaState) split(e *entry, held int64) {
-	s := min(e.permits, held)
-	q.extraRate, q.extraQuota = e.permits-s, held-s
-	e.permits = s
-}
 
 // quotaSpentLocked reports whether a quota of key is spent: its checks
 // are then rejected locally until the next quota call may find room (a

@@ -297,3 +297,12 @@ func (l *Limiter) callQuota(ctx context.Context, qs QuotaStore, call QuotaCall) 
 	}
 	return rep, lat, err
 }
+
+// split makes the entry's permits the lesser of its rate lease (the
+// entry's permits on entry) and the quota lease held, and keeps the
+// surplus of the larger.
+func (q *quotaState) split(e *entry, held int64) {
+	s := min(e.permits, held)
+	q.extraRate, q.extraQuota = e.permits-s, held-s
+	e.permits = s
+}

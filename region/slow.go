@@ -137,12 +137,14 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req LeaseRequest, rep LeaseRepl
 // (docs/design.md [degraded-debt]), and the demand counted since the last
 // call.
 func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) LeaseRequest {
-	e := m.e
-	want := e.sizeLease(m.cost, l.leaseCap(m.rate(), m.procs), l.leaseLive(e, now), invalidated)
 	var debt int64
 	if b := m.sh.buckets[m.key]; b != nil && l.breaker.healthy() {
 		debt = b.debt
 	}
+	capCost := l.leaseCap(m.rate(), m.procs)
+	e := m.e
+	live := l.leaseLive(e, now)
+	want := e.sizeLease(m.cost, capCost, live, invalidated)
 	return LeaseRequest{
 		Key:      m.key,
 		Rate:     m.rate(),
