@@ -231,13 +231,13 @@ func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int6
 // with every token refilled since the last sync the region cannot afford a
 // useful lease. It reports whether it wrote d.
 func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
-	e, closed := m.e, l.breaker.current() == BreakerClosed
+	e := m.e
 	switch {
 	case e.permits >= m.cost && l.leaseLive(e, now):
 		l.spendLocked(m.sh, m.key, e, now, m.cost, d)
-	case closed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost):
+	case l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost):
 		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
-	case closed && e.quota && l.quotaSpentLocked(m.sh, m.key, now):
+	case e.quota && l.breaker.current() == BreakerClosed && l.quotaSpentLocked(m.sh, m.key, now):
 		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
 	default:
 		return false

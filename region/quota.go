@@ -13,6 +13,16 @@ import (
 // one number as for any key; quotaState keeps the surplus of the larger
 // lease, and the rest of the key's quota state, in its shard's quotas
 // map, which only the slow path and keys with quotas touch.
+//
+// Its fields change only in the quota files, which the lease engine
+// calls at these points: a miss attaches the state (attachQuotaLocked); a
+// decision asks whether a quota is spent (quotaSpentLocked) and adds the
+// quotas to its answer (quotaDecisionLocked); renewing a lease renews
+// the quota lease (leaseQuotaLocked, quotalease.go); a degraded decision
+// spends a degraded budget (degradedQuotaLocked, quotarebase.go); a check
+// with a request id takes its cost from the quota lease
+// (requestQuotaLocked); and eviction, the sweep, refunds and charges give
+// quota permits back (quotareturn.go).
 type quotaState struct {
 	n       int
 	periods [MaxQuotaPeriods]QuotaPeriod // the periods the held quota permits were granted in
