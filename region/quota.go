@@ -19,7 +19,7 @@ import (
 // decision asks whether a quota is spent (quotaSpentLocked) and adds the
 // quotas to its answer (quotaDecisionLocked); renewing a lease renews
 // the quota lease (leaseQuotaLocked, quotalease.go); a degraded decision
-// spends a degraded budget (degradedQuotaLocked, quotarebase.go); a check
+// spends a degraded budget (degradedQuotaLocked, quotadegraded.go); a check
 // with a request id takes its cost from the quota lease
 // (requestQuotaLocked); and eviction, the sweep, refunds and charges give
 // quota permits back (quotareturn.go).

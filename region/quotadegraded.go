@@ -1,81 +1,12 @@
 package region
 
 import (
-	"context"
 	"math"
 	"time"
 )
 
-// A key's quota bases from the ledger, and what a degraded key may
-// spend of its quotas while the store is away.
-
-// maybeRebaseLocked starts a base request for the key's periods when its
-// counters need one (docs/design.md [quotas]): they hold none; their
-// oldest base is older than QuotaRebase; a counter's room is within two
-// leases of its end; or the region added to a counter, since its base,
-// more than QuotaAccuracy of the quota or two leases (what the other
-// regions spent meanwhile is in no base this region holds: its share of it
-// is what a stale base over-admits). At most one request per key is in
-// flight, at most one a second, and a key whose requests fail waits
-// longer each time (up to QuotaRebase).
-func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep QuotaReply, lease int64) {
-	bases := l.cfg.QuotaBases
-	if bases == nil || q.fetching != nil {
-		return
-	}
-	due := q.baseless
-	sn := l.storeNanos(now)
-	for i := 0; i < q.n && !due; i++ {
-		c := rep.Counters[i]
-		grew := c.Used - q.usedAtBase[i]
-		due = time.Duration(sn-c.BaseAt.UnixNano()) > l.cfg.QuotaRebase ||
-			q.view.q[i].left < 2*lease ||
-			float64(grew) >= math.Max(l.cfg.QuotaAccuracy*float64(q.periods[i].Limit), float64(2*lease))
-	}
-	gap := time.Second
-	if q.fetchFails > 0 {
-		gap = min(l.cfg.QuotaRebase, time.Second<<min(q.fetchFails, 6))
-	}
-	if !due || (q.lastFetch != 0 && now-q.lastFetch < int64(gap) && !(q.baseless && q.fetchFails == 0)) {
-		return
-	}
-	done := make(chan struct{})
-	q.fetching, q.lastFetch = done, now
-	n, ps := q.n, q.periods
-	l.fetches.Add(1)
-	go l.fetchBases(m.key, m.sh, q, n, ps, done)
-}
-
-// fetchBases reads the ledger's base of each of a key's periods and leaves
-// them for the key's next quota call.
-func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [MaxQuotaPeriods]QuotaPeriod, done chan struct{}) {
-	defer l.fetches.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.QuotaBaseTimeout)
-	defer cancel()
-	var got [MaxQuotaPeriods]*QuotaBaseIn
-	var err error
-	for i := range n {
-		var b QuotaBase
-		if b, err = l.cfg.QuotaBases.QuotaBase(ctx, key, ps[i].Start, ps[i].End); err != nil {
-			break
-		}
-		got[i] = &QuotaBaseIn{Total: b.Total, Region: b.ByRegion[l.cfg.Region], AsOf: b.AsOf}
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	q.fetching = nil
-	close(done)
-	l.baseFetches.Add(1)
-	if err != nil {
-		q.fetchFails++
-		l.baseFailures.Add(1)
-		return
-	}
-	q.fetchFails = 0
-	if sh.quotas[key] == q && q.n == n && q.periods == ps {
-		q.bases = got
-	}
-}
+// What a degraded key may spend of its quotas while the store is away,
+// kept on the ledger's bases, and what its decisions say of them.
 
 // degradedQuotaLocked decides a degraded check's quotas: what a degraded
 // decision may spend of them is the quota lease this process held, plus
