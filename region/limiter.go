@@ -169,7 +169,7 @@ func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (d Decision
 	sh := l.shardOf(h)
 	now := l.now()
 	sh.mu.Lock()
-	if e := sh.getLocked(key); e != nil && e.epoch == l.epoch.Load() {
+	if e := sh.getLocked(h, key); e != nil && e.epoch == l.epoch.Load() {
 		decided, err := l.decideLocked(sh, key, e, now, cost, &d)
 		sh.mu.Unlock()
 		if decided {

@@ -47,7 +47,7 @@ func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
 // gives it the resolved plan and the quota state the plan needs. It reports whether the entry's plan or epoch
 // changed, which ended its lease.
 func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
-	e := m.sh.getLocked(m.key)
+	e := m.sh.keys[m.key]
 	if e == nil {
 		e = m.sh.insertLocked(m.key, l.cfg.Window)
 	}

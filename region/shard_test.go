@@ -23,7 +23,7 @@ func TestShardHotEntry(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.do()
-		if got := s.getLocked(st.key); got != st.want {
+		if got := s.getLocked(uint64(len(st.key)), st.key); got != st.want {
 			t.Fatalf("%s: getLocked(%q) = %p, want %p", st.name, st.key, got, st.want)
 		}
 	}
