@@ -256,3 +256,17 @@ func (c *Config) validate() error {
 	check(c.QuotaAccuracy > 0 && c.QuotaAccuracy <= 1, "QuotaAccuracy", "must be in (0, 1], got %v", c.QuotaAccuracy)
 	return errors.Join(errs...)
 }
+
+// EndpointCost returns endpoint's weight: from Config.Costs, else
+// Config.DefaultCost, else ErrUnknownEndpoint.
+func (l *Limiter) EndpointCost(endpoint string) (int64, error) {
+	if l.cfg.Costs != nil {
+		if c, ok := l.cfg.Costs.Cost(endpoint); ok {
+			return c, nil
+		}
+	}
+	if l.cfg.DefaultCost == 0 {
+		return 0, fmt.Errorf("%w: endpoint %q has no cost weight", ErrUnknownEndpoint, endpoint)
+	}
+	return l.cfg.DefaultCost, nil
+}

@@ -9,6 +9,27 @@ type Decision struct {
 	// or the plan is a shadow plan (ShadowRejected says when it would
 	// have been refused).
 	Allowed bool
+	// Degraded reports that the store was unavailable and the decision came
+	// from the local degraded bucket (docs/design.md [degraded-share]). Such
+	// decisions are also counted as degraded in usage.
+	Degraded bool
+	// Path is how the decision was made: for latency by path.
+	Path Path
+	// ShadowRejected reports that the key's plan is a shadow plan
+	// (Plan.Shadow) that would have rejected this check: it was allowed
+	// without spending, and counted in Usage.WouldReject.
+	ShadowRejected bool
+	// Replayed reports that the check carried a request id the region had
+	// already decided (Limiter.AllowRequest): this is that first decision,
+	// and nothing was charged now.
+	Replayed bool
+	// quotaOut: refused for a quota (QuotaRejected); quotaTight: 1 + the
+	// index of the quota that gave Remaining, 0 for the bucket. With the
+	// flags above they share one word: the fast path writes, and its
+	// caller copies, every byte of a Decision.
+	quotaOut   bool
+	quotaTight int8
+
 	// Remaining is the region's bucket as of the last store sync, less what
 	// this process spent since (docs/design.md [remaining]). It is never just
 	// the local lease. While degraded it is the local degraded bucket.
@@ -24,28 +45,12 @@ type Decision struct {
 	Reset time.Duration
 	// Stale is the age of the store sync that Remaining is based on.
 	Stale time.Duration
-	// Degraded reports that the store was unavailable and the decision came
-	// from the local degraded bucket (docs/design.md [degraded-share]). Such
-	// decisions are also counted as degraded in usage.
-	Degraded bool
-	// Path is how the decision was made: for latency by path.
-	Path Path
-	// ShadowRejected reports that the key's plan is a shadow plan
-	// (Plan.Shadow) that would have rejected this check: it was allowed
-	// without spending, and counted in Usage.WouldReject.
-	ShadowRejected bool
-	// Replayed reports that the check carried a request id the region had
-	// already decided (Limiter.AllowRequest): this is that first decision,
-	// and nothing was charged now.
-	Replayed bool
 
 	// quota is the key's quota counters at its last quota call and
 	// quotaHeld the quota permits this process held at the decision:
-	// Quotas. quotaOut: refused for a quota (QuotaRejected).
-	quota      *quotaView
-	quotaHeld  int64
-	quotaOut   bool
-	quotaTight int8 // 1 + the index of the quota that gave Remaining; 0: the bucket
+	// Quotas.
+	quota     *quotaView
+	quotaHeld int64
 
 	// plan is the plan the decision was taken against: a pointer to the copy
 	// the key's entry shares, so that the fast path writes 8 bytes, not a

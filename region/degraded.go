@@ -5,6 +5,26 @@ import (
 	"time"
 )
 
+// degradeLocked decides a miss that its store work did not decide (out).
+// An exact plan's check is rejected (failClosedLocked). Otherwise the key
+// is decided in degraded mode (degradedLocked); after the store refused
+// the key's call for a reason of the key's own (store.ErrStoreRejected: a
+// bucket key of the wrong type, arguments the script refused), only this
+// key is: the store answered, and the breaker counted it as any answer (a
+// success unless it came too slowly). Such a key tries the store again
+// after BreakerCooldown (refusedLocked), and the debt its call carried
+// stays with its degraded bucket.
+func (l *Limiter) degradeLocked(m *miss, now int64, out leaseOutcome) Decision {
+	if out == leaseFailClosed {
+		return l.failClosedLocked(m, now)
+	}
+	d := l.degradedLocked(m, now)
+	if out == leaseRefused {
+		m.sh.buckets[m.key].refusedAt = now
+	}
+	return d
+}
+
 // degradedLocked decides while the store is unavailable, flagged, by the
 // plan's failure policy (docs/design.md [plan-semantics]): FailOpen allows,
 // FailClosed rejects until the breaker's next probe, and FailDegraded
@@ -25,15 +45,13 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	local := math.Min(1, math.Max(e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
 	rate, capacity := m.rate()*local, m.capacity()
 	// Every policy keeps the bucket: it marks the key as deciding without
-	// the store, and holds a refused key's time (refusedCallLocked).
+	// the store, and holds a refused key's time (degradeLocked).
 	b := l.degradedBucketLocked(m, now, local, rate, capacity)
 	policy := e.plan.Policy()
 	if policy == FailClosed {
 		return l.failClosedLocked(m, now)
 	}
-	if !e.fits(cost) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
+	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
 	e.referenced = true
 	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded}
 	if e.syncAt != 0 {
@@ -111,4 +129,36 @@ func (l *Limiter) degradedBucketLocked(m *miss, now int64, local, rate, capacity
 	sh.buckets[m.key] = b
 	e.inDegraded = true
 	return b
+}
+
+// failClosedLocked rejects a check because the store could not decide it,
+// flagged Degraded, with RetryAfter until the breaker's next probe: the
+// FailClosed policy, and every failure of an exact plan.
+func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
+	e, sh, cost := m.e, m.sh, m.cost
+	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
+	e.referenced = true
+	e.addDemand(cost)
+	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded,
+		RetryAfter: max(l.breaker.untilProbe(now), time.Millisecond)}
+	if e.syncAt != 0 {
+		d.Stale = time.Duration(now - e.syncAt)
+	}
+	sh.degraded++
+	e.plan.stats.degradedRejected.Add(1)
+	refuseLocked(sh, e, cost, &d)
+	return d
+}
+
+// settleDebtLocked leaves the key's degraded bucket owing what it allowed
+// after the debt a successful store call charged; a bucket that owes
+// nothing more is dropped and the key leaves degraded mode.
+func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
+	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
+		b.debt -= charged
+		b.refusedAt = 0
+		return
+	}
+	delete(m.sh.buckets, m.key)
+	m.e.inDegraded = false
 }

@@ -43,10 +43,6 @@ type entry struct {
 	quota      bool // the key has quota state in its shard (shard.quotas): its plan has quotas
 }
 
-// limit is the plan's capacity (global), for Decision.Limit and the cost
-// check.
-func (e *entry) limit() int64 { return e.plan.limit }
-
 // setPlan gives the entry its plan, scaled by the region's share, as
 // resolved at epoch. When the epoch or the plan's capacity changed, the
 // lease was sized for other parameters: it ends now (its permits go back
@@ -124,40 +120,6 @@ func (e *entry) applyGrant(rep store.LeaseReply, returned, sent, now int64, half
 	e.observeDemand(sent, rep.DemandTotal, keep)
 }
 
-// usage moves the entry's deltas into a Usage and zeroes them. A shadow
-// plan rejects nothing, so its entry's rejected delta is would-reject cost
-// (refuseLocked); attachLocked hands the deltas over before a plan's
-// Shadow flag changes, so that a delta never mixes the two.
-func (e *entry) takeUsage(key string, w time.Duration) Usage {
-	u := Usage{
-		Key:         key,
-		WindowStart: time.Unix(0, e.windowEnd-int64(w)).UTC(),
-		Spent:       e.spent,
-		Leased:      e.leased,
-		Rejected:    e.rejected,
-		Degraded:    e.degraded,
-	}
-	if e.plan != nil && e.plan.Shadow {
-		u.Rejected, u.WouldReject = 0, e.rejected
-	}
-	e.spent, e.leased, e.rejected, e.degraded = 0, 0, 0, 0
-	return u
-}
-
-func (e *entry) hasUsage() bool {
-	return e.spent != 0 || e.leased != 0 || e.rejected != 0 || e.degraded != 0
-}
-
-// fits reports whether adding n (≥ 0) to every delta, or taking it from
-// leased, keeps it in range. With costs bounded by MaxCapacity it only fails
-// after about 9,000 flush intervals' worth of a maximal plan in one window;
-// a caller whose delta does not fit flushes the entry's usage first.
-func (e *entry) fits(n int64) bool {
-	room := math.MaxInt64 - n
-	return n >= 0 && e.spent <= room && e.rejected <= room && e.degraded <= room &&
-		e.leased <= room && e.leased >= math.MinInt64+n
-}
-
 // localShare is this process's share of the key's regional traffic
 // (docs/design.md [degraded-share]: the degraded limit is traffic-weighted),
 // learned from demand while the store was healthy, or 1/processes before
@@ -171,12 +133,6 @@ func (e *entry) localShare(processes int, prior float64) float64 {
 		return 1 / n
 	}
 	return math.Min(1, (float64(e.shareMine)+prior/n)/all)
-}
-
-// addDemand counts cost asked for, saturating: the count only weighs this
-// process against the others.
-func (e *entry) addDemand(cost int64) {
-	e.demand = uint32(min(int64(e.demand)+cost, math.MaxUint32))
 }
 
 // observeDemand learns the local share from one store reply: mine is the
@@ -194,60 +150,4 @@ func (e *entry) observeDemand(mine, total int64, keep float64) {
 		}
 	}
 	e.lastDemand, e.haveDemand = t, true
-}
-
-// regionalAt estimates the regional tokens at limiter time now from the last
-// sync: an upper bound, because other processes only take tokens away.
-func (e *entry) regionalAt(now int64) float64 {
-	est := float64(e.remaining) + float64(e.rate)*float64(now-e.syncAt)/1e9
-	return math.Min(est, float64(e.capacity))
-}
-
-// refillTarget is how many regional tokens must be estimated before a miss
-// goes back to the store: the cost, or half a lease when that is more, so
-// that a key held at its limit fetches a useful lease per store call instead
-// of one permit per call. Tokens left in the store meanwhile are not lost:
-// they wait in the bucket for the next call.
-func (e *entry) refillTarget(cost int64) float64 {
-	return math.Min(math.Max(float64(cost), float64(e.nextLease/2)), float64(e.capacity))
-}
-
-// decision writes the decision from e's state into d, which must be zero.
-func (e *entry) decision(d *Decision, allowed bool, now, cost int64) {
-	rem := e.remaining
-	if rem < 0 {
-		rem = 0
-	}
-	d.Allowed = allowed
-	d.Remaining = rem
-	d.Limit = e.limit()
-	d.plan = e.plan
-	d.Reset = refillTime(float64(e.capacity)-float64(rem), float64(e.rate))
-	if e.syncAt != 0 {
-		d.Stale = time.Duration(now - e.syncAt)
-	}
-	if !allowed {
-		d.RetryAfter = retryAfter(e.refillTarget(cost)-e.regionalAt(now), float64(e.rate))
-	}
-}
-
-// retryAfter is (cost − tokens) / rate, never less than a millisecond: a
-// rejection always tells the client to wait.
-func retryAfter(missing, rate float64) time.Duration {
-	d := refillTime(missing, rate)
-	if d < time.Millisecond {
-		d = time.Millisecond
-	}
-	return d
-}
-
-func refillTime(missing, rate float64) time.Duration {
-	if missing <= 0 || rate <= 0 {
-		return 0
-	}
-	s := missing / rate
-	if s > float64(math.MaxInt64/int64(time.Second)) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(math.Ceil(s * float64(time.Second)))
 }

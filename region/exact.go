@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"time"
 
 	"github.com/quotaplatform/quota/region/store"
 )
@@ -16,11 +15,12 @@ import (
 // timed out may have taken its cost on the store, which under-admits, and
 // nothing admits what the store did not grant. A call that answers slower
 // than StoreTimeout counts against the breaker, but its answer stands.
-// The shard is unlocked for the call.
-func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision {
+// It returns what the call came to and the limiter time after it. The
+// shard is unlocked for the call.
+func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) (leaseOutcome, int64) {
 	now, ok := l.mayCallStoreLocked(ctx, m, now)
 	if !ok {
-		return l.failClosedLocked(m, now)
+		return leaseFailClosed, now
 	}
 	e, sh := m.e, m.sh
 	req := store.LeaseRequest{
@@ -49,37 +49,14 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) Decision 
 	}
 	if err != nil {
 		sh.outstanding -= req.Return // lost: under-admits
-		return l.failClosedLocked(m, now)
+		return leaseFailClosed, now
 	}
-	if !e.fits(rep.Granted + req.Return) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
+	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
 	if e.inDegraded {
 		l.settleDebtLocked(m, 0) // a degraded bucket left from leased mode keeps its debt for the sweep
 	}
 	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
 	e.leaseLive = false // nothing is leased: every check calls the store
 	sh.outstanding += rep.Granted - req.Return
-	return l.decideFromPermitsLocked(sh, m, e, now)
-}
-
-// failClosedLocked rejects a check because the store could not decide it,
-// flagged Degraded, with RetryAfter until the breaker's next probe: the
-// FailClosed policy, and every failure of an exact plan.
-func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
-	e, sh, cost := m.e, m.sh, m.cost
-	if !e.fits(cost) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
-	e.referenced = true
-	e.addDemand(cost)
-	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded,
-		RetryAfter: max(l.breaker.untilProbe(now), time.Millisecond)}
-	if e.syncAt != 0 {
-		d.Stale = time.Duration(now - e.syncAt)
-	}
-	sh.degraded++
-	e.plan.stats.degradedRejected.Add(1)
-	refuseLocked(sh, e, cost, &d)
-	return d
+	return leaseGranted, now
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,32 +171,15 @@ func (l *Limiter) Allow(ctx context.Context, key string, cost int64) (d Decision
 	sh := l.shardOf(h)
 	now := l.now()
 	sh.mu.Lock()
-	if e := sh.keys[key]; e != nil && e.epoch == l.epoch.Load() {
-		if limit := e.limit(); cost > limit {
-			sh.mu.Unlock()
-			return Decision{}, costError(cost, limit)
+	if e := sh.getLocked(h, key); e != nil && e.epoch == l.epoch.Load() {
+		decided, err := l.decideLocked(sh, key, e, now, cost, &d)
+		sh.mu.Unlock()
+		if decided {
+			return d, err
 		}
-		l.rollLocked(sh, key, e, now)
-		if e.permits >= cost && l.leaseLive(e, now) {
-			// The decision is written in place: copying it up through the
-			// calls was a third of the fast path's time.
-			l.spendLocked(sh, key, e, now, cost, &d)
-			sh.mu.Unlock()
-			return d, nil
-		}
-		if e.syncAt != 0 && !e.inDegraded && e.regionalAt(now) < e.refillTarget(cost) {
-			// Even with every token refilled since the last sync the region
-			// cannot afford a useful lease, so a store call would be wasted.
-			l.rejectLocked(sh, key, e, now, cost, &d)
-			sh.mu.Unlock()
-			return d, nil
-		}
-		if e.quota && !e.inDegraded && l.quotaOutLocked(sh, key, e, now, cost, &d) {
-			sh.mu.Unlock()
-			return d, nil
-		}
+	} else {
+		sh.mu.Unlock()
 	}
-	sh.mu.Unlock()
 	d, err = l.allowSlow(ctx, key, h, cost)
 	if d.Path == PathFast {
 		d.Path = PathSlow // every way through allowSlow but the degraded one
@@ -212,116 +194,6 @@ func (l *Limiter) AllowEndpoint(ctx context.Context, key, endpoint string) (Deci
 		return Decision{}, err
 	}
 	return l.Allow(ctx, key, cost)
-}
-
-// EndpointCost returns endpoint's weight: from Config.Costs, else
-// Config.DefaultCost, else ErrUnknownEndpoint.
-func (l *Limiter) EndpointCost(endpoint string) (int64, error) {
-	if l.cfg.Costs != nil {
-		if c, ok := l.cfg.Costs.Cost(endpoint); ok {
-			return c, nil
-		}
-	}
-	if l.cfg.DefaultCost == 0 {
-		return 0, fmt.Errorf("%w: endpoint %q has no cost weight", ErrUnknownEndpoint, endpoint)
-	}
-	return l.cfg.DefaultCost, nil
-}
-
-func costError(cost, limit int64) error {
-	return fmt.Errorf("%w: cost %d is above the plan's capacity %d", ErrCostExceedsCapacity, cost, limit)
-}
-
-func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
-	if !e.fits(cost) {
-		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
-	}
-	e.permits -= cost
-	e.remaining -= cost
-	e.spent += cost
-	e.addDemand(cost)
-	e.referenced = true
-	sh.outstanding -= cost
-	sh.allowed++
-	e.decision(d, true, now, cost)
-	if e.quota {
-		l.quotaDecisionLocked(sh, key, e, now, d)
-	}
-}
-
-func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
-	if !e.fits(cost) {
-		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
-	}
-	e.addDemand(cost)
-	e.referenced = true
-	e.decision(d, false, now, cost)
-	refuseLocked(sh, e, cost, d)
-	if e.quota {
-		l.quotaDecisionLocked(sh, key, e, now, d)
-	}
-}
-
-// refuseLocked counts a rejection of cost that d reports: a rejection,
-// or, for a shadow plan, a check allowed without spending that the plan
-// would have rejected (entry.rejected then holds would-reject cost: see
-// entry.takeUsage).
-func refuseLocked(sh *shard, e *entry, cost int64, d *Decision) {
-	e.rejected += cost
-	if e.plan.Shadow {
-		d.Allowed, d.ShadowRejected, d.RetryAfter = true, true, 0
-		sh.shadowRejected++
-		e.plan.stats.shadowRejected.Add(1)
-		return
-	}
-	sh.rejected++
-}
-
-// rollLocked starts a new accounting window when the key's current one has
-// ended on the store's clock, moving the old window's deltas to pending.
-func (l *Limiter) rollLocked(sh *shard, key string, e *entry, now int64) {
-	sn := l.storeNanos(now)
-	if sn < e.windowEnd {
-		return
-	}
-	if e.hasUsage() {
-		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
-	}
-	e.windowEnd = WindowStart(key, time.Unix(0, sn), l.cfg.Window).UnixNano() + int64(l.cfg.Window)
-}
-
-func (l *Limiter) processes() int {
-	if l.cfg.Processes != nil {
-		if n := l.cfg.Processes.Processes(); n >= 1 {
-			return n
-		}
-	}
-	return l.cfg.ProcessEstimate
-}
-
-func (l *Limiter) share(key string) float64 {
-	if l.cfg.Shares == nil {
-		return 1
-	}
-	s := l.cfg.Shares.Share(key)
-	if !(s > 0) || s > 1 { // NaN, zero, negative or above one: not a share
-		return 1
-	}
-	return s
-}
-
-// leaseCap is the largest lease one process may hold for a key: all the
-// region's processes together hold at most AccuracyBudget of a horizon's
-// worth of the region's rate.
-func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
-	c := l.cfg.AccuracyBudget * regionalRate * l.cfg.AccuracyHorizon.Seconds() / float64(processes)
-	if c < 1 {
-		return 1
-	}
-	if c > math.MaxUint32 {
-		return math.MaxUint32
-	}
-	return int64(c)
 }
 
 // Invalidate ends key's lease, so that its next decision re-reads its plan
@@ -359,20 +231,4 @@ func (l *Limiter) InvalidateAll() {
 	l.planRefs.Clear() // entries keep their copies until they re-resolve
 }
 
-// sharedPlan returns the shared copy of p.
-func (l *Limiter) sharedPlan(p Plan) *planRef {
-	if r, ok := l.planRefs.Load(p); ok {
-		return r.(*planRef)
-	}
-	cal, _ := p.Calendar() // the plan was validated: the zone loads
-	r, _ := l.planRefs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity), stats: l.planCounters(p), cal: cal})
-	return r.(*planRef)
-}
-
 func mapHash(l *Limiter, key string) uint64 { return maphash.String(l.seed, key) }
-
-// leaseLive reports whether e's lease may still be spent at now: it was not
-// ended early and LeaseTTL has not passed since it was granted.
-func (l *Limiter) leaseLive(e *entry, now int64) bool {
-	return e.leaseLive && now < e.syncAt+int64(l.cfg.LeaseTTL)
-}

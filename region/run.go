@@ -275,7 +275,9 @@ func (l *Limiter) accountReturn(sh *shard, r pendingReturn) {
 	defer sh.mu.Unlock()
 	sh.outstanding -= r.permits
 	if e := sh.keys[r.key]; e != nil && e.fits(r.permits) {
-		l.rollLocked(sh, r.key, e, now)
+		if sn := l.storeNanos(now); sn >= e.windowEnd {
+			l.rollLocked(sh, r.key, e, sn)
+		}
 		e.leased -= r.permits
 		return
 	}

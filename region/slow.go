@@ -2,36 +2,16 @@ package region
 
 import (
 	"context"
-	"fmt"
+	"math"
 	"time"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotaplatform/quota/region/store"
 )
 
-// miss is one decision on the slow path: the key, its cost, and what was
-// resolved for it before its stripe was taken.
-type miss struct {
-	key   string
-	cost  int64
-	plan  Plan    // the key's plan, as the PlanResolver gave it
-	share float64 // the region's share of the key, in (0, 1]
-	procs int     // the processes sharing the region's store
-	epoch uint32  // Limiter.epoch when the plan was resolved
-	sh    *shard  // the key's shard
-	e     *entry  // the key's entry; set by attachLocked
-}
-
-// rate and capacity are the region's bucket: the plan scaled by the share.
-func (m *miss) rate() float64     { return m.plan.Rate * m.share }
-func (m *miss) capacity() float64 { return m.plan.Capacity * m.share }
-
 // allowSlow takes the store path: resolve the plan, serialise with other
-// misses of the same key, then decide from what another miss fetched, lease
-// (docs/design.md [leasing]), or degrade (docs/design.md [degraded-mode]).
+// misses of the same key, then decide from what another miss fetched, or
+// call the store (docs/design.md [leasing]) and decide from what the call
+// came to: a lease, or degraded mode (docs/design.md [degraded-mode]).
 func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int64) (Decision, error) {
 	m, err := l.newMiss(key, h, cost)
 	if err != nil {
@@ -47,93 +27,42 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	defer m.sh.mu.Unlock()
 	now := l.now()
 	invalidated := l.attachLocked(&m, now)
-	if m.plan.Exact() {
-		return l.exactLocked(ctx, &m, now), nil
-	}
 	var d Decision
-	if l.decideLocalLocked(&m, now, &d) {
+	if !m.plan.Exact() && l.decideLocalLocked(&m, now, &d) {
 		return d, nil
 	}
-	if l.refusedLocked(&m, now) {
-		return l.degradedLocked(&m, now), nil
-	}
-	now, ok := l.mayCallStoreLocked(ctx, &m, now)
-	if !ok {
-		return l.degradedLocked(&m, now), nil
-	}
-	if m.plan.HasQuotas() {
-		return l.leaseQuotaLocked(ctx, &m, now, invalidated), nil
-	}
-	return l.leaseLocked(ctx, &m, now, invalidated), nil
+	out, now := l.renewLocked(ctx, &m, now, invalidated)
+	return l.concludeLocked(&m, now, out), nil
 }
 
-// newMiss resolves key's plan, share and process count.
-func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
-	plan, err := l.plans.Plan(key)
-	if err != nil {
-		return miss{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+// renewLocked does the store work of a miss that could not be decided
+// locally: one exact call for an exact plan, else a new lease (and quota
+// lease), unless the store may not be called. It returns what that came
+// to and the limiter time after it. The shard is unlocked for the calls.
+func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
+	switch {
+	case m.plan.Exact():
+		return l.exactLocked(ctx, m, now)
+	case l.refusedLocked(m, now):
+		return leaseUnavailable, now
 	}
-	if err := plan.Validate(); err != nil {
-		return miss{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+	now, ok := l.mayCallStoreLocked(ctx, m, now)
+	switch {
+	case !ok:
+		return leaseUnavailable, now
+	case m.plan.HasQuotas():
+		return l.leaseQuotaLocked(ctx, m, now, invalidated)
 	}
-	if limit := int64(plan.Capacity); cost > limit {
-		return miss{}, costError(cost, limit)
-	}
-	return miss{
-		key:   key,
-		cost:  cost,
-		plan:  plan,
-		share: l.share(key),
-		procs: l.processes(),
-		epoch: l.epoch.Load(),
-		sh:    l.shardOf(h),
-	}, nil
+	return l.leaseLocked(ctx, m, now, invalidated)
 }
 
-// attachLocked finds or inserts the key's entry, gives it the resolved plan
-// and rolls its window. It reports whether the entry's plan or epoch
-// changed, which ended its lease.
-func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
-	e := m.sh.keys[m.key]
-	if e == nil {
-		e = m.sh.insertLocked(m.key, l.cfg.Window)
+// concludeLocked decides a miss from what its store work came to: from
+// the entry's new permits, or without the store (degradeLocked).
+func (l *Limiter) concludeLocked(m *miss, now int64, out leaseOutcome) Decision {
+	if out == leaseGranted {
+		return l.decideFromPermitsLocked(m.sh, m, m.e, now)
 	}
-	m.e = e
-	if e.plan != nil && e.plan.Shadow != m.plan.Shadow && e.hasUsage() {
-		// The rejected delta means would-reject cost under a shadow plan:
-		// hand it over under the plan that counted it.
-		m.sh.pending = append(m.sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
-	ref := e.plan
-	if ref == nil || ref.Plan != m.plan {
-		ref = l.sharedPlan(m.plan)
-	}
-	invalidated = e.setPlan(ref, m.share, m.epoch)
-	if e.quota && !m.plan.HasQuotas() {
-		l.dropQuotaLocked(m.sh, m.key, e)
-	}
-	if !e.quota && m.plan.HasQuotas() {
-		quotaLockedState(m.sh, m.key, e)
-	}
-	l.rollLocked(m.sh, m.key, e, now)
-	return invalidated
-}
-
-// decideLocalLocked decides without the store when it can: from a lease
-// another miss fetched while this one waited, or as a rejection when even
-// with every token refilled since the last sync the region cannot afford a
-// useful lease. It reports whether it wrote d.
-func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
-	e := m.e
-	if e.permits >= m.cost && l.leaseLive(e, now) {
-		l.spendLocked(m.sh, m.key, e, now, m.cost, d)
-		return true
-	}
-	if l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost) {
-		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
-		return true
-	}
-	return e.quota && l.breaker.current() == BreakerClosed && l.quotaOutLocked(m.sh, m.key, e, now, m.cost, d)
+	return l.degradeLocked(m, now, out)
 }
 
 // refusedLocked reports whether the store refused the key's last call for
@@ -146,58 +75,28 @@ func (l *Limiter) refusedLocked(m *miss, now int64) bool {
 	return b != nil && b.refusing(now, l.cfg.BreakerCooldown)
 }
 
-// mayCallStoreLocked asks the breaker whether this miss may call the store.
-// When the breaker lets it probe, it probes first with a call that writes
-// nothing, so that probing a store that is still slow neither loses a lease
-// nor resets the bucket's refill clock; the shard is unlocked for the call.
-// It returns the limiter time after any call.
-func (l *Limiter) mayCallStoreLocked(ctx context.Context, m *miss, now int64) (int64, bool) {
-	probe := l.breaker.current() != BreakerClosed
-	if probe && l.bgProbes.Load() {
-		return now, false // Run probes in the background
-	}
-	if !l.breaker.allow(now) {
-		return now, false
-	}
-	if !probe {
-		return now, true
-	}
-	m.e.busy = true
-	m.sh.mu.Unlock()
-	ok := l.probe(ctx, m.key, m.rate(), m.capacity())
-	m.sh.mu.Lock()
-	m.e.busy = false
-	return l.now(), ok
-}
-
 // leaseLocked makes the store call that returns the key's unspent permits,
-// charges its degraded debt and leases anew, then decides from the reply;
-// when the call fails it decides in degraded mode. The shard is unlocked for
-// the call.
-func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) Decision {
+// charges its degraded debt and leases anew, and applies the reply. It
+// returns what the call came to and the limiter time after it. The shard
+// is unlocked for the call.
+func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
 	req := l.leaseRequestLocked(m, now, invalidated)
 	m.sh.mu.Unlock()
 	rep, lat, err := l.callStore(ctx, req)
 	m.sh.mu.Lock()
 	m.e.busy = false
 	now = l.now()
-	switch l.applyLeaseReplyLocked(m, req, rep, lat, err, now) {
-	case leaseUnavailable:
-		return l.degradedLocked(m, now)
-	case leaseRefused:
-		return l.refusedCallLocked(m, now, req)
-	}
-	return l.decideFromPermitsLocked(m.sh, m, m.e, now)
+	return l.applyLeaseReplyLocked(m, req, rep, lat, err, now), now
 }
 
-// leaseOutcome is what a lease call's reply did to the entry
-// (applyLeaseReplyLocked).
+// leaseOutcome is what a miss's store work came to (renewLocked).
 type leaseOutcome uint8
 
 const (
-	leaseGranted     leaseOutcome = iota // the reply was applied: a new lease
-	leaseUnavailable                     // the store did not answer: decide degraded
-	leaseRefused                         // the store refused the key's call: refusedCallLocked
+	leaseGranted     leaseOutcome = iota // the reply was applied: decide from the entry's permits
+	leaseUnavailable                     // the store was not called or did not answer: decide degraded
+	leaseRefused                         // the store refused the key's call: degraded, and see degradeLocked
+	leaseFailClosed                      // an exact plan's call could not decide: reject (failClosedLocked)
 )
 
 // applyLeaseReplyLocked applies a lease call's outcome to the entry: it
@@ -220,11 +119,12 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req store.LeaseRequest, rep sto
 		l.breaker.success()
 	}
 	if err != nil {
+		// Refused: the call wrote nothing, so the permits it returned are
+		// lost (under-admission).
+		sh.outstanding -= req.Return
 		return leaseRefused
 	}
-	if !e.fits(rep.Granted + req.Return) {
-		sh.pending = append(sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
+	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
 	if e.inDegraded {
 		l.settleDebtLocked(m, req.Debt)
 	}
@@ -233,33 +133,20 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req store.LeaseRequest, rep sto
 	return leaseGranted
 }
 
-// refusedCallLocked decides after the store refused the key's call for a
-// reason of the key's own (store.ErrStoreRejected: a bucket key of the wrong type,
-// arguments the script refused). The store answered, and the breaker
-// counted it as any answer (a success unless it came too slowly): only this
-// key is decided in degraded mode, flagged, and it tries the store again
-// after BreakerCooldown (refusedLocked). A refused
-// call wrote nothing: the permits it returned are lost (under-admission),
-// and the debt it carried stays with the key's degraded bucket.
-func (l *Limiter) refusedCallLocked(m *miss, now int64, req store.LeaseRequest) Decision {
-	m.sh.outstanding -= req.Return
-	d := l.degradedLocked(m, now)
-	m.sh.buckets[m.key].refusedAt = now
-	return d
-}
-
 // leaseRequestLocked sizes the next lease and takes the current one back
 // for the call (the entry is busy until the call returns). The call carries
 // the key's degraded debt only when the last store call succeeded
 // (docs/design.md [degraded-debt]), and the demand counted since the last
 // call.
 func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) store.LeaseRequest {
-	e := m.e
-	want := e.sizeLease(m.cost, l.leaseCap(m.rate(), m.procs), l.leaseLive(e, now), invalidated)
 	var debt int64
 	if b := m.sh.buckets[m.key]; b != nil && l.breaker.healthy() {
 		debt = b.debt
 	}
+	capCost := l.leaseCap(m.rate(), m.procs)
+	e := m.e
+	live := l.leaseLive(e, now)
+	want := e.sizeLease(m.cost, capCost, live, invalidated)
 	return store.LeaseRequest{
 		Key:      m.key,
 		Rate:     m.rate(),
@@ -274,100 +161,16 @@ func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) store
 	}
 }
 
-// settleDebtLocked leaves the key's degraded bucket owing what it allowed
-// after the debt a successful store call charged; a bucket that owes
-// nothing more is dropped and the key leaves degraded mode.
-func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
-	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
-		b.debt -= charged
-		b.refusedAt = 0
-		return
+// leaseCap is the largest lease one process may hold for a key: all the
+// region's processes together hold at most AccuracyBudget of a horizon's
+// worth of the region's rate.
+func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
+	c := l.cfg.AccuracyBudget * regionalRate * l.cfg.AccuracyHorizon.Seconds() / float64(processes)
+	if c < 1 {
+		return 1
 	}
-	delete(m.sh.buckets, m.key)
-	m.e.inDegraded = false
-}
-
-// probe makes a store call that writes nothing, and reports whether the
-// store answered within the timeout, telling the breaker either way. A
-// refusal about the probe's key (store.ErrStoreRejected) is an answer.
-func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64) bool {
-	_, lat, err := l.callStore(ctx, store.LeaseRequest{Key: key, Rate: rate, Capacity: capacity, Spread: 1})
-	if store.IsTransient(err) || lat > l.cfg.StoreTimeout {
-		l.breaker.failure(l.now())
-		return false
+	if c > math.MaxUint32 {
+		return math.MaxUint32
 	}
-	l.breaker.success()
-	return true
-}
-
-// endStoreSpan records a store call on its span and ends it.
-func endStoreSpan(span trace.Span, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error) {
-	span.SetAttributes(attribute.Int64("quota.want", req.Want), attribute.Int64("quota.granted", rep.Granted),
-		attribute.Int64("quota.return", req.Return), attribute.Int64("quota.latency_us", lat.Microseconds()))
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, "store call failed")
-	}
-	span.End()
-}
-
-// callStore makes one store call under the hard timeout and learns the
-// clock offset from its reply (docs/design.md [store-clock]). It counts the
-// calls the store refused for their key (store.ErrStoreRejected); telling the
-// breaker is the caller's.
-func (l *Limiter) callStore(ctx context.Context, req store.LeaseRequest) (store.LeaseReply, time.Duration, error) {
-	return l.callStoreWithin(ctx, req, l.cfg.StoreTimeout)
-}
-
-// callStoreWithin is callStore under timeout instead of StoreTimeout.
-func (l *Limiter) callStoreWithin(ctx context.Context, req store.LeaseRequest, timeout time.Duration) (store.LeaseReply, time.Duration, error) {
-	var span trace.Span
-	if l.cfg.Tracer != nil {
-		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.call", trace.WithSpanKind(trace.SpanKindClient))
-	}
-	// A memstore.Store answers without I/O, so a deadline would only cost the
-	// slow path a timer and the request context's cancellation bookkeeping
-	// (about 300 B, 6 % of the embedded daemon's allocation per check at
-	// 0.5 checks/s per key).
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if !l.inMemory {
-		cctx, cancel = context.WithTimeout(ctx, timeout)
-	}
-	t0 := l.clock.Now()
-	rep, err := l.store.Lease(cctx, req)
-	t1 := l.clock.Now()
-	cancel()
-	lat := t1.Sub(t0)
-	if span != nil {
-		endStoreSpan(span, req, rep, lat, err)
-	}
-	l.storeCalls.Add(1)
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.StoreCall(lat, req.Want, rep.Granted, err)
-	}
-	if err != nil {
-		if !store.IsTransient(err) {
-			l.keyErrors.Add(1)
-		}
-		return store.LeaseReply{}, lat, err
-	}
-	if rep.Granted < 0 || rep.Granted > req.Want {
-		return store.LeaseReply{}, lat, fmt.Errorf("%w: store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, req.Want)
-	}
-	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
-	l.offset.observe(rep.StoreTime.UnixNano() - mid)
-	return rep, lat, nil
-}
-
-// decideFromPermitsLocked spends m's cost from the entry's permits when
-// they cover it, and rejects it otherwise: what a decision comes to once a
-// store reply has been applied to the entry.
-func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int64) Decision {
-	var d Decision
-	if e.permits >= m.cost {
-		l.spendLocked(sh, m.key, e, now, m.cost, &d)
-	} else {
-		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
-	}
-	return d
+	return int64(c)
 }

@@ -1,0 +1,361 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quotaplatform/quota/region/store"
+)
+
+// Adjustment is the answer to Refund and Charge.
+type Adjustment struct {
+	// Replayed: the request id was refunded (or charged) before with the
+	// same cost, and nothing changed now.
+	Replayed bool
+	// Cost is the cost applied: now, or the first time when Replayed.
+	Cost int64
+	// Charged and Refunded are the request id's totals after the call.
+	Charged, Refunded int64
+	// Remaining is the region's bucket after the call; negative when a
+	// post-hoc charge put it in debt.
+	Remaining int64
+	// Limit is the plan's capacity.
+	Limit int64
+}
+
+// AllowRequest is Allow for a check that carries a request id
+// (docs/design.md [idempotency]): the first check of (key, id) within
+// Config.IdempotencyHorizon is decided and charged by one store call that
+// records its decision; a later one, on any process of the region, gets
+// that decision with Replayed set and charges nothing. It always calls the
+// store: a check with an id is never decided from the local lease. While
+// the store is unavailable (breaker not closed, or the call fails) the
+// check is decided by the plan's failure policy like any check, flagged
+// Degraded, and its id is not recorded: a retry is charged again. id ""
+// is Allow.
+func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id string) (Decision, error) {
+	if id == "" {
+		return l.Allow(ctx, key, cost)
+	}
+	if err := CheckKey(key); err != nil {
+		return Decision{}, err
+	}
+	if cost <= 0 {
+		return Decision{}, fmt.Errorf("%w: cost must be positive, got %d", ErrInvalidCost, cost)
+	}
+	if err := CheckRequestID(id); err != nil {
+		return Decision{}, err
+	}
+	rs, ok := l.store.(store.RequestStore)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
+	}
+	h := maphash.String(l.seed, key)
+	m, err := l.newMiss(key, h, cost)
+	if err != nil {
+		return Decision{}, err
+	}
+	sh := m.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := l.now()
+	l.attachLocked(&m, now)
+	if l.breaker.current() != BreakerClosed {
+		return l.degradedLocked(&m, now), nil
+	}
+	// A key whose quota is spent still asks the store, with Deny: a known
+	// id replays its first decision, a new one is recorded as rejected.
+	var d Decision
+	var quotaBack *quotaReturn // the quota cost to give back if the check is not charged
+	deny := false
+	if m.e.quota && l.quotaSpentLocked(sh, key, now) {
+		deny = true
+	} else if m.plan.HasQuotas() {
+		switch took, back := l.requestQuotaLocked(ctx, &m, now); took {
+		case quotaUnavailable:
+			return l.degradedLocked(&m, l.now()), nil
+		case quotaSpent:
+			deny = true
+		default:
+			quotaBack = back
+		}
+	}
+	call := store.RequestCall{Op: store.RequestCheck, Deny: deny, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
+		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
+	sh.mu.Unlock()
+	rep, err := l.callRequest(ctx, rs, call)
+	sh.mu.Lock()
+	now = l.now()
+	l.attachLocked(&m, now) // the entry may have been evicted meanwhile
+	if quotaBack != nil && (err != nil || !rep.Allowed || rep.Status == store.RequestReplayed) {
+		// Not charged now: the quota cost goes back with the next sweep.
+		sh.returns = append(sh.returns, pendingReturn{key: key, quota: quotaBack})
+	}
+	if err != nil {
+		return l.degradedLocked(&m, now), nil
+	}
+	e := m.e
+	e.referenced = true
+	d = Decision{Allowed: rep.Allowed, Limit: e.limit(), plan: e.plan, Path: PathSlow, Replayed: rep.Status == store.RequestReplayed}
+	tokens := rep.Tokens
+	d.Remaining = max(0, int64(tokens))
+	d.Reset = refillTime(m.capacity()-tokens, m.rate())
+	if !rep.Allowed {
+		d.RetryAfter = retryAfter(float64(cost)-tokens, m.rate())
+	}
+	if d.Replayed {
+		if !d.Allowed && e.plan.Shadow {
+			d.Allowed, d.ShadowRejected, d.RetryAfter = true, true, 0
+		}
+		return d, nil
+	}
+	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
+	e.addDemand(cost)
+	if rep.Allowed {
+		// Taken from the store for this check alone: leased and spent.
+		e.leased += cost
+		e.spent += cost
+		sh.allowed++
+		if e.quota {
+			l.quotaDecisionLocked(sh, key, e, now, &d)
+		}
+		return d, nil
+	}
+	refuseLocked(sh, e, cost, &d)
+	if e.quota {
+		l.quotaDecisionLocked(sh, key, e, now, &d)
+	}
+	return d, nil
+}
+
+// Refund gives cost back to key's bucket for the request id (a request
+// that failed upstream), at most what the id was charged (its allowed
+// check plus its post-hoc charge), once: the same refund sent again is
+// Replayed and changes nothing. The ledger counts it as Usage.Refunded.
+// It needs the store: while the store is unavailable it fails with an
+// error wrapping store.ErrStoreUnavailable, to be retried. An id the region
+// holds no record of is ErrUnknownRequest, a refund above the charge
+// ErrRefundExceedsCharge, another refund of the same id with another cost
+// ErrRequestConflict.
+func (l *Limiter) Refund(ctx context.Context, key string, cost int64, id string) (Adjustment, error) {
+	return l.adjust(ctx, store.RequestRefund, key, cost, id)
+}
+
+// Charge takes cost from key's bucket after the fact (usage known only
+// once a request was served), without a decision: the bucket may go into
+// debt, down to −capacity, and the region's checks of the key are
+// rejected until its refill repays it. It is applied once per request id
+// (the same charge sent again is Replayed; another cost is
+// ErrRequestConflict), counted as Usage.Charged, and needs the store as
+// Refund does. This process's lease of the key ends, so that its next
+// check sees the debt.
+func (l *Limiter) Charge(ctx context.Context, key string, cost int64, id string) (Adjustment, error) {
+	return l.adjust(ctx, store.RequestCharge, key, cost, id)
+}
+
+func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, cost int64, id string) (Adjustment, error) {
+	if err := CheckKey(key); err != nil {
+		return Adjustment{}, err
+	}
+	if cost <= 0 || cost > MaxCapacity {
+		return Adjustment{}, fmt.Errorf("%w: cost must be in [1, %d], got %d", ErrInvalidCost, int64(MaxCapacity), cost)
+	}
+	if id == "" {
+		return Adjustment{}, fmt.Errorf("%w: request_id is required: the id of the request to %s", ErrInvalidRequestID, op)
+	}
+	if err := CheckRequestID(id); err != nil {
+		return Adjustment{}, err
+	}
+	rs, ok := l.store.(store.RequestStore)
+	if !ok {
+		return Adjustment{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
+	}
+	plan, err := l.plans.Plan(key)
+	if err == nil {
+		err = plan.Validate()
+	}
+	if err != nil {
+		return Adjustment{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+	}
+	if l.breaker.current() != BreakerClosed {
+		return Adjustment{}, fmt.Errorf("%w: the regional store is unavailable; %s not applied, send it again", store.ErrStoreUnavailable, op)
+	}
+	share := l.share(key)
+	call := store.RequestCall{Op: op, Key: key, ID: id, Rate: plan.Rate * share, Capacity: plan.Capacity * share,
+		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
+	rep, err := l.callRequest(ctx, rs, call)
+	if err != nil {
+		if store.IsTransient(err) {
+			return Adjustment{}, fmt.Errorf("%s not applied, send it again: %w", op, err)
+		}
+		return Adjustment{}, err
+	}
+	a := Adjustment{Replayed: rep.Status == store.RequestReplayed, Cost: rep.Cost, Charged: rep.Charged,
+		Refunded: rep.Refunded, Remaining: int64(rep.Tokens), Limit: int64(plan.Capacity)}
+	switch rep.Status {
+	case store.RequestUnknown:
+		return Adjustment{}, fmt.Errorf("%w: request_id %q of key %q was not charged in this region within the idempotency horizon (%v)",
+			ErrUnknownRequest, id, key, l.IdempotencyHorizon())
+	case store.RequestOverRefund:
+		return Adjustment{}, fmt.Errorf("%w: cost %d is more than request_id %q was charged (%d, %d of it refunded)",
+			ErrRefundExceedsCharge, cost, id, rep.Charged, rep.Refunded)
+	case store.RequestConflict:
+		return Adjustment{}, fmt.Errorf("%w: request_id %q was %s with cost %d, not %d", ErrRequestConflict, id, pastTense(op), rep.Cost, cost)
+	}
+	h := maphash.String(l.seed, key)
+	sh := l.shardOf(h)
+	now := l.now()
+	u := Usage{Key: key, WindowStart: WindowStart(key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)}
+	durable, _ := l.cfg.Usage.(DurableUsageSink)
+	if rep.Status == store.RequestReplayed {
+		if durable == nil {
+			return a, nil
+		}
+		// The first answer may have failed to make the adjustment durable
+		// (ErrUsageNotDurable): the retry that replays it confirms it. The
+		// adjustment was applied in this window or, for a prompt retry,
+		// the one before; zero deltas only name them.
+		prev := Usage{Key: key, WindowStart: u.WindowStart.Add(-l.cfg.Window)}
+		if err := durable.RecordDurable(ctx, []Usage{prev, u}); err != nil {
+			return Adjustment{}, notDurable(op, err)
+		}
+		return a, nil
+	}
+	sh.mu.Lock()
+	if plan.HasQuotas() {
+		sh.returns = append(sh.returns, l.quotaAdjustment(key, plan, share, op, cost, now))
+	}
+	if op == store.RequestRefund {
+		u.Refunded = cost
+	} else {
+		u.Charged = cost
+		if e := sh.keys[key]; e != nil {
+			e.leaseLive = false // the next check goes to the store and sees the debt
+		}
+	}
+	if durable == nil {
+		sh.pending = append(sh.pending, u)
+		sh.mu.Unlock()
+		return a, nil
+	}
+	sh.mu.Unlock()
+	// Durable before the answer (docs/design.md [idempotency]): the store
+	// applied the adjustment, and a retry of a lost answer replays it and
+	// records nothing, so the ledger must hold it before anyone hears
+	// that it was applied. Outside the shard lock: this waits for
+	// JetStream or an fsync.
+	if err := durable.RecordDurable(ctx, []Usage{u}); err != nil {
+		return Adjustment{}, notDurable(op, err)
+	}
+	return a, nil
+}
+
+// DurableUsageSink is a UsageSink that can make usage durable before it
+// returns. Refund and Charge use it when Config.Usage implements it: the
+// adjustment is answered only once it is durable, so that a process that
+// dies right after the answer loses nothing the store applied (a retry of
+// the same request id replays and records nothing). Allow never calls it.
+type DurableUsageSink interface {
+	UsageSink
+	// RecordDurable adds batch as Record does (zero deltas add nothing),
+	// and returns once this process's cumulative usage of every (key,
+	// window) named in batch is durable for the ledger, or with an error
+	// saying it is not: the deltas are then held in memory as Record's
+	// are, and reported with the next flush. It may block on I/O up to
+	// ctx's end or the sink's own timeout. Safe for concurrent use.
+	RecordDurable(ctx context.Context, batch []Usage) error
+}
+
+// ErrUsageNotDurable: a refund or charge was applied to the store, but its
+// usage could not be made durable for the ledger (Config.Usage is a
+// DurableUsageSink that failed): it is held in this process's memory.
+// Send the same request again: it replays, and confirms the usage once it
+// is durable. Wrapped with store.ErrStoreUnavailable, so that APIs answer it as
+// a retryable unavailability (HTTP 503).
+var ErrUsageNotDurable = errors.New("usage not yet durable for the ledger")
+
+func notDurable(op store.RequestOp, err error) error {
+	return fmt.Errorf("%w: %w: %s applied, but not yet recorded for the ledger; send it again to confirm: %w",
+		store.ErrStoreUnavailable, ErrUsageNotDurable, op, err)
+}
+
+// IdempotencyHorizon is how long the region's store remembers a request
+// id after its last use: Config.IdempotencyHorizon, or what
+// SetIdempotencyHorizon set since.
+func (l *Limiter) IdempotencyHorizon() time.Duration { return time.Duration(l.horizon.Load()) }
+
+// SetIdempotencyHorizon changes the idempotency horizon of the calls that
+// follow (at least 1 ms), for a process whose Limiter was configured by a
+// package that does not set Config.IdempotencyHorizon (the daemon's
+// --idempotency-horizon). Records already written keep their expiry.
+func (l *Limiter) SetIdempotencyHorizon(d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("region: idempotency horizon must be at least 1ms, got %v", d)
+	}
+	l.horizon.Store(int64(d))
+	return nil
+}
+
+func pastTense(op store.RequestOp) string {
+	if op == store.RequestRefund {
+		return "refunded"
+	}
+	return "charged"
+}
+
+// callRequest makes one store.RequestStore call under the hard store timeout,
+// as callStore makes a lease call: counted, traced, observed, and told to
+// the breaker (a refusal about the call is an answer).
+func (l *Limiter) callRequest(ctx context.Context, rs store.RequestStore, call store.RequestCall) (store.RequestReply, error) {
+	var span trace.Span
+	if l.cfg.Tracer != nil {
+		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.request", trace.WithSpanKind(trace.SpanKindClient))
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
+	t0 := l.clock.Now()
+	rep, err := rs.Request(cctx, call)
+	t1 := l.clock.Now()
+	cancel()
+	lat := t1.Sub(t0)
+	if span != nil {
+		span.SetAttributes(attribute.String("quota.op", call.Op.String()), attribute.Int64("quota.cost", call.Cost),
+			attribute.Int("quota.status", int(rep.Status)), attribute.Int64("quota.latency_us", lat.Microseconds()))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "store call failed")
+		}
+		span.End()
+	}
+	l.storeCalls.Add(1)
+	if l.cfg.Observer != nil {
+		var granted int64
+		if rep.Status == store.RequestApplied && (call.Op != store.RequestCheck || rep.Allowed) {
+			granted = call.Cost
+		}
+		l.cfg.Observer.StoreCall(lat, call.Cost, granted, err)
+	}
+	now := l.now()
+	switch {
+	case err != nil && store.IsTransient(err):
+		l.breaker.failure(now)
+		return store.RequestReply{}, err
+	case lat > l.cfg.StoreTimeout:
+		l.breaker.failure(now)
+	default:
+		l.breaker.success()
+	}
+	if err != nil {
+		l.keyErrors.Add(1)
+		return store.RequestReply{}, err
+	}
+	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
+	l.offset.observe(rep.StoreTime.UnixNano() - mid)
+	return rep, nil
+}

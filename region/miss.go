@@ -1,0 +1,100 @@
+package region
+
+import "fmt"
+
+// miss is one decision on the slow path: the key, its cost, and what was
+// resolved for it before its stripe was taken.
+type miss struct {
+	key   string
+	cost  int64
+	plan  Plan    // the key's plan, as the PlanResolver gave it
+	share float64 // the region's share of the key, in (0, 1]
+	procs int     // the processes sharing the region's store
+	epoch uint32  // Limiter.epoch when the plan was resolved
+	sh    *shard  // the key's shard
+	e     *entry  // the key's entry; set by attachLocked
+}
+
+// rate and capacity are the region's bucket: the plan scaled by the share.
+func (m *miss) rate() float64 { return m.plan.Rate * m.share }
+
+func (m *miss) capacity() float64 { return m.plan.Capacity * m.share }
+
+// newMiss resolves key's plan, share and process count.
+func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
+	plan, err := l.plans.Plan(key)
+	if err != nil {
+		return miss{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+	}
+	if err := plan.Validate(); err != nil {
+		return miss{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+	}
+	if limit := int64(plan.Capacity); cost > limit {
+		return miss{}, costError(cost, limit)
+	}
+	return miss{
+		key:   key,
+		cost:  cost,
+		plan:  plan,
+		share: l.share(key),
+		procs: l.processes(),
+		epoch: l.epoch.Load(),
+		sh:    l.shardOf(h),
+	}, nil
+}
+
+// attachLocked finds or inserts the key's entry, rolls its window, and
+// gives it the resolved plan and the quota state the plan needs. It reports whether the entry's plan or epoch
+// changed, which ended its lease.
+func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
+	e := m.sh.keys[m.key]
+	if e == nil {
+		e = m.sh.insertLocked(m.key, l.cfg.Window)
+	}
+	m.e = e
+	if e.plan != nil && e.plan.Shadow != m.plan.Shadow && e.hasUsage() {
+		// The rejected delta means would-reject cost under a shadow plan:
+		// hand it over under the plan that counted it.
+		m.sh.pending = append(m.sh.pending, e.takeUsage(m.key, l.cfg.Window))
+	}
+	if sn := l.storeNanos(now); sn >= e.windowEnd {
+		l.rollLocked(m.sh, m.key, e, sn)
+	}
+	ref := e.plan
+	if ref == nil || ref.Plan != m.plan {
+		ref = l.sharedPlan(m.plan)
+	}
+	invalidated = e.setPlan(ref, m.share, m.epoch)
+	attachQuotaLocked(m.sh, m.key, e, m.plan.HasQuotas())
+	return invalidated
+}
+
+func (l *Limiter) share(key string) float64 {
+	if l.cfg.Shares == nil {
+		return 1
+	}
+	s := l.cfg.Shares.Share(key)
+	if !(s > 0) || s > 1 { // NaN, zero, negative or above one: not a share
+		return 1
+	}
+	return s
+}
+
+func (l *Limiter) processes() int {
+	if l.cfg.Processes != nil {
+		if n := l.cfg.Processes.Processes(); n >= 1 {
+			return n
+		}
+	}
+	return l.cfg.ProcessEstimate
+}
+
+// sharedPlan returns the shared copy of p.
+func (l *Limiter) sharedPlan(p Plan) *planRef {
+	if r, ok := l.planRefs.Load(p); ok {
+		return r.(*planRef)
+	}
+	cal, _ := p.Calendar() // the plan was validated: the zone loads
+	r, _ := l.planRefs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity), stats: l.planCounters(p), cal: cal})
+	return r.(*planRef)
+}

@@ -1,0 +1,379 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/quotaplatform/quota/region/store"
+)
+
+// A key's quota lease: the quota calls of the slow path, which renew
+// it beside the rate lease, and of checks with a request id, and the
+// ledger bases that rebuild a counter.
+
+// currentPeriods fills ps with the periods of m's quotas at store time sn
+// and returns how many there are.
+func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) int {
+	ref := m.e.plan
+	at := time.Unix(0, sn)
+	n := 0
+	for _, q := range ref.QuotaList() {
+		start, end := ref.cal.Bounds(q.Period, at)
+		ps[n] = store.QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: m.share}
+		n++
+	}
+	return n
+}
+
+// quotaWant is the quota lease a process asks for: rateWant, or its part
+// of QuotaAccuracy of the tightest quota when that is more (docs/design.md
+// [quotas]: the bound).
+func (l *Limiter) quotaWant(m *miss, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rateWant int64) int64 {
+	tightest := ps[0].Limit
+	for i := 1; i < n; i++ {
+		tightest = min(tightest, ps[i].Limit)
+	}
+	c := l.cfg.QuotaAccuracy * float64(tightest) * m.share / float64(m.procs)
+	return max(m.cost, rateWant, int64(math.Min(c, store.MaxCount)))
+}
+
+// leaseQuotaLocked is leaseLocked for a key whose plan has quotas: it
+// renews the rate lease when it is spent, expired or ended, and the
+// quota lease when it is spent, its periods ended, or a base or a charge
+// waits for the counters; then the entry's permits are the lesser of the
+// two leases. It returns what the calls came to and the limiter time after
+// them. The shard is unlocked for the calls.
+func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
+	e, sh := m.e, m.sh
+	q := quotaLockedState(sh, m.key, e)
+	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
+	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
+	rateLive := l.leaseLive(e, now)
+	needRate := invalidated || !rateLive || e.permits < m.cost
+	needQuota := rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil || (q.until != 0 && now >= q.until)
+
+	rateWant := m.cost
+	if needRate {
+		req := l.leaseRequestLocked(m, now, invalidated)
+		rateWant = req.Want
+		m.sh.mu.Unlock()
+		rep, lat, err := l.callStore(ctx, req)
+		m.sh.mu.Lock()
+		e.busy = false
+		now = l.now()
+		if out := l.applyLeaseReplyLocked(m, req, rep, lat, err, now); out != leaseGranted {
+			q.split(e, held)
+			return out, now
+		}
+	}
+	if needQuota {
+		var ok bool
+		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, rateWant)
+		now = l.now()
+		if !ok {
+			q.split(e, held)
+			return leaseUnavailable, now
+		}
+	}
+	q.split(e, held)
+	return leaseGranted, now
+}
+
+// quotaUnfoldLocked takes the key's two leases apart for a store call:
+// the entry's permits become the whole rate lease, and it returns the
+// periods of the plan's quotas now, the quota lease held (none when the
+// periods rolled since it was granted), and whether they rolled.
+func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) (n int, held int64, rolled bool) {
+	e := m.e
+	n = l.currentPeriods(m, l.storeNanos(now), ps)
+	// A counter is a (unit, period start): a new limit on the same
+	// periods keeps the counters and the lease held.
+	rolled = n != q.n
+	for i := 0; i < n && !rolled; i++ {
+		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
+	}
+	held = q.quotaLease(e)
+	e.permits += q.extraRate
+	q.extraRate, q.extraQuota = 0, 0
+	if rolled {
+		// The permits held were granted in periods that ended (or by other
+		// quotas): their counters keep them, which charges an ended period
+		// (or a replaced quota) for permits nobody spent. That is harmless:
+		// such a counter grants nothing more.
+		held = 0
+		q.until = 0
+		q.baseless = false
+	}
+	return n, held, rolled
+}
+
+// requestQuota is what became of a check's cost taken from a key's quota
+// lease (requestQuotaLocked).
+type requestQuota uint8
+
+const (
+	quotaTaken       requestQuota = iota // taken from the quota lease
+	quotaSpent                           // a quota cannot afford it
+	quotaUnavailable                     // the store did not answer
+)
+
+// requestQuotaLocked takes a check's cost from the key's quota lease for
+// a check with a request id (which is decided by its own store call, not
+// from the rate lease), leasing quota first when the lease held cannot
+// cover it. The caller gives the cost back (returnOf) when the check is
+// then not charged. The shard is unlocked for a call.
+func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (requestQuota, *quotaReturn) {
+	e := m.e
+	q := quotaLockedState(m.sh, m.key, e)
+	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
+	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
+	if rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil {
+		var ok bool
+		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, m.cost)
+		if !ok {
+			q.split(e, held)
+			return quotaUnavailable, nil
+		}
+	}
+	if held < m.cost {
+		q.split(e, held)
+		return quotaSpent, nil
+	}
+	q.split(e, held-m.cost)
+	return quotaTaken, q.returnOf(m.cost)
+}
+
+// quotaCallLocked makes the key's quota call: it returns the held quota
+// permits, charges what was spent without a grant, sends any fetched
+// base, and leases anew. A counter without a base waits for the base
+// request in flight first. It returns the quota lease held after the
+// call (the old one when the store did not answer), and whether the
+// store answered.
+func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
+	qs, ok := l.store.(store.QuotaStore)
+	if !ok {
+		// New refuses a plan with quotas on such a store (Validate of the
+		// resolver's plans happens per key): degrade, flagged, and let the
+		// key's refusal show in the key errors.
+		l.keyErrors.Add(1)
+		return held, false
+	}
+	l.awaitBaseLocked(ctx, m, q)
+	call := store.QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge,
+		NeedBase: l.cfg.QuotaBases != nil && q.fetchFails == 0}
+	for i := range n {
+		ps[i].Return = held
+		ps[i].Base = q.bases[i]
+		if q.bases[i] != nil && (q.n != n || !q.periods[i].Start.Equal(ps[i].Start)) {
+			ps[i].Base = nil // fetched for another period
+		}
+	}
+	rep, ok := l.sendQuotaCallLocked(ctx, m, qs, call)
+	if !ok {
+		return held, false
+	}
+	l.applyQuotaReplyLocked(m, q, ps, n, rep)
+	if rep.Granted == 0 && call.NeedBase && q.baseless {
+		// A counter without a base (a new period or region, a store that
+		// lost its state) granted nothing: read the base and ask again,
+		// so that it is rebuilt from the ledger before it grants. The
+		// returns and the charge went with the first call.
+		// A request in flight may be for the periods before these (it
+		// is then dropped): start one for these after it.
+		for try := 0; try < 2 && q.bases[0] == nil && q.fetchFails == 0; try++ {
+			l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+			l.awaitBaseLocked(ctx, m, q)
+		}
+		// Without a base by now (the ledger is slow or away) the counter
+		// grants on what it holds: a quota is not closed for want of a
+		// base.
+		call.Charge, call.NeedBase = 0, false
+		for i := range n {
+			ps[i].Return, ps[i].Base = 0, q.bases[i]
+		}
+		if rep, ok = l.sendQuotaCallLocked(ctx, m, qs, call); !ok {
+			return 0, false
+		}
+		l.applyQuotaReplyLocked(m, q, ps, n, rep)
+	}
+	l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+	return rep.Granted, true
+}
+
+// awaitBaseLocked waits, up to QuotaBaseTimeout, for the base request in
+// flight of a key whose counters hold no base. The shard is unlocked
+// meanwhile.
+func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
+	if !q.baseless || q.fetching == nil {
+		return
+	}
+	wait := q.fetching
+	m.e.busy = true
+	m.sh.mu.Unlock()
+	select {
+	case <-wait:
+	case <-time.After(l.cfg.QuotaBaseTimeout):
+	case <-ctx.Done():
+	}
+	m.sh.mu.Lock()
+	m.e.busy = false
+}
+
+// sendQuotaCallLocked makes one quota call with the shard unlocked and
+// tells the breaker how it went; it reports whether the store answered.
+func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, bool) {
+	m.e.busy = true
+	m.sh.mu.Unlock()
+	rep, lat, err := l.callQuota(ctx, qs, call)
+	m.sh.mu.Lock()
+	m.e.busy = false
+	now := l.now()
+	if err != nil {
+		if store.IsTransient(err) {
+			l.breaker.failure(now)
+		} else {
+			l.keyErrors.Add(1)
+		}
+		return store.QuotaReply{}, false
+	}
+	if lat > l.cfg.StoreTimeout {
+		l.breaker.failure(now)
+	} else {
+		l.breaker.success()
+	}
+	return rep, true
+}
+
+// applyQuotaReplyLocked records a quota call's reply in the key's quota
+// state: the periods, the counters' view, whether they hold a base, and
+// whether a quota is spent (the key is then refused locally until
+// LeaseTTL has passed).
+func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rep store.QuotaReply) {
+	now := l.now()
+	q.charge = 0
+	q.syncAt = now
+	q.bases = [store.MaxQuotaPeriods]*store.QuotaBaseIn{}
+	q.n, q.periods = n, *ps
+	for i := range n {
+		q.periods[i].Return, q.periods[i].Base = 0, nil
+	}
+	q.degradedSet = false
+	v := &quotaView{n: n}
+	q.until, q.baseless, q.exhausted = 0, false, 0
+	for i := range n {
+		c := rep.Counters[i]
+		v.q[i] = quotaViewPeriod{unit: ps[i].Unit, limit: ps[i].Limit, start: ps[i].Start, end: ps[i].End, left: c.Allowance - c.Used}
+		if v.q[i].left < v.q[q.exhausted].left {
+			q.exhausted = i
+		}
+		if c.BaseAt.IsZero() {
+			q.baseless = true
+		}
+		if !c.BaseAt.Equal(q.baseAt[i]) {
+			q.baseAt[i], q.usedAtBase[i] = c.BaseAt, c.Used-rep.Granted
+		}
+	}
+	q.view = v
+	if rep.Granted < m.cost && v.q[q.exhausted].left < m.cost {
+		// Spent (not merely waiting for a base): refused locally until a
+		// re-base or a refund may have opened room.
+		q.until = now + int64(l.cfg.LeaseTTL)
+	}
+}
+
+// callQuota makes one quota call under the hard timeout.
+func (l *Limiter) callQuota(ctx context.Context, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
+	t0 := l.clock.Now()
+	rep, err := qs.LeaseQuota(cctx, call)
+	lat := l.clock.Now().Sub(t0)
+	cancel()
+	l.storeCalls.Add(1)
+	l.quotaCalls.Add(1)
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.StoreCall(lat, call.Want, rep.Granted, err)
+	}
+	if err == nil && (rep.Granted < 0 || rep.Granted > call.Want) {
+		err = fmt.Errorf("%w: quota store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, call.Want)
+	}
+	return rep, lat, err
+}
+
+// split makes the entry's permits the lesser of its rate lease (the
+// entry's permits on entry) and the quota lease held, and keeps the
+// surplus of the larger.
+func (q *quotaState) split(e *entry, held int64) {
+	s := min(e.permits, held)
+	q.extraRate, q.extraQuota = e.permits-s, held-s
+	e.permits = s
+}
+
+// maybeRebaseLocked starts a base request for the key's periods when its
+// counters need one (docs/design.md [quotas]): they hold none; their
+// oldest base is older than QuotaRebase; a counter's room is within two
+// leases of its end; or the region added to a counter, since its base,
+// more than QuotaAccuracy of the quota or two leases (what the other
+// regions spent meanwhile is in no base this region holds: its share of it
+// is what a stale base over-admits). At most one request per key is in
+// flight, at most one a second, and a key whose requests fail waits
+// longer each time (up to QuotaRebase).
+func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep store.QuotaReply, lease int64) {
+	bases := l.cfg.QuotaBases
+	if bases == nil || q.fetching != nil {
+		return
+	}
+	due := q.baseless
+	sn := l.storeNanos(now)
+	for i := 0; i < q.n && !due; i++ {
+		c := rep.Counters[i]
+		grew := c.Used - q.usedAtBase[i]
+		due = time.Duration(sn-c.BaseAt.UnixNano()) > l.cfg.QuotaRebase ||
+			q.view.q[i].left < 2*lease ||
+			float64(grew) >= math.Max(l.cfg.QuotaAccuracy*float64(q.periods[i].Limit), float64(2*lease))
+	}
+	gap := time.Second
+	if q.fetchFails > 0 {
+		gap = min(l.cfg.QuotaRebase, time.Second<<min(q.fetchFails, 6))
+	}
+	if !due || (q.lastFetch != 0 && now-q.lastFetch < int64(gap) && !(q.baseless && q.fetchFails == 0)) {
+		return
+	}
+	done := make(chan struct{})
+	q.fetching, q.lastFetch = done, now
+	n, ps := q.n, q.periods
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+}
+
+// fetchBases reads the ledger's base of each of a key's periods and leaves
+// them for the key's next quota call.
+func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod, done chan struct{}) {
+	defer l.fetches.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.QuotaBaseTimeout)
+	defer cancel()
+	var got [store.MaxQuotaPeriods]*store.QuotaBaseIn
+	var err error
+	for i := range n {
+		var b QuotaBase
+		if b, err = l.cfg.QuotaBases.QuotaBase(ctx, key, ps[i].Start, ps[i].End); err != nil {
+			break
+		}
+		got[i] = &store.QuotaBaseIn{Total: b.Total, Region: b.ByRegion[l.cfg.Region], AsOf: b.AsOf}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	q.fetching = nil
+	close(done)
+	l.baseFetches.Add(1)
+	if err != nil {
+		q.fetchFails++
+		l.baseFailures.Add(1)
+		return
+	}
+	q.fetchFails = 0
+	if sh.quotas[key] == q && q.n == n && q.periods == ps {
+		q.bases = got
+	}
+}

@@ -1,0 +1,124 @@
+package region
+
+import (
+	"context"
+	"time"
+
+	"github.com/quotaplatform/quota/region/store"
+)
+
+// Quota permits and charges on their way back to the counters: from an
+// evicted or idle key, a degraded key's spend, a refund or a charge.
+
+// returnOf is a return of held quota permits to the counters they came
+// from.
+func (q *quotaState) returnOf(held int64) *quotaReturn {
+	r := &quotaReturn{n: q.n, periods: q.periods}
+	for i := range r.n {
+		r.periods[i].Return = held
+		r.periods[i].Base = nil
+	}
+	return r
+}
+
+// quotaReturn is quota permits on their way back to the counters of the
+// periods they were granted in, with any cost to charge them.
+type quotaReturn struct {
+	n       int
+	periods [store.MaxQuotaPeriods]store.QuotaPeriod // Return set
+	charge  int64
+}
+
+// release empties the key's leases for a return: the rate permits (the
+// entry's permits, already taken as permits, and the rate surplus) and a
+// return of the quota lease and any pending charge to the counters.
+func (q *quotaState) release(permits int64) (rate int64, qr *quotaReturn) {
+	rate = permits + q.extraRate
+	held := permits + q.extraQuota
+	q.extraRate, q.extraQuota = 0, 0
+	if q.n == 0 || (held <= 0 && q.charge <= 0) {
+		return rate, nil
+	}
+	qr = q.returnOf(held)
+	qr.charge, q.charge = q.charge, 0
+	return rate, qr
+}
+
+// sendQuotaReturn gives r's quota permits back to the counters they came
+// from and charges its cost, in one quota call that leases nothing. Once
+// sent, r carries no quota part: a retry of r (the rate part failed
+// after) does not send it twice.
+func (l *Limiter) sendQuotaReturn(ctx context.Context, r pendingReturn) returnOutcome {
+	if r.quota == nil {
+		return returnSent
+	}
+	qs, ok := l.store.(store.QuotaStore)
+	if !ok {
+		return returnRefused
+	}
+	call := store.QuotaCall{Key: r.key, Periods: r.quota.periods[:r.quota.n], Charge: r.quota.charge}
+	_, _, err := l.callQuota(ctx, qs, call)
+	if store.IsTransient(err) {
+		l.breaker.failure(l.now())
+		return returnFailed
+	}
+	l.breaker.success()
+	if err != nil {
+		return returnRefused
+	}
+	return returnSent
+}
+
+// quotaAdjustment is a refund's or a post-hoc charge's change to the
+// key's quota counters of the current periods, for the next sweep to
+// send: a refund returns cost, a charge adds it.
+func (l *Limiter) quotaAdjustment(key string, plan Plan, share float64, op store.RequestOp, cost, now int64) pendingReturn {
+	cal, _ := plan.Calendar() // validated by the caller
+	at := time.Unix(0, l.storeNanos(now))
+	qr := &quotaReturn{}
+	for _, q := range plan.QuotaList() {
+		start, end := cal.Bounds(q.Period, at)
+		p := store.QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: share}
+		if op == store.RequestRefund {
+			p.Return = cost
+		}
+		qr.periods[qr.n] = p
+		qr.n++
+	}
+	if op != store.RequestRefund {
+		qr.charge = cost
+	}
+	return pendingReturn{key: key, quota: qr}
+}
+
+// collectQuotaLocked is collectReturns for a key with quotas: an expired
+// rate lease goes back as any other, but the quota lease stays for
+// QuotaRebase after its call (renewing it with every rate lease would
+// double the key's store calls), then goes back once the key is idle,
+// or at once on Drain (all). A charge goes whenever the store is back.
+// It reports whether there is anything to send.
+func (l *Limiter) collectQuotaLocked(key string, e *entry, q *quotaState, debt, now int64, all, live, chargeDebts bool) (pendingReturn, bool) {
+	r := pendingReturn{key: key, debt: debt, rate: float64(e.rate), capacity: float64(e.capacity)}
+	expired := all || !live
+	if expired && (e.permits > 0 || q.extraRate > 0) {
+		released := e.releaseLease()
+		r.permits = released + q.extraRate
+		q.extraRate = 0
+		q.extraQuota += released
+	}
+	switch {
+	case q.n == 0:
+	case expired && (q.extraQuota > 0 || q.charge > 0) && (all || now-q.syncAt >= int64(l.cfg.QuotaRebase)):
+		r.quota = q.returnOf(q.extraQuota)
+		r.quota.charge = q.charge
+		q.extraQuota, q.charge = 0, 0
+		q.degradedSet = false
+	case q.charge > 0 && chargeDebts:
+		// The store is back: what degraded decisions spent goes to the
+		// counters, and the next outage starts a new degraded budget.
+		r.quota = &quotaReturn{n: q.n, periods: q.periods, charge: q.charge}
+		q.charge = 0
+		q.degradedSet = false
+	}
+	return r, r.permits > 0 || r.debt > 0 || r.quota != nil
+}
