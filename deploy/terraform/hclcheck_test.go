@@ -12,15 +12,12 @@
 package terraform_test
 
 import (
+	"bytes"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -649,11 +646,11 @@ module "c" {
 }
 
 // TestFlagsMatchContract checks every flag and QUOTA_* variable the modules hand to the binaries
-// against the flags the binaries register (their Go source, cmd/<binary>/*.go, the contract that
-// cmd/regional-limiter/README.md documents): a typo, or a flag the binary does not have yet, would
+// against the flags the binaries declare (the settings tables generated from their declarations,
+// in cmd/regional-limiter/README.md and docs/configuration.md): a typo, or a flag the binary does not have yet, would
 // otherwise only show up as a crash-looping pod.
 func TestFlagsMatchContract(t *testing.T) {
-	limiter := daemonFlags(t, "../../cmd/regional-limiter")
+	limiter := daemonFlags(t, "../../cmd/regional-limiter/README.md")
 	tests := []struct {
 		dir   string
 		file  string // a file that configures the binary's containers
@@ -661,7 +658,7 @@ func TestFlagsMatchContract(t *testing.T) {
 	}{
 		{"modules/region", "limiter.tf", limiter},
 		{"modules/region", "controlplane.tf", limiter},
-		{"modules/ledger", "main.tf", daemonFlags(t, "../../cmd/reconciler")},
+		{"modules/ledger", "main.tf", daemonFlags(t, "../../docs/configuration.md")},
 	}
 	flagRE := regexp.MustCompile(`"--([a-z][a-z-]*)`)
 	envRE := regexp.MustCompile(`"QUOTA_([A-Z_]+)"`)
@@ -727,60 +724,28 @@ func TestProviderConstraint(t *testing.T) {
 	}
 }
 
-// flagNameArg: the flag.FlagSet methods that define a flag, and the index of their name argument.
-var flagNameArg = map[string]int{
-	"BoolVar": 1, "DurationVar": 1, "Float64Var": 1, "IntVar": 1, "Int64Var": 1, "StringVar": 1,
-	"UintVar": 1, "Uint64Var": 1, "TextVar": 1, "Var": 1,
-	"Bool": 0, "Duration": 0, "Float64": 0, "Int": 0, "Int64": 0, "String": 0, "Uint": 0, "Uint64": 0,
-	"Func": 0, "BoolFunc": 0,
-}
-
-// daemonFlags returns the names of the flags the Go package in dir defines (calls of the
-// flag.FlagSet methods above with a literal name), all subcommands together. Every flag also reads
-// env QUOTA_<FLAG> (ff.WithEnvVarPrefix), which is how the modules pass secrets.
-func daemonFlags(t *testing.T, dir string) map[string]bool {
+// daemonFlags returns the flags a binary declares, all subcommands together, read from the
+// settings tables generated from its declarations (between the markers in doc; the binary's own
+// tests fail when a table differs from the code). Every flag also reads env QUOTA_<FLAG>, which
+// is how the modules pass secrets.
+func daemonFlags(t *testing.T, doc string) map[string]bool {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("%s: no Go files (%v)", dir, err)
+	src, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
 	}
-	nameRE := regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+	begin := bytes.Index(src, []byte("<!-- settings table"))
+	end := bytes.Index(src, []byte("<!-- end of settings table"))
+	if begin < 0 || end < begin {
+		t.Fatalf("%s: no generated settings table between its markers", doc)
+	}
 	flags := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatalf("parse %s: %v", p, err)
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			i, ok := flagNameArg[sel.Sel.Name]
-			if !ok || i >= len(call.Args) {
-				return true
-			}
-			lit, ok := call.Args[i].(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			if name, err := strconv.Unquote(lit.Value); err == nil && nameRE.MatchString(name) {
-				flags[name] = true
-			}
-			return true
-		})
+	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z][a-z0-9-]*)`").FindAllSubmatch(src[begin:end], -1) {
+		flags[string(m[1])] = true
 	}
 	for _, want := range []string{"listen", "nats", "log-level"} {
 		if !flags[want] {
-			t.Fatalf("%s: found no --%s flag definition (found %d flags): has the flag code changed shape?", dir, want, len(flags))
+			t.Fatalf("%s: found no --%s row (found %d flags): has the table changed shape?", doc, want, len(flags))
 		}
 	}
 	return flags
