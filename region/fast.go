@@ -247,3 +247,39 @@ func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
 	}
 	return true
 }
+
+// quotaSpentLocked reports whether a quota of key is spent: its checks
+// are then rejected locally until the next quota call may find room (a
+// re-base, a refund).
+func (l *Limiter) quotaSpentLocked(sh *shard, key string, now int64) bool {
+	q := sh.quotas[key]
+	return q != nil && q.spent(now)
+}
+
+// quotaDecisionLocked adds the key's quotas to a decision: the tightest
+// of the bucket and every quota gives Remaining and Reset, and a check
+// refused for a quota waits until that quota's period ends.
+func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64, d *Decision) {
+	q := sh.quotas[key]
+	if q == nil || q.view == nil {
+		return
+	}
+	v := q.view
+	d.quota, d.quotaHeld = v, q.quotaLease(e)
+	sn := l.storeNanos(now)
+	for i := range v.n {
+		rem := max(0, v.q[i].left+d.quotaHeld)
+		if rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
+		}
+	}
+	if q.spent(now) && (!d.Allowed || d.ShadowRejected) {
+		d.quotaOut = true
+		if d.ShadowRejected {
+			return
+		}
+		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[q.exhausted].end.UnixNano()-sn), time.Millisecond)
+	}
+}
