@@ -51,6 +51,16 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	if policy == FailClosed {
 		return l.failClosedLocked(m, now)
 	}
+	// The quotas' degraded budget first: FailOpen counts the check against
+	// it whatever it holds, FailDegraded spends it only when the bucket
+	// holds the cost.
+	if e.plan.HasQuotas() {
+		quotaLockedState(sh, m.key, e)
+	}
+	quotaOK := true
+	if e.quota && (policy == FailOpen || b.tokens >= float64(cost)) {
+		quotaOK = l.degradedQuotaLocked(m, local, policy == FailOpen)
+	}
 	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
 	e.referenced = true
 	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded}
@@ -59,15 +69,9 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	}
 	e.addDemand(cost)
 	sh.degraded++
-	if e.plan.HasQuotas() {
-		quotaLockedState(sh, m.key, e)
-	}
 	if policy == FailOpen {
 		// Allowed and flagged; nothing is charged back to the bucket
 		// (docs/design.md [plan-semantics]), but the quotas count it.
-		if e.quota {
-			l.degradedQuotaLocked(m, local, true)
-		}
 		e.spent += cost
 		e.degraded += cost
 		sh.allowed++
@@ -76,7 +80,6 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 		d.Remaining = int64(b.tokens)
 		return d
 	}
-	quotaOK := !e.quota || b.tokens < float64(cost) || l.degradedQuotaLocked(m, local, false)
 	if !quotaOK {
 		d.quotaOut = true
 	}
@@ -171,4 +174,35 @@ func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
 func (l *Limiter) refusedLocked(m *miss, now int64) bool {
 	b := m.sh.buckets[m.key]
 	return b != nil && b.refusing(now, l.cfg.BreakerCooldown)
+}
+
+// degradedQuotaViewLocked adds the key's quotas to a degraded decision:
+// the counters as the last quota call saw them, less this process's
+// degraded spend since, so that a degraded answer lists its quotas and
+// says which one refused it like any other.
+func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
+	q := m.sh.quotas[m.key]
+	if q == nil || q.view == nil {
+		return
+	}
+	d.quota = q.view
+	d.quotaHeld = q.quotaLease(m.e)
+	if q.degradedSet {
+		// What this process may still spend of the quotas while degraded,
+		// as a holding on top of the region's room at the last call:
+		// Quotas then shows the tightest room less the degraded spend.
+		tight := q.view.q[0].left
+		for i := 1; i < q.view.n; i++ {
+			tight = min(tight, q.view.q[i].left)
+		}
+		d.quotaHeld = q.degradedLeft - max(tight, 0)
+	}
+	sn := l.storeNanos(l.now())
+	for i := range q.view.n {
+		if rem := max(0, q.view.q[i].left+d.quotaHeld); rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, q.view.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
+		}
+	}
 }

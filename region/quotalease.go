@@ -2,16 +2,17 @@ package region
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 
 	"github.com/quotaplatform/quota/region/store"
 )
 
-// A key's quota lease: the quota calls of the slow path, which renew
-// it beside the rate lease, and of checks with a request id, and the
-// ledger bases that rebuild a counter.
+// A key's quota lease: the quota calls of the slow path, which renew it
+// beside the rate lease (and of checks with a request id:
+// requestQuotaLocked); the ledger bases that rebuild a counter; and what
+// a degraded key may spend of its quotas while the store is away, kept on
+// those bases.
 
 // currentPeriods fills ps with the periods of m's quotas at store time sn
 // and returns how many there are.
@@ -107,42 +108,6 @@ func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[stor
 		q.baseless = false
 	}
 	return n, held, rolled
-}
-
-// requestQuota is what became of a check's cost taken from a key's quota
-// lease (requestQuotaLocked).
-type requestQuota uint8
-
-const (
-	quotaTaken       requestQuota = iota // taken from the quota lease
-	quotaSpent                           // a quota cannot afford it
-	quotaUnavailable                     // the store did not answer
-)
-
-// requestQuotaLocked takes a check's cost from the key's quota lease for
-// a check with a request id (which is decided by its own store call, not
-// from the rate lease), leasing quota first when the lease held cannot
-// cover it. The caller gives the cost back (returnOf) when the check is
-// then not charged. The shard is unlocked for a call.
-func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (requestQuota, *quotaReturn) {
-	e := m.e
-	q := quotaLockedState(m.sh, m.key, e)
-	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
-	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
-	if rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil {
-		var ok bool
-		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, m.cost)
-		if !ok {
-			q.split(e, held)
-			return quotaUnavailable, nil
-		}
-	}
-	if held < m.cost {
-		q.split(e, held)
-		return quotaSpent, nil
-	}
-	q.split(e, held-m.cost)
-	return quotaTaken, q.returnOf(m.cost)
 }
 
 // quotaCallLocked makes the key's quota call: it returns the held quota
@@ -283,24 +248,6 @@ func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[store.MaxQu
 	}
 }
 
-// callQuota makes one quota call under the hard timeout.
-func (l *Limiter) callQuota(ctx context.Context, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
-	t0 := l.clock.Now()
-	rep, err := qs.LeaseQuota(cctx, call)
-	lat := l.clock.Now().Sub(t0)
-	cancel()
-	l.storeCalls.Add(1)
-	l.quotaCalls.Add(1)
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.StoreCall(lat, call.Want, rep.Granted, err)
-	}
-	if err == nil && (rep.Granted < 0 || rep.Granted > call.Want) {
-		err = fmt.Errorf("%w: quota store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, call.Want)
-	}
-	return rep, lat, err
-}
-
 // split makes the entry's permits the lesser of its rate lease (the
 // entry's permits on entry) and the quota lease held, and keeps the
 // surplus of the larger.
@@ -376,4 +323,78 @@ func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [st
 	if sh.quotas[key] == q && q.n == n && q.periods == ps {
 		q.bases = got
 	}
+}
+
+// degradedQuotaLocked decides a degraded check's quotas: what a degraded
+// decision may spend of them is the quota lease this process held, plus
+// its local share of what the region could still lease at the last call
+// (its whole quota lease's worth when it never made one), so that the
+// region's processes together stay within the region's allowance. It
+// reports whether cost fits, and counts it as spent without a grant, to
+// be charged to the counters after recovery.
+func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
+	q := m.sh.quotas[m.key]
+	if q == nil {
+		return true
+	}
+	if !q.degradedSet {
+		left := int64(math.MaxInt64)
+		if q.view != nil {
+			for i := range q.view.n {
+				left = min(left, q.view.q[i].left)
+			}
+			left = int64(float64(max(left, 0)) * local)
+		} else {
+			var ps [store.MaxQuotaPeriods]store.QuotaPeriod
+			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
+			left = l.quotaWant(m, &ps, n, m.cost)
+		}
+		q.degradedLeft = q.quotaLease(m.e) + left
+		q.degradedSet, q.degradedSpent, q.spentAt = true, 0, [4]int64{}
+	}
+	l.degradedRebaseLocked(m, q, local)
+	if !open && q.degradedLeft < m.cost {
+		return false
+	}
+	q.degradedLeft -= m.cost
+	q.degradedSpent += m.cost
+	q.charge += m.cost
+	return true
+}
+
+// degradedRebaseLocked keeps a degraded key's quota budget on the ledger
+// while its store is away (the ledger is not: its bases come over NATS):
+// at most once a second it asks for the key's bases, and each new base
+// caps what this process may still spend at its local share of the
+// region's room by that base, share × (limit − base total), less what it
+// spent that the base may not hold yet (its degraded spend since the
+// request three before this one, about three seconds: a report's way to
+// the ledger). Without it a long outage spends on the room and the share
+// of the last call before it, while the other regions spend the same
+// room.
+func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
+	if l.cfg.QuotaBases == nil || q.n == 0 {
+		return
+	}
+	now := l.now()
+	if b := q.bases[0]; b != nil && !b.AsOf.Equal(q.degradedBase) {
+		q.degradedBase = b.AsOf
+		unreported := q.degradedSpent - q.spentAt[len(q.spentAt)-1]
+		room := int64(math.MaxInt64)
+		for i := range q.n {
+			if b := q.bases[i]; b != nil {
+				room = min(room, int64(math.Floor(m.share*float64(q.periods[i].Limit-b.Total))))
+			}
+		}
+		q.degradedLeft = min(q.degradedLeft, max(0, int64(local*float64(max(room, 0)))-unreported))
+	}
+	if q.fetching != nil || (q.lastFetch != 0 && now-q.lastFetch < int64(time.Second)) {
+		return
+	}
+	copy(q.spentAt[1:], q.spentAt[:len(q.spentAt)-1])
+	q.spentAt[0] = q.degradedSpent
+	done := make(chan struct{})
+	q.fetching, q.lastFetch = done, now
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
 }
