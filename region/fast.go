@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // The fast path decides a check from its key's entry under the shard's
@@ -281,5 +283,62 @@ func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64
 			return
 		}
 		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[q.exhausted].end.UnixNano()-sn), time.Millisecond)
+	}
+}
+
+// grantLocked applies a store call's grant to the entry: the call took
+// back the returned permits, charged the key's degraded debt (req.Debt)
+// and granted new permits. Exact calls and lease calls share it.
+func (l *Limiter) grantLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, now int64) {
+	e, sh := m.e, m.sh
+	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
+	if e.inDegraded {
+		l.settleDebtLocked(m, req.Debt)
+	}
+	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
+	sh.outstanding += rep.Granted - req.Return
+}
+
+// settleDebtLocked leaves the key's degraded bucket owing what it allowed
+// after the debt a successful store call charged; a bucket that owes
+// nothing more is dropped and the key leaves degraded mode.
+func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
+	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
+		b.debt -= charged
+		b.refusedAt = 0
+		return
+	}
+	delete(m.sh.buckets, m.key)
+	m.e.inDegraded = false
+}
+
+// degradedQuotaViewLocked adds the key's quotas to a degraded decision:
+// the counters as the last quota call saw them, less this process's
+// degraded spend since, so that a degraded answer lists its quotas and
+// says which one refused it like any other.
+func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
+	q := m.sh.quotas[m.key]
+	if q == nil || q.view == nil {
+		return
+	}
+	d.quota = q.view
+	d.quotaHeld = q.quotaLease(m.e)
+	if q.degradedSet {
+		// What this process may still spend of the quotas while degraded,
+		// as a holding on top of the region's room at the last call:
+		// Quotas then shows the tightest room less the degraded spend.
+		tight := q.view.q[0].left
+		for i := 1; i < q.view.n; i++ {
+			tight = min(tight, q.view.q[i].left)
+		}
+		d.quotaHeld = q.degradedLeft - max(tight, 0)
+	}
+	sn := l.storeNanos(l.now())
+	for i := range q.view.n {
+		if rem := max(0, q.view.q[i].left+d.quotaHeld); rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, q.view.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
+		}
 	}
 }

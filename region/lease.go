@@ -70,9 +70,9 @@ func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
 
 // applyLeaseReplyLocked applies a lease call's outcome to the entry: it
 // tells the breaker, and on a reply returns the unspent permits, charges
-// the degraded debt and takes the new lease.
+// the degraded debt and takes the new lease (grantLocked).
 func (l *Limiter) applyLeaseReplyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error, now int64) leaseOutcome {
-	e, sh := m.e, m.sh
+	sh := m.sh
 	if err != nil && store.IsTransient(err) {
 		// The returned permits may or may not have reached the store; they
 		// count as lost, which under-admits and is safe.
@@ -93,12 +93,7 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req store.LeaseRequest, rep sto
 		sh.outstanding -= req.Return
 		return leaseRefused
 	}
-	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
-	if e.inDegraded {
-		l.settleDebtLocked(m, req.Debt)
-	}
-	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
-	sh.outstanding += rep.Granted - req.Return
+	l.grantLocked(m, req, rep, now)
 	return leaseGranted
 }
 
