@@ -40,15 +40,14 @@ func (l *Limiter) quotaWant(m *miss, ps *[store.MaxQuotaPeriods]store.QuotaPerio
 	return max(m.cost, rateWant, int64(math.Min(c, store.MaxCount)))
 }
 
-// leaseQuotaLocked is leaseLocked for a key whose plan has quotas: it
-// renews the rate lease when it is spent, expired or ended, and the
-// quota lease when it is spent, its periods ended, or a base or a charge
-// waits for the counters; then the entry's permits are the lesser of the
-// two leases. It returns what the calls came to and the limiter time after
+// leaseQuotaLocked is leaseLocked for a key whose plan has quotas (its
+// quota state is q): it renews the rate lease when it is spent, expired
+// or ended, and the quota lease when it is spent, its periods ended, or a
+// base or a charge waits for the counters; then the entry's permits are
+// the lesser of the two leases. It returns what the calls came to and the limiter time after
 // them. The shard is unlocked for the calls.
-func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
-	e, sh := m.e, m.sh
-	q := quotaLockedState(sh, m.key, e)
+func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, q *quotaState, now int64, invalidated bool) (leaseOutcome, int64) {
+	e := m.e
 	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
 	rateLive := l.leaseLive(e, now)

@@ -49,7 +49,8 @@ func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidat
 	case !ok:
 		return leaseUnavailable, now
 	case m.plan.HasQuotas():
-		return l.leaseQuotaLocked(ctx, m, now, invalidated)
+		q := quotaLockedState(m.sh, m.key, m.e)
+		return l.leaseQuotaLocked(ctx, m, q, now, invalidated)
 	}
 	return l.leaseLocked(ctx, m, now, invalidated)
 }
