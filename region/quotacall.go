@@ -1,0 +1,329 @@
+package region
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/quotaplatform/quota/region/store"
+)
+
+// The quota calls that renew a key's quota lease (leaseQuotaLocked, and
+// requestQuotaLocked for checks with a request id); the ledger bases that
+// rebuild a counter; and what a degraded key may spend of its quotas
+// while the store is away, kept on those bases.
+
+// currentPeriods fills ps with the periods of m's quotas at store time sn
+// and returns how many there are.
+func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) int {
+	ref := m.e.plan
+	at := time.Unix(0, sn)
+	n := 0
+	for _, q := range ref.QuotaList() {
+		start, end := ref.cal.Bounds(q.Period, at)
+		ps[n] = store.QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: m.share}
+		n++
+	}
+	return n
+}
+
+// quotaWant is the quota lease a process asks for: rateWant, or its part
+// of QuotaAccuracy of the tightest quota when that is more (docs/design.md
+// [quotas]: the bound).
+func (l *Limiter) quotaWant(m *miss, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rateWant int64) int64 {
+	tightest := ps[0].Limit
+	for i := 1; i < n; i++ {
+		tightest = min(tightest, ps[i].Limit)
+	}
+	c := l.cfg.QuotaAccuracy * float64(tightest) * m.share / float64(m.procs)
+	return max(m.cost, rateWant, int64(math.Min(c, store.MaxCount)))
+}
+
+// quotaCallLocked makes the key's quota call: it returns the held quota
+// permits, charges what was spent without a grant, sends any fetched
+// base, and leases anew. A counter without a base waits for the base
+// request in flight first. It returns the quota lease held after the
+// call (the old one when the store did not answer), and whether the
+// store answered.
+func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
+	qs, ok := l.store.(store.QuotaStore)
+	if !ok {
+		// New refuses a plan with quotas on such a store (Validate of the
+		// resolver's plans happens per key): degrade, flagged, and let the
+		// key's refusal show in the key errors.
+		l.keyErrors.Add(1)
+		return held, false
+	}
+	l.awaitBaseLocked(ctx, m, q)
+	call := store.QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge,
+		NeedBase: l.cfg.QuotaBases != nil && q.fetchFails == 0}
+	for i := range n {
+		ps[i].Return = held
+		ps[i].Base = q.bases[i]
+		if q.bases[i] != nil && (q.n != n || !q.periods[i].Start.Equal(ps[i].Start)) {
+			ps[i].Base = nil // fetched for another period
+		}
+	}
+	rep, ok := l.sendQuotaCallLocked(ctx, m, qs, call)
+	if !ok {
+		return held, false
+	}
+	l.applyQuotaReplyLocked(m, q, ps, n, rep)
+	if rep.Granted == 0 && call.NeedBase && q.baseless {
+		// A counter without a base (a new period or region, a store that
+		// lost its state) granted nothing: read the base and ask again,
+		// so that it is rebuilt from the ledger before it grants. The
+		// returns and the charge went with the first call.
+		// A request in flight may be for the periods before these (it
+		// is then dropped): start one for these after it.
+		for try := 0; try < 2 && q.bases[0] == nil && q.fetchFails == 0; try++ {
+			l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+			l.awaitBaseLocked(ctx, m, q)
+		}
+		// Without a base by now (the ledger is slow or away) the counter
+		// grants on what it holds: a quota is not closed for want of a
+		// base.
+		call.Charge, call.NeedBase = 0, false
+		for i := range n {
+			ps[i].Return, ps[i].Base = 0, q.bases[i]
+		}
+		if rep, ok = l.sendQuotaCallLocked(ctx, m, qs, call); !ok {
+			return 0, false
+		}
+		l.applyQuotaReplyLocked(m, q, ps, n, rep)
+	}
+	l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+	return rep.Granted, true
+}
+
+// awaitBaseLocked waits, up to QuotaBaseTimeout, for the base request in
+// flight of a key whose counters hold no base. The shard is unlocked
+// meanwhile.
+func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
+	if !q.baseless || q.fetching == nil {
+		return
+	}
+	wait := q.fetching
+	m.e.busy = true
+	m.sh.mu.Unlock()
+	select {
+	case <-wait:
+	case <-time.After(l.cfg.QuotaBaseTimeout):
+	case <-ctx.Done():
+	}
+	m.sh.mu.Lock()
+	m.e.busy = false
+}
+
+// sendQuotaCallLocked makes one quota call with the shard unlocked and
+// tells the breaker how it went; it reports whether the store answered.
+func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, bool) {
+	m.e.busy = true
+	m.sh.mu.Unlock()
+	rep, lat, err := l.callQuota(ctx, qs, call)
+	m.sh.mu.Lock()
+	m.e.busy = false
+	now := l.now()
+	if err != nil {
+		if store.IsTransient(err) {
+			l.breaker.failure(now)
+		} else {
+			l.keyErrors.Add(1)
+		}
+		return store.QuotaReply{}, false
+	}
+	if lat > l.cfg.StoreTimeout {
+		l.breaker.failure(now)
+	} else {
+		l.breaker.success()
+	}
+	return rep, true
+}
+
+// applyQuotaReplyLocked records a quota call's reply in the key's quota
+// state: the periods, the counters' view, whether they hold a base, and
+// whether a quota is spent (the key is then refused locally until
+// LeaseTTL has passed).
+func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rep store.QuotaReply) {
+	now := l.now()
+	q.charge = 0
+	q.syncAt = now
+	q.bases = [store.MaxQuotaPeriods]*store.QuotaBaseIn{}
+	q.n, q.periods = n, *ps
+	for i := range n {
+		q.periods[i].Return, q.periods[i].Base = 0, nil
+	}
+	q.degradedSet = false
+	v := &quotaView{n: n}
+	q.until, q.baseless, q.exhausted = 0, false, 0
+	for i := range n {
+		c := rep.Counters[i]
+		v.q[i] = quotaViewPeriod{unit: ps[i].Unit, limit: ps[i].Limit, start: ps[i].Start, end: ps[i].End, left: c.Allowance - c.Used}
+		if v.q[i].left < v.q[q.exhausted].left {
+			q.exhausted = i
+		}
+		if c.BaseAt.IsZero() {
+			q.baseless = true
+		}
+		if !c.BaseAt.Equal(q.baseAt[i]) {
+			q.baseAt[i], q.usedAtBase[i] = c.BaseAt, c.Used-rep.Granted
+		}
+	}
+	q.view = v
+	if rep.Granted < m.cost && v.q[q.exhausted].left < m.cost {
+		// Spent (not merely waiting for a base): refused locally until a
+		// re-base or a refund may have opened room.
+		q.until = now + int64(l.cfg.LeaseTTL)
+	}
+}
+
+// split makes the entry's permits the lesser of its rate lease (the
+// entry's permits on entry) and the quota lease held, and keeps the
+// surplus of the larger.
+func (q *quotaState) split(e *entry, held int64) {
+	s := min(e.permits, held)
+	q.extraRate, q.extraQuota = e.permits-s, held-s
+	e.permits = s
+}
+
+// maybeRebaseLocked starts a base request for the key's periods when its
+// counters need one (docs/design.md [quotas]): they hold none; their
+// oldest base is older than QuotaRebase; a counter's room is within two
+// leases of its end; or the region added to a counter, since its base,
+// more than QuotaAccuracy of the quota or two leases (what the other
+// regions spent meanwhile is in no base this region holds: its share of it
+// is what a stale base over-admits). At most one request per key is in
+// flight, at most one a second, and a key whose requests fail waits
+// longer each time (up to QuotaRebase).
+func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep store.QuotaReply, lease int64) {
+	bases := l.cfg.QuotaBases
+	if bases == nil || q.fetching != nil {
+		return
+	}
+	due := q.baseless
+	sn := l.storeNanos(now)
+	for i := 0; i < q.n && !due; i++ {
+		c := rep.Counters[i]
+		grew := c.Used - q.usedAtBase[i]
+		due = time.Duration(sn-c.BaseAt.UnixNano()) > l.cfg.QuotaRebase ||
+			q.view.q[i].left < 2*lease ||
+			float64(grew) >= math.Max(l.cfg.QuotaAccuracy*float64(q.periods[i].Limit), float64(2*lease))
+	}
+	gap := time.Second
+	if q.fetchFails > 0 {
+		gap = min(l.cfg.QuotaRebase, time.Second<<min(q.fetchFails, 6))
+	}
+	if !due || (q.lastFetch != 0 && now-q.lastFetch < int64(gap) && !(q.baseless && q.fetchFails == 0)) {
+		return
+	}
+	done := make(chan struct{})
+	q.fetching, q.lastFetch = done, now
+	n, ps := q.n, q.periods
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+}
+
+// fetchBases reads the ledger's base of each of a key's periods and leaves
+// them for the key's next quota call.
+func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod, done chan struct{}) {
+	defer l.fetches.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.QuotaBaseTimeout)
+	defer cancel()
+	var got [store.MaxQuotaPeriods]*store.QuotaBaseIn
+	var err error
+	for i := range n {
+		var b QuotaBase
+		if b, err = l.cfg.QuotaBases.QuotaBase(ctx, key, ps[i].Start, ps[i].End); err != nil {
+			break
+		}
+		got[i] = &store.QuotaBaseIn{Total: b.Total, Region: b.ByRegion[l.cfg.Region], AsOf: b.AsOf}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	q.fetching = nil
+	close(done)
+	l.baseFetches.Add(1)
+	if err != nil {
+		q.fetchFails++
+		l.baseFailures.Add(1)
+		return
+	}
+	q.fetchFails = 0
+	if sh.quotas[key] == q && q.n == n && q.periods == ps {
+		q.bases = got
+	}
+}
+
+// degradedQuotaLocked decides a degraded check's quotas: what a degraded
+// decision may spend of them is the quota lease this process held, plus
+// its local share of what the region could still lease at the last call
+// (its whole quota lease's worth when it never made one), so that the
+// region's processes together stay within the region's allowance. It
+// reports whether cost fits, and counts it as spent without a grant, to
+// be charged to the counters after recovery.
+func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
+	q := m.sh.quotas[m.key]
+	if q == nil {
+		return true
+	}
+	if !q.degradedSet {
+		left := int64(math.MaxInt64)
+		if q.view != nil {
+			for i := range q.view.n {
+				left = min(left, q.view.q[i].left)
+			}
+			left = int64(float64(max(left, 0)) * local)
+		} else {
+			var ps [store.MaxQuotaPeriods]store.QuotaPeriod
+			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
+			left = l.quotaWant(m, &ps, n, m.cost)
+		}
+		q.degradedLeft = q.quotaLease(m.e) + left
+		q.degradedSet, q.degradedSpent, q.spentAt = true, 0, [4]int64{}
+	}
+	l.degradedRebaseLocked(m, q, local)
+	if !open && q.degradedLeft < m.cost {
+		return false
+	}
+	q.degradedLeft -= m.cost
+	q.degradedSpent += m.cost
+	q.charge += m.cost
+	return true
+}
+
+// degradedRebaseLocked keeps a degraded key's quota budget on the ledger
+// while its store is away (the ledger is not: its bases come over NATS):
+// at most once a second it asks for the key's bases, and each new base
+// caps what this process may still spend at its local share of the
+// region's room by that base, share × (limit − base total), less what it
+// spent that the base may not hold yet (its degraded spend since the
+// request three before this one, about three seconds: a report's way to
+// the ledger). Without it a long outage spends on the room and the share
+// of the last call before it, while the other regions spend the same
+// room.
+func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
+	if l.cfg.QuotaBases == nil || q.n == 0 {
+		return
+	}
+	now := l.now()
+	if b := q.bases[0]; b != nil && !b.AsOf.Equal(q.degradedBase) {
+		q.degradedBase = b.AsOf
+		unreported := q.degradedSpent - q.spentAt[len(q.spentAt)-1]
+		room := int64(math.MaxInt64)
+		for i := range q.n {
+			if b := q.bases[i]; b != nil {
+				room = min(room, int64(math.Floor(m.share*float64(q.periods[i].Limit-b.Total))))
+			}
+		}
+		q.degradedLeft = min(q.degradedLeft, max(0, int64(local*float64(max(room, 0)))-unreported))
+	}
+	if q.fetching != nil || (q.lastFetch != 0 && now-q.lastFetch < int64(time.Second)) {
+		return
+	}
+	copy(q.spentAt[1:], q.spentAt[:len(q.spentAt)-1])
+	q.spentAt[0] = q.degradedSpent
+	done := make(chan struct{})
+	q.fetching, q.lastFetch = done, now
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
+}
