@@ -68,7 +68,7 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 	if !ok {
 		return held, false
 	}
-	l.applyQuotaReplyLocked(m, q, ps, n, rep)
+	q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
 	if rep.Granted == 0 && call.NeedBase && q.baseless {
 		// A counter without a base (a new period or region, a store that
 		// lost its state) granted nothing: read the base and ask again,
@@ -90,7 +90,7 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 		if rep, ok = l.sendQuotaCallLocked(ctx, m, qs, call); !ok {
 			return 0, false
 		}
-		l.applyQuotaReplyLocked(m, q, ps, n, rep)
+		q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
 	}
 	l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
 	return rep.Granted, true
@@ -140,12 +140,11 @@ func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs store.Quo
 	return rep, true
 }
 
-// applyQuotaReplyLocked records a quota call's reply in the key's quota
-// state: the periods, the counters' view, whether they hold a base, and
-// whether a quota is spent (the key is then refused locally until
-// LeaseTTL has passed).
-func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rep store.QuotaReply) {
-	now := l.now()
+// applyReply records a quota call's reply, for a check of cost at
+// limiter time now, in the key's quota state: the periods, the counters'
+// view, whether they hold a base, and whether a quota is spent (the key
+// is then refused locally for ttl, LeaseTTL).
+func (q *quotaState) applyReply(ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rep store.QuotaReply, cost, now int64, ttl time.Duration) {
 	q.charge = 0
 	q.syncAt = now
 	q.bases = [store.MaxQuotaPeriods]*store.QuotaBaseIn{}
@@ -170,20 +169,11 @@ func (l *Limiter) applyQuotaReplyLocked(m *miss, q *quotaState, ps *[store.MaxQu
 		}
 	}
 	q.view = v
-	if rep.Granted < m.cost && v.q[q.exhausted].left < m.cost {
+	if rep.Granted < cost && v.q[q.exhausted].left < cost {
 		// Spent (not merely waiting for a base): refused locally until a
 		// re-base or a refund may have opened room.
-		q.until = now + int64(l.cfg.LeaseTTL)
+		q.until = now + int64(ttl)
 	}
-}
-
-// split makes the entry's permits the lesser of its rate lease (the
-// entry's permits on entry) and the quota lease held, and keeps the
-// surplus of the larger.
-func (q *quotaState) split(e *entry, held int64) {
-	s := min(e.permits, held)
-	q.extraRate, q.extraQuota = e.permits-s, held-s
-	e.permits = s
 }
 
 // maybeRebaseLocked starts a base request for the key's periods when its
@@ -326,4 +316,38 @@ func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
 	q.fetching, q.lastFetch = done, now
 	l.fetches.Add(1)
 	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
+}
+
+// unfold takes the key's two leases apart, the quota periods being
+// ps[:n] now: e's permits become the whole rate lease, and it returns the
+// quota lease held and whether the periods rolled.
+func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int) (held int64, rolled bool) {
+	// A counter is a (unit, period start): a new limit on the same
+	// periods keeps the counters and the lease held.
+	rolled = n != q.n
+	for i := 0; i < n && !rolled; i++ {
+		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
+	}
+	held = q.quotaLease(e)
+	e.permits += q.extraRate
+	q.extraRate, q.extraQuota = 0, 0
+	if rolled {
+		// The permits held were granted in periods that ended (or by other
+		// quotas): their counters keep them, which charges an ended period
+		// (or a replaced quota) for permits nobody spent. That is harmless:
+		// such a counter grants nothing more.
+		held = 0
+		q.until = 0
+		q.baseless = false
+	}
+	return held, rolled
+}
+
+// split makes the entry's permits the lesser of its rate lease (the
+// entry's permits on entry) and the quota lease held, and keeps the
+// surplus of the larger.
+func (q *quotaState) split(e *entry, held int64) {
+	s := min(e.permits, held)
+	q.extraRate, q.extraQuota = e.permits-s, held-s
+	e.permits = s
 }

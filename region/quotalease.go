@@ -56,25 +56,7 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, q *quotaState, 
 // periods of the plan's quotas now, the quota lease held (none when the
 // periods rolled since it was granted), and whether they rolled.
 func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) (n int, held int64, rolled bool) {
-	e := m.e
 	n = l.currentPeriods(m, l.storeNanos(now), ps)
-	// A counter is a (unit, period start): a new limit on the same
-	// periods keeps the counters and the lease held.
-	rolled = n != q.n
-	for i := 0; i < n && !rolled; i++ {
-		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
-	}
-	held = q.quotaLease(e)
-	e.permits += q.extraRate
-	q.extraRate, q.extraQuota = 0, 0
-	if rolled {
-		// The permits held were granted in periods that ended (or by other
-		// quotas): their counters keep them, which charges an ended period
-		// (or a replaced quota) for permits nobody spent. That is harmless:
-		// such a counter grants nothing more.
-		held = 0
-		q.until = 0
-		q.baseless = false
-	}
+	held, rolled = q.unfold(m.e, ps, n)
 	return n, held, rolled
 }
