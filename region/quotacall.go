@@ -206,8 +206,7 @@ func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep store
 	if !due || (q.lastFetch != 0 && now-q.lastFetch < int64(gap) && !(q.baseless && q.fetchFails == 0)) {
 		return
 	}
-	done := make(chan struct{})
-	q.fetching, q.lastFetch = done, now
+	done := q.startFetch(now)
 	n, ps := q.n, q.periods
 	l.fetches.Add(1)
 	go l.fetchBases(m.key, m.sh, q, n, ps, done)
@@ -230,16 +229,33 @@ func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [st
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	q.fetching = nil
-	close(done)
+	q.endFetch(done, got, n, ps, err, sh.quotas[key] == q)
 	l.baseFetches.Add(1)
 	if err != nil {
-		q.fetchFails++
 		l.baseFailures.Add(1)
+	}
+}
+
+// startFetch marks a base request for the key in flight from limiter
+// time now; endFetch closes the returned channel when it ends.
+func (q *quotaState) startFetch(now int64) chan struct{} {
+	done := make(chan struct{})
+	q.fetching, q.lastFetch = done, now
+	return done
+}
+
+// endFetch ends the base request in flight (done): the bases got for the
+// periods ps[:n] wait for the next quota call when the request succeeded
+// and the key still has this state (current) on those periods.
+func (q *quotaState) endFetch(done chan struct{}, got [store.MaxQuotaPeriods]*store.QuotaBaseIn, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod, err error, current bool) {
+	q.fetching = nil
+	close(done)
+	if err != nil {
+		q.fetchFails++
 		return
 	}
 	q.fetchFails = 0
-	if sh.quotas[key] == q && q.n == n && q.periods == ps {
+	if current && q.n == n && q.periods == ps {
 		q.bases = got
 	}
 }
@@ -268,17 +284,36 @@ func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
 			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
 			left = l.quotaWant(m, &ps, n, m.cost)
 		}
-		q.degradedLeft = q.quotaLease(m.e) + left
-		q.degradedSet, q.degradedSpent, q.spentAt = true, 0, [4]int64{}
+		q.startDegraded(q.quotaLease(m.e) + left)
 	}
 	l.degradedRebaseLocked(m, q, local)
-	if !open && q.degradedLeft < m.cost {
+	return q.spendDegraded(m.cost, open)
+}
+
+// startDegraded starts the key's degraded quota budget at left.
+func (q *quotaState) startDegraded(left int64) {
+	q.degradedLeft = left
+	q.degradedSet, q.degradedSpent, q.spentAt = true, 0, [4]int64{}
+}
+
+// spendDegraded spends cost from the degraded budget when it fits, or
+// whatever it holds when open (FailOpen), counting it as a charge for the
+// counters; it reports whether it spent.
+func (q *quotaState) spendDegraded(cost int64, open bool) bool {
+	if !open && q.degradedLeft < cost {
 		return false
 	}
-	q.degradedLeft -= m.cost
-	q.degradedSpent += m.cost
-	q.charge += m.cost
+	q.degradedLeft -= cost
+	q.degradedSpent += cost
+	q.charge += cost
 	return true
+}
+
+// sampleDegradedSpent records the degraded spend as a base request
+// starts: the ledger lacks at least what was spent since (spentAt).
+func (q *quotaState) sampleDegradedSpent() {
+	copy(q.spentAt[1:], q.spentAt[:len(q.spentAt)-1])
+	q.spentAt[0] = q.degradedSpent
 }
 
 // degradedRebaseLocked keeps a degraded key's quota budget on the ledger
@@ -296,24 +331,12 @@ func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
 		return
 	}
 	now := l.now()
-	if b := q.bases[0]; b != nil && !b.AsOf.Equal(q.degradedBase) {
-		q.degradedBase = b.AsOf
-		unreported := q.degradedSpent - q.spentAt[len(q.spentAt)-1]
-		room := int64(math.MaxInt64)
-		for i := range q.n {
-			if b := q.bases[i]; b != nil {
-				room = min(room, int64(math.Floor(m.share*float64(q.periods[i].Limit-b.Total))))
-			}
-		}
-		q.degradedLeft = min(q.degradedLeft, max(0, int64(local*float64(max(room, 0)))-unreported))
-	}
+	q.rebaseDegraded(m.share, local)
 	if q.fetching != nil || (q.lastFetch != 0 && now-q.lastFetch < int64(time.Second)) {
 		return
 	}
-	copy(q.spentAt[1:], q.spentAt[:len(q.spentAt)-1])
-	q.spentAt[0] = q.degradedSpent
-	done := make(chan struct{})
-	q.fetching, q.lastFetch = done, now
+	q.sampleDegradedSpent()
+	done := q.startFetch(now)
 	l.fetches.Add(1)
 	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
 }
@@ -350,4 +373,23 @@ func (q *quotaState) split(e *entry, held int64) {
 	s := min(e.permits, held)
 	q.extraRate, q.extraQuota = e.permits-s, held-s
 	e.permits = s
+}
+
+// rebaseDegraded caps the degraded budget by a base not yet applied: at
+// local × share × (limit − base total), less the degraded spend the base
+// may not hold yet.
+func (q *quotaState) rebaseDegraded(share, local float64) {
+	b := q.bases[0]
+	if b == nil || b.AsOf.Equal(q.degradedBase) {
+		return
+	}
+	q.degradedBase = b.AsOf
+	unreported := q.degradedSpent - q.spentAt[len(q.spentAt)-1]
+	room := int64(math.MaxInt64)
+	for i := range q.n {
+		if b := q.bases[i]; b != nil {
+			room = min(room, int64(math.Floor(share*float64(q.periods[i].Limit-b.Total))))
+		}
+	}
+	q.degradedLeft = min(q.degradedLeft, max(0, int64(local*float64(max(room, 0)))-unreported))
 }
