@@ -15,12 +15,15 @@ import (
 // lease, and the rest of the key's quota state, in its shard's quotas
 // map, which only the slow path and keys with quotas touch.
 //
-// Its fields change only in the quota files, which the lease engine
-// calls at these points: a miss attaches the state (attachQuotaLocked); a
-// local decision asks whether a quota is spent (quotaSpentLocked) and
-// adds the quotas to its answer (quotaDecisionLocked), both read-only and
-// beside the decision in fast.go; renewing a lease renews
-// the quota lease (leaseQuotaLocked, quotalease.go); a degraded decision
+// Its fields are written only by its own methods (unfold and split,
+// applyReply, the base requests' startFetch and endFetch, the degraded
+// budget's, release and the returns'), each beside the step that calls
+// it. The lease engine reaches it at these points: a miss attaches the
+// state (attachQuotaLocked); a local decision asks whether a quota is
+// spent (quotaSpentLocked) and adds the quotas to its answer
+// (quotaDecisionLocked), both read-only and beside the decision in
+// fast.go; renewing a lease renews the quota lease (leaseQuotaLocked,
+// quotalease.go, and the quota call, quotacall.go); a degraded decision
 // spends a degraded budget (degradedQuotaLocked, quotacall.go); a check
 // with a request id takes its cost from the quota lease
 // (requestQuotaLocked); and eviction, the sweep, refunds and charges give
