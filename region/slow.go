@@ -29,7 +29,7 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	if out == leaseGranted {
 		return l.decideFromPermitsLocked(m.sh, &m, m.e, now), nil
 	}
-	// Not decided by the store: without it (degradeLocked).
+	// The store granted nothing: decide without it.
 	return l.degradeLocked(&m, now, out), nil
 }
 
