@@ -51,6 +51,16 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	if policy == FailClosed {
 		return l.failClosedLocked(m, now)
 	}
+	// The quotas' degraded budget first: FailOpen counts the check against
+	// it whatever it holds, FailDegraded spends it only when the bucket
+	// holds the cost.
+	if e.plan.HasQuotas() {
+		quotaLockedState(sh, m.key, e)
+	}
+	quotaOK := true
+	if e.quota && (policy == FailOpen || b.tokens >= float64(cost)) {
+		quotaOK = l.degradedQuotaLocked(m, local, policy == FailOpen)
+	}
 	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
 	e.referenced = true
 	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded}
@@ -59,15 +69,9 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	}
 	e.addDemand(cost)
 	sh.degraded++
-	if e.plan.HasQuotas() {
-		quotaLockedState(sh, m.key, e)
-	}
 	if policy == FailOpen {
 		// Allowed and flagged; nothing is charged back to the bucket
 		// (docs/design.md [plan-semantics]), but the quotas count it.
-		if e.quota {
-			l.degradedQuotaLocked(m, local, true)
-		}
 		e.spent += cost
 		e.degraded += cost
 		sh.allowed++
@@ -76,7 +80,6 @@ func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 		d.Remaining = int64(b.tokens)
 		return d
 	}
-	quotaOK := !e.quota || b.tokens < float64(cost) || l.degradedQuotaLocked(m, local, false)
 	if !quotaOK {
 		d.quotaOut = true
 	}
@@ -148,17 +151,4 @@ func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
 	e.plan.stats.degradedRejected.Add(1)
 	refuseLocked(sh, e, cost, &d)
 	return d
-}
-
-// settleDebtLocked leaves the key's degraded bucket owing what it allowed
-// after the debt a successful store call charged; a bucket that owes
-// nothing more is dropped and the key leaves degraded mode.
-func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
-	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
-		b.debt -= charged
-		b.refusedAt = 0
-		return
-	}
-	delete(m.sh.buckets, m.key)
-	m.e.inDegraded = false
 }

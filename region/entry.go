@@ -58,41 +58,6 @@ func (e *entry) setPlan(p *planRef, share float64, epoch uint32) (invalidated bo
 	return invalidated
 }
 
-// sizeLease sets the size of the next lease and returns how many permits
-// to ask for: at least cost, at most capCost (Limiter.leaseCap) unless cost
-// is more (docs/design.md [leasing]). The size doubles when the last lease
-// ran out while still live, is halved when one expired mostly unspent, and
-// is kept when one expired mostly spent (the key's rate fits the lease) or
-// the lease was invalidated.
-func (e *entry) sizeLease(cost, capCost int64, live, invalidated bool) (want int64) {
-	switch {
-	case invalidated:
-	case e.syncAt != 0 && live:
-		e.nextLease = uint32(min(int64(e.nextLease)*2, math.MaxUint32))
-	default:
-		e.shrinkIdleLease()
-	}
-	want = max(cost, min(int64(e.nextLease), capCost))
-	e.nextLease = uint32(min(int64(e.nextLease), capCost))
-	return want
-}
-
-// shrinkIdleLease halves the next lease when the current one is more than
-// half unspent.
-func (e *entry) shrinkIdleLease() {
-	if e.permits > int64(e.nextLease)/2 {
-		e.nextLease = max(e.nextLease/2, 1)
-	}
-}
-
-// takeLease empties the lease for a store call, which returns the permits
-// it held; the entry is busy (not evicted) until the call returns.
-func (e *entry) takeLease() (permits int64) {
-	permits, e.permits = e.permits, 0
-	e.busy = true
-	return permits
-}
-
 // releaseLease empties an expired lease (or any lease, on Drain) for a
 // sweep to give back, halving the next lease when it was mostly unspent.
 func (e *entry) releaseLease() (permits int64) {

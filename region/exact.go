@@ -51,12 +51,9 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) (leaseOut
 		sh.outstanding -= req.Return // lost: under-admits
 		return leaseFailClosed, now
 	}
-	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
-	if e.inDegraded {
-		l.settleDebtLocked(m, 0) // a degraded bucket left from leased mode keeps its debt for the sweep
-	}
-	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
+	// The request carries no debt: a degraded bucket left from leased
+	// mode keeps its debt for the sweep.
+	l.grantLocked(m, req, rep, now)
 	e.leaseLive = false // nothing is leased: every check calls the store
-	sh.outstanding += rep.Granted - req.Return
 	return leaseGranted, now
 }

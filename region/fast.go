@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // The fast path decides a check from its key's entry under the shard's
@@ -12,6 +14,13 @@ import (
 // while the key's quotas are spent. It runs for every decision, so it
 // allocates nothing, and what only some plans need (quotas, shadow) costs
 // one flag test when the plan does not.
+//
+// The slow path's decisions without a store call (decideLocalLocked) and
+// after one (decideFromPermitsLocked) are the same decision, and every
+// path shares the entry arithmetic below them: spending, rejecting,
+// applying a store's grant, keeping the usage deltas in range, and the
+// decision's fields. They live here, once, beside the decision they
+// serve.
 
 // decideLocked decides a check of cost on key's entry e when it can do so
 // locally, writing the decision into d (zero), and reports whether it did.
@@ -53,15 +62,112 @@ func (l *Limiter) leaseLive(e *entry, now int64) bool {
 	return e.leaseLive && now < e.syncAt+int64(l.cfg.LeaseTTL)
 }
 
-// rollLocked starts a new accounting window, the key's current one having
-// ended at sn on the store's clock, moving the old window's deltas to
-// pending.
-func (l *Limiter) rollLocked(sh *shard, key string, e *entry, sn int64) {
-	if e.hasUsage() {
-		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
+// decideLocalLocked decides without the store when it can: from a lease
+// another miss fetched while this one waited, or as a rejection when even
+// with every token refilled since the last sync the region cannot afford a
+// useful lease. It reports whether it wrote d.
+func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
+	e := m.e
+	switch {
+	case e.permits >= m.cost && l.leaseLive(e, now):
+		l.spendLocked(m.sh, m.key, e, now, m.cost, d)
+	case l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost):
+		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
+	case e.quota && l.breaker.current() == BreakerClosed && l.quotaSpentLocked(m.sh, m.key, now):
+		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
+	default:
+		return false
 	}
-	e.windowEnd = WindowStart(key, time.Unix(0, sn), l.cfg.Window).UnixNano() + int64(l.cfg.Window)
+	if e.quota {
+		l.quotaDecisionLocked(m.sh, m.key, e, now, d)
+	}
+	return true
 }
+
+// decideFromPermitsLocked spends m's cost from the entry's permits when
+// they cover it, and rejects it otherwise: what a decision comes to once a
+// store reply has been applied to the entry.
+func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int64) Decision {
+	var d Decision
+	if e.permits >= m.cost {
+		l.spendLocked(sh, m.key, e, now, m.cost, &d)
+	} else {
+		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
+	}
+	if e.quota {
+		l.quotaDecisionLocked(sh, m.key, e, now, &d)
+	}
+	return d
+}
+
+// quotaSpentLocked reports whether a quota of key is spent: its checks
+// are then rejected locally until the next quota call may find room (a
+// re-base, a refund).
+func (l *Limiter) quotaSpentLocked(sh *shard, key string, now int64) bool {
+	q := sh.quotas[key]
+	return q != nil && q.spent(now)
+}
+
+// quotaDecisionLocked adds the key's quotas to a decision: the tightest
+// of the bucket and every quota gives Remaining and Reset, and a check
+// refused for a quota waits until that quota's period ends.
+func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64, d *Decision) {
+	q := sh.quotas[key]
+	if q == nil || q.view == nil {
+		return
+	}
+	v := q.view
+	d.quota, d.quotaHeld = v, q.quotaLease(e)
+	sn := l.storeNanos(now)
+	for i := range v.n {
+		rem := max(0, v.q[i].left+d.quotaHeld)
+		if rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
+		}
+	}
+	if q.spent(now) && (!d.Allowed || d.ShadowRejected) {
+		d.quotaOut = true
+		if d.ShadowRejected {
+			return
+		}
+		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[q.exhausted].end.UnixNano()-sn), time.Millisecond)
+	}
+}
+
+// degradedQuotaViewLocked adds the key's quotas to a degraded decision:
+// the counters as the last quota call saw them, less this process's
+// degraded spend since, so that a degraded answer lists its quotas and
+// says which one refused it like any other.
+func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
+	q := m.sh.quotas[m.key]
+	if q == nil || q.view == nil {
+		return
+	}
+	d.quota = q.view
+	d.quotaHeld = q.quotaLease(m.e)
+	if q.degradedSet {
+		// What this process may still spend of the quotas while degraded,
+		// as a holding on top of the region's room at the last call:
+		// Quotas then shows the tightest room less the degraded spend.
+		tight := q.view.q[0].left
+		for i := 1; i < q.view.n; i++ {
+			tight = min(tight, q.view.q[i].left)
+		}
+		d.quotaHeld = q.degradedLeft - max(tight, 0)
+	}
+	sn := l.storeNanos(l.now())
+	for i := range q.view.n {
+		if rem := max(0, q.view.q[i].left+d.quotaHeld); rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, q.view.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
+		}
+	}
+}
+
+// The entry arithmetic every path shares.
 
 // spendLocked allows cost from e's lease. The caller adds the key's
 // quotas to d (quotaDecisionLocked).
@@ -102,6 +208,32 @@ func refuseLocked(sh *shard, e *entry, cost int64, d *Decision) {
 	sh.rejected++
 }
 
+// grantLocked applies a store call's grant to the entry: the call took
+// back the returned permits, charged the key's degraded debt (req.Debt)
+// and granted new permits. Exact calls and lease calls share it.
+func (l *Limiter) grantLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, now int64) {
+	e, sh := m.e, m.sh
+	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
+	if e.inDegraded {
+		l.settleDebtLocked(m, req.Debt)
+	}
+	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
+	sh.outstanding += rep.Granted - req.Return
+}
+
+// settleDebtLocked leaves the key's degraded bucket owing what it allowed
+// after the debt a successful store call charged; a bucket that owes
+// nothing more is dropped and the key leaves degraded mode.
+func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
+	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
+		b.debt -= charged
+		b.refusedAt = 0
+		return
+	}
+	delete(m.sh.buckets, m.key)
+	m.e.inDegraded = false
+}
+
 // makeRoomLocked moves key's usage deltas to pending when adding n to
 // them would overflow one (entry.fits).
 func (s *shard) makeRoomLocked(key string, e *entry, n int64, w time.Duration) {
@@ -110,9 +242,15 @@ func (s *shard) makeRoomLocked(key string, e *entry, n int64, w time.Duration) {
 	}
 }
 
-// limit is the plan's capacity (global), for Decision.Limit and the cost
-// check.
-func (e *entry) limit() int64 { return e.plan.limit }
+// rollLocked starts a new accounting window, the key's current one having
+// ended at sn on the store's clock, moving the old window's deltas to
+// pending.
+func (l *Limiter) rollLocked(sh *shard, key string, e *entry, sn int64) {
+	if e.hasUsage() {
+		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
+	}
+	e.windowEnd = WindowStart(key, time.Unix(0, sn), l.cfg.Window).UnixNano() + int64(l.cfg.Window)
+}
 
 // takeUsage moves the entry's deltas into a Usage and zeroes them. A shadow
 // plan rejects nothing, so its entry's rejected delta is would-reject cost
@@ -153,6 +291,10 @@ func (e *entry) fits(n int64) bool {
 func (e *entry) addDemand(cost int64) {
 	e.demand = uint32(min(int64(e.demand)+cost, math.MaxUint32))
 }
+
+// limit is the plan's capacity (global), for Decision.Limit and the cost
+// check.
+func (e *entry) limit() int64 { return e.plan.limit }
 
 // regionalAt estimates the regional tokens at limiter time now from the last
 // sync: an upper bound, because other processes only take tokens away.
@@ -208,42 +350,4 @@ func refillTime(missing, rate float64) time.Duration {
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(math.Ceil(s * float64(time.Second)))
-}
-
-// decideFromPermitsLocked spends m's cost from the entry's permits when
-// they cover it, and rejects it otherwise: what a decision comes to once a
-// store reply has been applied to the entry.
-func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int64) Decision {
-	var d Decision
-	if e.permits >= m.cost {
-		l.spendLocked(sh, m.key, e, now, m.cost, &d)
-	} else {
-		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
-	}
-	if e.quota {
-		l.quotaDecisionLocked(sh, m.key, e, now, &d)
-	}
-	return d
-}
-
-// decideLocalLocked decides without the store when it can: from a lease
-// another miss fetched while this one waited, or as a rejection when even
-// with every token refilled since the last sync the region cannot afford a
-// useful lease. It reports whether it wrote d.
-func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
-	e := m.e
-	switch {
-	case e.permits >= m.cost && l.leaseLive(e, now):
-		l.spendLocked(m.sh, m.key, e, now, m.cost, d)
-	case l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost):
-		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
-	case e.quota && l.breaker.current() == BreakerClosed && l.quotaSpentLocked(m.sh, m.key, now):
-		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
-	default:
-		return false
-	}
-	if e.quota {
-		l.quotaDecisionLocked(m.sh, m.key, e, now, d)
-	}
-	return true
 }

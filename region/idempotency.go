@@ -359,3 +359,39 @@ func (l *Limiter) callRequest(ctx context.Context, rs store.RequestStore, call s
 	l.offset.observe(rep.StoreTime.UnixNano() - mid)
 	return rep, nil
 }
+
+// requestQuota is what became of a check's cost taken from a key's quota
+// lease (requestQuotaLocked).
+type requestQuota uint8
+
+const (
+	quotaTaken       requestQuota = iota // taken from the quota lease
+	quotaSpent                           // a quota cannot afford it
+	quotaUnavailable                     // the store did not answer
+)
+
+// requestQuotaLocked takes a check's cost from the key's quota lease for
+// a check with a request id (which is decided by its own store call, not
+// from the rate lease), leasing quota first when the lease held cannot
+// cover it. The caller gives the cost back (returnOf) when the check is
+// then not charged. The shard is unlocked for a call.
+func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (requestQuota, *quotaReturn) {
+	e := m.e
+	q := quotaLockedState(m.sh, m.key, e)
+	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
+	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
+	if rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil {
+		var ok bool
+		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, m.cost)
+		if !ok {
+			q.split(e, held)
+			return quotaUnavailable, nil
+		}
+	}
+	if held < m.cost {
+		q.split(e, held)
+		return quotaSpent, nil
+	}
+	q.split(e, held-m.cost)
+	return quotaTaken, q.returnOf(m.cost)
+}

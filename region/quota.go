@@ -15,12 +15,16 @@ import (
 // lease, and the rest of the key's quota state, in its shard's quotas
 // map, which only the slow path and keys with quotas touch.
 //
-// Its fields change only in the quota files, which the lease engine
-// calls at these points: a miss attaches the state (attachQuotaLocked); a
-// decision asks whether a quota is spent (quotaSpentLocked) and adds the
-// quotas to its answer (quotaDecisionLocked); renewing a lease renews
-// the quota lease (leaseQuotaLocked, quotalease.go); a degraded decision
-// spends a degraded budget (degradedQuotaLocked, quotadegraded.go); a check
+// Its fields are written only by its own methods (unfold and split,
+// applyReply, the base requests' startFetch and endFetch, the degraded
+// budget's, release and the returns'), each beside the step that calls
+// it. The lease engine reaches it at these points: a miss attaches the
+// state (attachQuotaLocked); a local decision asks whether a quota is
+// spent (quotaSpentLocked) and adds the quotas to its answer
+// (quotaDecisionLocked), both read-only and beside the decision in
+// fast.go; renewing a lease renews the quota lease (leaseQuotaLocked,
+// quotalease.go, and the quota call, quotacall.go); a degraded decision
+// spends a degraded budget (degradedQuotaLocked, quotacall.go); a check
 // with a request id takes its cost from the quota lease
 // (requestQuotaLocked); and eviction, the sweep, refunds and charges give
 // quota permits back (quotareturn.go).
@@ -168,42 +172,6 @@ func dropQuotaLocked(sh *shard, key string, e *entry) {
 // entry's permits and the quota lease's surplus over them.
 func (q *quotaState) quotaLease(e *entry) int64 { return e.permits + q.extraQuota }
 
-// quotaSpentLocked reports whether a quota of key is spent: its checks
-// are then rejected locally until the next quota call may find room (a
-// re-base, a refund).
-func (l *Limiter) quotaSpentLocked(sh *shard, key string, now int64) bool {
-	q := sh.quotas[key]
-	return q != nil && q.spent(now)
-}
-
 // spent reports whether a quota of the key is spent at limiter time now:
 // its checks are rejected locally until the next quota call may find room.
 func (q *quotaState) spent(now int64) bool { return q.until != 0 && now < q.until }
-
-// quotaDecisionLocked adds the key's quotas to a decision: the tightest
-// of the bucket and every quota gives Remaining and Reset, and a check
-// refused for a quota waits until that quota's period ends.
-func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64, d *Decision) {
-	q := sh.quotas[key]
-	if q == nil || q.view == nil {
-		return
-	}
-	v := q.view
-	d.quota, d.quotaHeld = v, q.quotaLease(e)
-	sn := l.storeNanos(now)
-	for i := range v.n {
-		rem := max(0, v.q[i].left+d.quotaHeld)
-		if rem < d.Remaining {
-			d.Remaining = rem
-			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
-			d.quotaTight = int8(i + 1)
-		}
-	}
-	if q.spent(now) && (!d.Allowed || d.ShadowRejected) {
-		d.quotaOut = true
-		if d.ShadowRejected {
-			return
-		}
-		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[q.exhausted].end.UnixNano()-sn), time.Millisecond)
-	}
-}

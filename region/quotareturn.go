@@ -101,24 +101,40 @@ func (l *Limiter) collectQuotaLocked(key string, e *entry, q *quotaState, debt, 
 	r := pendingReturn{key: key, debt: debt, rate: float64(e.rate), capacity: float64(e.capacity)}
 	expired := all || !live
 	if expired && (e.permits > 0 || q.extraRate > 0) {
-		released := e.releaseLease()
-		r.permits = released + q.extraRate
-		q.extraRate = 0
-		q.extraQuota += released
+		r.permits = q.keepReleased(e.releaseLease())
 	}
 	switch {
 	case q.n == 0:
 	case expired && (q.extraQuota > 0 || q.charge > 0) && (all || now-q.syncAt >= int64(l.cfg.QuotaRebase)):
 		r.quota = q.returnOf(q.extraQuota)
 		r.quota.charge = q.charge
-		q.extraQuota, q.charge = 0, 0
-		q.degradedSet = false
+		q.handedBack(true)
 	case q.charge > 0 && chargeDebts:
 		// The store is back: what degraded decisions spent goes to the
 		// counters, and the next outage starts a new degraded budget.
 		r.quota = &quotaReturn{n: q.n, periods: q.periods, charge: q.charge}
-		q.charge = 0
-		q.degradedSet = false
+		q.handedBack(false)
 	}
 	return r, r.permits > 0 || r.debt > 0 || r.quota != nil
+}
+
+// keepReleased keeps the quota permits of a released rate lease in the
+// quota lease, and returns the rate permits to give back: the released
+// lease and the rate lease's surplus.
+func (q *quotaState) keepReleased(released int64) (rate int64) {
+	rate = released + q.extraRate
+	q.extraRate = 0
+	q.extraQuota += released
+	return rate
+}
+
+// handedBack records that the charge, and the quota lease too when
+// lease, went back to the counters; the next outage starts a new
+// degraded budget.
+func (q *quotaState) handedBack(lease bool) {
+	if lease {
+		q.extraQuota = 0
+	}
+	q.charge = 0
+	q.degradedSet = false
 }

@@ -1,0 +1,133 @@
+package region
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/quotaplatform/quota/region/store"
+)
+
+// The rate lease of a miss: the request that returns the unspent permits
+// and sizes the next lease, the store call, and the reply applied to the
+// entry (docs/design.md [leasing]).
+
+// leaseLocked makes the store call that returns the key's unspent permits,
+// charges its degraded debt and leases anew, and applies the reply. It
+// returns what the call came to and the limiter time after it. The shard
+// is unlocked for the call.
+func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
+	req := l.leaseRequestLocked(m, now, invalidated)
+	m.sh.mu.Unlock()
+	rep, lat, err := l.callStore(ctx, req)
+	m.sh.mu.Lock()
+	m.e.busy = false
+	now = l.now()
+	return l.applyLeaseReplyLocked(m, req, rep, lat, err, now), now
+}
+
+// leaseRequestLocked sizes the next lease and takes the current one back
+// for the call (the entry is busy until the call returns). The call carries
+// the key's degraded debt only when the last store call succeeded
+// (docs/design.md [degraded-debt]), and the demand counted since the last
+// call.
+func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) store.LeaseRequest {
+	var debt int64
+	if b := m.sh.buckets[m.key]; b != nil && l.breaker.healthy() {
+		debt = b.debt
+	}
+	capCost := l.leaseCap(m.rate(), m.procs)
+	e := m.e
+	live := l.leaseLive(e, now)
+	want := e.sizeLease(m.cost, capCost, live, invalidated)
+	return store.LeaseRequest{
+		Key:      m.key,
+		Rate:     m.rate(),
+		Capacity: m.capacity(),
+		Want:     want,
+		Min:      m.cost,
+		Return:   e.takeLease(),
+		Spread:   int64(m.procs),
+		Debt:     debt,
+		Demand:   int64(e.demand),
+		Grace:    l.cfg.DebtGrace,
+	}
+}
+
+// leaseCap is the largest lease one process may hold for a key: all the
+// region's processes together hold at most AccuracyBudget of a horizon's
+// worth of the region's rate.
+func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
+	c := l.cfg.AccuracyBudget * regionalRate * l.cfg.AccuracyHorizon.Seconds() / float64(processes)
+	if c < 1 {
+		return 1
+	}
+	if c > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return int64(c)
+}
+
+// applyLeaseReplyLocked applies a lease call's outcome to the entry: it
+// tells the breaker, and on a reply returns the unspent permits, charges
+// the degraded debt and takes the new lease (grantLocked).
+func (l *Limiter) applyLeaseReplyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error, now int64) leaseOutcome {
+	sh := m.sh
+	if err != nil && store.IsTransient(err) {
+		// The returned permits may or may not have reached the store; they
+		// count as lost, which under-admits and is safe.
+		sh.outstanding -= req.Return
+		l.breaker.failure(now)
+		return leaseUnavailable
+	}
+	if lat > l.cfg.StoreTimeout {
+		// The store answered, but slower than allowed: use the answer and
+		// count the call against the store's health.
+		l.breaker.failure(now)
+	} else {
+		l.breaker.success()
+	}
+	if err != nil {
+		// Refused: the call wrote nothing, so the permits it returned are
+		// lost (under-admission).
+		sh.outstanding -= req.Return
+		return leaseRefused
+	}
+	l.grantLocked(m, req, rep, now)
+	return leaseGranted
+}
+
+// sizeLease sets the size of the next lease and returns how many permits
+// to ask for: at least cost, at most capCost (Limiter.leaseCap) unless cost
+// is more (docs/design.md [leasing]). The size doubles when the last lease
+// ran out while still live, is halved when one expired mostly unspent, and
+// is kept when one expired mostly spent (the key's rate fits the lease) or
+// the lease was invalidated.
+func (e *entry) sizeLease(cost, capCost int64, live, invalidated bool) (want int64) {
+	switch {
+	case invalidated:
+	case e.syncAt != 0 && live:
+		e.nextLease = uint32(min(int64(e.nextLease)*2, math.MaxUint32))
+	default:
+		e.shrinkIdleLease()
+	}
+	want = max(cost, min(int64(e.nextLease), capCost))
+	e.nextLease = uint32(min(int64(e.nextLease), capCost))
+	return want
+}
+
+// shrinkIdleLease halves the next lease when the current one is more than
+// half unspent.
+func (e *entry) shrinkIdleLease() {
+	if e.permits > int64(e.nextLease)/2 {
+		e.nextLease = max(e.nextLease/2, 1)
+	}
+}
+
+// takeLease empties the lease for a store call, which returns the permits
+// it held; the entry is busy (not evicted) until the call returns.
+func (e *entry) takeLease() (permits int64) {
+	permits, e.permits = e.permits, 0
+	e.busy = true
+	return permits
+}

@@ -1,0 +1,395 @@
+package region
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/quotaplatform/quota/region/store"
+)
+
+// The quota calls that renew a key's quota lease (leaseQuotaLocked, and
+// requestQuotaLocked for checks with a request id); the ledger bases that
+// rebuild a counter; and what a degraded key may spend of its quotas
+// while the store is away, kept on those bases.
+
+// currentPeriods fills ps with the periods of m's quotas at store time sn
+// and returns how many there are.
+func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) int {
+	ref := m.e.plan
+	at := time.Unix(0, sn)
+	n := 0
+	for _, q := range ref.QuotaList() {
+		start, end := ref.cal.Bounds(q.Period, at)
+		ps[n] = store.QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: m.share}
+		n++
+	}
+	return n
+}
+
+// quotaWant is the quota lease a process asks for: rateWant, or its part
+// of QuotaAccuracy of the tightest quota when that is more (docs/design.md
+// [quotas]: the bound).
+func (l *Limiter) quotaWant(m *miss, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rateWant int64) int64 {
+	tightest := ps[0].Limit
+	for i := 1; i < n; i++ {
+		tightest = min(tightest, ps[i].Limit)
+	}
+	c := l.cfg.QuotaAccuracy * float64(tightest) * m.share / float64(m.procs)
+	return max(m.cost, rateWant, int64(math.Min(c, store.MaxCount)))
+}
+
+// quotaCallLocked makes the key's quota call: it returns the held quota
+// permits, charges what was spent without a grant, sends any fetched
+// base, and leases anew. A counter without a base waits for the base
+// request in flight first. It returns the quota lease held after the
+// call (the old one when the store did not answer), and whether the
+// store answered.
+func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
+	qs, ok := l.store.(store.QuotaStore)
+	if !ok {
+		// New refuses a plan with quotas on such a store (Validate of the
+		// resolver's plans happens per key): degrade, flagged, and let the
+		// key's refusal show in the key errors.
+		l.keyErrors.Add(1)
+		return held, false
+	}
+	l.awaitBaseLocked(ctx, m, q)
+	call := store.QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge,
+		NeedBase: l.cfg.QuotaBases != nil && q.fetchFails == 0}
+	for i := range n {
+		ps[i].Return = held
+		ps[i].Base = q.bases[i]
+		if q.bases[i] != nil && (q.n != n || !q.periods[i].Start.Equal(ps[i].Start)) {
+			ps[i].Base = nil // fetched for another period
+		}
+	}
+	rep, ok := l.sendQuotaCallLocked(ctx, m, qs, call)
+	if !ok {
+		return held, false
+	}
+	q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
+	if rep.Granted == 0 && call.NeedBase && q.baseless {
+		// A counter without a base (a new period or region, a store that
+		// lost its state) granted nothing: read the base and ask again,
+		// so that it is rebuilt from the ledger before it grants. The
+		// returns and the charge went with the first call.
+		// A request in flight may be for the periods before these (it
+		// is then dropped): start one for these after it.
+		for try := 0; try < 2 && q.bases[0] == nil && q.fetchFails == 0; try++ {
+			l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+			l.awaitBaseLocked(ctx, m, q)
+		}
+		// Without a base by now (the ledger is slow or away) the counter
+		// grants on what it holds: a quota is not closed for want of a
+		// base.
+		call.Charge, call.NeedBase = 0, false
+		for i := range n {
+			ps[i].Return, ps[i].Base = 0, q.bases[i]
+		}
+		if rep, ok = l.sendQuotaCallLocked(ctx, m, qs, call); !ok {
+			return 0, false
+		}
+		q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
+	}
+	l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+	return rep.Granted, true
+}
+
+// awaitBaseLocked waits, up to QuotaBaseTimeout, for the base request in
+// flight of a key whose counters hold no base. The shard is unlocked
+// meanwhile.
+func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
+	if !q.baseless || q.fetching == nil {
+		return
+	}
+	wait := q.fetching
+	m.e.busy = true
+	m.sh.mu.Unlock()
+	select {
+	case <-wait:
+	case <-time.After(l.cfg.QuotaBaseTimeout):
+	case <-ctx.Done():
+	}
+	m.sh.mu.Lock()
+	m.e.busy = false
+}
+
+// sendQuotaCallLocked makes one quota call with the shard unlocked and
+// tells the breaker how it went; it reports whether the store answered.
+func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, bool) {
+	m.e.busy = true
+	m.sh.mu.Unlock()
+	rep, lat, err := l.callQuota(ctx, qs, call)
+	m.sh.mu.Lock()
+	m.e.busy = false
+	now := l.now()
+	if err != nil {
+		if store.IsTransient(err) {
+			l.breaker.failure(now)
+		} else {
+			l.keyErrors.Add(1)
+		}
+		return store.QuotaReply{}, false
+	}
+	if lat > l.cfg.StoreTimeout {
+		l.breaker.failure(now)
+	} else {
+		l.breaker.success()
+	}
+	return rep, true
+}
+
+// applyReply records a quota call's reply, for a check of cost at
+// limiter time now, in the key's quota state: the periods, the counters'
+// view, whether they hold a base, and whether a quota is spent (the key
+// is then refused locally for ttl, LeaseTTL).
+func (q *quotaState) applyReply(ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rep store.QuotaReply, cost, now int64, ttl time.Duration) {
+	q.charge = 0
+	q.syncAt = now
+	q.bases = [store.MaxQuotaPeriods]*store.QuotaBaseIn{}
+	q.n, q.periods = n, *ps
+	for i := range n {
+		q.periods[i].Return, q.periods[i].Base = 0, nil
+	}
+	q.degradedSet = false
+	v := &quotaView{n: n}
+	q.until, q.baseless, q.exhausted = 0, false, 0
+	for i := range n {
+		c := rep.Counters[i]
+		v.q[i] = quotaViewPeriod{unit: ps[i].Unit, limit: ps[i].Limit, start: ps[i].Start, end: ps[i].End, left: c.Allowance - c.Used}
+		if v.q[i].left < v.q[q.exhausted].left {
+			q.exhausted = i
+		}
+		if c.BaseAt.IsZero() {
+			q.baseless = true
+		}
+		if !c.BaseAt.Equal(q.baseAt[i]) {
+			q.baseAt[i], q.usedAtBase[i] = c.BaseAt, c.Used-rep.Granted
+		}
+	}
+	q.view = v
+	if rep.Granted < cost && v.q[q.exhausted].left < cost {
+		// Spent (not merely waiting for a base): refused locally until a
+		// re-base or a refund may have opened room.
+		q.until = now + int64(ttl)
+	}
+}
+
+// maybeRebaseLocked starts a base request for the key's periods when its
+// counters need one (docs/design.md [quotas]): they hold none; their
+// oldest base is older than QuotaRebase; a counter's room is within two
+// leases of its end; or the region added to a counter, since its base,
+// more than QuotaAccuracy of the quota or two leases (what the other
+// regions spent meanwhile is in no base this region holds: its share of it
+// is what a stale base over-admits). At most one request per key is in
+// flight, at most one a second, and a key whose requests fail waits
+// longer each time (up to QuotaRebase).
+func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep store.QuotaReply, lease int64) {
+	bases := l.cfg.QuotaBases
+	if bases == nil || q.fetching != nil {
+		return
+	}
+	due := q.baseless
+	sn := l.storeNanos(now)
+	for i := 0; i < q.n && !due; i++ {
+		c := rep.Counters[i]
+		grew := c.Used - q.usedAtBase[i]
+		due = time.Duration(sn-c.BaseAt.UnixNano()) > l.cfg.QuotaRebase ||
+			q.view.q[i].left < 2*lease ||
+			float64(grew) >= math.Max(l.cfg.QuotaAccuracy*float64(q.periods[i].Limit), float64(2*lease))
+	}
+	gap := time.Second
+	if q.fetchFails > 0 {
+		gap = min(l.cfg.QuotaRebase, time.Second<<min(q.fetchFails, 6))
+	}
+	if !due || (q.lastFetch != 0 && now-q.lastFetch < int64(gap) && !(q.baseless && q.fetchFails == 0)) {
+		return
+	}
+	done := q.startFetch(now)
+	n, ps := q.n, q.periods
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+}
+
+// fetchBases reads the ledger's base of each of a key's periods and leaves
+// them for the key's next quota call.
+func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod, done chan struct{}) {
+	defer l.fetches.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.QuotaBaseTimeout)
+	defer cancel()
+	var got [store.MaxQuotaPeriods]*store.QuotaBaseIn
+	var err error
+	for i := range n {
+		var b QuotaBase
+		if b, err = l.cfg.QuotaBases.QuotaBase(ctx, key, ps[i].Start, ps[i].End); err != nil {
+			break
+		}
+		got[i] = &store.QuotaBaseIn{Total: b.Total, Region: b.ByRegion[l.cfg.Region], AsOf: b.AsOf}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	q.endFetch(done, got, n, ps, err, sh.quotas[key] == q)
+	l.baseFetches.Add(1)
+	if err != nil {
+		l.baseFailures.Add(1)
+	}
+}
+
+// startFetch marks a base request for the key in flight from limiter
+// time now; endFetch closes the returned channel when it ends.
+func (q *quotaState) startFetch(now int64) chan struct{} {
+	done := make(chan struct{})
+	q.fetching, q.lastFetch = done, now
+	return done
+}
+
+// endFetch ends the base request in flight (done): the bases got for the
+// periods ps[:n] wait for the next quota call when the request succeeded
+// and the key still has this state (current) on those periods.
+func (q *quotaState) endFetch(done chan struct{}, got [store.MaxQuotaPeriods]*store.QuotaBaseIn, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod, err error, current bool) {
+	q.fetching = nil
+	close(done)
+	if err != nil {
+		q.fetchFails++
+		return
+	}
+	q.fetchFails = 0
+	if current && q.n == n && q.periods == ps {
+		q.bases = got
+	}
+}
+
+// degradedQuotaLocked decides a degraded check's quotas: what a degraded
+// decision may spend of them is the quota lease this process held, plus
+// its local share of what the region could still lease at the last call
+// (its whole quota lease's worth when it never made one), so that the
+// region's processes together stay within the region's allowance. It
+// reports whether cost fits, and counts it as spent without a grant, to
+// be charged to the counters after recovery.
+func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
+	q := m.sh.quotas[m.key]
+	if q == nil {
+		return true
+	}
+	if !q.degradedSet {
+		left := int64(math.MaxInt64)
+		if q.view != nil {
+			for i := range q.view.n {
+				left = min(left, q.view.q[i].left)
+			}
+			left = int64(float64(max(left, 0)) * local)
+		} else {
+			var ps [store.MaxQuotaPeriods]store.QuotaPeriod
+			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
+			left = l.quotaWant(m, &ps, n, m.cost)
+		}
+		q.startDegraded(q.quotaLease(m.e) + left)
+	}
+	l.degradedRebaseLocked(m, q, local)
+	return q.spendDegraded(m.cost, open)
+}
+
+// startDegraded starts the key's degraded quota budget at left.
+func (q *quotaState) startDegraded(left int64) {
+	q.degradedLeft = left
+	q.degradedSet, q.degradedSpent, q.spentAt = true, 0, [4]int64{}
+}
+
+// spendDegraded spends cost from the degraded budget when it fits, or
+// whatever it holds when open (FailOpen), counting it as a charge for the
+// counters; it reports whether it spent.
+func (q *quotaState) spendDegraded(cost int64, open bool) bool {
+	if !open && q.degradedLeft < cost {
+		return false
+	}
+	q.degradedLeft -= cost
+	q.degradedSpent += cost
+	q.charge += cost
+	return true
+}
+
+// sampleDegradedSpent records the degraded spend as a base request
+// starts: the ledger lacks at least what was spent since (spentAt).
+func (q *quotaState) sampleDegradedSpent() {
+	copy(q.spentAt[1:], q.spentAt[:len(q.spentAt)-1])
+	q.spentAt[0] = q.degradedSpent
+}
+
+// degradedRebaseLocked keeps a degraded key's quota budget on the ledger
+// while its store is away (the ledger is not: its bases come over NATS):
+// at most once a second it asks for the key's bases, and each new base
+// caps what this process may still spend at its local share of the
+// region's room by that base, share × (limit − base total), less what it
+// spent that the base may not hold yet (its degraded spend since the
+// request three before this one, about three seconds: a report's way to
+// the ledger). Without it a long outage spends on the room and the share
+// of the last call before it, while the other regions spend the same
+// room.
+func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
+	if l.cfg.QuotaBases == nil || q.n == 0 {
+		return
+	}
+	now := l.now()
+	q.rebaseDegraded(m.share, local)
+	if q.fetching != nil || (q.lastFetch != 0 && now-q.lastFetch < int64(time.Second)) {
+		return
+	}
+	q.sampleDegradedSpent()
+	done := q.startFetch(now)
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
+}
+
+// unfold takes the key's two leases apart, the quota periods being
+// ps[:n] now: e's permits become the whole rate lease, and it returns the
+// quota lease held and whether the periods rolled.
+func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int) (held int64, rolled bool) {
+	// A counter is a (unit, period start): a new limit on the same
+	// periods keeps the counters and the lease held.
+	rolled = n != q.n
+	for i := 0; i < n && !rolled; i++ {
+		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
+	}
+	held = q.quotaLease(e)
+	e.permits += q.extraRate
+	q.extraRate, q.extraQuota = 0, 0
+	if rolled {
+		// The permits held were granted in periods that ended (or by other
+		// quotas): their counters keep them, which charges an ended period
+		// (or a replaced quota) for permits nobody spent. That is harmless:
+		// such a counter grants nothing more.
+		held = 0
+		q.until = 0
+		q.baseless = false
+	}
+	return held, rolled
+}
+
+// split makes the entry's permits the lesser of its rate lease (the
+// entry's permits on entry) and the quota lease held, and keeps the
+// surplus of the larger.
+func (q *quotaState) split(e *entry, held int64) {
+	s := min(e.permits, held)
+	q.extraRate, q.extraQuota = e.permits-s, held-s
+	e.permits = s
+}
+
+// rebaseDegraded caps the degraded budget by a base not yet applied: at
+// local × share × (limit − base total), less the degraded spend the base
+// may not hold yet.
+func (q *quotaState) rebaseDegraded(share, local float64) {
+	b := q.bases[0]
+	if b == nil || b.AsOf.Equal(q.degradedBase) {
+		return
+	}
+	q.degradedBase = b.AsOf
+	unreported := q.degradedSpent - q.spentAt[len(q.spentAt)-1]
+	room := int64(math.MaxInt64)
+	for i := range q.n {
+		if b := q.bases[i]; b != nil {
+			room = min(room, int64(math.Floor(share*float64(q.periods[i].Limit-b.Total))))
+		}
+	}
+	q.degradedLeft = min(q.degradedLeft, max(0, int64(local*float64(max(room, 0)))-unreported))
+}
