@@ -252,11 +252,25 @@ func (l *Limiter) rollLocked(sh *shard, key string, e *entry, sn int64) {
 	e.windowEnd = WindowStart(key, time.Unix(0, sn), l.cfg.Window).UnixNano() + int64(l.cfg.Window)
 }
 
+// setPlan gives the entry its plan, scaled by the region's share, as
+// resolved at epoch. When the epoch or the plan's capacity changed, the
+// lease was sized for other parameters: it ends now (its permits go back
+// with the next store call), and setPlan reports true.
+func (e *entry) setPlan(p *planRef, share float64, epoch uint32) (invalidated bool) {
+	invalidated = e.plan == nil || e.epoch != epoch || e.limit() != p.limit
+	if invalidated {
+		e.leaseLive = false
+	}
+	e.epoch, e.plan = epoch, p
+	e.rate, e.capacity = float32(p.Rate*share), float32(p.Capacity*share)
+	e.referenced = true
+	return invalidated
+}
+
 // WindowStart returns the start of the accounting window of length w that
 // holds instant t for key. The window boundaries of a key are offset by a
 // stable hash of the key, so that every process, in every region, computes
-// the same windows. It lives beside rollLocked, its caller on every
-// decision path.
+// the same windows. It lives beside rollLocked, its caller.
 func WindowStart(key string, t time.Time, w time.Duration) time.Time {
 	if w <= 0 {
 		return t
