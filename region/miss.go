@@ -7,12 +7,13 @@ import "fmt"
 type miss struct {
 	key   string
 	cost  int64
-	plan  Plan    // the key's plan, as the PlanResolver gave it
-	share float64 // the region's share of the key, in (0, 1]
-	procs int     // the processes sharing the region's store
-	epoch uint32  // Limiter.epoch when the plan was resolved
-	sh    *shard  // the key's shard
-	e     *entry  // the key's entry; set by attachLocked
+	plan  Plan        // the key's plan, as the PlanResolver gave it
+	share float64     // the region's share of the key, in (0, 1]
+	procs int         // the processes sharing the region's store
+	epoch uint32      // Limiter.epoch when the plan was resolved
+	sh    *shard      // the key's shard
+	e     *entry      // the key's entry; set by attachLocked
+	exact exactAnswer // an exact call's answer; set by exactLocked
 }
 
 // rate and capacity are the region's bucket: the plan scaled by the share.
