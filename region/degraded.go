@@ -41,10 +41,10 @@ func (l *Limiter) degradedLocked(m *miss, now int64, exactFailed bool) Decision 
 	floor := math.Max(l.cfg.MinLocalShare, l.cfg.FloorFraction/float64(m.procs))
 	local := math.Min(1, math.Max(e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
 	rate, capacity := m.rate()*local, m.capacity()
-	// An exact plan's failed call is rejected like FailClosed, but keeps no
-	// bucket: an exact key never decides without the store. Every policy
-	// keeps the bucket: it marks the key as deciding without the store,
-	// and holds a refused key's time (degradeLocked).
+	// An exact plan's failed call is rejected as under FailClosed, but
+	// keeps no bucket: nothing of an exact plan is allowed without the
+	// store. Every policy keeps the bucket: it marks the key as deciding
+	// without the store, and holds a refused key's time (degradeLocked).
 	policy := FailClosed
 	var b *degradedBucket
 	quotaOK := true
@@ -54,9 +54,9 @@ func (l *Limiter) degradedLocked(m *miss, now int64, exactFailed bool) Decision 
 	}
 	// The quotas' degraded budget first: FailOpen counts the check against
 	// it whatever it holds, FailDegraded spends it only when the bucket
-	// holds the cost. FailClosed spends nothing of it. The budget comes
-	// before the FailClosed return so that the quota work and the entry
-	// arithmetic below each run in one piece.
+	// holds the cost, FailClosed spends nothing of it. It comes before the
+	// FailClosed return so that the quota work is done, then the entry
+	// arithmetic, each in one piece.
 	if policy != FailClosed {
 		if e.plan.HasQuotas() {
 			quotaLockedState(sh, m.key, e)
