@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// degradeLocked decides a miss that its store work did not decide (out).
-// An exact plan's check is rejected (failClosedLocked). Otherwise the key
-// is decided in degraded mode (degradedLocked); after the store refused
+// degradeLocked decides a miss that its store work did not decide (out)
+// in degraded mode (degradedLocked), where an exact plan's check is
+// rejected (failClosedLocked). After the store refused
 // the key's call for a reason of the key's own (store.ErrStoreRejected: a
 // bucket key of the wrong type, arguments the script refused), only this
 // key is: the store answered, and the breaker counted it as any answer (a
@@ -15,10 +15,7 @@ import (
 // after BreakerCooldown (refusedLocked), and the debt its call carried
 // stays with its degraded bucket.
 func (l *Limiter) degradeLocked(m *miss, now int64, out leaseOutcome) Decision {
-	if out == leaseFailClosed {
-		return l.failClosedLocked(m, now)
-	}
-	d := l.degradedLocked(m, now)
+	d := l.degradedLocked(m, now, out == leaseFailClosed)
 	if out == leaseRefused {
 		m.sh.buckets[m.key].refusedAt = now
 	}
@@ -39,27 +36,37 @@ func (l *Limiter) degradeLocked(m *miss, now int64, out leaseOutcome) Decision {
 // not rejected for the whole outage because its bucket cannot hold one
 // request. A key the process never synced starts from the region's
 // capacity.
-func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
+func (l *Limiter) degradedLocked(m *miss, now int64, exactFailed bool) Decision {
 	e, sh, cost := m.e, m.sh, m.cost
 	floor := math.Max(l.cfg.MinLocalShare, l.cfg.FloorFraction/float64(m.procs))
 	local := math.Min(1, math.Max(e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
 	rate, capacity := m.rate()*local, m.capacity()
-	// Every policy keeps the bucket: it marks the key as deciding without
-	// the store, and holds a refused key's time (degradeLocked).
-	b := l.degradedBucketLocked(m, now, local, rate, capacity)
-	policy := e.plan.Policy()
-	if policy == FailClosed {
-		return l.failClosedLocked(m, now)
+	// An exact plan's failed call is rejected as under FailClosed, but
+	// keeps no bucket: nothing of an exact plan is allowed without the
+	// store. Every policy keeps the bucket: it marks the key as deciding
+	// without the store, and holds a refused key's time (degradeLocked).
+	policy := FailClosed
+	var b *degradedBucket
+	quotaOK := true
+	if !exactFailed {
+		b = l.degradedBucketLocked(m, now, local, rate, capacity)
+		policy = e.plan.Policy()
 	}
 	// The quotas' degraded budget first: FailOpen counts the check against
 	// it whatever it holds, FailDegraded spends it only when the bucket
-	// holds the cost.
-	if e.plan.HasQuotas() {
-		quotaLockedState(sh, m.key, e)
+	// holds the cost, FailClosed spends nothing of it. It comes before the
+	// FailClosed return so that the quota work is done, then the entry
+	// arithmetic, each in one piece.
+	if policy != FailClosed {
+		if e.plan.HasQuotas() {
+			quotaLockedState(sh, m.key, e)
+		}
+		if e.quota && (policy == FailOpen || b.tokens >= float64(cost)) {
+			quotaOK = l.degradedQuotaLocked(m, local, policy == FailOpen)
+		}
 	}
-	quotaOK := true
-	if e.quota && (policy == FailOpen || b.tokens >= float64(cost)) {
-		quotaOK = l.degradedQuotaLocked(m, local, policy == FailOpen)
+	if policy == FailClosed {
+		return l.failClosedLocked(m, now)
 	}
 	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
 	e.referenced = true

@@ -43,21 +43,6 @@ type entry struct {
 	quota      bool // the key has quota state in its shard (shard.quotas): its plan has quotas
 }
 
-// setPlan gives the entry its plan, scaled by the region's share, as
-// resolved at epoch. When the epoch or the plan's capacity changed, the
-// lease was sized for other parameters: it ends now (its permits go back
-// with the next store call), and setPlan reports true.
-func (e *entry) setPlan(p *planRef, share float64, epoch uint32) (invalidated bool) {
-	invalidated = e.plan == nil || e.epoch != epoch || e.limit() != p.limit
-	if invalidated {
-		e.leaseLive = false
-	}
-	e.epoch, e.plan = epoch, p
-	e.rate, e.capacity = float32(p.Rate*share), float32(p.Capacity*share)
-	e.referenced = true
-	return invalidated
-}
-
 // releaseLease empties an expired lease (or any lease, on Drain) for a
 // sweep to give back, halving the next lease when it was mostly unspent.
 func (e *entry) releaseLease() (permits int64) {

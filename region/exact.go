@@ -15,8 +15,8 @@ import (
 // timed out may have taken its cost on the store, which under-admits, and
 // nothing admits what the store did not grant. A call that answers slower
 // than StoreTimeout counts against the breaker, but its answer stands.
-// It returns what the call came to and the limiter time after it. The
-// shard is unlocked for the call.
+// It returns what the call came to, keeping an answer in m.exact, and the
+// limiter time after it. The shard is unlocked for the call.
 func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) (leaseOutcome, int64) {
 	now, ok := l.mayCallStoreLocked(ctx, m, now)
 	if !ok {
@@ -53,7 +53,14 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) (leaseOut
 	}
 	// The request carries no debt: a degraded bucket left from leased
 	// mode keeps its debt for the sweep.
-	l.grantLocked(m, req, rep, now)
-	e.leaseLive = false // nothing is leased: every check calls the store
-	return leaseGranted, now
+	m.exact = exactAnswer{req: req, rep: rep}
+	return leaseAnswered, now
+}
+
+// exactAnswer is an exact call's request and reply. The miss's decision
+// applies its grant (allowSlow), so that the grant's entry arithmetic and
+// the decision's run together.
+type exactAnswer struct {
+	req store.LeaseRequest
+	rep store.LeaseReply
 }

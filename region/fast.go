@@ -252,6 +252,53 @@ func (l *Limiter) rollLocked(sh *shard, key string, e *entry, sn int64) {
 	e.windowEnd = WindowStart(key, time.Unix(0, sn), l.cfg.Window).UnixNano() + int64(l.cfg.Window)
 }
 
+// setPlan gives the entry its plan, scaled by the region's share, as
+// resolved at epoch. When the epoch or the plan's capacity changed, the
+// lease was sized for other parameters: it ends now (its permits go back
+// with the next store call), and setPlan reports true.
+func (e *entry) setPlan(p *planRef, share float64, epoch uint32) (invalidated bool) {
+	invalidated = e.plan == nil || e.epoch != epoch || e.limit() != p.limit
+	if invalidated {
+		e.leaseLive = false
+	}
+	e.epoch, e.plan = epoch, p
+	e.rate, e.capacity = float32(p.Rate*share), float32(p.Capacity*share)
+	e.referenced = true
+	return invalidated
+}
+
+// WindowStart returns the start of the accounting window of length w that
+// holds instant t for key. The window boundaries of a key are offset by a
+// stable hash of the key, so that every process, in every region, computes
+// the same windows. It lives beside rollLocked, its caller.
+func WindowStart(key string, t time.Time, w time.Duration) time.Time {
+	if w <= 0 {
+		return t
+	}
+	off := int64(keyHash(key) % uint64(w))
+	n := t.UnixNano() + off
+	start := n - mod(n, int64(w)) - off
+	return time.Unix(0, start).UTC()
+}
+
+func mod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}
+
+// keyHash is FNV-1a 64: stable across processes and versions, unlike maphash.
+func keyHash(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
 // takeUsage moves the entry's deltas into a Usage and zeroes them. A shadow
 // plan rejects nothing, so its entry's rejected delta is would-reject cost
 // (refuseLocked); attachLocked hands the deltas over before a plan's

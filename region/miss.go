@@ -7,12 +7,13 @@ import "fmt"
 type miss struct {
 	key   string
 	cost  int64
-	plan  Plan    // the key's plan, as the PlanResolver gave it
-	share float64 // the region's share of the key, in (0, 1]
-	procs int     // the processes sharing the region's store
-	epoch uint32  // Limiter.epoch when the plan was resolved
-	sh    *shard  // the key's shard
-	e     *entry  // the key's entry; set by attachLocked
+	plan  Plan        // the key's plan, as the PlanResolver gave it
+	share float64     // the region's share of the key, in (0, 1]
+	procs int         // the processes sharing the region's store
+	epoch uint32      // Limiter.epoch when the plan was resolved
+	sh    *shard      // the key's shard
+	e     *entry      // the key's entry; set by attachLocked
+	exact exactAnswer // an exact call's answer; set by exactLocked
 }
 
 // rate and capacity are the region's bucket: the plan scaled by the share.
@@ -43,15 +44,22 @@ func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
 	}, nil
 }
 
-// attachLocked finds or inserts the key's entry, rolls its window, and
-// gives it the resolved plan and the quota state the plan needs. It reports whether the entry's plan or epoch
-// changed, which ended its lease.
+// attachLocked finds or inserts the key's entry, gives it the quota state
+// its plan needs, rolls its window, and gives it the resolved plan. It
+// reports whether the entry's plan or epoch changed, which ended its
+// lease. The quota state comes first (it does not depend on the entry's
+// plan), so that the entry's usage and plan are then set in one piece.
 func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
 	e := m.sh.keys[m.key]
 	if e == nil {
 		e = m.sh.insertLocked(m.key, l.cfg.Window)
 	}
 	m.e = e
+	attachQuotaLocked(m.sh, m.key, e, m.plan.HasQuotas())
+	ref := e.plan
+	if ref == nil || ref.Plan != m.plan {
+		ref = l.sharedPlan(m.plan)
+	}
 	if e.plan != nil && e.plan.Shadow != m.plan.Shadow && e.hasUsage() {
 		// The rejected delta means would-reject cost under a shadow plan:
 		// hand it over under the plan that counted it.
@@ -60,13 +68,7 @@ func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
 	if sn := l.storeNanos(now); sn >= e.windowEnd {
 		l.rollLocked(m.sh, m.key, e, sn)
 	}
-	ref := e.plan
-	if ref == nil || ref.Plan != m.plan {
-		ref = l.sharedPlan(m.plan)
-	}
-	invalidated = e.setPlan(ref, m.share, m.epoch)
-	attachQuotaLocked(m.sh, m.key, e, m.plan.HasQuotas())
-	return invalidated
+	return e.setPlan(ref, m.share, m.epoch)
 }
 
 func (l *Limiter) share(key string) float64 {

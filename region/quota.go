@@ -24,7 +24,7 @@ import (
 // (quotaDecisionLocked), both read-only and beside the decision in
 // fast.go; renewing a lease renews the quota lease (leaseQuotaLocked,
 // quotalease.go, and the quota call, quotacall.go); a degraded decision
-// spends a degraded budget (degradedQuotaLocked, quotacall.go); a check
+// spends a degraded budget (degradedQuotaLocked, quotalease.go); a check
 // with a request id takes its cost from the quota lease
 // (requestQuotaLocked); and eviction, the sweep, refunds and charges give
 // quota permits back (quotareturn.go).

@@ -13,20 +13,6 @@ import (
 // rebuild a counter; and what a degraded key may spend of its quotas
 // while the store is away, kept on those bases.
 
-// currentPeriods fills ps with the periods of m's quotas at store time sn
-// and returns how many there are.
-func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) int {
-	ref := m.e.plan
-	at := time.Unix(0, sn)
-	n := 0
-	for _, q := range ref.QuotaList() {
-		start, end := ref.cal.Bounds(q.Period, at)
-		ps[n] = store.QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: m.share}
-		n++
-	}
-	return n
-}
-
 // quotaWant is the quota lease a process asks for: rateWant, or its part
 // of QuotaAccuracy of the tightest quota when that is more (docs/design.md
 // [quotas]: the bound).
@@ -260,36 +246,6 @@ func (q *quotaState) endFetch(done chan struct{}, got [store.MaxQuotaPeriods]*st
 	}
 }
 
-// degradedQuotaLocked decides a degraded check's quotas: what a degraded
-// decision may spend of them is the quota lease this process held, plus
-// its local share of what the region could still lease at the last call
-// (its whole quota lease's worth when it never made one), so that the
-// region's processes together stay within the region's allowance. It
-// reports whether cost fits, and counts it as spent without a grant, to
-// be charged to the counters after recovery.
-func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
-	q := m.sh.quotas[m.key]
-	if q == nil {
-		return true
-	}
-	if !q.degradedSet {
-		left := int64(math.MaxInt64)
-		if q.view != nil {
-			for i := range q.view.n {
-				left = min(left, q.view.q[i].left)
-			}
-			left = int64(float64(max(left, 0)) * local)
-		} else {
-			var ps [store.MaxQuotaPeriods]store.QuotaPeriod
-			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
-			left = l.quotaWant(m, &ps, n, m.cost)
-		}
-		q.startDegraded(q.quotaLease(m.e) + left)
-	}
-	l.degradedRebaseLocked(m, q, local)
-	return q.spendDegraded(m.cost, open)
-}
-
 // startDegraded starts the key's degraded quota budget at left.
 func (q *quotaState) startDegraded(left int64) {
 	q.degradedLeft = left
@@ -339,31 +295,6 @@ func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
 	done := q.startFetch(now)
 	l.fetches.Add(1)
 	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
-}
-
-// unfold takes the key's two leases apart, the quota periods being
-// ps[:n] now: e's permits become the whole rate lease, and it returns the
-// quota lease held and whether the periods rolled.
-func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int) (held int64, rolled bool) {
-	// A counter is a (unit, period start): a new limit on the same
-	// periods keeps the counters and the lease held.
-	rolled = n != q.n
-	for i := 0; i < n && !rolled; i++ {
-		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
-	}
-	held = q.quotaLease(e)
-	e.permits += q.extraRate
-	q.extraRate, q.extraQuota = 0, 0
-	if rolled {
-		// The permits held were granted in periods that ended (or by other
-		// quotas): their counters keep them, which charges an ended period
-		// (or a replaced quota) for permits nobody spent. That is harmless:
-		// such a counter grants nothing more.
-		held = 0
-		q.until = 0
-		q.baseless = false
-	}
-	return held, rolled
 }
 
 // split makes the entry's permits the lesser of its rate lease (the

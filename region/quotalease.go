@@ -2,13 +2,17 @@ package region
 
 import (
 	"context"
+	"math"
+	"time"
 
 	"github.com/quotaplatform/quota/region/store"
 )
 
 // A key with quotas holds a quota lease beside its rate lease: both are
 // taken apart for its store calls and put back together after them
-// (quotaState.split, quotacall.go).
+// (quotaState.split, quotacall.go). While the store is away, a degraded
+// check spends a budget that starts from the quota lease held
+// (degradedQuotaLocked).
 
 // leaseQuotaLocked is leaseLocked for a key whose plan has quotas (its
 // quota state is q): it renews the rate lease when it is spent, expired
@@ -59,4 +63,73 @@ func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[stor
 	n = l.currentPeriods(m, l.storeNanos(now), ps)
 	held, rolled = q.unfold(m.e, ps, n)
 	return n, held, rolled
+}
+
+// currentPeriods fills ps with the periods of m's quotas at store time sn
+// and returns how many there are.
+func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) int {
+	ref := m.e.plan
+	at := time.Unix(0, sn)
+	n := 0
+	for _, q := range ref.QuotaList() {
+		start, end := ref.cal.Bounds(q.Period, at)
+		ps[n] = store.QuotaPeriod{Unit: q.Period, Start: start, End: end, Limit: q.Limit, Share: m.share}
+		n++
+	}
+	return n
+}
+
+// unfold takes the key's two leases apart, the quota periods being
+// ps[:n] now: e's permits become the whole rate lease, and it returns the
+// quota lease held and whether the periods rolled.
+func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int) (held int64, rolled bool) {
+	// A counter is a (unit, period start): a new limit on the same
+	// periods keeps the counters and the lease held.
+	rolled = n != q.n
+	for i := 0; i < n && !rolled; i++ {
+		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
+	}
+	held = q.quotaLease(e)
+	e.permits += q.extraRate
+	q.extraRate, q.extraQuota = 0, 0
+	if rolled {
+		// The permits held were granted in periods that ended (or by other
+		// quotas): their counters keep them, which charges an ended period
+		// (or a replaced quota) for permits nobody spent. That is harmless:
+		// such a counter grants nothing more.
+		held = 0
+		q.until = 0
+		q.baseless = false
+	}
+	return held, rolled
+}
+
+// degradedQuotaLocked decides a degraded check's quotas: what a degraded
+// decision may spend of them is the quota lease this process held, plus
+// its local share of what the region could still lease at the last call
+// (its whole quota lease's worth when it never made one), so that the
+// region's processes together stay within the region's allowance. It
+// reports whether cost fits, and counts it as spent without a grant, to
+// be charged to the counters after recovery.
+func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
+	q := m.sh.quotas[m.key]
+	if q == nil {
+		return true
+	}
+	if !q.degradedSet {
+		left := int64(math.MaxInt64)
+		if q.view != nil {
+			for i := range q.view.n {
+				left = min(left, q.view.q[i].left)
+			}
+			left = int64(float64(max(left, 0)) * local)
+		} else {
+			var ps [store.MaxQuotaPeriods]store.QuotaPeriod
+			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
+			left = l.quotaWant(m, &ps, n, m.cost)
+		}
+		q.startDegraded(q.quotaLease(m.e) + left)
+	}
+	l.degradedRebaseLocked(m, q, local)
+	return q.spendDegraded(m.cost, open)
 }

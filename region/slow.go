@@ -26,11 +26,15 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 		return d, nil
 	}
 	out, now := l.renewLocked(ctx, &m, now, invalidated)
-	if out == leaseGranted {
-		return l.decideFromPermitsLocked(m.sh, &m, m.e, now), nil
+	if out != leaseGranted && out != leaseAnswered {
+		// The store granted nothing: decide without it.
+		return l.degradeLocked(&m, now, out), nil
 	}
-	// The store granted nothing: decide without it.
-	return l.degradeLocked(&m, now, out), nil
+	if out == leaseAnswered {
+		l.grantLocked(&m, m.exact.req, m.exact.rep, now)
+		m.e.leaseLive = false // nothing is leased: every check calls the store
+	}
+	return l.decideFromPermitsLocked(m.sh, &m, m.e, now), nil
 }
 
 // renewLocked does the store work of a miss that could not be decided
@@ -60,6 +64,7 @@ type leaseOutcome uint8
 
 const (
 	leaseGranted     leaseOutcome = iota // the reply was applied: decide from the entry's permits
+	leaseAnswered                        // an exact call answered: apply m.exact's grant, then decide likewise
 	leaseUnavailable                     // the store was not called or did not answer: decide degraded
 	leaseRefused                         // the store refused the key's call: degraded, and see degradeLocked
 	leaseFailClosed                      // an exact plan's call could not decide: reject (failClosedLocked)

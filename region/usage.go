@@ -9,7 +9,7 @@ type Usage struct {
 	Key string
 	// WindowStart is the start of the key's accounting window on the store's
 	// clock. Windows are Config.Window long and offset per key by a hash of
-	// the key (WindowStart below), so that keys do not all roll at once. Every
+	// the key (WindowStart), so that keys do not all roll at once. Every
 	// process computes the same windows for a key.
 	WindowStart time.Time
 	// Spent is the cost of allowed decisions, degraded ones included.
@@ -44,36 +44,4 @@ type Usage struct {
 // copies them.
 type UsageSink interface {
 	Record(batch []Usage)
-}
-
-// WindowStart returns the start of the accounting window of length w that
-// holds instant t for key. The window boundaries of a key are offset by a
-// stable hash of the key, so that every process, in every region, computes
-// the same windows.
-func WindowStart(key string, t time.Time, w time.Duration) time.Time {
-	if w <= 0 {
-		return t
-	}
-	off := int64(keyHash(key) % uint64(w))
-	n := t.UnixNano() + off
-	start := n - mod(n, int64(w)) - off
-	return time.Unix(0, start).UTC()
-}
-
-func mod(a, b int64) int64 {
-	m := a % b
-	if m < 0 {
-		m += b
-	}
-	return m
-}
-
-// keyHash is FNV-1a 64: stable across processes and versions, unlike maphash.
-func keyHash(key string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 1099511628211
-	}
-	return h
 }
