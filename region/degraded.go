@@ -15,7 +15,12 @@ import (
 // after BreakerCooldown (refusedLocked), and the debt its call carried
 // stays with its degraded bucket.
 func (l *Limiter) degradeLocked(m *miss, now int64, out leaseOutcome) Decision {
-	d := l.degradedLocked(m, now, out == leaseFailClosed)
+	if out == leaseFailClosed {
+		// Nothing of an exact plan is allowed without the store, and it
+		// keeps no degraded bucket.
+		return l.failClosedLocked(m, now)
+	}
+	d := l.degradedLocked(m, now)
 	if out == leaseRefused {
 		m.sh.buckets[m.key].refusedAt = now
 	}
@@ -36,37 +41,27 @@ func (l *Limiter) degradeLocked(m *miss, now int64, out leaseOutcome) Decision {
 // not rejected for the whole outage because its bucket cannot hold one
 // request. A key the process never synced starts from the region's
 // capacity.
-func (l *Limiter) degradedLocked(m *miss, now int64, exactFailed bool) Decision {
+func (l *Limiter) degradedLocked(m *miss, now int64) Decision {
 	e, sh, cost := m.e, m.sh, m.cost
 	floor := math.Max(l.cfg.MinLocalShare, l.cfg.FloorFraction/float64(m.procs))
 	local := math.Min(1, math.Max(e.localShare(m.procs, l.cfg.LocalSharePrior), floor))
 	rate, capacity := m.rate()*local, m.capacity()
-	// An exact plan's failed call is rejected as under FailClosed, but
-	// keeps no bucket: nothing of an exact plan is allowed without the
-	// store. Every policy keeps the bucket: it marks the key as deciding
-	// without the store, and holds a refused key's time (degradeLocked).
-	policy := FailClosed
-	var b *degradedBucket
-	quotaOK := true
-	if !exactFailed {
-		b = l.degradedBucketLocked(m, now, local, rate, capacity)
-		policy = e.plan.Policy()
-	}
-	// The quotas' degraded budget first: FailOpen counts the check against
-	// it whatever it holds, FailDegraded spends it only when the bucket
-	// holds the cost, FailClosed spends nothing of it. It comes before the
-	// FailClosed return so that the quota work is done, then the entry
-	// arithmetic, each in one piece.
-	if policy != FailClosed {
-		if e.plan.HasQuotas() {
-			quotaLockedState(sh, m.key, e)
-		}
-		if e.quota && (policy == FailOpen || b.tokens >= float64(cost)) {
-			quotaOK = l.degradedQuotaLocked(m, local, policy == FailOpen)
-		}
-	}
+	// Every policy keeps the bucket: it marks the key as deciding without
+	// the store, and holds a refused key's time (degradeLocked).
+	b := l.degradedBucketLocked(m, now, local, rate, capacity)
+	policy := e.plan.Policy()
 	if policy == FailClosed {
 		return l.failClosedLocked(m, now)
+	}
+	// The quotas' degraded budget: FailOpen counts the check against it
+	// whatever it holds, FailDegraded spends it only when the bucket holds
+	// the cost.
+	if e.plan.HasQuotas() {
+		quotaLockedState(sh, m.key, e)
+	}
+	quotaOK := true
+	if e.quota && (policy == FailOpen || b.tokens >= float64(cost)) {
+		quotaOK = l.degradedQuotaLocked(m, local, policy == FailOpen)
 	}
 	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
 	e.referenced = true

@@ -68,7 +68,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	now := l.now()
 	l.attachLocked(&m, now)
 	if l.breaker.current() != BreakerClosed {
-		return l.degradedLocked(&m, now, false), nil
+		return l.degradedLocked(&m, now), nil
 	}
 	// A key whose quota is spent still asks the store, with Deny: a known
 	// id replays its first decision, a new one is recorded as rejected.
@@ -80,7 +80,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	} else if m.plan.HasQuotas() {
 		switch took, back := l.requestQuotaLocked(ctx, &m, now); took {
 		case quotaUnavailable:
-			return l.degradedLocked(&m, l.now(), false), nil
+			return l.degradedLocked(&m, l.now()), nil
 		case quotaSpent:
 			deny = true
 		default:
@@ -99,7 +99,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 		sh.returns = append(sh.returns, pendingReturn{key: key, quota: quotaBack})
 	}
 	if err != nil {
-		return l.degradedLocked(&m, now, false), nil
+		return l.degradedLocked(&m, now), nil
 	}
 	e := m.e
 	e.referenced = true
