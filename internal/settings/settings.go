@@ -93,9 +93,6 @@ func (s *Set) Var(v flag.Value, name, help string) *Setting {
 	return s.add(name, help)
 }
 
-// Name is the setting's flag name.
-func (st *Setting) Name() string { return st.name }
-
 // Doc sets the Markdown of the setting's row in the docs' table, when the
 // help line says too little.
 func (st *Setting) Doc(markdown string) *Setting {
