@@ -41,6 +41,50 @@ type entry struct {
 	busy       bool // a store call for this key is in flight: do not evict
 	haveDemand bool // lastDemand is valid
 	quota      bool // the key has quota state in its shard (shard.quotas): its plan has quotas
+	// rejShadow: rejected holds would-reject cost, counted under a shadow
+	// plan (refuseLocked). A refusal under a plan of the other kind hands
+	// the deltas over first (shard.makeRoomLocked), so that one delta never
+	// mixes the two.
+	rejShadow bool
+}
+
+// setPlan gives the entry its plan, scaled by the region's share, as
+// resolved at epoch. When the epoch or the plan's capacity changed, the
+// lease was sized for other parameters: it ends now (its permits go back
+// with the next store call), and setPlan reports true.
+func (e *entry) setPlan(p *planRef, share float64, epoch uint32) (invalidated bool) {
+	invalidated = e.plan == nil || e.epoch != epoch || e.limit() != p.limit
+	if invalidated {
+		e.leaseLive = false
+	}
+	e.epoch, e.plan = epoch, p
+	e.rate, e.capacity = float32(p.Rate*share), float32(p.Capacity*share)
+	e.referenced = true
+	return invalidated
+}
+
+// limit is the plan's capacity (global), for Decision.Limit and the cost
+// check.
+func (e *entry) limit() int64 { return e.plan.limit }
+
+// regionalAt estimates the regional tokens at limiter time now from the last
+// sync: an upper bound, because other processes only take tokens away.
+func (e *entry) regionalAt(now int64) float64 {
+	est := float64(e.remaining) + float64(e.rate)*float64(now-e.syncAt)/1e9
+	return math.Min(est, float64(e.capacity))
+}
+
+// refillTarget is how many regional tokens must be estimated before a miss
+// goes back to the store: the cost, or half a lease when that is more, so
+// that a key held at its limit fetches a useful lease per store call instead
+// of one permit per call. Tokens left in the store meanwhile are not lost:
+// they wait in the bucket for the next call.
+func (e *entry) refillTarget(cost int64) float64 {
+	return math.Min(math.Max(float64(cost), float64(e.nextLease/2)), float64(e.capacity))
+}
+
+func (e *entry) hasUsage() bool {
+	return e.spent != 0 || e.leased != 0 || e.rejected != 0 || e.degraded != 0
 }
 
 // releaseLease empties an expired lease (or any lease, on Drain) for a

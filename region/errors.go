@@ -1,6 +1,9 @@
 package region
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by the Limiter. A rejection is not an error: an error means
 // the Limiter could not decide. Each is wrapped with context naming the field.
@@ -25,3 +28,9 @@ var (
 
 // MaxKeyLen is the longest key, in bytes, the Limiter accepts.
 const MaxKeyLen = 256
+
+// costError is the error of a check whose cost is above its plan's
+// capacity (limit).
+func costError(cost, limit int64) error {
+	return fmt.Errorf("%w: cost %d is above the plan's capacity %d", ErrCostExceedsCapacity, cost, limit)
+}

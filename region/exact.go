@@ -15,12 +15,12 @@ import (
 // timed out may have taken its cost on the store, which under-admits, and
 // nothing admits what the store did not grant. A call that answers slower
 // than StoreTimeout counts against the breaker, but its answer stands.
-// It returns what the call came to, keeping an answer in m.exact, and the
-// limiter time after it. The shard is unlocked for the call.
-func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) (leaseOutcome, int64) {
+// It returns what the call came to: an answer is a grant for the decision
+// to apply. The shard is unlocked for the call.
+func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) renewal {
 	now, ok := l.mayCallStoreLocked(ctx, m, now)
 	if !ok {
-		return leaseFailClosed, now
+		return renewal{out: leaseFailClosed, now: now}
 	}
 	e, sh := m.e, m.sh
 	req := store.LeaseRequest{
@@ -49,18 +49,9 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) (leaseOut
 	}
 	if err != nil {
 		sh.outstanding -= req.Return // lost: under-admits
-		return leaseFailClosed, now
+		return renewal{out: leaseFailClosed, now: now}
 	}
 	// The request carries no debt: a degraded bucket left from leased
 	// mode keeps its debt for the sweep.
-	m.exact = exactAnswer{req: req, rep: rep}
-	return leaseAnswered, now
-}
-
-// exactAnswer is an exact call's request and reply. The miss's decision
-// applies its grant (allowSlow), so that the grant's entry arithmetic and
-// the decision's run together.
-type exactAnswer struct {
-	req store.LeaseRequest
-	rep store.LeaseReply
+	return renewal{out: leaseAnswered, now: now, granted: true, req: req, rep: rep}
 }

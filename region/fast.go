@@ -1,7 +1,6 @@
 package region
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -9,18 +8,10 @@ import (
 )
 
 // The fast path decides a check from its key's entry under the shard's
-// lock, without I/O: it spends from a live lease, or rejects when even a
-// full refill since the last sync could not afford a useful lease, or
-// while the key's quotas are spent. It runs for every decision, so it
-// allocates nothing, and what only some plans need (quotas, shadow) costs
-// one flag test when the plan does not.
-//
-// The slow path's decisions without a store call (decideLocalLocked) and
-// after one (decideFromPermitsLocked) are the same decision, and every
-// path shares the entry arithmetic below them: spending, rejecting,
-// applying a store's grant, keeping the usage deltas in range, and the
-// decision's fields. They live here, once, beside the decision they
-// serve.
+// lock, without I/O, and allocates nothing; what only some plans need
+// (quotas, shadow) costs one flag test when the plan does not. The slow
+// path decides here too, once, after its store work (decideMissLocked),
+// and every decision shares the entry arithmetic below it.
 
 // decideLocked decides a check of cost on key's entry e when it can do so
 // locally, writing the decision into d (zero), and reports whether it did.
@@ -31,9 +22,7 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 	if limit := e.limit(); cost > limit {
 		return true, costError(cost, limit)
 	}
-	if sn := l.storeNanos(now); sn >= e.windowEnd {
-		l.rollLocked(sh, key, e, sn)
-	}
+	l.rollLocked(sh, key, e, now)
 	switch {
 	case e.permits >= cost && l.leaseLive(e, now):
 		l.spendLocked(sh, key, e, now, cost, d)
@@ -41,7 +30,7 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 		// Even with every token refilled since the last sync the region
 		// cannot afford a useful lease, so a store call would be wasted.
 		l.rejectLocked(sh, key, e, now, cost, d)
-	case e.quota && !e.inDegraded && l.quotaSpentLocked(sh, key, now):
+	case e.quota && !e.inDegraded && sh.quotas[key].spent(now):
 		l.rejectLocked(sh, key, e, now, cost, d)
 	default:
 		return false, nil
@@ -52,44 +41,35 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 	return true, nil
 }
 
-func costError(cost, limit int64) error {
-	return fmt.Errorf("%w: cost %d is above the plan's capacity %d", ErrCostExceedsCapacity, cost, limit)
-}
-
-// leaseLive reports whether e's lease may still be spent at now: it was not
-// ended early and LeaseTTL has not passed since it was granted.
-func (l *Limiter) leaseLive(e *entry, now int64) bool {
-	return e.leaseLive && now < e.syncAt+int64(l.cfg.LeaseTTL)
-}
-
-// decideLocalLocked decides without the store when it can: from a lease
-// another miss fetched while this one waited, or as a rejection when even
-// with every token refilled since the last sync the region cannot afford a
-// useful lease. It reports whether it wrote d.
-func (l *Limiter) decideLocalLocked(m *miss, now int64, d *Decision) bool {
-	e := m.e
+// decideMissLocked decides a miss from what its store work came to (r),
+// applying the degraded verdict v when that was degraded mode: the window
+// rolls, a store's grant is applied and a key's two leases are put back
+// together (quotaState.split), then the check spends from the entry's
+// permits or is rejected. A miss decided without the store (leaseLocal)
+// spends from a live lease or meets one of the rejections decidableLocked
+// found. When a key's quota call failed after its lease call was granted,
+// the verdict was taken before the grant is applied here: its bucket
+// starts from the last sync before the call, and the grant settles only
+// the debt the call carried, so the verdict's own debt stays.
+func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decision {
+	e, sh, now := m.e, m.sh, r.now
+	l.rollLocked(sh, m.key, e, now)
+	if r.granted {
+		l.grantLocked(m, r.req, r.rep, now)
+	}
+	if r.split {
+		e.permits = r.permits
+	}
 	switch {
-	case e.permits >= m.cost && l.leaseLive(e, now):
-		l.spendLocked(m.sh, m.key, e, now, m.cost, d)
-	case l.breaker.current() == BreakerClosed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost):
-		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
-	case e.quota && l.breaker.current() == BreakerClosed && l.quotaSpentLocked(m.sh, m.key, now):
-		l.rejectLocked(m.sh, m.key, e, now, m.cost, d)
-	default:
-		return false
+	case r.out == leaseFailClosed || r.degraded() && v.policy == FailClosed:
+		return l.failClosedLocked(m, now)
+	case r.degraded():
+		return l.degradedDecisionLocked(m, v, now)
+	case r.out == leaseAnswered:
+		e.leaseLive = false // nothing is leased: every check of an exact plan calls the store
 	}
-	if e.quota {
-		l.quotaDecisionLocked(m.sh, m.key, e, now, d)
-	}
-	return true
-}
-
-// decideFromPermitsLocked spends m's cost from the entry's permits when
-// they cover it, and rejects it otherwise: what a decision comes to once a
-// store reply has been applied to the entry.
-func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int64) Decision {
 	var d Decision
-	if e.permits >= m.cost {
+	if e.permits >= m.cost && (r.out != leaseLocal || l.leaseLive(e, now)) {
 		l.spendLocked(sh, m.key, e, now, m.cost, &d)
 	} else {
 		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
@@ -100,12 +80,62 @@ func (l *Limiter) decideFromPermitsLocked(sh *shard, m *miss, e *entry, now int6
 	return d
 }
 
-// quotaSpentLocked reports whether a quota of key is spent: its checks
-// are then rejected locally until the next quota call may find room (a
-// re-base, a refund).
-func (l *Limiter) quotaSpentLocked(sh *shard, key string, now int64) bool {
-	q := sh.quotas[key]
-	return q != nil && q.spent(now)
+// degradedDecisionLocked applies a degraded verdict to the entry: the
+// check is flagged Degraded and counted, allowed or refused as v says
+// (docs/design.md [plan-semantics]).
+func (l *Limiter) degradedDecisionLocked(m *miss, v degradedVerdict, now int64) Decision {
+	e, sh, cost := m.e, m.sh, m.cost
+	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
+	e.referenced = true
+	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded, Remaining: int64(v.tokens)}
+	if e.syncAt != 0 {
+		d.Stale = time.Duration(now - e.syncAt)
+	}
+	e.addDemand(cost)
+	sh.degraded++
+	if v.allowed {
+		e.spent += cost
+		e.degraded += cost
+		sh.allowed++
+		e.plan.stats.degradedAllowed.Add(1)
+		d.Allowed = true
+	}
+	if v.policy == FailOpen {
+		return d // nothing is charged back to the bucket: Reset stays 0
+	}
+	d.quotaOut = v.quotaOut
+	if !v.allowed {
+		d.RetryAfter = retryAfter(float64(cost)-v.tokens, v.rate)
+		if d.quotaOut {
+			d.RetryAfter = max(l.breaker.untilProbe(now), time.Millisecond)
+		}
+		e.plan.stats.degradedRejected.Add(1)
+		refuseLocked(sh, e, cost, &d)
+	}
+	d.Reset = refillTime(v.capacity-v.tokens, v.rate)
+	if e.quota {
+		l.degradedQuotaViewLocked(m, &d)
+	}
+	return d
+}
+
+// failClosedLocked rejects a check because the store could not decide it,
+// flagged Degraded, with RetryAfter until the breaker's next probe: the
+// FailClosed policy, and every failure of an exact plan.
+func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
+	e, sh, cost := m.e, m.sh, m.cost
+	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
+	e.referenced = true
+	e.addDemand(cost)
+	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded,
+		RetryAfter: max(l.breaker.untilProbe(now), time.Millisecond)}
+	if e.syncAt != 0 {
+		d.Stale = time.Duration(now - e.syncAt)
+	}
+	sh.degraded++
+	e.plan.stats.degradedRejected.Add(1)
+	refuseLocked(sh, e, cost, &d)
+	return d
 }
 
 // quotaDecisionLocked adds the key's quotas to a decision: the tightest
@@ -141,7 +171,7 @@ func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64
 // degraded spend since, so that a degraded answer lists its quotas and
 // says which one refused it like any other.
 func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
-	q := m.sh.quotas[m.key]
+	q := m.q
 	if q == nil || q.view == nil {
 		return
 	}
@@ -199,6 +229,7 @@ func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64,
 // entry.takeUsage).
 func refuseLocked(sh *shard, e *entry, cost int64, d *Decision) {
 	e.rejected += cost
+	e.rejShadow = e.plan.Shadow
 	if e.plan.Shadow {
 		d.Allowed, d.ShadowRejected, d.RetryAfter = true, true, 0
 		sh.shadowRejected++
@@ -235,36 +266,27 @@ func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
 }
 
 // makeRoomLocked moves key's usage deltas to pending when adding n to
-// them would overflow one (entry.fits).
+// them would overflow one (entry.fits), or when their rejected cost was
+// counted under a plan of the other kind (shadow or enforcing) than the
+// entry's now.
 func (s *shard) makeRoomLocked(key string, e *entry, n int64, w time.Duration) {
-	if !e.fits(n) {
+	if !e.fits(n) || e.rejected != 0 && e.rejShadow != e.plan.Shadow {
 		s.pending = append(s.pending, e.takeUsage(key, w))
 	}
 }
 
-// rollLocked starts a new accounting window, the key's current one having
-// ended at sn on the store's clock, moving the old window's deltas to
+// rollLocked starts a new accounting window when the key's current one
+// has ended by limiter time now, moving the old window's deltas to
 // pending.
-func (l *Limiter) rollLocked(sh *shard, key string, e *entry, sn int64) {
+func (l *Limiter) rollLocked(sh *shard, key string, e *entry, now int64) {
+	sn := l.storeNanos(now)
+	if sn < e.windowEnd {
+		return
+	}
 	if e.hasUsage() {
 		sh.pending = append(sh.pending, e.takeUsage(key, l.cfg.Window))
 	}
 	e.windowEnd = WindowStart(key, time.Unix(0, sn), l.cfg.Window).UnixNano() + int64(l.cfg.Window)
-}
-
-// setPlan gives the entry its plan, scaled by the region's share, as
-// resolved at epoch. When the epoch or the plan's capacity changed, the
-// lease was sized for other parameters: it ends now (its permits go back
-// with the next store call), and setPlan reports true.
-func (e *entry) setPlan(p *planRef, share float64, epoch uint32) (invalidated bool) {
-	invalidated = e.plan == nil || e.epoch != epoch || e.limit() != p.limit
-	if invalidated {
-		e.leaseLive = false
-	}
-	e.epoch, e.plan = epoch, p
-	e.rate, e.capacity = float32(p.Rate*share), float32(p.Capacity*share)
-	e.referenced = true
-	return invalidated
 }
 
 // WindowStart returns the start of the accounting window of length w that
@@ -300,9 +322,8 @@ func keyHash(key string) uint64 {
 }
 
 // takeUsage moves the entry's deltas into a Usage and zeroes them. A shadow
-// plan rejects nothing, so its entry's rejected delta is would-reject cost
-// (refuseLocked); attachLocked hands the deltas over before a plan's
-// Shadow flag changes, so that a delta never mixes the two.
+// plan rejects nothing, so the rejected delta it counted is would-reject
+// cost (entry.rejShadow).
 func (e *entry) takeUsage(key string, w time.Duration) Usage {
 	u := Usage{
 		Key:         key,
@@ -312,15 +333,11 @@ func (e *entry) takeUsage(key string, w time.Duration) Usage {
 		Rejected:    e.rejected,
 		Degraded:    e.degraded,
 	}
-	if e.plan != nil && e.plan.Shadow {
+	if e.rejShadow {
 		u.Rejected, u.WouldReject = 0, e.rejected
 	}
 	e.spent, e.leased, e.rejected, e.degraded = 0, 0, 0, 0
 	return u
-}
-
-func (e *entry) hasUsage() bool {
-	return e.spent != 0 || e.leased != 0 || e.rejected != 0 || e.degraded != 0
 }
 
 // fits reports whether adding n (≥ 0) to every delta, or taking it from
@@ -337,26 +354,6 @@ func (e *entry) fits(n int64) bool {
 // process against the others.
 func (e *entry) addDemand(cost int64) {
 	e.demand = uint32(min(int64(e.demand)+cost, math.MaxUint32))
-}
-
-// limit is the plan's capacity (global), for Decision.Limit and the cost
-// check.
-func (e *entry) limit() int64 { return e.plan.limit }
-
-// regionalAt estimates the regional tokens at limiter time now from the last
-// sync: an upper bound, because other processes only take tokens away.
-func (e *entry) regionalAt(now int64) float64 {
-	est := float64(e.remaining) + float64(e.rate)*float64(now-e.syncAt)/1e9
-	return math.Min(est, float64(e.capacity))
-}
-
-// refillTarget is how many regional tokens must be estimated before a miss
-// goes back to the store: the cost, or half a lease when that is more, so
-// that a key held at its limit fetches a useful lease per store call instead
-// of one permit per call. Tokens left in the store meanwhile are not lost:
-// they wait in the bucket for the next call.
-func (e *entry) refillTarget(cost int64) float64 {
-	return math.Min(math.Max(float64(cost), float64(e.nextLease/2)), float64(e.capacity))
 }
 
 // decision writes the decision from e's state into d, which must be zero.

@@ -66,7 +66,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := l.now()
-	l.attachLocked(&m, now)
+	l.attachLocked(&m)
 	if l.breaker.current() != BreakerClosed {
 		return l.degradedLocked(&m, now), nil
 	}
@@ -75,7 +75,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	var d Decision
 	var quotaBack *quotaReturn // the quota cost to give back if the check is not charged
 	deny := false
-	if m.e.quota && l.quotaSpentLocked(sh, key, now) {
+	if m.q.spent(now) {
 		deny = true
 	} else if m.plan.HasQuotas() {
 		switch took, back := l.requestQuotaLocked(ctx, &m, now); took {
@@ -93,7 +93,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	rep, err := l.callRequest(ctx, rs, call)
 	sh.mu.Lock()
 	now = l.now()
-	l.attachLocked(&m, now) // the entry may have been evicted meanwhile
+	l.attachLocked(&m) // the entry may have been evicted meanwhile
 	if quotaBack != nil && (err != nil || !rep.Allowed || rep.Status == store.RequestReplayed) {
 		// Not charged now: the quota cost goes back with the next sweep.
 		sh.returns = append(sh.returns, pendingReturn{key: key, quota: quotaBack})
@@ -102,6 +102,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 		return l.degradedLocked(&m, now), nil
 	}
 	e := m.e
+	l.rollLocked(sh, key, e, now)
 	e.referenced = true
 	d = Decision{Allowed: rep.Allowed, Limit: e.limit(), plan: e.plan, Path: PathSlow, Replayed: rep.Status == store.RequestReplayed}
 	tokens := rep.Tokens
@@ -376,22 +377,25 @@ const (
 // cover it. The caller gives the cost back (returnOf) when the check is
 // then not charged. The shard is unlocked for a call.
 func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (requestQuota, *quotaReturn) {
-	e := m.e
-	q := quotaLockedState(m.sh, m.key, e)
+	e, q := m.e, m.q
 	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
+	// The rate lease stays off the entry while the shard is unlocked for
+	// the quota call, as in leaseQuotaLocked.
+	rate := e.permits
+	e.permits = 0
 	if rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil {
 		var ok bool
 		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, m.cost)
 		if !ok {
-			q.split(e, held)
+			e.permits = q.split(rate, held)
 			return quotaUnavailable, nil
 		}
 	}
 	if held < m.cost {
-		q.split(e, held)
+		e.permits = q.split(rate, held)
 		return quotaSpent, nil
 	}
-	q.split(e, held-m.cost)
+	e.permits = q.split(rate, held-m.cost)
 	return quotaTaken, q.returnOf(m.cost)
 }

@@ -13,17 +13,21 @@ import (
 // entry (docs/design.md [leasing]).
 
 // leaseLocked makes the store call that returns the key's unspent permits,
-// charges its degraded debt and leases anew, and applies the reply. It
-// returns what the call came to and the limiter time after it. The shard
-// is unlocked for the call.
-func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
+// charges its degraded debt and leases anew, and returns what it came to.
+// The shard is unlocked for the call.
+func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
 	req := l.leaseRequestLocked(m, now, invalidated)
 	m.sh.mu.Unlock()
 	rep, lat, err := l.callStore(ctx, req)
 	m.sh.mu.Lock()
 	m.e.busy = false
-	now = l.now()
-	return l.applyLeaseReplyLocked(m, req, rep, lat, err, now), now
+	return l.leaseReplyLocked(m, req, rep, lat, err, l.now())
+}
+
+// leaseLive reports whether e's lease may still be spent at now: it was not
+// ended early and LeaseTTL has not passed since it was granted.
+func (l *Limiter) leaseLive(e *entry, now int64) bool {
+	return e.leaseLive && now < e.syncAt+int64(l.cfg.LeaseTTL)
 }
 
 // leaseRequestLocked sizes the next lease and takes the current one back
@@ -68,17 +72,17 @@ func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
 	return int64(c)
 }
 
-// applyLeaseReplyLocked applies a lease call's outcome to the entry: it
-// tells the breaker, and on a reply returns the unspent permits, charges
-// the degraded debt and takes the new lease (grantLocked).
-func (l *Limiter) applyLeaseReplyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error, now int64) leaseOutcome {
+// leaseReplyLocked tells the breaker how a lease call went, at limiter
+// time now, and returns what it came to: on a reply, the grant for the
+// decision to apply (grantLocked).
+func (l *Limiter) leaseReplyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error, now int64) renewal {
 	sh := m.sh
 	if err != nil && store.IsTransient(err) {
 		// The returned permits may or may not have reached the store; they
 		// count as lost, which under-admits and is safe.
 		sh.outstanding -= req.Return
 		l.breaker.failure(now)
-		return leaseUnavailable
+		return renewal{out: leaseUnavailable, now: now}
 	}
 	if lat > l.cfg.StoreTimeout {
 		// The store answered, but slower than allowed: use the answer and
@@ -91,10 +95,9 @@ func (l *Limiter) applyLeaseReplyLocked(m *miss, req store.LeaseRequest, rep sto
 		// Refused: the call wrote nothing, so the permits it returned are
 		// lost (under-admission).
 		sh.outstanding -= req.Return
-		return leaseRefused
+		return renewal{out: leaseRefused, now: now}
 	}
-	l.grantLocked(m, req, rep, now)
-	return leaseGranted
+	return renewal{out: leaseGranted, now: now, granted: true, req: req, rep: rep}
 }
 
 // sizeLease sets the size of the next lease and returns how many permits

@@ -13,7 +13,7 @@ type miss struct {
 	epoch uint32      // Limiter.epoch when the plan was resolved
 	sh    *shard      // the key's shard
 	e     *entry      // the key's entry; set by attachLocked
-	exact exactAnswer // an exact call's answer; set by exactLocked
+	q     *quotaState // the key's quota state when its plan has quotas; set by attachLocked
 }
 
 // rate and capacity are the region's bucket: the plan scaled by the share.
@@ -45,28 +45,21 @@ func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
 }
 
 // attachLocked finds or inserts the key's entry, gives it the quota state
-// its plan needs, rolls its window, and gives it the resolved plan. It
-// reports whether the entry's plan or epoch changed, which ended its
-// lease. The quota state comes first (it does not depend on the entry's
-// plan), so that the entry's usage and plan are then set in one piece.
-func (l *Limiter) attachLocked(m *miss, now int64) (invalidated bool) {
+// its plan needs, and gives it the resolved plan. It reports whether the
+// entry's plan or epoch changed, which ended its lease. The decision rolls
+// the entry's window (decideMissLocked). The entry and its quota state
+// stay the key's until the shard is unlocked without marking the entry
+// busy (evictLocked passes over busy entries).
+func (l *Limiter) attachLocked(m *miss) (invalidated bool) {
 	e := m.sh.keys[m.key]
 	if e == nil {
 		e = m.sh.insertLocked(m.key, l.cfg.Window)
 	}
 	m.e = e
-	attachQuotaLocked(m.sh, m.key, e, m.plan.HasQuotas())
+	m.q = attachQuotaLocked(m.sh, m.key, e, m.plan.HasQuotas())
 	ref := e.plan
 	if ref == nil || ref.Plan != m.plan {
 		ref = l.sharedPlan(m.plan)
-	}
-	if e.plan != nil && e.plan.Shadow != m.plan.Shadow && e.hasUsage() {
-		// The rejected delta means would-reject cost under a shadow plan:
-		// hand it over under the plan that counted it.
-		m.sh.pending = append(m.sh.pending, e.takeUsage(m.key, l.cfg.Window))
-	}
-	if sn := l.storeNanos(now); sn >= e.windowEnd {
-		l.rollLocked(m.sh, m.key, e, sn)
 	}
 	return e.setPlan(ref, m.share, m.epoch)
 }

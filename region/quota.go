@@ -19,11 +19,10 @@ import (
 // applyReply, the base requests' startFetch and endFetch, the degraded
 // budget's, release and the returns'), each beside the step that calls
 // it. The lease engine reaches it at these points: a miss attaches the
-// state (attachQuotaLocked); a local decision asks whether a quota is
-// spent (quotaSpentLocked) and adds the quotas to its answer
-// (quotaDecisionLocked), both read-only and beside the decision in
-// fast.go; renewing a lease renews the quota lease (leaseQuotaLocked,
-// quotalease.go, and the quota call, quotacall.go); a degraded decision
+// state once (attachQuotaLocked, miss.q); a decision asks whether a quota
+// is spent (quotaState.spent) and adds the quotas to its answer
+// (quotaDecisionLocked, read-only, beside the decision in fast.go); renewing a lease renews the quota lease (leaseQuotaLocked,
+// quotalease.go, and the quota call, quotacall.go); a degraded verdict
 // spends a degraded budget (degradedQuotaLocked, quotalease.go); a check
 // with a request id takes its cost from the quota lease
 // (requestQuotaLocked); and eviction, the sweep, refunds and charges give
@@ -142,15 +141,16 @@ func quotaLockedState(sh *shard, key string, e *entry) *quotaState {
 	return q
 }
 
-// attachQuotaLocked gives the key quota state when its plan has quotas
-// (hasQuotas) and drops it when its plan lost them.
-func attachQuotaLocked(sh *shard, key string, e *entry, hasQuotas bool) {
-	switch {
-	case hasQuotas && !e.quota:
-		quotaLockedState(sh, key, e)
-	case !hasQuotas && e.quota:
+// attachQuotaLocked returns the key's quota state when its plan has
+// quotas (hasQuotas), creating it, and drops it when its plan lost them.
+func attachQuotaLocked(sh *shard, key string, e *entry, hasQuotas bool) *quotaState {
+	if hasQuotas {
+		return quotaLockedState(sh, key, e)
+	}
+	if e.quota {
 		dropQuotaLocked(sh, key, e)
 	}
+	return nil
 }
 
 // dropQuotaLocked forgets the key's quota state (its plan lost its
@@ -173,5 +173,6 @@ func dropQuotaLocked(sh *shard, key string, e *entry) {
 func (q *quotaState) quotaLease(e *entry) int64 { return e.permits + q.extraQuota }
 
 // spent reports whether a quota of the key is spent at limiter time now:
-// its checks are rejected locally until the next quota call may find room.
-func (q *quotaState) spent(now int64) bool { return q.until != 0 && now < q.until }
+// its checks are rejected locally until the next quota call may find room
+// (a re-base, a refund). A key without quota state (nil) has none spent.
+func (q *quotaState) spent(now int64) bool { return q != nil && q.until != 0 && now < q.until }

@@ -297,13 +297,13 @@ func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
 	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
 }
 
-// split makes the entry's permits the lesser of its rate lease (the
-// entry's permits on entry) and the quota lease held, and keeps the
-// surplus of the larger.
-func (q *quotaState) split(e *entry, held int64) {
-	s := min(e.permits, held)
-	q.extraRate, q.extraQuota = e.permits-s, held-s
-	e.permits = s
+// split puts the key's two leases back together: it returns the entry's
+// permits, the lesser of the rate lease and the quota lease held, and
+// keeps the surplus of the larger.
+func (q *quotaState) split(rate, held int64) (permits int64) {
+	s := min(rate, held)
+	q.extraRate, q.extraQuota = rate-s, held-s
+	return s
 }
 
 // rebaseDegraded caps the degraded budget by a base not yet applied: at

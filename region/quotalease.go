@@ -15,44 +15,48 @@ import (
 // (degradedQuotaLocked).
 
 // leaseQuotaLocked is leaseLocked for a key whose plan has quotas (its
-// quota state is q): it renews the rate lease when it is spent, expired
+// quota state is m.q): it renews the rate lease when it is spent, expired
 // or ended, and the quota lease when it is spent, its periods ended, or a
-// base or a charge waits for the counters; then the entry's permits are
-// the lesser of the two leases. It returns what the calls came to and the limiter time after
-// them. The shard is unlocked for the calls.
-func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, q *quotaState, now int64, invalidated bool) (leaseOutcome, int64) {
-	e := m.e
+// base or a charge waits for the counters; the entry's permits are then
+// the lesser of the two leases. The rate lease stays off the entry until
+// the decision puts the two back together: a check on the fast path while
+// the shard is unlocked for a call must find no rate permit that no quota
+// permit covers.
+func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
+	e, q := m.e, m.q
 	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
-	rateLive := l.leaseLive(e, now)
-	needRate := invalidated || !rateLive || e.permits < m.cost
+	needRate := invalidated || !l.leaseLive(e, now) || e.permits < m.cost
 	needQuota := rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil || (q.until != 0 && now >= q.until)
 
-	rateWant := m.cost
-	if needRate {
-		req := l.leaseRequestLocked(m, now, invalidated)
+	r := renewal{out: leaseGranted, now: now, split: true}
+	rate, rateWant := e.permits, m.cost
+	if !needRate {
+		e.permits = 0 // held in rate until the decision
+	} else {
+		req := l.leaseRequestLocked(m, now, invalidated) // takes the rate lease back (takeLease)
 		rateWant = req.Want
 		m.sh.mu.Unlock()
 		rep, lat, err := l.callStore(ctx, req)
 		m.sh.mu.Lock()
 		e.busy = false
-		now = l.now()
-		if out := l.applyLeaseReplyLocked(m, req, rep, lat, err, now); out != leaseGranted {
-			q.split(e, held)
-			return out, now
+		r = l.leaseReplyLocked(m, req, rep, lat, err, l.now())
+		r.split, rate = true, r.rep.Granted
+		if !r.granted {
+			r.permits = q.split(0, held)
+			return r
 		}
 	}
 	if needQuota {
 		var ok bool
 		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, rateWant)
-		now = l.now()
+		r.now = l.now()
 		if !ok {
-			q.split(e, held)
-			return leaseUnavailable, now
+			r.out = leaseUnavailable
 		}
 	}
-	q.split(e, held)
-	return leaseGranted, now
+	r.permits = q.split(rate, held)
+	return r
 }
 
 // quotaUnfoldLocked takes the key's two leases apart for a store call:
@@ -112,10 +116,7 @@ func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeri
 // reports whether cost fits, and counts it as spent without a grant, to
 // be charged to the counters after recovery.
 func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
-	q := m.sh.quotas[m.key]
-	if q == nil {
-		return true
-	}
+	q := m.q
 	if !q.degradedSet {
 		left := int64(math.MaxInt64)
 		if q.view != nil {

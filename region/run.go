@@ -275,9 +275,7 @@ func (l *Limiter) accountReturn(sh *shard, r pendingReturn) {
 	defer sh.mu.Unlock()
 	sh.outstanding -= r.permits
 	if e := sh.keys[r.key]; e != nil && e.fits(r.permits) {
-		if sn := l.storeNanos(now); sn >= e.windowEnd {
-			l.rollLocked(sh, r.key, e, sn)
-		}
+		l.rollLocked(sh, r.key, e, now)
 		e.leased -= r.permits
 		return
 	}

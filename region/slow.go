@@ -1,11 +1,17 @@
 package region
 
-import "context"
+import (
+	"context"
+
+	"github.com/quotaplatform/quota/region/store"
+)
 
 // allowSlow takes the store path: resolve the plan, serialise with other
-// misses of the same key, then decide from what another miss fetched, or
-// call the store (docs/design.md [leasing]) and decide from what the call
-// came to: a lease, or degraded mode (docs/design.md [degraded-mode]).
+// misses of the same key, attach the key's state, do the store work the
+// check needs (docs/design.md [leasing]), and decide from what it came
+// to: a lease, an exact call's answer, or degraded mode (docs/design.md
+// [degraded-mode]). The store work and the degraded verdict return what
+// they came to; one decision applies it to the entry (decideMissLocked).
 func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int64) (Decision, error) {
 	m, err := l.newMiss(key, h, cost)
 	if err != nil {
@@ -20,52 +26,83 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	m.sh.mu.Lock()
 	defer m.sh.mu.Unlock()
 	now := l.now()
-	invalidated := l.attachLocked(&m, now)
-	var d Decision
-	if !m.plan.Exact() && l.decideLocalLocked(&m, now, &d) {
-		return d, nil
+	invalidated := l.attachLocked(&m)
+	r := renewal{out: leaseLocal, now: now}
+	if m.plan.Exact() || !l.decidableLocked(&m, now) {
+		r = l.renewLocked(ctx, &m, now, invalidated)
 	}
-	out, now := l.renewLocked(ctx, &m, now, invalidated)
-	if out != leaseGranted && out != leaseAnswered {
-		// The store granted nothing: decide without it.
-		return l.degradeLocked(&m, now, out), nil
+	var v degradedVerdict
+	if r.degraded() {
+		v = l.degradedVerdictLocked(&m, r)
 	}
-	if out == leaseAnswered {
-		l.grantLocked(&m, m.exact.req, m.exact.rep, now)
-		m.e.leaseLive = false // nothing is leased: every check calls the store
-	}
-	return l.decideFromPermitsLocked(m.sh, &m, m.e, now), nil
+	return l.decideMissLocked(&m, r, v), nil
+}
+
+// decidableLocked reports whether a miss can be decided without the
+// store: from a lease another miss fetched while this one waited, or as a
+// rejection when even with every token refilled since the last sync the
+// region cannot afford a useful lease, or while a quota of the key is
+// spent (until a quota call may find room).
+func (l *Limiter) decidableLocked(m *miss, now int64) bool {
+	e := m.e
+	closed := l.breaker.current() == BreakerClosed
+	return e.permits >= m.cost && l.leaseLive(e, now) ||
+		closed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost) ||
+		closed && m.q.spent(now)
 }
 
 // renewLocked does the store work of a miss that could not be decided
 // locally: one exact call for an exact plan, else a new lease (and quota
-// lease), unless the store may not be called. It returns what that came
-// to and the limiter time after it. The shard is unlocked for the calls.
-func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidated bool) (leaseOutcome, int64) {
+// lease), unless the store may not be called. The shard is unlocked for
+// the calls.
+func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
 	switch {
 	case m.plan.Exact():
 		return l.exactLocked(ctx, m, now)
 	case l.refusedLocked(m, now):
-		return leaseUnavailable, now
+		return renewal{out: leaseUnavailable, now: now}
 	}
 	now, ok := l.mayCallStoreLocked(ctx, m, now)
 	switch {
 	case !ok:
-		return leaseUnavailable, now
-	case m.plan.HasQuotas():
-		q := quotaLockedState(m.sh, m.key, m.e)
-		return l.leaseQuotaLocked(ctx, m, q, now, invalidated)
+		return renewal{out: leaseUnavailable, now: now}
+	case m.q != nil:
+		return l.leaseQuotaLocked(ctx, m, now, invalidated)
 	}
 	return l.leaseLocked(ctx, m, now, invalidated)
 }
 
-// leaseOutcome is what a miss's store work came to (renewLocked).
+// renewal is what a miss's store work came to, for its decision to apply
+// (decideMissLocked). A grant is applied there, not when the call
+// returns: a key with quotas makes a quota call after its lease call, and
+// a check on the fast path meanwhile must find no rate permit that no
+// quota permit covers.
+type renewal struct {
+	out leaseOutcome
+	now int64 // limiter time after the calls
+	// granted: the store granted req's call rep, to be applied to the
+	// entry (grantLocked).
+	granted bool
+	req     store.LeaseRequest
+	rep     store.LeaseReply
+	// split: the key's rate and quota leases were taken apart for the
+	// calls, and permits is the entry's part of them once the grant is
+	// applied (quotaState.split).
+	split   bool
+	permits int64
+}
+
+// degraded reports whether the miss is decided in degraded mode.
+func (r renewal) degraded() bool { return r.out == leaseUnavailable || r.out == leaseRefused }
+
+// leaseOutcome is what a miss's store work came to.
 type leaseOutcome uint8
 
 const (
-	leaseGranted     leaseOutcome = iota // the reply was applied: decide from the entry's permits
-	leaseAnswered                        // an exact call answered: apply m.exact's grant, then decide likewise
+	leaseLocal       leaseOutcome = iota // no store work: decidableLocked found the decision
+	leaseGranted                         // a lease call answered: decide from the entry's permits
+	leaseAnswered                        // an exact call answered: likewise, keeping no lease
 	leaseUnavailable                     // the store was not called or did not answer: decide degraded
-	leaseRefused                         // the store refused the key's call: degraded, and see degradeLocked
+	leaseRefused                         // the store refused the key's call: degraded (degradedVerdictLocked)
 	leaseFailClosed                      // an exact plan's call could not decide: reject (failClosedLocked)
 )
