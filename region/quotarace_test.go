@@ -13,14 +13,17 @@ import (
 )
 
 // inFlightQuotaStore runs during every quota call, while the caller's
-// shard is unlocked, before passing the call on.
+// shard is unlocked, before passing the call on; an error it returns is
+// the call's.
 type inFlightQuotaStore struct {
 	*memstore.Store
-	during func()
+	during func() error
 }
 
 func (s inFlightQuotaStore) LeaseQuota(ctx context.Context, call store.QuotaCall) (store.QuotaReply, error) {
-	s.during()
+	if err := s.during(); err != nil {
+		return store.QuotaReply{}, err
+	}
 	return s.Store.LeaseQuota(ctx, call)
 }
 
@@ -39,7 +42,7 @@ func TestQuotaCallLeavesFastPathNothing(t *testing.T) {
 	const key = "acct"
 	var lim *Limiter
 	calls, during := 0, 0
-	st := inFlightQuotaStore{Store: memstore.New(clk), during: func() {
+	st := inFlightQuotaStore{Store: memstore.New(clk), during: func() error {
 		calls++
 		sh := lim.shardOf(maphash.String(lim.seed, key))
 		sh.mu.Lock()
@@ -53,6 +56,7 @@ func TestQuotaCallLeavesFastPathNothing(t *testing.T) {
 				during++
 			}
 		}
+		return nil
 	}}
 	cfg := DefaultConfig()
 	cfg.Clock = clk
@@ -74,5 +78,71 @@ func TestQuotaCallLeavesFastPathNothing(t *testing.T) {
 	}
 	if allowed+during != 10 {
 		t.Fatalf("admitted %d checks and %d on the fast path during %d quota calls, want 10 in all", allowed, during, calls)
+	}
+}
+
+// TestQuotaCallFailsAfterLeaseGranted: when a key's lease call is granted
+// and its quota call then fails, the check is decided degraded (flagged,
+// allowed from the degraded bucket and the quotas' degraded budget), the
+// granted lease is kept, and the degraded spend stays owed to the store
+// until the next successful lease call charges it.
+func TestQuotaCallFailsAfterLeaseGranted(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	qs, err := NewQuotas([]Quota{{Period: period.Month, Limit: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "acct"
+	down := true
+	st := inFlightQuotaStore{Store: memstore.New(clk), during: func() error {
+		if down {
+			return store.ErrStoreUnavailable
+		}
+		return nil
+	}}
+	cfg := DefaultConfig()
+	cfg.Clock = clk
+	lim, err := New(st, StaticPlans{Default: Plan{Rate: 100, Capacity: 100, Quotas: qs}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d, err := lim.Allow(ctx, key, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allowed || !d.Degraded {
+		t.Fatalf("first check with the quota call failing: %+v, want allowed, degraded", d)
+	}
+	sh := lim.shardOf(maphash.String(lim.seed, key))
+	state := func() (debt, leased int64, degraded bool) {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if b := sh.buckets[key]; b != nil {
+			debt = b.debt
+		}
+		e := sh.keys[key]
+		return debt, e.permits + sh.quotas[key].extraRate, e.inDegraded
+	}
+	if debt, leased, degraded := state(); debt != 1 || leased < 1 || !degraded {
+		t.Fatalf("after it: debt %d, rate lease %d, degraded %v; want debt 1, the granted lease kept, degraded", debt, leased, degraded)
+	}
+	down = false
+	clk.Advance(2 * cfg.BreakerCooldown)
+	for i := 0; ; i++ {
+		d, err = lim.Allow(ctx, key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if debt, _, degraded := state(); debt == 0 && !degraded {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the degraded debt was never charged: last decision %+v", d)
+		}
+		clk.Advance(cfg.LeaseTTL)
+	}
+	if !d.Allowed || d.Degraded {
+		t.Fatalf("with the store back: %+v, want allowed, not degraded", d)
 	}
 }
