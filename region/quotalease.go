@@ -134,3 +134,42 @@ func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
 	l.degradedRebaseLocked(m, q, local)
 	return q.spendDegraded(m.cost, open)
 }
+
+// requestQuota is what became of a check's cost taken from a key's quota
+// lease (requestQuotaLocked).
+type requestQuota uint8
+
+const (
+	quotaTaken       requestQuota = iota // taken from the quota lease
+	quotaSpent                           // a quota cannot afford it
+	quotaUnavailable                     // the store did not answer
+)
+
+// requestQuotaLocked takes a check's cost from the key's quota lease for
+// a check with a request id (which is decided by its own store call, not
+// from the rate lease), leasing quota first when the lease held cannot
+// cover it. The caller gives the cost back (returnOf) when the check is
+// then not charged. The shard is unlocked for a call.
+func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (requestQuota, *quotaReturn) {
+	e, q := m.e, m.q
+	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
+	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
+	// The rate lease stays off the entry while the shard is unlocked for
+	// the quota call, as in leaseQuotaLocked.
+	rate := e.permits
+	e.permits = 0
+	if rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil {
+		var ok bool
+		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, m.cost)
+		if !ok {
+			e.permits = q.split(rate, held)
+			return quotaUnavailable, nil
+		}
+	}
+	if held < m.cost {
+		e.permits = q.split(rate, held)
+		return quotaSpent, nil
+	}
+	e.permits = q.split(rate, held-m.cost)
+	return quotaTaken, q.returnOf(m.cost)
+}
