@@ -125,6 +125,10 @@ func TestKeyErrorStaysWithItsKey(t *testing.T) {
 	lim, usage := newRedisLimiter(t, rdb, prefix, region.Plan{Rate: 100, Capacity: 100}, func(c *region.Config) {
 		c.Clock = clk // calls take no time on it: no call is too slow
 		c.BreakerCooldown = cooldown
+		// The context deadline runs on the real clock: a call that took
+		// 5 ms on a loaded machine timed out, counted as the store's
+		// failure instead of the key's, and was tried again.
+		c.StoreTimeout = time.Second
 	})
 	ctx := context.Background()
 	st := redisstore.New(rdb, prefix)
