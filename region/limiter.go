@@ -10,7 +10,6 @@ import (
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/scratch"
-	"github.com/quotaplatform/quota/region/memstore"
 	"github.com/quotaplatform/quota/region/store"
 )
 
@@ -74,10 +73,13 @@ type Limiter struct {
 	flushMu  sync.Mutex
 	flushBuf scratch.Buffer[Usage]
 
-	// inMemory is set when the store is a memstore.Store, which answers
-	// without I/O: its calls get no deadline (callStoreWithin).
+	// inMemory is set when the store answers without I/O (inProcess):
+	// its calls get no deadline (callStoreWithin).
 	inMemory bool
 }
+
+// inProcess is a store that answers without I/O (memstore.Store).
+type inProcess interface{ InProcess() bool }
 
 // New returns a Limiter that leases from store and resolves plans with plans.
 // It starts no goroutine: call Run for the background loop.
@@ -111,7 +113,9 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
 	l.horizon.Store(int64(cfg.IdempotencyHorizon))
-	_, l.inMemory = st.(*memstore.Store)
+	if ip, ok := st.(inProcess); ok {
+		l.inMemory = ip.InProcess()
+	}
 	if cfg.Observer != nil {
 		l.breaker.onChange = cfg.Observer.BreakerState
 	}

@@ -63,7 +63,7 @@ func (l *Limiter) callStoreWithin(ctx context.Context, req store.LeaseRequest, t
 	if l.cfg.Tracer != nil {
 		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.call", trace.WithSpanKind(trace.SpanKindClient))
 	}
-	// A memstore.Store answers without I/O, so a deadline would only cost the
+	// An in-process store answers without I/O, so a deadline would only cost the
 	// slow path a timer and the request context's cancellation bookkeeping
 	// (about 300 B, 6 % of the embedded daemon's allocation per check at
 	// 0.5 checks/s per key).

@@ -7,7 +7,8 @@ import (
 )
 
 // TestDependencies: the contract and its stores never import region (the
-// lease engine imports them), and the contract imports no Redis client.
+// lease engine imports them), the lease engine imports only the contract,
+// not a store, and the contract imports no Redis client.
 func TestDependencies(t *testing.T) {
 	cases := []struct {
 		pkg    string
@@ -17,6 +18,7 @@ func TestDependencies(t *testing.T) {
 		{"./storetest", []string{"github.com/quotaplatform/quota/region", "github.com/redis/go-redis"}},
 		{"../memstore", []string{"github.com/quotaplatform/quota/region", "github.com/redis/go-redis"}},
 		{"../redisstore", []string{"github.com/quotaplatform/quota/region"}},
+		{"..", []string{"github.com/quotaplatform/quota/region/memstore", "github.com/quotaplatform/quota/region/redisstore", "github.com/redis/go-redis/v9"}},
 	}
 	for _, tc := range cases {
 		out, err := exec.Command("go", "list", "-deps", tc.pkg).Output()
