@@ -154,7 +154,8 @@ func attachQuotaLocked(sh *shard, key string, e *entry, hasQuotas bool) *quotaSt
 }
 
 // dropQuotaLocked forgets the key's quota state (its plan lost its
-// quotas): the held quota permits go back with the next sweep.
+// quotas): the entry keeps the whole rate lease, and the quota lease held
+// and any pending charge go back to the counters with the next sweep.
 func dropQuotaLocked(sh *shard, key string, e *entry) {
 	q := sh.quotas[key]
 	delete(sh.quotas, key)
@@ -162,9 +163,9 @@ func dropQuotaLocked(sh *shard, key string, e *entry) {
 	if q == nil {
 		return
 	}
-	e.permits += q.extraRate
-	if held := q.quotaLease(e); held > 0 && q.n > 0 {
-		sh.returns = append(sh.returns, pendingReturn{key: key, quota: q.returnOf(held)})
+	var back *quotaReturn
+	if e.permits, back = q.release(e.permits); back != nil {
+		sh.returns = append(sh.returns, pendingReturn{key: key, quota: back})
 	}
 }
 

@@ -255,3 +255,55 @@ func TestQuotaResetAtCalendarEdges(t *testing.T) {
 		})
 	}
 }
+
+// TestQuotaDropReturnsOnlyTheQuotaLease: a key whose plan loses its
+// quotas gives back the quota lease it held, and no more: when the plan
+// regains them in the same month, the counter still holds what was spent,
+// and the month admits its limit of 10, not more.
+func TestQuotaDropReturnsOnlyTheQuotaLease(t *testing.T) {
+	clk := newManualClock()
+	qs, err := region.NewQuotas([]region.Quota{{Period: period.Month, Limit: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withQuota := region.Plan{Rate: 1e6, Capacity: 1e6, Quotas: qs}
+	plans := &settablePlans{p: withQuota}
+	cfg := region.DefaultConfig()
+	cfg.Clock = clk
+	lim, err := region.New(memstore.New(clk), plans, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const key = "acct"
+	admitted := 0
+	check := func() {
+		t.Helper()
+		d, err := lim.Allow(ctx, key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	// Rate leases double (1, 2, 4, 8) while the quota grants what is
+	// left: after 8 checks the key holds more rate than quota permits.
+	for range 8 {
+		check()
+	}
+	plans.set(region.Plan{Rate: 1e6, Capacity: 1e6})
+	lim.InvalidateAll()
+	if _, err := lim.Allow(ctx, key, 1); err != nil { // drops the quota state
+		t.Fatal(err)
+	}
+	lim.Drain(ctx)
+	plans.set(withQuota)
+	lim.InvalidateAll()
+	for range 20 {
+		check()
+	}
+	if admitted != 10 {
+		t.Fatalf("admitted %d checks under a month quota of 10", admitted)
+	}
+}
