@@ -143,10 +143,10 @@ func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
 // refused for a quota waits until that quota's period ends.
 func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64, d *Decision) {
 	q := sh.quotas[key]
-	if q == nil || q.view == nil {
+	v := q.counters()
+	if v == nil {
 		return
 	}
-	v := q.view
 	d.quota, d.quotaHeld = v, q.quotaLease(e)
 	sn := l.storeNanos(now)
 	for i := range v.n {
@@ -162,7 +162,7 @@ func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64
 		if d.ShadowRejected {
 			return
 		}
-		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[q.exhausted].end.UnixNano()-sn), time.Millisecond)
+		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[v.exhausted].end.UnixNano()-sn), time.Millisecond)
 	}
 }
 
@@ -171,27 +171,23 @@ func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64
 // degraded spend since, so that a degraded answer lists its quotas and
 // says which one refused it like any other.
 func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
-	q := m.q
-	if q == nil || q.view == nil {
+	v := m.q.counters()
+	if v == nil {
 		return
 	}
-	d.quota = q.view
-	d.quotaHeld = q.quotaLease(m.e)
-	if q.degradedSet {
+	d.quota = v
+	d.quotaHeld = m.q.quotaLease(m.e)
+	if left, set := m.q.degradedBudget(); set {
 		// What this process may still spend of the quotas while degraded,
 		// as a holding on top of the region's room at the last call:
 		// Quotas then shows the tightest room less the degraded spend.
-		tight := q.view.q[0].left
-		for i := 1; i < q.view.n; i++ {
-			tight = min(tight, q.view.q[i].left)
-		}
-		d.quotaHeld = q.degradedLeft - max(tight, 0)
+		d.quotaHeld = left - max(v.q[v.exhausted].left, 0)
 	}
 	sn := l.storeNanos(l.now())
-	for i := range q.view.n {
-		if rem := max(0, q.view.q[i].left+d.quotaHeld); rem < d.Remaining {
+	for i := range v.n {
+		if rem := max(0, v.q[i].left+d.quotaHeld); rem < d.Remaining {
 			d.Remaining = rem
-			d.Reset = time.Duration(max(0, q.view.q[i].end.UnixNano()-sn))
+			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
 			d.quotaTight = int8(i + 1)
 		}
 	}

@@ -15,10 +15,10 @@ import (
 // lease, and the rest of the key's quota state, in its shard's quotas
 // map, which only the slow path and keys with quotas touch.
 //
-// Its fields are written only by its own methods (unfold and split,
-// applyReply, the base requests' startFetch and endFetch, the degraded
-// budget's, release and the returns'), each beside the step that calls
-// it. The lease engine reaches it at these points: a miss attaches the
+// Its fields are read and written only by its own methods
+// (TestQuotaStateOwnsItsFields): unfold and split, call and applyReply,
+// the base requests', the degraded budget's, release and the returns',
+// each beside the step that calls it. The lease engine reaches it at these points: a miss attaches the
 // state once (attachQuotaLocked, miss.q); a decision asks whether a quota
 // is spent (quotaState.spent) and adds the quotas to its answer
 // (quotaDecisionLocked, read-only, beside the decision in fast.go); renewing a lease renews the quota lease (leaseQuotaLocked,
@@ -35,10 +35,9 @@ type quotaState struct {
 	extraRate, extraQuota int64
 	view                  *quotaView // the counters at the last quota call; nil before the first
 	// until is the limiter time before which a check is rejected for the
-	// key's quotas without a store call (exhausted is the quota that
+	// key's quotas without a store call (view.exhausted is the quota that
 	// refused it); 0: not exhausted.
-	until     int64
-	exhausted int
+	until int64
 	// charge is cost spent without a quota grant (in degraded mode, or by
 	// a check with a request id), added to the counters at the next call.
 	charge int64
@@ -75,8 +74,9 @@ type quotaState struct {
 // quotaView is a key's quota counters as its last quota call left them:
 // immutable, shared by the decisions taken until the next call.
 type quotaView struct {
-	n int
-	q [store.MaxQuotaPeriods]quotaViewPeriod
+	n         int
+	q         [store.MaxQuotaPeriods]quotaViewPeriod
+	exhausted int // the quota with the least room left
 }
 
 type quotaViewPeriod struct {
@@ -172,6 +172,30 @@ func dropQuotaLocked(sh *shard, key string, e *entry) {
 // quotaLease is the whole quota lease this process holds for the key: the
 // entry's permits and the quota lease's surplus over them.
 func (q *quotaState) quotaLease(e *entry) int64 { return e.permits + q.extraQuota }
+
+// counters returns the key's quota counters as its last quota call saw
+// them; nil before the first call, or for a key without quota state.
+func (q *quotaState) counters() *quotaView {
+	if q == nil {
+		return nil
+	}
+	return q.view
+}
+
+// degradedBudget returns what degraded decisions may still spend of the
+// key's quotas while the store is away, and whether that budget was set
+// since the last quota call.
+func (q *quotaState) degradedBudget() (left int64, set bool) {
+	return q.degradedLeft, q.degradedSet
+}
+
+// owesCounters reports whether a charge or a fetched base waits for the
+// key's next quota call.
+func (q *quotaState) owesCounters() bool { return q.charge > 0 || q.bases[0] != nil }
+
+// refusalOver reports whether the key was refused for a spent quota and
+// that refusal ended by limiter time now: the next check asks again.
+func (q *quotaState) refusalOver(now int64) bool { return q.until != 0 && now >= q.until }
 
 // spent reports whether a quota of the key is spent at limiter time now:
 // its checks are rejected locally until the next quota call may find room

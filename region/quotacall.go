@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -41,39 +42,31 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 		return held, false
 	}
 	l.awaitBaseLocked(ctx, m, q)
-	call := store.QuotaCall{Key: m.key, Periods: ps[:n], Want: l.quotaWant(m, ps, n, rateWant), Min: m.cost, Charge: q.charge,
-		NeedBase: l.cfg.QuotaBases != nil && q.fetchFails == 0}
-	for i := range n {
-		ps[i].Return = held
-		ps[i].Base = q.bases[i]
-		if q.bases[i] != nil && (q.n != n || !q.periods[i].Start.Equal(ps[i].Start)) {
-			ps[i].Base = nil // fetched for another period
-		}
-	}
+	call := q.call(m.key, ps, n, held)
+	call.Want, call.Min = l.quotaWant(m, ps, n, rateWant), m.cost
+	call.NeedBase = l.cfg.QuotaBases != nil && call.NeedBase
 	rep, ok := l.sendQuotaCallLocked(ctx, m, qs, call)
 	if !ok {
 		return held, false
 	}
 	q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
-	if rep.Granted == 0 && call.NeedBase && q.baseless {
+	if rep.Granted == 0 && call.NeedBase && q.holdsNoBase() {
 		// A counter without a base (a new period or region, a store that
 		// lost its state) granted nothing: read the base and ask again,
 		// so that it is rebuilt from the ledger before it grants. The
 		// returns and the charge went with the first call.
 		// A request in flight may be for the periods before these (it
 		// is then dropped): start one for these after it.
-		for try := 0; try < 2 && q.bases[0] == nil && q.fetchFails == 0; try++ {
+		for try := 0; try < 2 && q.awaitsBase(); try++ {
 			l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
 			l.awaitBaseLocked(ctx, m, q)
 		}
 		// Without a base by now (the ledger is slow or away) the counter
 		// grants on what it holds: a quota is not closed for want of a
 		// base.
-		call.Charge, call.NeedBase = 0, false
-		for i := range n {
-			ps[i].Return, ps[i].Base = 0, q.bases[i]
-		}
-		if rep, ok = l.sendQuotaCallLocked(ctx, m, qs, call); !ok {
+		retry := q.call(m.key, ps, n, 0) // the charge went with the first call
+		retry.Want, retry.Min, retry.NeedBase = call.Want, call.Min, false
+		if rep, ok = l.sendQuotaCallLocked(ctx, m, qs, retry); !ok {
 			return 0, false
 		}
 		q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
@@ -82,14 +75,32 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 	return rep.Granted, true
 }
 
+// callQuota makes one quota call under the hard timeout.
+func (l *Limiter) callQuota(ctx context.Context, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
+	t0 := l.clock.Now()
+	rep, err := qs.LeaseQuota(cctx, call)
+	lat := l.clock.Now().Sub(t0)
+	cancel()
+	l.storeCalls.Add(1)
+	l.quotaCalls.Add(1)
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.StoreCall(lat, call.Want, rep.Granted, err)
+	}
+	if err == nil && (rep.Granted < 0 || rep.Granted > call.Want) {
+		err = fmt.Errorf("%w: quota store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, call.Want)
+	}
+	return rep, lat, err
+}
+
 // awaitBaseLocked waits, up to QuotaBaseTimeout, for the base request in
 // flight of a key whose counters hold no base. The shard is unlocked
 // meanwhile.
 func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
-	if !q.baseless || q.fetching == nil {
+	wait := q.baseInFlight()
+	if wait == nil {
 		return
 	}
-	wait := q.fetching
 	m.e.busy = true
 	m.sh.mu.Unlock()
 	select {
@@ -140,12 +151,12 @@ func (q *quotaState) applyReply(ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n 
 	}
 	q.degradedSet = false
 	v := &quotaView{n: n}
-	q.until, q.baseless, q.exhausted = 0, false, 0
+	q.until, q.baseless = 0, false
 	for i := range n {
 		c := rep.Counters[i]
 		v.q[i] = quotaViewPeriod{unit: ps[i].Unit, limit: ps[i].Limit, start: ps[i].Start, end: ps[i].End, left: c.Allowance - c.Used}
-		if v.q[i].left < v.q[q.exhausted].left {
-			q.exhausted = i
+		if v.q[i].left < v.q[v.exhausted].left {
+			v.exhausted = i
 		}
 		if c.BaseAt.IsZero() {
 			q.baseless = true
@@ -155,7 +166,7 @@ func (q *quotaState) applyReply(ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n 
 		}
 	}
 	q.view = v
-	if rep.Granted < cost && v.q[q.exhausted].left < cost {
+	if rep.Granted < cost && v.q[v.exhausted].left < cost {
 		// Spent (not merely waiting for a base): refused locally until a
 		// re-base or a refund may have opened room.
 		q.until = now + int64(ttl)
@@ -172,30 +183,67 @@ func (q *quotaState) applyReply(ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n 
 // flight, at most one a second, and a key whose requests fail waits
 // longer each time (up to QuotaRebase).
 func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep store.QuotaReply, lease int64) {
-	bases := l.cfg.QuotaBases
-	if bases == nil || q.fetching != nil {
+	if l.cfg.QuotaBases == nil || !q.rebaseDue(now, l.storeNanos(now), rep, lease, l.cfg.QuotaRebase, l.cfg.QuotaAccuracy) {
 		return
 	}
+	done, n, ps := q.startFetch(now)
+	l.fetches.Add(1)
+	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+}
+
+// rebaseDue reports whether the key's counters need a base request at
+// limiter time now (store time sn), after a quota call that answered rep
+// for a lease of lease (maybeRebaseLocked says when), rebase and accuracy
+// being QuotaRebase and QuotaAccuracy.
+func (q *quotaState) rebaseDue(now, sn int64, rep store.QuotaReply, lease int64, rebase time.Duration, accuracy float64) bool {
+	if q.fetching != nil {
+		return false
+	}
 	due := q.baseless
-	sn := l.storeNanos(now)
 	for i := 0; i < q.n && !due; i++ {
 		c := rep.Counters[i]
 		grew := c.Used - q.usedAtBase[i]
-		due = time.Duration(sn-c.BaseAt.UnixNano()) > l.cfg.QuotaRebase ||
+		due = time.Duration(sn-c.BaseAt.UnixNano()) > rebase ||
 			q.view.q[i].left < 2*lease ||
-			float64(grew) >= math.Max(l.cfg.QuotaAccuracy*float64(q.periods[i].Limit), float64(2*lease))
+			float64(grew) >= math.Max(accuracy*float64(q.periods[i].Limit), float64(2*lease))
 	}
 	gap := time.Second
 	if q.fetchFails > 0 {
-		gap = min(l.cfg.QuotaRebase, time.Second<<min(q.fetchFails, 6))
+		gap = min(rebase, time.Second<<min(q.fetchFails, 6))
 	}
-	if !due || (q.lastFetch != 0 && now-q.lastFetch < int64(gap) && !(q.baseless && q.fetchFails == 0)) {
-		return
+	return due && (q.lastFetch == 0 || now-q.lastFetch >= int64(gap) || q.baseless && q.fetchFails == 0)
+}
+
+// call is the key's quota call for the periods ps[:n], returning held
+// permits: it charges what was spent without a grant, sends the fetched
+// bases of these periods, and asks for a base while requests for them
+// succeed. The caller sets Want and Min.
+func (q *quotaState) call(key string, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, held int64) store.QuotaCall {
+	for i := range n {
+		ps[i].Return = held
+		ps[i].Base = q.bases[i]
+		if q.bases[i] != nil && (q.n != n || !q.periods[i].Start.Equal(ps[i].Start)) {
+			ps[i].Base = nil // fetched for another period
+		}
 	}
-	done := q.startFetch(now)
-	n, ps := q.n, q.periods
-	l.fetches.Add(1)
-	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+	return store.QuotaCall{Key: key, Periods: ps[:n], Charge: q.charge, NeedBase: q.fetchFails == 0}
+}
+
+// holdsNoBase reports whether a counter of the key held no base at its
+// last quota call.
+func (q *quotaState) holdsNoBase() bool { return q.baseless }
+
+// awaitsBase reports whether the key's counters wait for a base that
+// requests may still bring: none fetched, and the last did not fail.
+func (q *quotaState) awaitsBase() bool { return q.bases[0] == nil && q.fetchFails == 0 }
+
+// baseInFlight returns the channel that closes when the key's base
+// request in flight ends, when its counters hold no base; nil otherwise.
+func (q *quotaState) baseInFlight() chan struct{} {
+	if !q.baseless {
+		return nil
+	}
+	return q.fetching
 }
 
 // fetchBases reads the ledger's base of each of a key's periods and leaves
@@ -222,12 +270,13 @@ func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [st
 	}
 }
 
-// startFetch marks a base request for the key in flight from limiter
-// time now; endFetch closes the returned channel when it ends.
-func (q *quotaState) startFetch(now int64) chan struct{} {
-	done := make(chan struct{})
+// startFetch marks a base request for the key's periods ps[:n] in flight
+// from limiter time now; endFetch closes the returned channel when it
+// ends.
+func (q *quotaState) startFetch(now int64) (done chan struct{}, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod) {
+	done = make(chan struct{})
 	q.fetching, q.lastFetch = done, now
-	return done
+	return done, q.n, q.periods
 }
 
 // endFetch ends the base request in flight (done): the bases got for the
@@ -283,18 +332,25 @@ func (q *quotaState) sampleDegradedSpent() {
 // of the last call before it, while the other regions spend the same
 // room.
 func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
-	if l.cfg.QuotaBases == nil || q.n == 0 {
+	if l.cfg.QuotaBases == nil {
 		return
 	}
 	now := l.now()
 	q.rebaseDegraded(m.share, local)
-	if q.fetching != nil || (q.lastFetch != 0 && now-q.lastFetch < int64(time.Second)) {
+	if !q.degradedFetchDue(now) {
 		return
 	}
 	q.sampleDegradedSpent()
-	done := q.startFetch(now)
+	done, n, ps := q.startFetch(now)
 	l.fetches.Add(1)
-	go l.fetchBases(m.key, m.sh, q, q.n, q.periods, done)
+	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+}
+
+// degradedFetchDue reports whether a degraded key with periods asks for
+// its bases at limiter time now: none is in flight, and none started in
+// the last second.
+func (q *quotaState) degradedFetchDue(now int64) bool {
+	return q.n > 0 && q.fetching == nil && (q.lastFetch == 0 || now-q.lastFetch >= int64(time.Second))
 }
 
 // split puts the key's two leases back together: it returns the entry's

@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/quotaplatform/quota/region/store"
@@ -27,7 +26,7 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
 	needRate := invalidated || !l.leaseLive(e, now) || e.permits < m.cost
-	needQuota := rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil || (q.until != 0 && now >= q.until)
+	needQuota := rolled || held < m.cost || q.owesCounters() || q.refusalOver(now)
 
 	r := renewal{out: leaseGranted, now: now, split: true}
 	rate, rateWant := e.permits, m.cost
@@ -117,13 +116,10 @@ func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeri
 // be charged to the counters after recovery.
 func (l *Limiter) degradedQuotaLocked(m *miss, local float64, open bool) bool {
 	q := m.q
-	if !q.degradedSet {
-		left := int64(math.MaxInt64)
-		if q.view != nil {
-			for i := range q.view.n {
-				left = min(left, q.view.q[i].left)
-			}
-			left = int64(float64(max(left, 0)) * local)
+	if _, set := q.degradedBudget(); !set {
+		var left int64
+		if v := q.counters(); v != nil {
+			left = int64(float64(max(v.q[v.exhausted].left, 0)) * local)
 		} else {
 			var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 			n := l.currentPeriods(m, l.storeNanos(l.now()), &ps)
@@ -158,7 +154,7 @@ func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (r
 	// the quota call, as in leaseQuotaLocked.
 	rate := e.permits
 	e.permits = 0
-	if rolled || held < m.cost || q.charge > 0 || q.bases[0] != nil {
+	if rolled || held < m.cost || q.owesCounters() {
 		var ok bool
 		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, m.cost)
 		if !ok {

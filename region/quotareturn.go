@@ -100,22 +100,49 @@ func (l *Limiter) quotaAdjustment(key string, plan Plan, share float64, op store
 func (l *Limiter) collectQuotaLocked(key string, e *entry, q *quotaState, debt, now int64, all, live, chargeDebts bool) (pendingReturn, bool) {
 	r := pendingReturn{key: key, debt: debt, rate: float64(e.rate), capacity: float64(e.capacity)}
 	expired := all || !live
-	if expired && (e.permits > 0 || q.extraRate > 0) {
-		r.permits = q.keepReleased(e.releaseLease())
+	if expired {
+		r.permits = q.releaseRate(e)
 	}
+	r.quota = q.collect(expired, all || q.idleFor(now, l.cfg.QuotaRebase), chargeDebts)
+	return r, r.permits > 0 || r.debt > 0 || r.quota != nil
+}
+
+// releaseRate takes back the key's expired rate lease for a sweep to give
+// back: the entry's permits and the rate surplus; the quota permits among
+// them stay in the quota lease (keepReleased).
+func (q *quotaState) releaseRate(e *entry) (rate int64) {
+	if e.permits <= 0 && q.extraRate <= 0 {
+		return 0
+	}
+	return q.keepReleased(e.releaseLease())
+}
+
+// idleFor reports whether the key made no quota call for rebase
+// (QuotaRebase) up to limiter time now.
+func (q *quotaState) idleFor(now int64, rebase time.Duration) bool {
+	return now-q.syncAt >= int64(rebase)
+}
+
+// collect returns what a sweep gives back to the key's counters: the
+// quota lease and the charge once its rate lease expired and the key is
+// idle, or the charge alone once the store is back (chargeDebts); nil
+// when nothing goes.
+func (q *quotaState) collect(expired, idle, chargeDebts bool) *quotaReturn {
 	switch {
 	case q.n == 0:
-	case expired && (q.extraQuota > 0 || q.charge > 0) && (all || now-q.syncAt >= int64(l.cfg.QuotaRebase)):
-		r.quota = q.returnOf(q.extraQuota)
-		r.quota.charge = q.charge
+	case expired && idle && (q.extraQuota > 0 || q.charge > 0):
+		r := q.returnOf(q.extraQuota)
+		r.charge = q.charge
 		q.handedBack(true)
+		return r
 	case q.charge > 0 && chargeDebts:
 		// The store is back: what degraded decisions spent goes to the
 		// counters, and the next outage starts a new degraded budget.
-		r.quota = &quotaReturn{n: q.n, periods: q.periods, charge: q.charge}
+		r := &quotaReturn{n: q.n, periods: q.periods, charge: q.charge}
 		q.handedBack(false)
+		return r
 	}
-	return r, r.permits > 0 || r.debt > 0 || r.quota != nil
+	return nil
 }
 
 // keepReleased keeps the quota permits of a released rate lease in the

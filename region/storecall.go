@@ -108,24 +108,6 @@ func endStoreSpan(span trace.Span, req store.LeaseRequest, rep store.LeaseReply,
 	span.End()
 }
 
-// callQuota makes one quota call under the hard timeout.
-func (l *Limiter) callQuota(ctx context.Context, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
-	t0 := l.clock.Now()
-	rep, err := qs.LeaseQuota(cctx, call)
-	lat := l.clock.Now().Sub(t0)
-	cancel()
-	l.storeCalls.Add(1)
-	l.quotaCalls.Add(1)
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.StoreCall(lat, call.Want, rep.Granted, err)
-	}
-	if err == nil && (rep.Granted < 0 || rep.Granted > call.Want) {
-		err = fmt.Errorf("%w: quota store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, call.Want)
-	}
-	return rep, lat, err
-}
-
 // refusedLocked reports whether the store refused the key's last call for
 // a reason of the key's own (store.ErrStoreRejected) less than BreakerCooldown
 // ago: until then the key is decided from its degraded bucket without a
