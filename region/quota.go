@@ -16,7 +16,7 @@ import (
 // map, which only the slow path and keys with quotas touch.
 //
 // Its fields are read and written only by its own methods
-// (TestQuotaStateOwnsItsFields): unfold and split, call and applyReply,
+// (TestStatesOwnTheirFields): unfold and split, call and applyReply,
 // the base requests', the degraded budget's, release and the returns',
 // each beside the step that calls it. The lease engine reaches it at these points: a miss attaches the
 // state once (attachQuotaLocked, miss.q); a decision asks whether a quota
