@@ -1,8 +1,6 @@
 package region
 
-import (
-	"math"
-)
+import "math"
 
 // degradedVerdict is what a check decided without the store comes to, for
 // decideMissLocked to apply to the entry (degradedDecisionLocked).
