@@ -22,7 +22,9 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 	if limit := e.limit(); cost > limit {
 		return true, costError(cost, limit)
 	}
-	l.rollLocked(sh, key, e, now)
+	if l.storeNanos(now) >= e.windowEnd { // no call until a window ends
+		l.rollLocked(sh, key, e, now)
+	}
 	switch {
 	case e.permits >= cost && l.leaseLive(e, now):
 		l.spendLocked(sh, key, e, now, cost, d)
