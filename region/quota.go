@@ -16,17 +16,18 @@ import (
 // map, which only the slow path and keys with quotas touch.
 //
 // Its fields are read and written only by its own methods
-// (TestStatesOwnTheirFields): unfold and split, call and applyReply,
-// the base requests', the degraded budget's, release and the returns',
-// each beside the step that calls it. The lease engine reaches it at these points: a miss attaches the
-// state once (attachQuotaLocked, miss.q); a decision asks whether a quota
-// is spent (quotaState.spent) and adds the quotas to its answer
-// (quotaDecisionLocked, read-only, beside the decision in fast.go); renewing a lease renews the quota lease (leaseQuotaLocked,
-// quotalease.go, and the quota call, quotacall.go); a degraded verdict
-// spends a degraded budget (degradedQuotaLocked, quotalease.go); a check
-// with a request id takes its cost from the quota lease
-// (requestQuotaLocked); and eviction, the sweep, refunds and charges give
-// quota permits back (quotareturn.go).
+// (TestStatesOwnTheirFields): unfold and split, call and applyReply, the
+// base requests', the degraded budget's, release and the returns', each
+// beside the step that calls it. The lease engine reaches it at these
+// points: a miss attaches the state once (attachQuotaLocked, miss.q); a
+// decision asks whether a quota is spent (quotaState.spent) and adds the
+// quotas to its answer (quotaDecisionLocked, read-only, beside the
+// decision in fast.go); renewing a lease renews the quota lease
+// (leaseQuotaLocked, quotalease.go, and the quota call, quotacall.go); a
+// degraded verdict spends a degraded budget (degradedQuotaLocked,
+// quotalease.go); a check with a request id takes its cost from the quota
+// lease (requestQuotaLocked); and eviction, the sweep, refunds and charges
+// give quota permits back (quotareturn.go).
 type quotaState struct {
 	n       int
 	periods [store.MaxQuotaPeriods]store.QuotaPeriod // the periods the held quota permits were granted in
