@@ -18,22 +18,19 @@ import (
 // or ended, and the quota lease when it is spent, its periods ended, or a
 // base or a charge waits for the counters; the entry's permits are then
 // the lesser of the two leases. The rate lease stays off the entry until
-// the decision puts the two back together: a check on the fast path while
-// the shard is unlocked for a call must find no rate permit that no quota
-// permit covers.
+// the decision puts the two back together (quotaState.unfold).
 func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
 	e, q := m.e, m.q
 	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
-	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
-	needRate := invalidated || !l.leaseLive(e, now) || e.permits < m.cost
+	n, rate, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
+	needRate := invalidated || !l.leaseLive(e, now) || rate < m.cost
 	needQuota := rolled || held < m.cost || q.owesCounters() || q.refusalOver(now)
 
 	r := renewal{out: leaseGranted, now: now, split: true}
-	rate, rateWant := e.permits, m.cost
-	if !needRate {
-		e.permits = 0 // held in rate until the decision
-	} else {
-		req := l.leaseRequestLocked(m, now, invalidated) // takes the rate lease back (takeLease)
+	rateWant := m.cost
+	if needRate {
+		e.permits = rate // the call sizes the next lease on it and returns it (takeLease)
+		req := l.leaseRequestLocked(m, now, invalidated)
 		rateWant = req.Want
 		m.sh.mu.Unlock()
 		rep, lat, err := l.callStore(ctx, req)
@@ -58,14 +55,14 @@ func (l *Limiter) leaseQuotaLocked(ctx context.Context, m *miss, now int64, inva
 	return r
 }
 
-// quotaUnfoldLocked takes the key's two leases apart for a store call:
-// the entry's permits become the whole rate lease, and it returns the
-// periods of the plan's quotas now, the quota lease held (none when the
-// periods rolled since it was granted), and whether they rolled.
-func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) (n int, held int64, rolled bool) {
+// quotaUnfoldLocked takes the key's two leases apart and off the entry
+// for a store call (quotaState.unfold): it returns the periods of the
+// plan's quotas now, the whole rate lease, the quota lease held (none when
+// the periods rolled since it was granted), and whether they rolled.
+func (l *Limiter) quotaUnfoldLocked(m *miss, q *quotaState, now int64, ps *[store.MaxQuotaPeriods]store.QuotaPeriod) (n int, rate, held int64, rolled bool) {
 	n = l.currentPeriods(m, l.storeNanos(now), ps)
-	held, rolled = q.unfold(m.e, ps, n)
-	return n, held, rolled
+	rate, held, rolled = q.unfold(m.e, ps, n)
+	return n, rate, held, rolled
 }
 
 // currentPeriods fills ps with the periods of m's quotas at store time sn
@@ -82,10 +79,13 @@ func (l *Limiter) currentPeriods(m *miss, sn int64, ps *[store.MaxQuotaPeriods]s
 	return n
 }
 
-// unfold takes the key's two leases apart, the quota periods being
-// ps[:n] now: e's permits become the whole rate lease, and it returns the
-// quota lease held and whether the periods rolled.
-func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int) (held int64, rolled bool) {
+// unfold takes the key's two leases apart and off the entry, the quota
+// periods being ps[:n] now: it returns the whole rate lease, the quota
+// lease held, and whether the periods rolled. The entry holds no permit
+// until split puts the two back together, so that a check on the fast
+// path while the shard is unlocked for a call finds no rate permit that
+// no quota permit covers.
+func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int) (rate, held int64, rolled bool) {
 	// A counter is a (unit, period start): a new limit on the same
 	// periods keeps the counters and the lease held.
 	rolled = n != q.n
@@ -93,7 +93,7 @@ func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeri
 		rolled = ps[i].Unit != q.periods[i].Unit || !ps[i].Start.Equal(q.periods[i].Start)
 	}
 	held = q.quotaLease(e)
-	e.permits += q.extraRate
+	rate, e.permits = e.permits+q.extraRate, 0
 	q.extraRate, q.extraQuota = 0, 0
 	if rolled {
 		// The permits held were granted in periods that ended (or by other
@@ -104,7 +104,7 @@ func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeri
 		q.until = 0
 		q.baseless = false
 	}
-	return held, rolled
+	return rate, held, rolled
 }
 
 // degradedQuotaLocked decides a degraded check's quotas: what a degraded
@@ -149,11 +149,7 @@ const (
 func (l *Limiter) requestQuotaLocked(ctx context.Context, m *miss, now int64) (requestQuota, *quotaReturn) {
 	e, q := m.e, m.q
 	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
-	n, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
-	// The rate lease stays off the entry while the shard is unlocked for
-	// the quota call, as in leaseQuotaLocked.
-	rate := e.permits
-	e.permits = 0
+	n, rate, held, rolled := l.quotaUnfoldLocked(m, q, now, &ps)
 	if rolled || held < m.cost || q.owesCounters() {
 		var ok bool
 		held, ok = l.quotaCallLocked(ctx, m, q, &ps, n, held, m.cost)
