@@ -63,8 +63,10 @@ func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decisi
 		e.permits = r.permits
 	}
 	switch {
-	case r.out == leaseFailClosed || r.degraded() && v.policy == FailClosed:
-		return l.failClosedLocked(m, now)
+	case r.out == leaseFailClosed:
+		// Nothing of an exact plan is allowed without the store, and it
+		// keeps no degraded bucket.
+		return l.degradedDecisionLocked(m, degradedVerdict{policy: FailClosed}, now)
 	case r.degraded():
 		return l.degradedDecisionLocked(m, v, now)
 	case r.out == leaseAnswered:
@@ -84,7 +86,9 @@ func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decisi
 
 // degradedDecisionLocked applies a degraded verdict to the entry: the
 // check is flagged Degraded and counted, allowed or refused as v says
-// (docs/design.md [plan-semantics]).
+// (docs/design.md [plan-semantics]). A refusal that only the store can
+// lift (FailClosed, every failure of an exact plan, a spent degraded
+// quota budget) waits until the breaker's next probe.
 func (l *Limiter) degradedDecisionLocked(m *miss, v degradedVerdict, now int64) Decision {
 	e, sh, cost := m.e, m.sh, m.cost
 	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
@@ -95,48 +99,32 @@ func (l *Limiter) degradedDecisionLocked(m *miss, v degradedVerdict, now int64) 
 	}
 	e.addDemand(cost)
 	sh.degraded++
-	if v.allowed {
+	switch {
+	case v.allowed:
 		e.spent += cost
 		e.degraded += cost
 		sh.allowed++
 		e.plan.stats.degradedAllowed.Add(1)
 		d.Allowed = true
-	}
-	if v.policy == FailOpen {
-		return d // nothing is charged back to the bucket: Reset stays 0
-	}
-	d.quotaOut = v.quotaOut
-	if !v.allowed {
+		if v.policy == FailOpen {
+			return d // nothing is charged back to the bucket: Reset stays 0
+		}
+	default:
 		d.RetryAfter = retryAfter(float64(cost)-v.tokens, v.rate)
-		if d.quotaOut {
+		if v.policy == FailClosed || v.quotaOut {
 			d.RetryAfter = max(l.breaker.untilProbe(now), time.Millisecond)
 		}
 		e.plan.stats.degradedRejected.Add(1)
 		refuseLocked(sh, e, cost, &d)
+		if v.policy == FailClosed {
+			return d // no degraded budget to report
+		}
 	}
+	d.quotaOut = v.quotaOut
 	d.Reset = refillTime(v.capacity-v.tokens, v.rate)
 	if e.quota {
 		l.degradedQuotaViewLocked(m, &d)
 	}
-	return d
-}
-
-// failClosedLocked rejects a check because the store could not decide it,
-// flagged Degraded, with RetryAfter until the breaker's next probe: the
-// FailClosed policy, and every failure of an exact plan.
-func (l *Limiter) failClosedLocked(m *miss, now int64) Decision {
-	e, sh, cost := m.e, m.sh, m.cost
-	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
-	e.referenced = true
-	e.addDemand(cost)
-	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded,
-		RetryAfter: max(l.breaker.untilProbe(now), time.Millisecond)}
-	if e.syncAt != 0 {
-		d.Stale = time.Duration(now - e.syncAt)
-	}
-	sh.degraded++
-	e.plan.stats.degradedRejected.Add(1)
-	refuseLocked(sh, e, cost, &d)
 	return d
 }
 

@@ -104,5 +104,5 @@ const (
 	leaseAnswered                        // an exact call answered: likewise, keeping no lease
 	leaseUnavailable                     // the store was not called or did not answer: decide degraded
 	leaseRefused                         // the store refused the key's call: degraded (degradedVerdictLocked)
-	leaseFailClosed                      // an exact plan's call could not decide: reject (failClosedLocked)
+	leaseFailClosed                      // an exact plan's call could not decide: reject until the next probe
 )
