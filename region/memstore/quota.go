@@ -36,12 +36,19 @@ func (s *Store) LeaseQuota(ctx context.Context, call store.QuotaCall) (store.Quo
 	var rep store.QuotaReply
 	g := call.Want
 	for i, p := range call.Periods {
+		if !now.Before(p.End.Add(store.QuotaTTL)) {
+			rep.Counters[i].Ended = true
+			g = 0
+			continue
+		}
 		q := counter{}
 		if have := sh.quotas[counterKey(call.Key, p)]; have != nil && now.Before(have.expires) {
 			q = *have
 		}
 		if b := p.Base; b != nil && b.AsOf.UnixMicro() > q.baseAt {
-			q.baseTotal, q.baseRegion, q.baseAt = b.Total, b.Region, b.AsOf.UnixMicro()
+			// A base below zero (refunds past what was spent) would lift
+			// the allowance past the quota: spend is never negative.
+			q.baseTotal, q.baseRegion, q.baseAt = max(0, b.Total), max(0, b.Region), b.AsOf.UnixMicro()
 			q.used = max(q.used, q.baseRegion)
 		}
 		q.used = max(0, q.used-p.Return) + call.Charge
@@ -59,6 +66,9 @@ func (s *Store) LeaseQuota(ctx context.Context, call store.QuotaCall) (store.Quo
 	}
 	rep.Granted = g
 	for i, p := range call.Periods {
+		if rep.Counters[i].Ended {
+			continue
+		}
 		q := next[i]
 		q.used += g
 		sh.quotas[counterKey(call.Key, p)] = &q

@@ -40,8 +40,8 @@ func (s *Store) LeaseQuota(ctx context.Context, call store.QuotaCall) (store.Quo
 		return store.QuotaReply{}, fmt.Errorf("%w: redis quota lease %q: %w", errorKind(err), call.Key, err)
 	}
 	parts, ok := res.([]any)
-	if !ok || len(parts) != 1+3*len(call.Periods) {
-		return store.QuotaReply{}, fmt.Errorf("%w: quota reply is %T of %d, want %d integers", store.ErrStoreUnavailable, res, len(parts), 1+3*len(call.Periods))
+	if !ok || len(parts) != 1+4*len(call.Periods) {
+		return store.QuotaReply{}, fmt.Errorf("%w: quota reply is %T of %d, want %d integers", store.ErrStoreUnavailable, res, len(parts), 1+4*len(call.Periods))
 	}
 	n := make([]int64, len(parts))
 	for i, p := range parts {
@@ -53,8 +53,8 @@ func (s *Store) LeaseQuota(ctx context.Context, call store.QuotaCall) (store.Quo
 	}
 	rep := store.QuotaReply{Granted: n[0]}
 	for i := range call.Periods {
-		c := store.QuotaCounter{Used: n[1+3*i], Allowance: n[2+3*i]}
-		if bt := n[3+3*i]; bt > 0 {
+		c := store.QuotaCounter{Used: n[1+4*i], Allowance: n[2+4*i], Ended: n[4+4*i] == 1}
+		if bt := n[3+4*i]; bt > 0 {
 			c.BaseAt = time.UnixMicro(bt)
 		}
 		rep.Counters[i] = c

@@ -137,12 +137,16 @@ func TestQuotaCounterTTL(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rdb.Close()
 	rs := redisstore.New(rdb, "qexp:")
-	now := time.Now()
+	now, err := rdb.Time(context.Background()).Result() // the store's clock, as the counters'
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := store.QuotaPeriod{Unit: period.Day, Start: now.Add(-time.Hour), End: now.Add(time.Hour), Limit: 10, Share: 1}
 	if _, err := rs.LeaseQuota(context.Background(), store.QuotaCall{Key: "acct_exp", Periods: []store.QuotaPeriod{p}, Want: 1}); err != nil {
 		t.Fatal(err)
 	}
-	ttl, err := rdb.PTTL(context.Background(), rs.QuotaKey("acct_exp", period.Day, p.Start)).Result()
+	var ttl time.Duration
+	ttl, err = rdb.PTTL(context.Background(), rs.QuotaKey("acct_exp", period.Day, p.Start)).Result()
 	if err != nil || ttl < 24*time.Hour || ttl > 25*time.Hour {
 		t.Fatalf("counter TTL %v (%v), want about 25 h: a day after the period's end", ttl, err)
 	}

@@ -27,7 +27,17 @@ type QuotaStore interface {
 	// grants the same number of permits, up to Want, within its region's
 	// allowance: base region spend + share × (limit − base total). A
 	// call grants nothing unless every counter can give at least Min. A
-	// counter lives until a day after its period's end.
+	// counter lives until QuotaTTL after its period's end.
+	//
+	// Time is the store's own (Redis' TIME; memstore's clock), never the
+	// caller's. A period that has ended is still counted while its
+	// counter lives: a call in flight across the period's end, or from a
+	// caller whose clock is a little slow, is charged to the period it
+	// names. A period whose counter's life is over (store time ≥ End +
+	// QuotaTTL) can no longer be bounded, so the call grants nothing,
+	// writes nothing to that period (its returns and charge are dropped:
+	// the ledger has them), and reports the counter Ended. The call's
+	// other periods still take their returns and charge.
 	LeaseQuota(ctx context.Context, call QuotaCall) (QuotaReply, error)
 }
 
@@ -80,6 +90,9 @@ type QuotaCounter struct {
 	Used      int64     // the region's spend and leases in the period
 	Allowance int64     // what the region may reach: base region + share × (limit − base total), floored
 	BaseAt    time.Time // when the base the counter holds was read; zero: none
+	// Ended: the period's counter outlived QuotaTTL by the store's clock;
+	// Used and Allowance are 0 and the call granted nothing.
+	Ended bool
 }
 
 // Remaining is what the region may still lease in the period.
@@ -138,5 +151,6 @@ func (c QuotaCall) Validate() error {
 }
 
 // QuotaTTL is how long a counter lives after its period's end: long
-// enough for the last reports and returns of the period.
+// enough for the last reports and returns of the period, and for callers
+// whose clocks lag the store's.
 const QuotaTTL = 24 * time.Hour

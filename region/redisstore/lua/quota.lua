@@ -19,12 +19,18 @@
 -- br = the base's total and region spend, bt = the base's time (absent: no
 -- base, b = br = 0).
 --
--- A newer base replaces the counter's (and c becomes at least br); the
+-- Time is Redis' (TIME). A period whose expire-at has passed can no
+-- longer be bounded (its counter is gone): the call grants nothing and
+-- that period is neither read nor written (reply c = 0, allowance = 0,
+-- ended = 1).
+--
+-- A newer base replaces the counter's (and c becomes at least br), each
+-- floored at 0: spend is never negative, whatever refunds a base counted; the
 -- return is taken back (c never below 0) and the charge added; then each counter's room is
 -- floor(br + share × (limit − b)) − c, and every counter grants
 -- g = min(want, every room), or 0 when g < min.
 --
--- Reply: { granted, then per period: c, allowance, bt }.
+-- Reply: { granted, then per period: c, allowance, bt, ended (0 or 1) }.
 
 local want = tonumber(ARGV[1])
 local min = tonumber(ARGV[2])
@@ -33,41 +39,56 @@ local needbase = ARGV[4] == '1'
 local n = #KEYS
 local state = {}
 local g = want
+local t = redis.call('TIME')
+local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for i = 1, n do
   local a = 5 + 7 * (i - 1)
-  local limit = tonumber(ARGV[a])
-  local share = tonumber(ARGV[a + 1])
-  local ret = tonumber(ARGV[a + 2])
-  local bt_new = tonumber(ARGV[a + 6])
-  local f = redis.call('HMGET', KEYS[i], 'c', 'b', 'br', 'bt')
-  local c = tonumber(f[1]) or 0
-  local b = tonumber(f[2]) or 0
-  local br = tonumber(f[3]) or 0
-  local bt = tonumber(f[4]) or 0
-  if bt_new > bt then
-    b = tonumber(ARGV[a + 4])
-    br = tonumber(ARGV[a + 5])
-    bt = bt_new
-    if c < br then c = br end
+  if nowms >= tonumber(ARGV[a + 3]) then
+    g = 0
+    state[i] = false
+  else
+    local limit = tonumber(ARGV[a])
+    local share = tonumber(ARGV[a + 1])
+    local ret = tonumber(ARGV[a + 2])
+    local bt_new = tonumber(ARGV[a + 6])
+    local f = redis.call('HMGET', KEYS[i], 'c', 'b', 'br', 'bt')
+    local c = tonumber(f[1]) or 0
+    local b = tonumber(f[2]) or 0
+    local br = tonumber(f[3]) or 0
+    local bt = tonumber(f[4]) or 0
+    if bt_new > bt then
+      b = math.max(0, tonumber(ARGV[a + 4]))
+      br = math.max(0, tonumber(ARGV[a + 5]))
+      bt = bt_new
+      if c < br then c = br end
+    end
+    c = c - ret
+    if c < 0 then c = 0 end
+    c = c + charge
+    local allowance = br + math.floor(share * (limit - b))
+    local room = allowance - c
+    if room < g then g = room end
+    if needbase and bt == 0 then g = 0 end
+    state[i] = { c, b, br, bt, allowance, tonumber(ARGV[a + 3]) }
   end
-  c = c - ret
-  if c < 0 then c = 0 end
-  c = c + charge
-  local allowance = br + math.floor(share * (limit - b))
-  local room = allowance - c
-  if room < g then g = room end
-  if needbase and bt == 0 then g = 0 end
-  state[i] = { c, b, br, bt, allowance, tonumber(ARGV[a + 3]) }
 end
 if g < min or g < 0 then g = 0 end
 local reply = { g }
 for i = 1, n do
   local s = state[i]
-  local c = s[1] + g
-  redis.call('HSET', KEYS[i], 'c', c, 'b', s[2], 'br', s[3], 'bt', s[4])
-  redis.call('PEXPIREAT', KEYS[i], s[6])
-  reply[#reply + 1] = c
-  reply[#reply + 1] = s[5]
-  reply[#reply + 1] = s[4]
+  if s then
+    local c = s[1] + g
+    redis.call('HSET', KEYS[i], 'c', c, 'b', s[2], 'br', s[3], 'bt', s[4])
+    redis.call('PEXPIREAT', KEYS[i], s[6])
+    reply[#reply + 1] = c
+    reply[#reply + 1] = s[5]
+    reply[#reply + 1] = s[4]
+    reply[#reply + 1] = 0
+  else
+    reply[#reply + 1] = 0
+    reply[#reply + 1] = 0
+    reply[#reply + 1] = 0
+    reply[#reply + 1] = 1
+  end
 end
 return reply

@@ -47,7 +47,7 @@ func testEquivalence(t *testing.T, open Opener) {
 		seed = n
 	}
 	s, advance := open(t)
-	refClock := clock.NewManual(time.Now())
+	refClock := clock.NewManual(storeNow(t, s))
 	e := &equivalence{t: t, rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), seed: seed,
 		s: s, advance: advance, ref: memstore.New(refClock), refClock: refClock}
 	e.setup()
@@ -87,8 +87,8 @@ func (e *equivalence) setup() {
 		{"eq-b", 7.9, 45, 1},
 		{"eq-c", 1.3, 7, 3},
 	}
-	now := time.Now()
-	cal := period.Calendar{}
+	now := e.refClock.Now() // the store's time (testEquivalence)
+	cal := suiteCalendar(e.t)
 	ds, de := cal.Bounds(period.Day, now)
 	ms, me := cal.Bounds(period.Month, now)
 	e.periods = []store.QuotaPeriod{

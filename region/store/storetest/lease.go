@@ -91,9 +91,11 @@ func testLease(t *testing.T, open Opener) {
 			s, advance := open(t)
 			key := fmt.Sprintf("contract-%d", i)
 			var lastDemand int64
+			expect := storeNow(t, s)
 			for j, sp := range tc.steps {
 				if sp.wait > 0 {
 					advance(sp.wait)
+					expect = expect.Add(sp.wait)
 				}
 				req := sp.req
 				req.Key, req.Rate, req.Capacity = key, 10, 10
@@ -111,8 +113,8 @@ func testLease(t *testing.T, open Opener) {
 					t.Fatalf("step %d: DemandTotal moved by %d, want %d", j, got, req.Demand)
 				}
 				lastDemand = rep.DemandTotal
-				if !storeTimeNear(rep.StoreTime) {
-					t.Fatalf("step %d: store time %v is far from now", j, rep.StoreTime)
+				if !storeTimeNear(rep.StoreTime, expect) {
+					t.Fatalf("step %d: store time %v is far from %v, the store's time before the steps and their waits", j, rep.StoreTime, expect)
 				}
 			}
 		})

@@ -17,22 +17,32 @@ import (
 // the store implements it: grants within the region's allowance (base
 // region + share × (limit − base total)), the same grant from every
 // period's counter, nothing below Min, returns, newer bases only, and
-// refusals naming the field.
+// refusals naming the field; a period that ended is counted while its
+// counter lives, and past that grants nothing.
+//
+// Every period is built from the store's own clock (storeNow), in a zone
+// with daylight saving time, so that the answers hold on any day the suite
+// runs and at any instant a store's clock is set to.
 func testQuota(t *testing.T, open Opener) {
 	s, _ := open(t)
 	st, ok := s.(store.QuotaStore)
 	if !ok {
 		t.Skipf("%T keeps no quota counters", s)
 	}
-	month := period.Calendar{}
-	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
-	ms, me := month.Bounds(period.Month, now)
-	ds, de := month.Bounds(period.Day, now)
+	cal := suiteCalendar(t)
+	now := storeNow(t, s)
+	ms, me := cal.Bounds(period.Month, now)
+	ds, de := cal.Bounds(period.Day, now)
 	m := func(limit int64, share float64) store.QuotaPeriod {
 		return store.QuotaPeriod{Unit: period.Month, Start: ms, End: me, Limit: limit, Share: share}
 	}
 	d := func(limit int64, share float64) store.QuotaPeriod {
 		return store.QuotaPeriod{Unit: period.Day, Start: ds, End: de, Limit: limit, Share: share}
+	}
+	// hourEnded is an hour that ended ago before now.
+	hourEnded := func(limit int64, ago time.Duration) store.QuotaPeriod {
+		end := now.Add(-ago).Truncate(time.Hour)
+		return store.QuotaPeriod{Unit: period.Hour, Start: end.Add(-time.Hour), End: end, Limit: limit, Share: 1}
 	}
 	withReturn := func(p store.QuotaPeriod, n int64) store.QuotaPeriod { p.Return = n; return p }
 	withBase := func(p store.QuotaPeriod, total, reg int64, at time.Time) store.QuotaPeriod {
@@ -45,6 +55,7 @@ func testQuota(t *testing.T, open Opener) {
 		charge      int64
 		granted     int64
 		used, allow []int64 // per period after the call
+		ended       []bool  // per period; nil: none ended
 	}
 	cases := []struct {
 		name  string
@@ -83,6 +94,23 @@ func testQuota(t *testing.T, open Opener) {
 		{"a base past the limit leaves no room", []step{
 			{periods: []store.QuotaPeriod{withBase(m(100, 0.5), 120, 30, now)}, want: 1, min: 0, granted: 0, used: []int64{30}, allow: []int64{20}},
 		}},
+		{"a base below zero counts as none spent", []step{
+			// Another region's refunds past what it spent (a forged
+			// report) must not lift this region's allowance past
+			// share × limit.
+			{periods: []store.QuotaPeriod{withBase(m(100, 0.5), -1_000_000, 0, now)}, want: 80, min: 1, granted: 50, used: []int64{50}, allow: []int64{50}},
+		}},
+		{"a period that ended is counted while its counter lives", []step{
+			{periods: []store.QuotaPeriod{hourEnded(10, time.Hour)}, want: 6, min: 1, granted: 6, used: []int64{6}, allow: []int64{10}},
+			{periods: []store.QuotaPeriod{hourEnded(10, time.Hour)}, want: 6, min: 1, granted: 4, used: []int64{10}, allow: []int64{10}},
+		}},
+		{"past its counter's life a period grants nothing and keeps nothing", []step{
+			// The month still takes the charge; the ended hour is not
+			// written, so asking again finds it ended again.
+			{periods: []store.QuotaPeriod{m(100, 1), hourEnded(10, store.QuotaTTL+2*time.Hour)}, charge: 3, want: 5, min: 1, granted: 0, used: []int64{3, 0}, allow: []int64{100, 0}, ended: []bool{false, true}},
+			{periods: []store.QuotaPeriod{hourEnded(10, store.QuotaTTL+2*time.Hour)}, want: 5, min: 0, granted: 0, used: []int64{0}, allow: []int64{0}, ended: []bool{true}},
+			{periods: []store.QuotaPeriod{m(100, 1)}, want: 5, min: 1, granted: 5, used: []int64{8}, allow: []int64{100}},
+		}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,6 +126,9 @@ func testQuota(t *testing.T, open Opener) {
 				for k := range s.periods {
 					if c := rep.Counters[k]; c.Used != s.used[k] || c.Allowance != s.allow[k] {
 						t.Fatalf("step %d period %d: used %d allowance %d, want %d and %d", j, k, c.Used, c.Allowance, s.used[k], s.allow[k])
+					}
+					if ended := s.ended != nil && s.ended[k]; rep.Counters[k].Ended != ended {
+						t.Fatalf("step %d period %d: ended %v, want %v", j, k, rep.Counters[k].Ended, ended)
 					}
 				}
 			}

@@ -10,10 +10,13 @@
 // same answers, so that the Redis scripts and the in-process store are
 // held to one bucket arithmetic.
 //
-// Time: a store under test runs on its own clock. Opener's advance moves
-// it forward; a store whose clock cannot be moved (Redis' TIME) advances
-// by waiting real time, and the suite allows for the refill that real
-// time adds between steps.
+// Time: a store under test runs on its own clock, and the suite takes
+// every time it needs from that clock (a lease reply's StoreTime), never
+// from its own or a fixed date: an in-process store can be opened at any
+// instant (memstore's tests run the suite at the edges of the calendar).
+// Opener's advance moves the clock forward; a store whose clock cannot be
+// moved (Redis' TIME) advances by waiting real time, and the suite allows
+// for the refill that real time adds between steps.
 package storetest
 
 import (
@@ -22,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region/store"
 )
 
@@ -58,6 +62,32 @@ func lease(t *testing.T, s store.Store, req store.LeaseRequest) store.LeaseReply
 // clocks refill a little between steps.
 func tokensNear(got, want float64) bool { return got >= want-1e-9 && got <= want+0.5 }
 
-// storeTimeNear reports whether a reply's store time is within 30 s of
-// now (manual clocks run ahead of it).
-func storeTimeNear(st time.Time) bool { return math.Abs(time.Since(st).Seconds()) <= 30 }
+// storeNow is the store's clock, read from a lease on a key of its own.
+// Every time the suite builds (periods, bases) comes from it, never from
+// this process's clock or a fixed date, so that no answer depends on the
+// day the suite runs or on the store's clock agreeing with the caller's.
+func storeNow(t *testing.T, s store.Store) time.Time {
+	t.Helper()
+	rep := lease(t, s, store.LeaseRequest{Key: "storetest-clock", Rate: 1, Capacity: 1, Want: 1, Spread: 1})
+	if rep.StoreTime.IsZero() {
+		t.Fatalf("%T's lease reply carries no store time", s)
+	}
+	return rep.StoreTime
+}
+
+// storeTimeNear reports whether a reply's store time st is within 30 s of
+// want, the store time the test expects (manual clocks and real time
+// between steps drift a little).
+func storeTimeNear(st, want time.Time) bool { return math.Abs(st.Sub(want).Seconds()) <= 30 }
+
+// suiteCalendar is the calendar the suite builds quota periods on: a zone
+// with daylight saving time, so that a run at a change meets days of 23
+// and 25 hours.
+func suiteCalendar(t *testing.T) period.Calendar {
+	t.Helper()
+	cal, err := period.NewCalendar("Europe/Berlin", 1)
+	if err != nil {
+		t.Fatalf("calendar: %v", err)
+	}
+	return cal
+}
