@@ -25,6 +25,21 @@ test: ## vet and run every test against real Redis, NATS and Postgres
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
+# The moved-date check (scripts/moved-date.sh): the tests again with this
+# process's clock moved to a month's last seconds, a daylight saving change
+# in a plan's zone (New York), 29 February's last seconds and a Sunday
+# turning Monday (an ISO week's start). -short: tests on Redis take their
+# time from Redis, whose clock a test cannot move. Left out: ledger/reconcile,
+# whose closer and views judge windows by Postgres' now(), which a moved Go
+# clock does not move, and packages with no calendar in them (NATS configs,
+# test servers, the harness, the deploy).
+DATES ?= 2027-01-31T23:59:58Z 2027-03-14T06:59:58Z 2028-02-29T23:59:58Z 2027-03-07T23:59:58Z
+DATE_PKGS = $(shell $(GO) list ./... | grep -v -e /test/multiregion -e /deploy/terraform -e '/ledger/reconcile$$' -e '/internal/natsconf$$' -e '/internal/testserver$$')
+
+.PHONY: test-dates
+test-dates: ## the tests with the clock moved to the calendar's edges (DATES), -short
+	for d in $(DATES); do scripts/moved-date.sh "$$d" -short -timeout 10m $(DATE_PKGS) || exit 1; done
+
 .PHONY: rules-test
 rules-test: ## check the alert rules and run their unit tests with promtool (Debian package prometheus)
 	@command -v promtool >/dev/null || { echo "promtool is missing: install the Debian package prometheus (apt-get install -y prometheus)" >&2; exit 1; }

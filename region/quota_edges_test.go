@@ -23,24 +23,30 @@ import (
 // its cost from them, each once, on the in-process store and on a real
 // Redis.
 func TestQuotaRequestIDsRefundsAndCharges(t *testing.T) {
-	clk := newManualClock()
-	stores := map[string]func() store.Store{"memory": func() store.Store { return memstore.New(clk) }}
+	stores := map[string]func() (store.Store, *clock.Manual){"memory": func() (store.Store, *clock.Manual) {
+		clk := newManualClock()
+		return memstore.New(clk), clk
+	}}
 	if !testing.Short() {
 		srv := testserver.StartRedis(t)
 		rdb := redisClient(t, srv.Addr)
-		stores["redis"] = func() store.Store { return redisstore.New(rdb, fmt.Sprintf("qr%d:", time.Now().UnixNano())) }
+		stores["redis"] = func() (store.Store, *clock.Manual) {
+			return redisstore.New(rdb, fmt.Sprintf("qr%d:", time.Now().UnixNano())), storeClock(t, rdb)
+		}
 	}
-	for name, newStore := range stores {
+	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			plan := monthPlan(t, 10, "", 0)
+			st, clk := open()
+			zone, anchor := midPeriod(clk.Now())
+			plan := monthPlan(t, 10, zone, anchor)
 			plan.Rate, plan.Capacity = 1e6, 1e6
 			book := &bookLedger{clock: clk}
 			// No ledger bases: a base read before a refund reached the
 			// ledger would raise the counter back over it (an
 			// under-admission that docs/design.md [quotas] states), and
 			// this test counts exactly.
-			r := newQuotaRegion(t, "eu", newStore(), plan, clk, book, 1, func(c *region.Config) { c.QuotaBases = nil })
+			r := newQuotaRegion(t, "eu", st, plan, clk, book, 1, func(c *region.Config) { c.QuotaBases = nil })
 			const key = "acct-ids"
 			check := func(id string) region.Decision {
 				t.Helper()
@@ -121,7 +127,8 @@ func TestQuotaWhileStoreDown(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, DialTimeout: 50 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	const limit, key = 200, "acct-outage"
-	plan := monthPlan(t, limit, "", 0)
+	zone, anchor := midPeriod(storeClock(t, rdb).Now())
+	plan := monthPlan(t, limit, zone, anchor)
 	plan.Rate, plan.Capacity = 1e6, 1e6
 	book := &bookLedger{clock: clock.System()}
 	cfg := region.DefaultConfig()

@@ -230,20 +230,28 @@ func TestQuotaMonthAcrossRegions(t *testing.T) {
 // new counters are re-based on the ledger before they grant. On the in-process store and on a real Redis (a new key prefix
 // is a Redis that lost its state).
 func TestQuotaSurvivesLostStoreAndRestart(t *testing.T) {
-	stores := map[string]func() store.Store{}
-	clk := newManualClock()
-	stores["memory"] = func() store.Store { return memstore.New(clk) }
+	// Each store on a clock of its own: the limiter's and the ledger's
+	// start at the store's time, mid-period in the plan's calendar.
+	stores := map[string]func() (func() store.Store, *clock.Manual){}
+	stores["memory"] = func() (func() store.Store, *clock.Manual) {
+		clk := newManualClock()
+		return func() store.Store { return memstore.New(clk) }, clk
+	}
 	if !testing.Short() {
 		srv := testserver.StartRedis(t)
 		rdb := redisClient(t, srv.Addr)
-		stores["redis"] = func() store.Store {
-			return redisstore.New(rdb, fmt.Sprintf("ql%d:", time.Now().UnixNano()))
+		stores["redis"] = func() (func() store.Store, *clock.Manual) {
+			return func() store.Store {
+				return redisstore.New(rdb, fmt.Sprintf("ql%d:", time.Now().UnixNano()))
+			}, storeClock(t, rdb)
 		}
 	}
-	for name, newStore := range stores {
+	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {
+			newStore, clk := open()
 			const limit, key = 1000, "acct-restart"
-			plan := monthPlan(t, limit, "", 0)
+			zone, anchor := midPeriod(clk.Now())
+			plan := monthPlan(t, limit, zone, anchor)
 			plan.Rate, plan.Capacity = 1e6, 1e6 // only the quota binds (Redis refills on its own clock)
 			book := &bookLedger{clock: clk}
 			ctx := context.Background()

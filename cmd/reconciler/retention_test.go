@@ -36,7 +36,13 @@ func TestRetentionCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	now := time.Now().UTC()
+	// Retention judges months by Postgres' clock (now() in SQL): so does
+	// the test, whatever this process's clock says.
+	var now time.Time
+	if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.UTC()
 	month := func(m int) string {
 		return "usage_reports_p" + time.Date(now.Year(), now.Month()+time.Month(m), 1, 0, 0, 0, 0, time.UTC).Format("200601")
 	}
@@ -101,7 +107,13 @@ func TestRetentionKeepsOpenCredit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	now := time.Now().UTC()
+	// Retention judges months by Postgres' clock (now() in SQL): so does
+	// the test, whatever this process's clock says.
+	var now time.Time
+	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.UTC()
 	month := func(m int) time.Time {
 		return time.Date(now.Year(), now.Month()+time.Month(m), 1, 0, 0, 0, 0, time.UTC)
 	}
