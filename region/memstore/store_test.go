@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 		{"the last second of a year", time.Date(2027, 12, 31, 23, 59, 59, 0, time.UTC)},
 		{"29 February", time.Date(2028, 2, 29, 11, 0, 0, 0, time.UTC)},
 		{"a daylight saving change", time.Date(2027, 3, 28, 0, 59, 59, 0, time.UTC)}, // a second before Berlin's clocks go forward
-		{"the day clocks go back", time.Date(2027, 10, 31, 12, 0, 0, 0, time.UTC)},  // a 25-hour day in Berlin
+		{"the day clocks go back", time.Date(2027, 10, 31, 12, 0, 0, 0, time.UTC)},   // a 25-hour day in Berlin
 		{"a Monday", time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
