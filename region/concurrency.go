@@ -53,18 +53,18 @@ func (l *Limiter) Acquire(ctx context.Context, key, id string) (Slot, error) {
 	if id == "" {
 		id = newLeaseID()
 	}
-	ss, _ := l.store.(store.SlotStore)
-	if ss == nil {
+	if l.slotStore == nil {
 		return Slot{}, fmt.Errorf("%w: the store holds no slots", ErrNoConcurrency)
 	}
 	s := Slot{ID: id, Limit: plan.Concurrency}
 	if l.slotStoreUsable() {
-		err := l.callSlots(ctx, func(ctx context.Context) error {
-			rep, err := ss.AcquireSlot(ctx, store.SlotRequest{Key: key, ID: id, Limit: plan.Concurrency, TTL: l.cfg.SlotTTL})
-			s.Allowed, s.Held, s.Expires = rep.Acquired, rep.Held, rep.TTL
-			return err
+		req := store.SlotRequest{Key: key, ID: id, Limit: plan.Concurrency, TTL: l.cfg.SlotTTL}
+		rep, lat, err := storeCall(ctx, l, storeOp[store.SlotReply]{span: "quota.store.acquire"}, func(ctx context.Context) (store.SlotReply, error) {
+			return l.slotStore.AcquireSlot(ctx, req)
 		})
+		l.tellBreaker(lat, err)
 		if err == nil {
+			s.Allowed, s.Held, s.Expires = rep.Acquired, rep.Held, rep.TTL
 			if !s.Allowed {
 				s.RetryAfter = max(l.cfg.SlotTTL/10, time.Millisecond)
 			}
@@ -85,18 +85,17 @@ func (l *Limiter) Release(ctx context.Context, key, id string) (bool, error) {
 		return false, err
 	}
 	local := l.local.release(key, id)
-	ss, _ := l.store.(store.SlotStore)
-	if ss == nil {
+	if l.slotStore == nil {
 		return false, fmt.Errorf("%w: the store holds no slots", ErrNoConcurrency)
 	}
 	err := fmt.Errorf("the breaker is open")
 	var held bool
 	if l.slotStoreUsable() {
-		err = l.callSlots(ctx, func(ctx context.Context) error {
-			var err error
-			held, err = ss.ReleaseSlot(ctx, key, id)
-			return err
+		var lat time.Duration
+		held, lat, err = storeCall(ctx, l, storeOp[bool]{span: "quota.store.release"}, func(ctx context.Context) (bool, error) {
+			return l.slotStore.ReleaseSlot(ctx, key, id)
 		})
+		l.tellBreaker(lat, err)
 	}
 	switch {
 	case err == nil:
@@ -140,30 +139,6 @@ func (l *Limiter) slotStoreUsable() bool {
 		return true
 	}
 	return !l.bgProbes.Load() && l.breaker.allow(l.now())
-}
-
-// callSlots makes one slot store call under StoreTimeout and tells the
-// breaker how it went. It returns the call's error.
-func (l *Limiter) callSlots(ctx context.Context, call func(context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
-	t0 := l.clock.Now()
-	err := call(cctx)
-	lat := l.clock.Now().Sub(t0)
-	cancel()
-	l.storeCalls.Add(1)
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.StoreCall(lat, 0, 0, err)
-	}
-	switch {
-	case store.IsTransient(err) || lat > l.cfg.StoreTimeout:
-		l.breaker.failure(l.now())
-	default:
-		l.breaker.success()
-	}
-	if err != nil && !store.IsTransient(err) {
-		l.keyErrors.Add(1)
-	}
-	return err
 }
 
 // degradedSlot decides an Acquire the store could not, by the plan's

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotaplatform/quota/region/store"
 )
@@ -53,8 +51,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	if err := CheckRequestID(id); err != nil {
 		return Decision{}, err
 	}
-	rs, ok := l.store.(store.RequestStore)
-	if !ok {
+	if l.requestStore == nil {
 		return Decision{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
 	}
 	h := maphash.String(l.seed, key)
@@ -90,7 +87,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	call := store.RequestCall{Op: store.RequestCheck, Deny: deny, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
 		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
 	sh.mu.Unlock()
-	rep, err := l.callRequest(ctx, rs, call)
+	rep, err := l.callRequest(ctx, call)
 	sh.mu.Lock()
 	now = l.now()
 	l.attachLocked(&m) // the entry may have been evicted meanwhile
@@ -174,8 +171,7 @@ func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, co
 	if err := CheckRequestID(id); err != nil {
 		return Adjustment{}, err
 	}
-	rs, ok := l.store.(store.RequestStore)
-	if !ok {
+	if l.requestStore == nil {
 		return Adjustment{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
 	}
 	plan, err := l.plans.Plan(key)
@@ -191,7 +187,7 @@ func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, co
 	share := l.share(key)
 	call := store.RequestCall{Op: op, Key: key, ID: id, Rate: plan.Rate * share, Capacity: plan.Capacity * share,
 		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
-	rep, err := l.callRequest(ctx, rs, call)
+	rep, err := l.callRequest(ctx, call)
 	if err != nil {
 		if store.IsTransient(err) {
 			return Adjustment{}, fmt.Errorf("%s not applied, send it again: %w", op, err)
@@ -311,52 +307,41 @@ func pastTense(op store.RequestOp) string {
 	return "charged"
 }
 
-// callRequest makes one store.RequestStore call under the hard store timeout,
-// as callStore makes a lease call: counted, traced, observed, and told to
-// the breaker (a refusal about the call is an answer).
-func (l *Limiter) callRequest(ctx context.Context, rs store.RequestStore, call store.RequestCall) (store.RequestReply, error) {
-	var span trace.Span
+// callRequest makes one request id call (storeCall) and tells the
+// breaker how it went (a refusal about the call is an answer).
+func (l *Limiter) callRequest(ctx context.Context, call store.RequestCall) (store.RequestReply, error) {
+	op := storeOp[store.RequestReply]{span: "quota.store.request", want: call.Cost,
+		granted:   requestGranted,
+		storeTime: func(r store.RequestReply) time.Time { return r.StoreTime },
+		replyAttrs: func(r store.RequestReply) []attribute.KeyValue {
+			return []attribute.KeyValue{attribute.Int("quota.status", int(r.Status))}
+		}}
+	if call.Op == store.RequestCheck {
+		op.granted = checkGranted
+	}
 	if l.cfg.Tracer != nil {
-		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.request", trace.WithSpanKind(trace.SpanKindClient))
+		op.attrs = []attribute.KeyValue{attribute.String("quota.op", call.Op.String())}
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
-	t0 := l.clock.Now()
-	rep, err := rs.Request(cctx, call)
-	t1 := l.clock.Now()
-	cancel()
-	lat := t1.Sub(t0)
-	if span != nil {
-		span.SetAttributes(attribute.String("quota.op", call.Op.String()), attribute.Int64("quota.cost", call.Cost),
-			attribute.Int("quota.status", int(rep.Status)), attribute.Int64("quota.latency_us", lat.Microseconds()))
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, "store call failed")
-		}
-		span.End()
+	rep, lat, err := storeCall(ctx, l, op, func(ctx context.Context) (store.RequestReply, error) {
+		return l.requestStore.Request(ctx, call)
+	})
+	l.tellBreaker(lat, err)
+	return rep, err
+}
+
+// checkGranted is what a check's reply granted, for the observer: its
+// cost when applied and allowed. requestGranted is a refund's or a
+// charge's: its cost when applied.
+func checkGranted(r store.RequestReply) int64 {
+	if r.Status == store.RequestApplied && r.Allowed {
+		return r.Cost
 	}
-	l.storeCalls.Add(1)
-	if l.cfg.Observer != nil {
-		var granted int64
-		if rep.Status == store.RequestApplied && (call.Op != store.RequestCheck || rep.Allowed) {
-			granted = call.Cost
-		}
-		l.cfg.Observer.StoreCall(lat, call.Cost, granted, err)
+	return 0
+}
+
+func requestGranted(r store.RequestReply) int64 {
+	if r.Status == store.RequestApplied {
+		return r.Cost
 	}
-	now := l.now()
-	switch {
-	case err != nil && store.IsTransient(err):
-		l.breaker.failure(now)
-		return store.RequestReply{}, err
-	case lat > l.cfg.StoreTimeout:
-		l.breaker.failure(now)
-	default:
-		l.breaker.success()
-	}
-	if err != nil {
-		l.keyErrors.Add(1)
-		return store.RequestReply{}, err
-	}
-	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
-	l.offset.observe(rep.StoreTime.UnixNano() - mid)
-	return rep, nil
+	return 0
 }

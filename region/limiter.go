@@ -21,10 +21,16 @@ const slowStripes = 1024
 // run its background loop with Run, and call Allow from any goroutine.
 type Limiter struct {
 	store store.Store
-	plans PlanResolver
-	cfg   Config
-	clock clock.Clock // Config.Clock, or clock.System()
-	seed  maphash.Seed
+	// The store's optional capabilities, found once by New; nil when it
+	// lacks one (New refuses what needs it; plans with quotas, ids or
+	// concurrency degrade, flagged, on a store without them).
+	quotaStore   store.QuotaStore
+	requestStore store.RequestStore
+	slotStore    store.SlotStore
+	plans        PlanResolver
+	cfg          Config
+	clock        clock.Clock // Config.Clock, or clock.System()
+	seed         maphash.Seed
 
 	start     time.Time // origin of limiter time, read from clock
 	system    bool      // Config.Clock is nil: decisions read the coarse clock, or time.Since
@@ -113,6 +119,9 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
 	l.horizon.Store(int64(cfg.IdempotencyHorizon))
+	l.quotaStore, _ = st.(store.QuotaStore)
+	l.requestStore, _ = st.(store.RequestStore)
+	l.slotStore, _ = st.(store.SlotStore)
 	if ip, ok := st.(inProcess); ok {
 		l.inMemory = ip.InProcess()
 	}

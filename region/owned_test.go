@@ -21,28 +21,7 @@ func TestStatesOwnTheirFields(t *testing.T) {
 	if testing.Short() {
 		t.Skip("type-checks the package from source")
 	}
-	fset := token.NewFileSet()
-	names, err := os.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []*ast.File
-	for _, n := range names {
-		if !strings.HasSuffix(n.Name(), ".go") || strings.HasSuffix(n.Name(), "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, n.Name(), nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	info := &types.Info{Selections: map[*ast.SelectorExpr]*types.Selection{}}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
-	pkg, err := conf.Check("github.com/quotaplatform/quota/region", fset, files, info)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fset, files, info, pkg := typeCheckRegion(t)
 	owner := map[*types.Var]string{} // field → the type that owns it
 	for _, name := range ownedStates {
 		st := pkg.Scope().Lookup(name).Type().Underlying().(*types.Struct)
@@ -76,6 +55,131 @@ func TestStatesOwnTheirFields(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no selector expression checked")
 	}
+}
+
+// typeCheckRegion parses and type-checks the package's non-test files.
+func typeCheckRegion(t *testing.T) (*token.FileSet, []*ast.File, *types.Info, *types.Package) {
+	t.Helper()
+	fset := token.NewFileSet()
+	names, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, n := range names {
+		if !strings.HasSuffix(n.Name(), ".go") || strings.HasSuffix(n.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, n.Name(), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	info := &types.Info{Selections: map[*ast.SelectorExpr]*types.Selection{}, Uses: map[*ast.Ident]types.Object{}}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	pkg, err := conf.Check("github.com/quotaplatform/quota/region", fset, files, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fset, files, info, pkg
+}
+
+// TestOneStoreCall: every call of a store method (store.Store,
+// QuotaStore, RequestStore, SlotStore) is made by storeCall, inside the
+// function literal passed to it, so that every capability's calls share
+// one deadline, timing, counting, observer, span, bounds check, key-error
+// count and clock-offset rule.
+func TestOneStoreCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the package from source")
+	}
+	fset, files, info, pkg := typeCheckRegion(t)
+	storePkg := pkg.Imports()
+	var contract *types.Package
+	for _, p := range storePkg {
+		if p.Path() == "github.com/quotaplatform/quota/region/store" {
+			contract = p
+		}
+	}
+	if contract == nil {
+		t.Fatal("region does not import the store contract")
+	}
+	methods := map[*types.Func]bool{}
+	for _, name := range []string{"Store", "QuotaStore", "RequestStore", "SlotStore"} {
+		iface := contract.Scope().Lookup(name).Type().Underlying().(*types.Interface)
+		for i := range iface.NumMethods() {
+			methods[iface.Method(i)] = true
+		}
+	}
+	// wrapped holds the function literals passed to storeCall.
+	wrapped := map[*ast.FuncLit]bool{}
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			fun := call.Fun
+			if ix, ok := fun.(*ast.IndexExpr); ok {
+				fun = ix.X
+			}
+			if id, ok := fun.(*ast.Ident); ok && id.Name == "storeCall" {
+				for _, a := range call.Args {
+					if lit, ok := a.(*ast.FuncLit); ok {
+						wrapped[lit] = true
+					}
+				}
+			}
+			return true
+		})
+	}
+	found := 0
+	for _, f := range files {
+		var inside []bool // per enclosing function literal: passed to storeCall
+		var visit func(n ast.Node) bool
+		visit = func(n ast.Node) bool {
+			if lit, ok := n.(*ast.FuncLit); ok {
+				inside = append(inside, wrapped[lit])
+				ast.Inspect(lit.Body, visit)
+				inside = inside[:len(inside)-1]
+				return false
+			}
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			s := info.Selections[sel]
+			if s == nil || s.Kind() != types.MethodVal {
+				return true
+			}
+			m, ok := s.Obj().(*types.Func)
+			if !ok || !methods[m.Origin()] && !implementsStoreMethod(m, methods) {
+				return true
+			}
+			found++
+			if len(inside) == 0 || !inside[len(inside)-1] {
+				t.Errorf("%s: %s called outside storeCall: pass it to storeCall as its call", fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+			return true
+		}
+		ast.Inspect(f, visit)
+	}
+	if found < 5 {
+		t.Fatalf("found %d store calls, want the lease, quota, request and two slot calls at least", found)
+	}
+}
+
+// implementsStoreMethod reports whether m is a method of the store
+// contract's interfaces (called through an interface value whose type is
+// the contract's).
+func implementsStoreMethod(m *types.Func, methods map[*types.Func]bool) bool {
+	for c := range methods {
+		if c.Name() == m.Name() && types.Identical(c.Type(), m.Type()) {
+			return true
+		}
+	}
+	return false
 }
 
 // ownedStates are the types whose fields only their own methods use.

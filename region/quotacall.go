@@ -2,9 +2,10 @@ package region
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/quotaplatform/quota/region/store"
 )
@@ -33,8 +34,7 @@ func (l *Limiter) quotaWant(m *miss, ps *[store.MaxQuotaPeriods]store.QuotaPerio
 // call (the old one when the store did not answer), and whether the
 // store answered.
 func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
-	qs, ok := l.store.(store.QuotaStore)
-	if !ok {
+	if l.quotaStore == nil {
 		// New refuses a plan with quotas on such a store (Validate of the
 		// resolver's plans happens per key): degrade, flagged, and let the
 		// key's refusal show in the key errors.
@@ -45,7 +45,7 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 	call := q.call(m.key, ps, n, held)
 	call.Want, call.Min = l.quotaWant(m, ps, n, rateWant), m.cost
 	call.NeedBase = l.cfg.QuotaBases != nil && call.NeedBase
-	rep, ok := l.sendQuotaCallLocked(ctx, m, qs, call)
+	rep, ok := l.sendQuotaCallLocked(ctx, m, call)
 	if !ok {
 		return held, false
 	}
@@ -66,7 +66,7 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 		// base.
 		retry := q.call(m.key, ps, n, 0) // the charge went with the first call
 		retry.Want, retry.Min, retry.NeedBase = call.Want, call.Min, false
-		if rep, ok = l.sendQuotaCallLocked(ctx, m, qs, retry); !ok {
+		if rep, ok = l.sendQuotaCallLocked(ctx, m, retry); !ok {
 			return 0, false
 		}
 		q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
@@ -75,22 +75,17 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 	return rep.Granted, true
 }
 
-// callQuota makes one quota call under the hard timeout.
-func (l *Limiter) callQuota(ctx context.Context, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
-	t0 := l.clock.Now()
-	rep, err := qs.LeaseQuota(cctx, call)
-	lat := l.clock.Now().Sub(t0)
-	cancel()
-	l.storeCalls.Add(1)
+// callQuota makes one quota counter call (storeCall).
+func (l *Limiter) callQuota(ctx context.Context, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
 	l.quotaCalls.Add(1)
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.StoreCall(lat, call.Want, rep.Granted, err)
+	op := storeOp[store.QuotaReply]{span: "quota.store.quota", want: call.Want,
+		granted: func(r store.QuotaReply) int64 { return r.Granted }}
+	if l.cfg.Tracer != nil {
+		op.attrs = []attribute.KeyValue{attribute.Int64("quota.charge", call.Charge), attribute.Int("quota.periods", len(call.Periods))}
 	}
-	if err == nil && (rep.Granted < 0 || rep.Granted > call.Want) {
-		err = fmt.Errorf("%w: quota store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, call.Want)
-	}
-	return rep, lat, err
+	return storeCall(ctx, l, op, func(ctx context.Context) (store.QuotaReply, error) {
+		return l.quotaStore.LeaseQuota(ctx, call)
+	})
 }
 
 // awaitBaseLocked waits, up to QuotaBaseTimeout, for the base request in
@@ -114,27 +109,14 @@ func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
 
 // sendQuotaCallLocked makes one quota call with the shard unlocked and
 // tells the breaker how it went; it reports whether the store answered.
-func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, qs store.QuotaStore, call store.QuotaCall) (store.QuotaReply, bool) {
+func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, call store.QuotaCall) (store.QuotaReply, bool) {
 	m.e.busy = true
 	m.sh.mu.Unlock()
-	rep, lat, err := l.callQuota(ctx, qs, call)
+	rep, lat, err := l.callQuota(ctx, call)
 	m.sh.mu.Lock()
 	m.e.busy = false
-	now := l.now()
-	if err != nil {
-		if store.IsTransient(err) {
-			l.breaker.failure(now)
-		} else {
-			l.keyErrors.Add(1)
-		}
-		return store.QuotaReply{}, false
-	}
-	if lat > l.cfg.StoreTimeout {
-		l.breaker.failure(now)
-	} else {
-		l.breaker.success()
-	}
-	return rep, true
+	l.tellBreaker(lat, err)
+	return rep, err == nil
 }
 
 // applyReply records a quota call's reply, for a check of cost at

@@ -52,12 +52,11 @@ func (l *Limiter) sendQuotaReturn(ctx context.Context, r pendingReturn) returnOu
 	if r.quota == nil {
 		return returnSent
 	}
-	qs, ok := l.store.(store.QuotaStore)
-	if !ok {
+	if l.quotaStore == nil {
 		return returnRefused
 	}
 	call := store.QuotaCall{Key: r.key, Periods: r.quota.periods[:r.quota.n], Charge: r.quota.charge}
-	_, _, err := l.callQuota(ctx, qs, call)
+	_, _, err := l.callQuota(ctx, call)
 	if store.IsTransient(err) {
 		l.breaker.failure(l.now())
 		return returnFailed

@@ -49,7 +49,107 @@ func (l *Limiter) probe(ctx context.Context, key string, rate, capacity float64)
 	return true
 }
 
-// callStore makes one store call under the hard timeout and learns the
+// storeOp is what one store call of any capability (leases, quota
+// counters, request ids, slots) tells storeCall about itself: its span's
+// name, what it asks, and how to read its reply.
+type storeOp[R any] struct {
+	span    string        // the span's name
+	want    int64         // permits or cost asked, for the observer and the span
+	timeout time.Duration // 0: Config.StoreTimeout
+	// granted is what the reply grants, for the observer and the bound
+	// check (0 ≤ granted ≤ want); nil: the call grants nothing.
+	granted func(R) int64
+	// storeTime is the store's clock in the reply, from which the clock
+	// offset is learned (docs/design.md [store-clock]); nil: none.
+	storeTime func(R) time.Time
+	// attrs are the call's own span attributes, built only when tracing
+	// (a call site checks Config.Tracer) so that an untraced call
+	// allocates nothing for them; replyAttrs adds the reply's.
+	attrs      []attribute.KeyValue
+	replyAttrs func(R) []attribute.KeyValue
+}
+
+// storeCall makes one store call, do, for every capability alike: under
+// the hard timeout (no deadline for an in-process store, which does no
+// I/O), timed, counted, observed, traced, bounds-checked, learning the
+// clock offset when the reply carries the store's time, and counting a
+// refusal about the call (store.ErrStoreRejected) as a key error. Telling
+// the breaker is the caller's (tellBreaker, or its own rule): a probe, a
+// renewal and a background return judge an answer differently. It is the
+// only place that calls the store (TestOneStoreCall).
+func storeCall[R any](ctx context.Context, l *Limiter, op storeOp[R], do func(context.Context) (R, error)) (R, time.Duration, error) {
+	var span trace.Span
+	if l.cfg.Tracer != nil {
+		ctx, span = l.cfg.Tracer.Start(ctx, op.span, trace.WithSpanKind(trace.SpanKindClient))
+	}
+	// An in-process store answers without I/O, so a deadline would only cost the
+	// slow path a timer and the request context's cancellation bookkeeping
+	// (about 300 B, 6 % of the embedded daemon's allocation per check at
+	// 0.5 checks/s per key).
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if !l.inMemory {
+		timeout := op.timeout
+		if timeout == 0 {
+			timeout = l.cfg.StoreTimeout
+		}
+		cctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	t0 := l.clock.Now()
+	rep, err := do(cctx)
+	t1 := l.clock.Now()
+	cancel()
+	lat := t1.Sub(t0)
+	var granted int64
+	if err == nil && op.granted != nil {
+		granted = op.granted(rep)
+		if granted < 0 || granted > op.want {
+			err = fmt.Errorf("%w: %s granted %d of %d asked", store.ErrStoreUnavailable, op.span, granted, op.want)
+		}
+	}
+	if span != nil {
+		endStoreSpan(span, op, rep, granted, lat, err)
+	}
+	l.storeCalls.Add(1)
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.StoreCall(lat, op.want, granted, err)
+	}
+	if err != nil {
+		if !store.IsTransient(err) {
+			l.keyErrors.Add(1)
+		}
+		var zero R
+		return zero, lat, err
+	}
+	if op.storeTime != nil {
+		mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
+		l.offset.observe(op.storeTime(rep).UnixNano() - mid)
+	}
+	return rep, lat, nil
+}
+
+// tellBreaker tells the breaker how a store call went: a transient error
+// or an answer later than StoreTimeout is a failure, anything else (a
+// refusal about the call included) a success.
+func (l *Limiter) tellBreaker(lat time.Duration, err error) {
+	if store.IsTransient(err) || lat > l.cfg.StoreTimeout {
+		l.breaker.failure(l.now())
+		return
+	}
+	l.breaker.success()
+}
+
+// leaseOp is a lease call's storeOp.
+func (l *Limiter) leaseOp(req store.LeaseRequest, timeout time.Duration) storeOp[store.LeaseReply] {
+	op := storeOp[store.LeaseReply]{span: "quota.store.call", want: req.Want, timeout: timeout,
+		granted:   func(r store.LeaseReply) int64 { return r.Granted },
+		storeTime: func(r store.LeaseReply) time.Time { return r.StoreTime }}
+	if l.cfg.Tracer != nil {
+		op.attrs = []attribute.KeyValue{attribute.Int64("quota.return", req.Return)}
+	}
+	return op
+}
+
+// callStore makes one lease call under the hard timeout and learns the
 // clock offset from its reply (docs/design.md [store-clock]). It counts the
 // calls the store refused for their key (store.ErrStoreRejected); telling the
 // breaker is the caller's.
@@ -59,48 +159,19 @@ func (l *Limiter) callStore(ctx context.Context, req store.LeaseRequest) (store.
 
 // callStoreWithin is callStore under timeout instead of StoreTimeout.
 func (l *Limiter) callStoreWithin(ctx context.Context, req store.LeaseRequest, timeout time.Duration) (store.LeaseReply, time.Duration, error) {
-	var span trace.Span
-	if l.cfg.Tracer != nil {
-		ctx, span = l.cfg.Tracer.Start(ctx, "quota.store.call", trace.WithSpanKind(trace.SpanKindClient))
-	}
-	// An in-process store answers without I/O, so a deadline would only cost the
-	// slow path a timer and the request context's cancellation bookkeeping
-	// (about 300 B, 6 % of the embedded daemon's allocation per check at
-	// 0.5 checks/s per key).
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if !l.inMemory {
-		cctx, cancel = context.WithTimeout(ctx, timeout)
-	}
-	t0 := l.clock.Now()
-	rep, err := l.store.Lease(cctx, req)
-	t1 := l.clock.Now()
-	cancel()
-	lat := t1.Sub(t0)
-	if span != nil {
-		endStoreSpan(span, req, rep, lat, err)
-	}
-	l.storeCalls.Add(1)
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.StoreCall(lat, req.Want, rep.Granted, err)
-	}
-	if err != nil {
-		if !store.IsTransient(err) {
-			l.keyErrors.Add(1)
-		}
-		return store.LeaseReply{}, lat, err
-	}
-	if rep.Granted < 0 || rep.Granted > req.Want {
-		return store.LeaseReply{}, lat, fmt.Errorf("%w: store granted %d of %d asked", store.ErrStoreUnavailable, rep.Granted, req.Want)
-	}
-	mid := l.startWall + int64(t0.Sub(l.start)) + int64(lat)/2
-	l.offset.observe(rep.StoreTime.UnixNano() - mid)
-	return rep, lat, nil
+	return storeCall(ctx, l, l.leaseOp(req, timeout), func(ctx context.Context) (store.LeaseReply, error) {
+		return l.store.Lease(ctx, req)
+	})
 }
 
 // endStoreSpan records a store call on its span and ends it.
-func endStoreSpan(span trace.Span, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error) {
-	span.SetAttributes(attribute.Int64("quota.want", req.Want), attribute.Int64("quota.granted", rep.Granted),
-		attribute.Int64("quota.return", req.Return), attribute.Int64("quota.latency_us", lat.Microseconds()))
+func endStoreSpan[R any](span trace.Span, op storeOp[R], rep R, granted int64, lat time.Duration, err error) {
+	span.SetAttributes(attribute.Int64("quota.want", op.want), attribute.Int64("quota.granted", granted),
+		attribute.Int64("quota.latency_us", lat.Microseconds()))
+	span.SetAttributes(op.attrs...)
+	if op.replyAttrs != nil {
+		span.SetAttributes(op.replyAttrs(rep)...)
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "store call failed")
