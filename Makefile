@@ -31,10 +31,13 @@ test: ## vet and run every test against real Redis, NATS and Postgres
 # turning Monday (an ISO week's start). -short: tests on Redis take their
 # time from Redis, whose clock a test cannot move. Left out: ledger/reconcile,
 # whose closer and views judge windows by Postgres' now(), which a moved Go
-# clock does not move, and packages with no calendar in them (NATS configs,
-# test servers, the harness, the deploy).
+# clock does not move; and the packages with no calendar in them (gossip,
+# membership, NATS and its configs, tokens, test servers, dashboards, the
+# load generator, the harness, the deploy).
 DATES ?= 2027-01-31T23:59:58Z 2027-03-14T06:59:58Z 2028-02-29T23:59:58Z 2027-03-07T23:59:58Z
-DATE_PKGS = $(shell $(GO) list ./... | grep -v -e /test/multiregion -e /deploy/terraform -e '/ledger/reconcile$$' -e '/internal/natsconf$$' -e '/internal/testserver$$')
+NO_CALENDAR := /test/multiregion /deploy/ /ledger/reconcile$$ /gossip$$ /membership$$ /natsembed$$ /natsrole$$ \
+	/internal/natsconf$$ /internal/natsname$$ /internal/testserver$$ /internal/scratch$$ /bearer$$ /cmd/loadtest$$
+DATE_PKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(NO_CALENDAR),-e '$(p)'))
 
 .PHONY: test-dates
 test-dates: ## the tests with the clock moved to the calendar's edges (DATES), -short
