@@ -319,9 +319,7 @@ func (l *Limiter) callRequest(ctx context.Context, call store.RequestCall) (stor
 	if call.Op == store.RequestCheck {
 		op.granted = checkGranted
 	}
-	if l.cfg.Tracer != nil {
-		op.attrs = []attribute.KeyValue{attribute.String("quota.op", call.Op.String())}
-	}
+	op = op.withDetail(attribute.String("quota.op", call.Op.String()))
 	rep, lat, err := storeCall(ctx, l, op, func(ctx context.Context) (store.RequestReply, error) {
 		return l.requestStore.Request(ctx, call)
 	})

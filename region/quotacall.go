@@ -80,9 +80,7 @@ func (l *Limiter) callQuota(ctx context.Context, call store.QuotaCall) (store.Qu
 	l.quotaCalls.Add(1)
 	op := storeOp[store.QuotaReply]{span: "quota.store.quota", want: call.Want,
 		granted: func(r store.QuotaReply) int64 { return r.Granted }}
-	if l.cfg.Tracer != nil {
-		op.attrs = []attribute.KeyValue{attribute.Int64("quota.charge", call.Charge), attribute.Int("quota.periods", len(call.Periods))}
-	}
+	op = op.withDetail(attribute.Int64("quota.charge", call.Charge)).withDetail(attribute.Int("quota.periods", len(call.Periods)))
 	return storeCall(ctx, l, op, func(ctx context.Context) (store.QuotaReply, error) {
 		return l.quotaStore.LeaseQuota(ctx, call)
 	})

@@ -62,12 +62,23 @@ type storeOp[R any] struct {
 	// storeTime is the store's clock in the reply, from which the clock
 	// offset is learned (docs/design.md [store-clock]); nil: none.
 	storeTime func(R) time.Time
-	// attrs are the call's own span attributes, built only when tracing
-	// (a call site checks Config.Tracer) so that an untraced call
-	// allocates nothing for them; replyAttrs adds the reply's.
-	attrs      []attribute.KeyValue
-	replyAttrs func(R) []attribute.KeyValue
+	// detail holds up to two attributes of the call's own for its span,
+	// by value: they are copied into the span only when it records, so
+	// that a call outside any sampled trace allocates nothing for them.
+	detail     [2]attribute.KeyValue
+	details    int
+	replyAttrs func(R) []attribute.KeyValue // the reply's; nil: none
 }
+
+// withDetail returns op with kv among its span's attributes.
+func (op storeOp[R]) withDetail(kv attribute.KeyValue) storeOp[R] {
+	op.detail[op.details] = kv
+	op.details++
+	return op
+}
+
+// clientSpan is the option every store call's span starts with, made once.
+var clientSpan = trace.WithSpanKind(trace.SpanKindClient)
 
 // storeCall makes one store call, do, for every capability alike: under
 // the hard timeout (no deadline for an in-process store, which does no
@@ -80,7 +91,7 @@ type storeOp[R any] struct {
 func storeCall[R any](ctx context.Context, l *Limiter, op storeOp[R], do func(context.Context) (R, error)) (R, time.Duration, error) {
 	var span trace.Span
 	if l.cfg.Tracer != nil {
-		ctx, span = l.cfg.Tracer.Start(ctx, op.span, trace.WithSpanKind(trace.SpanKindClient))
+		ctx, span = l.cfg.Tracer.Start(ctx, op.span, clientSpan)
 	}
 	// An in-process store answers without I/O, so a deadline would only cost the
 	// slow path a timer and the request context's cancellation bookkeeping
@@ -107,7 +118,10 @@ func storeCall[R any](ctx context.Context, l *Limiter, op storeOp[R], do func(co
 		}
 	}
 	if span != nil {
-		endStoreSpan(span, op, rep, granted, lat, err)
+		if span.IsRecording() {
+			recordStoreSpan(span, op, rep, granted, lat, err)
+		}
+		span.End()
 	}
 	l.storeCalls.Add(1)
 	if l.cfg.Observer != nil {
@@ -143,10 +157,7 @@ func (l *Limiter) leaseOp(req store.LeaseRequest, timeout time.Duration) storeOp
 	op := storeOp[store.LeaseReply]{span: "quota.store.call", want: req.Want, timeout: timeout,
 		granted:   func(r store.LeaseReply) int64 { return r.Granted },
 		storeTime: func(r store.LeaseReply) time.Time { return r.StoreTime }}
-	if l.cfg.Tracer != nil {
-		op.attrs = []attribute.KeyValue{attribute.Int64("quota.return", req.Return)}
-	}
-	return op
+	return op.withDetail(attribute.Int64("quota.return", req.Return))
 }
 
 // callStore makes one lease call under the hard timeout and learns the
@@ -164,19 +175,20 @@ func (l *Limiter) callStoreWithin(ctx context.Context, req store.LeaseRequest, t
 	})
 }
 
-// endStoreSpan records a store call on its span and ends it.
-func endStoreSpan[R any](span trace.Span, op storeOp[R], rep R, granted int64, lat time.Duration, err error) {
-	span.SetAttributes(attribute.Int64("quota.want", op.want), attribute.Int64("quota.granted", granted),
+// recordStoreSpan records a store call on its span, which records.
+func recordStoreSpan[R any](span trace.Span, op storeOp[R], rep R, granted int64, lat time.Duration, err error) {
+	kv := make([]attribute.KeyValue, 0, 6)
+	kv = append(kv, attribute.Int64("quota.want", op.want), attribute.Int64("quota.granted", granted),
 		attribute.Int64("quota.latency_us", lat.Microseconds()))
-	span.SetAttributes(op.attrs...)
+	kv = append(kv, op.detail[:op.details]...)
 	if op.replyAttrs != nil {
-		span.SetAttributes(op.replyAttrs(rep)...)
+		kv = append(kv, op.replyAttrs(rep)...)
 	}
+	span.SetAttributes(kv...)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "store call failed")
 	}
-	span.End()
 }
 
 // refusedLocked reports whether the store refused the key's last call for
