@@ -198,7 +198,7 @@ func (e Entry) validate() error {
 }
 
 // CheckName reports whether s can name a plan, key, endpoint or domain: the rule of
-// region.CheckKey (1 to region.MaxKeyLen bytes of printable ASCII without
+// region.CheckKey (1 to store.MaxKeyLen bytes of printable ASCII without
 // spaces), so that every assigned key is one the limiter accepts. The error
 // wraps ErrInvalidName and names field.
 func CheckName(field, s string) error { return region.CheckName(ErrInvalidName, field, s) }
