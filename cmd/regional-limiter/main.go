@@ -74,8 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	// Listen before starting: a signal during the start then stops the
-	// daemon cleanly instead of killing it.
+	// Listen before starting: a signal during the start cancels it (fx
+	// stops what had started) instead of killing the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	applyGCPercent(o.GCPercent)
