@@ -12,11 +12,12 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: ## run one regional limiter on embedded defaults (in-process store, embedded NATS) on :8080
-	$(GO) run ./cmd/regional-limiter
+run: ## run one regional limiter on embedded defaults (in-process store, embedded NATS) on :8080; Ctrl-C stops it at once
+	$(GO) build -o bin/regional-limiter ./cmd/regional-limiter
+	exec bin/regional-limiter --shutdown-delay 0s
 
 .PHONY: run-example
-run-example: ## run examples/weighted-api, a Go service embedding a participant, on embedded defaults on :8081
+run-example: ## run examples/weighted-api, a Go service embedding a participant, on embedded defaults on :8083
 	$(GO) run ./examples/weighted-api
 
 .PHONY: test

@@ -198,7 +198,17 @@ func (e Entry) validate() error {
 }
 
 // CheckName reports whether s can name a plan, key, endpoint or domain: the rule of
-// region.CheckKey (1 to region.MaxKeyLen bytes of printable ASCII without
+// region.CheckKey (1 to store.MaxKeyLen bytes of printable ASCII without
 // spaces), so that every assigned key is one the limiter accepts. The error
 // wraps ErrInvalidName and names field.
 func CheckName(field, s string) error { return region.CheckName(ErrInvalidName, field, s) }
+
+// logName is an entry's name as a log line above debug carries it: a
+// plan's, endpoint's or domain's as it is, a customer's key as "<key>"
+// (keys are logged at debug level only).
+func logName(kind Kind, name string) string {
+	if kind == KindKey {
+		return "<key>"
+	}
+	return name
+}

@@ -6,7 +6,7 @@ import "errors"
 // An unknown plan is region.ErrUnknownPlan.
 var (
 	// ErrInvalidName: a plan, key or endpoint name is empty, longer than
-	// region.MaxKeyLen bytes, or holds a byte that is not printable ASCII.
+	// store.MaxKeyLen bytes, or holds a byte that is not printable ASCII.
 	ErrInvalidName = errors.New("invalid name")
 	// ErrInvalidValue: a plan's rate or capacity, or an endpoint's cost, is
 	// out of range. A plan's range is region.Plan's: rate in

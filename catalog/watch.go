@@ -236,7 +236,7 @@ func (c *Catalog) applyTo(st *state, kve jetstream.KeyValueEntry) {
 	}
 	e, err := decodeEntry(kve.Key(), kve.Value(), kve.Revision())
 	if err != nil {
-		c.log.Warn("skipping bad catalogue entry", "revision", kve.Revision(), "err", err)
+		c.logBadEntry("skipping bad catalogue entry", kve.Key(), kve.Revision(), err)
 		return
 	}
 	if e.Deleted {
@@ -255,8 +255,24 @@ func (c *Catalog) apply(kve jetstream.KeyValueEntry) (Kind, string) {
 	close(c.applied)
 	c.applied = make(chan struct{})
 	c.mu.Unlock()
-	c.log.Info("catalogue change applied", "kind", kind, "name", name, "op", kve.Operation().String(), "revision", kve.Revision())
+	c.log.Info("catalogue change applied", "kind", kind, "name", logName(kind, name), "op", kve.Operation().String(), "revision", kve.Revision())
+	if kind == KindKey {
+		c.log.Debug("catalogue change applied", "kind", kind, "name", name, "revision", kve.Revision())
+	}
 	return kind, name
+}
+
+// logBadEntry logs an entry that does not decode, at warn level without
+// its error when the entry is a key's, since the error quotes its name;
+// the error with the key is logged at debug level.
+func (c *Catalog) logBadEntry(msg, kvk string, rev uint64, err error) {
+	kind, _, _ := parseKVKey(kvk)
+	if kind != KindKey {
+		c.log.Warn(msg, "kind", kind, "revision", rev, "err", err)
+		return
+	}
+	c.log.Warn(msg, "kind", kind, "revision", rev)
+	c.log.Debug(msg, "kind", kind, "revision", rev, "err", err)
 }
 
 // swap replaces the live state with a full read of the bucket.

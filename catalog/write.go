@@ -138,7 +138,10 @@ func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
 		return 0, err
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int64("quota.revision", int64(rev)))
-	c.log.Info("catalogue write", "kind", e.Kind, "name", e.Name, "actor", e.Actor, "deleted", e.Deleted, "revision", rev)
+	c.log.Info("catalogue write", "kind", e.Kind, "name", logName(e.Kind, e.Name), "actor", e.Actor, "deleted", e.Deleted, "revision", rev)
+	if e.Kind == KindKey {
+		c.log.Debug("catalogue write", "kind", e.Kind, "name", e.Name, "revision", rev)
+	}
 	if err := c.WaitVersion(ctx, rev); err != nil {
 		// Written, but not yet seen by this process's watch: the write
 		// stands, and the watch will apply it.
@@ -219,7 +222,7 @@ func (c *Catalog) History(ctx context.Context, kind Kind, name string) ([]Entry,
 		}
 		e, err := decodeEntry(h.Key(), h.Value(), h.Revision())
 		if err != nil {
-			c.log.Warn("skipping undecodable history entry", "err", err)
+			c.logBadEntry("skipping undecodable history entry", h.Key(), h.Revision(), err)
 			continue
 		}
 		out = append(out, e)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // Digest wire format, version 1. All integers are unsigned varints, all
@@ -26,8 +28,6 @@ const (
 	MaxDigestSize = 64 << 10
 	// MaxNameLen is the longest region or process name, in bytes.
 	MaxNameLen = 64
-	// MaxKeyLen is the longest key, in bytes (region.MaxKeyLen).
-	MaxKeyLen = 256
 
 	flagGoodbye = 1 << 0
 	headerLen   = 4
@@ -115,7 +115,7 @@ func (d *Digest) encode(b []byte, max int) ([]byte, int, error) {
 
 // MarshalBinary encodes d in the wire format (encoding.BinaryMarshaler),
 // with as many of its keys, in order, as fit in MaxDigestSize; a key that
-// is not printable ASCII of 1 to MaxKeyLen bytes is left out. It fails
+// is not printable ASCII of 1 to store.MaxKeyLen bytes is left out. It fails
 // only on a bad region or process name. A Node publishes its own digests;
 // this is for tools and tests that speak the protocol.
 func (d *Digest) MarshalBinary() ([]byte, error) {
@@ -155,7 +155,7 @@ func DecodeDigest(b []byte) (Digest, error) {
 		d.Keys = make([]KeyDemand, 0, n)
 		seen := make(map[string]struct{}, n)
 		for i := uint64(0); i < n && r.err == nil; i++ {
-			k := KeyDemand{Key: r.str("key", MaxKeyLen)}
+			k := KeyDemand{Key: r.str("key", store.MaxKeyLen)}
 			k.Demand = r.rate("key demand")
 			k.Admitted = r.rate("key admitted")
 			k.Age = r.uvarint("key age")
@@ -307,8 +307,8 @@ func checkName(field, s string) error {
 }
 
 func checkKey(s string) error {
-	if s == "" || len(s) > MaxKeyLen {
-		return fmt.Errorf("gossip: key must be 1 to %d bytes", MaxKeyLen)
+	if s == "" || len(s) > store.MaxKeyLen {
+		return fmt.Errorf("gossip: key must be 1 to %d bytes", store.MaxKeyLen)
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x21 || s[i] > 0x7e {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // Usage messages come in two encodings, told apart by the HeaderEncoding
@@ -306,7 +308,7 @@ func decodeBatch(data []byte) ([]Decoded, error) {
 	}
 	for i := 0; d.err == nil && uint64(i) < n; i++ {
 		r := Report{Region: region, ProcessID: process}
-		r.Key = d.str(MaxKeyLen)
+		r.Key = d.str(store.MaxKeyLen)
 		start := d.varint()
 		length := d.varint()
 		r.Spent, r.Leased, r.Rejected, r.Degraded, r.Seq = d.varint(), d.varint(), d.varint(), d.varint(), d.varint()

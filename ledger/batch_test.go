@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 func batchOf(n int) []Report {
@@ -90,7 +92,7 @@ func TestSplitBatches(t *testing.T) {
 	other.Region = "us"
 	reps = append(reps, other)
 	long := validReport()
-	long.Key = strings.Repeat("k", MaxKeyLen)
+	long.Key = strings.Repeat("k", store.MaxKeyLen)
 	for range 2000 {
 		reps = append(reps, long) // 2,000 long keys do not fit one batch's bytes
 	}
@@ -124,7 +126,7 @@ func TestSplitBatchesOneGroup(t *testing.T) {
 		want int // batches at least
 	}{
 		{"count cap", "k", 2*MaxBatchReports + 1, 3},
-		{"byte cap", strings.Repeat("k", MaxKeyLen), 2000, 2},
+		{"byte cap", strings.Repeat("k", store.MaxKeyLen), 2000, 2},
 		{"one batch", "k", 10, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

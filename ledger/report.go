@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // Report is one process's cumulative usage of one key in one accounting
@@ -48,8 +50,6 @@ type Report struct {
 
 // Wire-format limits, checked by Validate.
 const (
-	// MaxKeyLen is the longest key a Report may carry, in bytes.
-	MaxKeyLen = 512
 	// MaxIDLen is the longest process ID or region name, in bytes.
 	MaxIDLen = 256
 )
@@ -63,8 +63,8 @@ func (r *Report) Validate() error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidReport, field, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case r.Key == "" || len(r.Key) > MaxKeyLen:
-		return bad("key", "length %d not in [1, %d]", len(r.Key), MaxKeyLen)
+	case r.Key == "" || len(r.Key) > store.MaxKeyLen:
+		return bad("key", "length %d not in [1, %d]", len(r.Key), store.MaxKeyLen)
 	case r.ProcessID == "" || len(r.ProcessID) > MaxIDLen:
 		return bad("process_id", "length %d not in [1, %d]", len(r.ProcessID), MaxIDLen)
 	case r.Region == "" || len(r.Region) > MaxIDLen:

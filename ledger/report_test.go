@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 func validReport() Report {
@@ -22,7 +24,7 @@ func TestReportValidate(t *testing.T) {
 		{"valid", func(*Report) {}, ""},
 		{"negative leased is fine", func(r *Report) { r.Leased = -3 }, ""},
 		{"empty key", func(r *Report) { r.Key = "" }, "key"},
-		{"long key", func(r *Report) { r.Key = strings.Repeat("k", MaxKeyLen+1) }, "key"},
+		{"long key", func(r *Report) { r.Key = strings.Repeat("k", store.MaxKeyLen+1) }, "key"},
 		{"bad utf8 key", func(r *Report) { r.Key = "\xff" }, "key"},
 		{"no process", func(r *Report) { r.ProcessID = "" }, "process_id"},
 		{"no region", func(r *Report) { r.Region = "" }, "region"},

@@ -8,7 +8,7 @@ import (
 // Errors returned by the Limiter. A rejection is not an error: an error means
 // the Limiter could not decide. Each is wrapped with context naming the field.
 var (
-	// ErrInvalidKey: the key is empty, longer than MaxKeyLen bytes, or holds a
+	// ErrInvalidKey: the key is empty, longer than store.MaxKeyLen bytes, or holds a
 	// byte that is not printable ASCII.
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidCost: the cost is zero or negative.
@@ -25,9 +25,6 @@ var (
 	// while Config.Costs is set and has no default.
 	ErrUnknownEndpoint = errors.New("unknown endpoint")
 )
-
-// MaxKeyLen is the longest key, in bytes, the Limiter accepts.
-const MaxKeyLen = 256
 
 // costError is the error of a check whose cost is above its plan's
 // capacity (limit).

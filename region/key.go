@@ -1,8 +1,12 @@
 package region
 
-import "fmt"
+import (
+	"fmt"
 
-// CheckKey reports whether key can be a key: 1 to MaxKeyLen bytes of
+	"github.com/quotaplatform/quota/region/store"
+)
+
+// CheckKey reports whether key can be a key: 1 to store.MaxKeyLen bytes of
 // printable ASCII without spaces, which the store, the ledger and the
 // catalogue's key-value bucket all carry safely. The error wraps
 // ErrInvalidKey. Allow checks every key with it, so a caller of Allow need
@@ -23,8 +27,8 @@ func CheckName(kind error, field, s string) error {
 		return nil
 	case s == "":
 		return fmt.Errorf("%w: %s must not be empty", kind, field)
-	case len(s) > MaxKeyLen:
-		return fmt.Errorf("%w: %s is %d bytes, at most %d allowed", kind, field, len(s), MaxKeyLen)
+	case len(s) > store.MaxKeyLen:
+		return fmt.Errorf("%w: %s is %d bytes, at most %d allowed", kind, field, len(s), store.MaxKeyLen)
 	}
 	i := 0
 	for isNameByte(s[i]) {
@@ -33,10 +37,10 @@ func CheckName(kind error, field, s string) error {
 	return fmt.Errorf("%w: %s byte %d (0x%02x) is not printable ASCII", kind, field, i, s[i])
 }
 
-// nameOK is the rule: 1 to MaxKeyLen bytes, each printable ASCII other
-// than the space.
+// nameOK is the rule: 1 to store.MaxKeyLen bytes, each printable ASCII
+// other than the space.
 func nameOK(s string) bool {
-	if s == "" || len(s) > MaxKeyLen {
+	if s == "" || len(s) > store.MaxKeyLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

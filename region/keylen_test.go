@@ -14,8 +14,9 @@ import (
 )
 
 // TestStoreTakesEveryKey: the store contract accepts every key CheckKey
-// does, up to MaxKeyLen bytes, and refuses a longer one, so that the two
-// rules (region's and the contract's, which cannot import region) agree.
+// does, up to store.MaxKeyLen bytes, and refuses a longer one, so that the
+// two rules (region's and the contract's, which cannot import region)
+// agree.
 func TestStoreTakesEveryKey(t *testing.T) {
 	s := memstore.New(nil)
 	now := time.Now()
@@ -24,7 +25,7 @@ func TestStoreTakesEveryKey(t *testing.T) {
 			{Unit: period.Hour, Start: now, End: now.Add(time.Hour), Limit: 1, Share: 1}}})
 		return err
 	}
-	longest := strings.Repeat("k", region.MaxKeyLen)
+	longest := strings.Repeat("k", store.MaxKeyLen)
 	if err := region.CheckKey(longest); err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestBadInput(t *testing.T) {
 		says string
 	}{
 		{"empty key", "", 1, region.ErrInvalidKey, "empty"},
-		{"oversized key", strings.Repeat("k", 257), 1, region.ErrInvalidKey, "257 bytes"},
+		{"oversized key", strings.Repeat("k", 513), 1, region.ErrInvalidKey, "513 bytes"},
 		{"non-printable key", "acct\x00", 1, region.ErrInvalidKey, "not printable"},
 		{"space in key", "acct 1", 1, region.ErrInvalidKey, "not printable"},
 		{"zero cost", "k", 0, region.ErrInvalidCost, "positive"},

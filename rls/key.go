@@ -16,6 +16,12 @@ import (
 // it. A catalogue key spelt so would be shadowed.
 const KeyPrefix = "rls:"
 
+// hashKeysOver is the longest key Key writes out in full. It is the
+// limiter's key limit of the versions that introduced these keys, and it
+// stays: a key's bucket, quota counters and ledger rows are under it, so
+// it must not change form. It is within store.MaxKeyLen.
+const hashKeysOver = 256
+
 // Key is the limiter key of a request descriptor's entries matched by the
 // rule whose key part is id:
 //
@@ -25,7 +31,7 @@ const KeyPrefix = "rls:"
 // percent-encoded, so that the key is printable ASCII without spaces and
 // unambiguous. id is 16 hex digits naming the configured descriptor (a
 // digest of its domain and path), or o<n><s|m|h|d> for a request's limit
-// override. A key longer than region.MaxKeyLen keeps its id and replaces
+// override. A key longer than hashKeysOver bytes keeps its id and replaces
 // the rest by '#' and 32 hex digits of a SHA-256 digest of domain and
 // entries. Each runtime value of a key-only descriptor so gets its own
 // key, and the same entries always get the same key while the rule that
@@ -36,7 +42,7 @@ func Key(id, domain string, entries []*rlv3.RateLimitDescriptor_Entry) string {
 		n += len(e.GetKey()) + len(e.GetValue()) + 2
 	}
 	var b strings.Builder
-	b.Grow(min(n, region.MaxKeyLen+8))
+	b.Grow(min(n, hashKeysOver+8))
 	b.WriteString(KeyPrefix)
 	b.WriteString(id)
 	b.WriteByte(':')
@@ -49,11 +55,11 @@ func Key(id, domain string, entries []*rlv3.RateLimitDescriptor_Entry) string {
 		escape(&b, e.GetKey())
 		b.WriteByte('=')
 		escape(&b, e.GetValue())
-		if b.Len() > region.MaxKeyLen {
+		if b.Len() > hashKeysOver {
 			return hashedKey(id, domain, entries)
 		}
 	}
-	if b.Len() > region.MaxKeyLen {
+	if b.Len() > hashKeysOver {
 		return hashedKey(id, domain, entries)
 	}
 	return b.String()

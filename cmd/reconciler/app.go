@@ -62,10 +62,11 @@ func serveModule(o options, logger *slog.Logger) fx.Option {
 			newQuotaBaseServer,
 			newPlanMirror,
 			newReadiness,
+			newSchemaCheck,
 			newRoutes,
 			newMux,
 		),
-		fx.Invoke(runReconciler, runCloser, runQuotaBase, runPlanMirror, serveHTTP),
+		fx.Invoke(runSchemaCheck, runReconciler, runCloser, runQuotaBase, runPlanMirror, serveHTTP),
 	)
 }
 
@@ -97,6 +98,10 @@ func natsOptions(o options, log *slog.Logger) ([]nats.Option, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(500 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil { // our own Close, at a normal stop
+				log.Debug("nats connection closed")
+				return
+			}
 			log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", redact(nc.ConnectedUrl())) }),
@@ -349,7 +354,7 @@ type route struct {
 
 // newRoutes is the reconciler's HTTP surface.
 func newRoutes(o options, q billing.Querier, qq billing.QuotaQuerier, ex *export.Exporter, r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness,
-	reg *prometheus.Registry, log *slog.Logger) ([]route, error) {
+	schema *schemaCheck, reg *prometheus.Registry, log *slog.Logger) ([]route, error) {
 	access, err := o.billingAccess()
 	if err != nil {
 		return nil, err
@@ -365,13 +370,13 @@ func newRoutes(o options, q billing.Querier, qq billing.QuotaQuerier, ex *export
 		{"GET /healthz", false, "liveness probe", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Write([]byte("ok\n"))
 		})},
-		{"GET /readyz", false, "readiness probe, load balancer", readyz(r, pool, ready)},
+		{"GET /readyz", false, "readiness probe, load balancer", readyz(r, pool, schema, ready)},
 	}, nil
 }
 
-// readyz fails while the daemon drains, Postgres is unreachable, or the
-// reconciler is not consuming.
-func readyz(r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness) http.HandlerFunc {
+// readyz fails while the daemon drains, Postgres is unreachable, its
+// schema is behind this binary's, or the reconciler is not consuming.
+func readyz(r *reconcile.Reconciler, pool *pgxpool.Pool, schema *schemaCheck, ready *readiness) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		if ready.draining.Load() {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
@@ -380,6 +385,9 @@ func readyz(r *reconcile.Reconciler, pool *pgxpool.Pool, ready *readiness) http.
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()
 		err := pool.Ping(ctx)
+		if err == nil {
+			err = schema.check(ctx)
+		}
 		if err == nil {
 			err = r.Ready()
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/edge"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/sink"
@@ -252,7 +253,7 @@ func parseStripeFlags(cmd string, args []string, stderr io.Writer) (stripeOption
 	if cmd == "stripe-customer" {
 		return o, errors.New("stripe-customer: want set or list")
 	}
-	s, ok := commandSettings(cmd, &o, false)
+	s, ok := commandSettings(cmd, &o)
 	if !ok {
 		return o, fmt.Errorf("no command %q; reconciler help lists them", cmd)
 	}
@@ -289,7 +290,7 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(o.LogLevel, stderr)
+	log, err := edge.NewLogger(stderr, o.LogLevel)
 	if err != nil {
 		return err
 	}

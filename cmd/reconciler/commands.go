@@ -18,9 +18,9 @@ type command struct {
 }
 
 // commands are the reconciler's subcommands, in the order help lists
-// them; serve is the default.
+// them. None is the default.
 var commands = []command{
-	{"serve", "--nats URL --postgres URL", "consume usage reports into the ledger; serve /v1/usage, /metrics, /healthz, /readyz; answer quota-base requests; mirror the catalogue's plans (the default)", declareServe},
+	{"serve", "--nats URL --postgres URL", "consume usage reports into the ledger; serve /v1/usage, /metrics, /healthz, /readyz; answer quota-base requests; mirror the catalogue's plans", declareServe},
 	{"migrate", "--postgres URL", "apply the ledger's schema migrations", declareMigrate},
 	{"retention", "--keep-months N [--ahead-months M]", "create the coming months' partitions, detach old ones", declareRetention},
 	{"usage", "--key K --from T1 --to T2 | --quotas --key K [--at T]", "print one key's usage, or each quota's period, limit, used and remaining, from Postgres", declareUsage},
@@ -45,9 +45,8 @@ func lookupCommand(name string) (command, bool) {
 
 // commandSettings declares the settings of the command name on o; false
 // for a name that is not a command. Its flag set's usage is the
-// command's help; implicit marks serve run without naming it, whose help
-// lists the commands too.
-func commandSettings(name string, o *stripeOptions, implicit bool) (*settings.Set, bool) {
+// command's help.
+func commandSettings(name string, o *stripeOptions) (*settings.Set, bool) {
 	c, ok := lookupCommand(name)
 	if !ok {
 		return nil, false
@@ -56,15 +55,7 @@ func commandSettings(name string, o *stripeOptions, implicit bool) (*settings.Se
 	declareCommon(s, &o.options)
 	c.declare(s, o)
 	fs := s.FlagSet()
-	fs.Usage = func() {
-		if implicit {
-			printCommands(fs.Output())
-			fmt.Fprintf(fs.Output(), "\nFlags of serve:\n")
-			fs.PrintDefaults()
-			return
-		}
-		printCommandHelp(fs.Output(), c, s)
-	}
+	fs.Usage = func() { printCommandHelp(fs.Output(), c, s) }
 	return s, true
 }
 
@@ -76,7 +67,7 @@ line wins, then the environment, then the default. There is no config file.
 
 // printCommands prints the synopsis of every command.
 func printCommands(w io.Writer) {
-	fmt.Fprint(w, "Usage: reconciler [COMMAND] [flags]\n\nCommands:\n")
+	fmt.Fprint(w, "Usage: reconciler COMMAND [flags]\n       reconciler --version\n\nCommands:\n")
 	width := len("help [COMMAND]")
 	for _, c := range commands {
 		width = max(width, len(c.name))
@@ -122,7 +113,7 @@ func help(args []string, w io.Writer) error {
 		return writeSettingsMarkdown(w)
 	}
 	o := stripeOptions{options: defaultOptions(), KeyEnv: defaultStripeKeyEnv}
-	s, ok := commandSettings(name, &o, false)
+	s, ok := commandSettings(name, &o)
 	if !ok {
 		return fmt.Errorf("help: no command %q; reconciler help lists them", name)
 	}
@@ -141,7 +132,7 @@ func writeSettingsMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "### `reconciler %s`\n\n%s.\n\n", c.name, upperFirst(c.summary))
 		o := stripeOptions{options: defaultOptions(), KeyEnv: defaultStripeKeyEnv}
-		s, _ := commandSettings(c.name, &o, false)
+		s, _ := commandSettings(c.name, &o)
 		errs = append(errs, s.WriteMarkdown(w))
 	}
 	return errors.Join(errs...)

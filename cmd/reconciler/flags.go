@@ -97,7 +97,7 @@ func defaultOptions() options {
 	return options{
 		NATS:           "nats://127.0.0.1:4222",
 		Postgres:       "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",
-		Listen:         ":8081",
+		Listen:         ":8082",
 		LogLevel:       "info",
 		Stream:         "QUOTA_USAGE",
 		StreamReplicas: 1,
@@ -148,15 +148,9 @@ const envPrefix = "QUOTA"
 // variable counts as unset. Only the subcommand's own flags are read, from
 // either source.
 func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
-	return parseCommandFlags(cmd, false, args, stderr)
-}
-
-// parseCommandFlags is parseFlags; implicit marks serve run without
-// naming it, whose --help lists every command.
-func parseCommandFlags(cmd string, implicit bool, args []string, stderr io.Writer) (options, error) {
 	so := stripeOptions{options: defaultOptions(), KeyEnv: defaultStripeKeyEnv}
 	o := &so.options
-	s, ok := commandSettings(cmd, &so, implicit)
+	s, ok := commandSettings(cmd, &so)
 	if !ok {
 		return *o, fmt.Errorf("no command %q; reconciler help lists them", cmd)
 	}

@@ -4,17 +4,20 @@
 // summary; `reconciler help COMMAND` or `reconciler COMMAND --help` prints
 // a subcommand's flags, each declared once in settings.go, and
 // docs/configuration.md holds them as tables generated from those
-// declarations. serve is the default:
+// declarations. There is no default command: without one, or with one it
+// does not know, it lists its commands and exits 2; --version prints its
+// build.
 //
-//	reconciler [serve] [flags]   consume reports, serve /v1/usage, /metrics, /healthz, /readyz,
-//	                             answer quota-base requests on NATS (--quota-base-subject, default quota.base),
-//	                             mirror the catalogue's plans into the ledger (--catalog-bucket, default quota-catalog)
+//	reconciler serve [flags]   consume reports, serve /v1/usage, /metrics, /healthz, /readyz,
+//	                           answer quota-base requests on NATS (--quota-base-subject, default quota.base),
+//	                           mirror the catalogue's plans into the ledger (--catalog-bucket, default quota-catalog)
 //
 // GET /v1/usage needs a bearer token from --billing-token (the routes
 // table in app.go says who may call each route); without one it answers
 // 503. The usage subcommand reads Postgres directly with --postgres's
-// credentials. On SIGTERM, serve fails /readyz, keeps serving for
-// --shutdown-delay, then stops.
+// credentials. serve is not ready (/readyz) until the ledger's schema is at
+// this binary's version (`reconciler migrate`). On SIGTERM or SIGINT, serve
+// fails /readyz, keeps serving for --shutdown-delay, then stops and exits 0.
 //
 // Every flag also reads env QUOTA_<FLAG>, upper case with dashes as
 // underscores (e.g. QUOTA_NATS, QUOTA_POSTGRES, QUOTA_BATCH_INTERVAL); a flag
@@ -28,7 +31,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,36 +38,63 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/quotaplatform/quota/internal/buildinfo"
+	"github.com/quotaplatform/quota/internal/edge"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/migrations"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "reconciler:", err)
-		}
-		os.Exit(2)
-	}
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
 }
 
+// exitCode is the process's exit status for run's error, which it prints
+// to stderr: 0 for none or for a --help that was asked for, 2 otherwise.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case !errors.Is(err, errUsagePrinted):
+		fmt.Fprintln(stderr, "reconciler:", err)
+	}
+	return 2
+}
+
+// errUsagePrinted is run's error once it has printed why to stderr.
+var errUsagePrinted = errors.New("usage printed")
+
 func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "help" {
+	if len(args) == 0 {
+		// No default command: serve would connect to whatever NATS and
+		// Postgres answer on the default addresses and create a stream.
+		fmt.Fprint(stderr, "reconciler: no command given\n\n")
+		printCommands(stderr)
+		return errUsagePrinted
+	}
+	switch args[0] {
+	case "help":
 		return help(args[1:], stdout)
+	case "-h", "-help", "--help":
+		printCommands(stdout)
+		return nil
+	case "-version", "--version":
+		fmt.Fprintln(stdout, buildinfo.Line("reconciler"))
+		return nil
 	}
 	if cmd, rest, ok := stripeSubcommand(args); ok {
 		return stripeCmd(cmd, rest, stdout, stderr)
 	}
-	cmd, implicit := "serve", true
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage" || args[0] == "retention" ||
-		args[0] == "export" || args[0] == "events" || args[0] == "sinks-report") {
-		cmd, args, implicit = args[0], args[1:], false
+	cmd := args[0]
+	if _, ok := lookupCommand(cmd); !ok {
+		fmt.Fprintf(stderr, "reconciler: unknown command %q\n\n", cmd)
+		printCommands(stderr)
+		return errUsagePrinted
 	}
-	o, err := parseCommandFlags(cmd, implicit, args, stderr)
+	o, err := parseFlags(cmd, args[1:], stderr)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(o.LogLevel, stderr)
+	log, err := edge.NewLogger(stderr, o.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -103,14 +132,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), o.ShutdownDelay+30*time.Second)
 	defer cancelStop()
 	return app.Stop(stopCtx)
-}
-
-func newLogger(level string, w io.Writer) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
 // queryField is the flag that gives a billing query's field (the usage

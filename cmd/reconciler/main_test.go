@@ -47,7 +47,7 @@ func TestParseFlags(t *testing.T) {
 		check   func(options) bool
 		wantErr string
 	}{
-		{"defaults", "serve", nil, nil, func(o options) bool { return o.Listen == ":8081" && o.NATS != "" }, ""},
+		{"defaults", "serve", nil, nil, func(o options) bool { return o.Listen == ":8082" && o.NATS != "" }, ""},
 		{"env", "serve", nil, map[string]string{"QUOTA_NATS": "nats://n:1", "QUOTA_POSTGRES": "postgres://db/x", "QUOTA_LISTEN": ":9"},
 			func(o options) bool {
 				return o.NATS == "nats://n:1" && o.Postgres == "postgres://db/x" && o.Listen == ":9"
@@ -61,7 +61,7 @@ func TestParseFlags(t *testing.T) {
 		{"flag hides a bad env value", "serve", []string{"--batch-size", "7"}, map[string]string{"QUOTA_BATCH_SIZE": "many"},
 			func(o options) bool { return o.BatchSize == 7 }, ""},
 		{"empty env is unset", "serve", nil, map[string]string{"QUOTA_LISTEN": ""},
-			func(o options) bool { return o.Listen == ":8081" }, ""},
+			func(o options) bool { return o.Listen == ":8082" }, ""},
 		{"validation", "serve", []string{"--batch-size", "0"}, nil, nil, "--batch-size"},
 		{"positional argument", "serve", []string{"extra"}, nil, nil, "unexpected arguments"},
 		{"usage flags", "usage", []string{"--key", "k", "--from", "a", "--to", "b", "--format", "csv"}, nil,

@@ -22,7 +22,7 @@ var pinnedFlags = map[string]map[string]string{
 		"catalog-bucket":            "quota-catalog",
 		"close-after":               "15m0s",
 		"durable":                   "reconciler",
-		"listen":                    ":8081",
+		"listen":                    ":8082",
 		"log-level":                 "info",
 		"max-new-partitions":        "12",
 		"max-report-age":            "2232h0m0s",
@@ -166,7 +166,7 @@ func TestFlagsPinned(t *testing.T) {
 func commandFlags(t *testing.T, cmd string) *flag.FlagSet {
 	t.Helper()
 	o := stripeOptions{options: defaultOptions(), KeyEnv: defaultStripeKeyEnv}
-	s, ok := commandSettings(cmd, &o, false)
+	s, ok := commandSettings(cmd, &o)
 	if !ok {
 		t.Fatalf("no command %q", cmd)
 	}

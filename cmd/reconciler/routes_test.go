@@ -249,7 +249,7 @@ func TestHTTPServerLimits(t *testing.T) {
 // ledger/README.md and docs/security.md list every route with who
 // may call it.
 func TestRoutesDocumented(t *testing.T) {
-	routes, err := newRoutes(defaultOptions(), nil, nil, nil, nil, nil, newReadiness(), newRegistry(), nil)
+	routes, err := newRoutes(defaultOptions(), nil, nil, nil, nil, nil, newReadiness(), nil, newRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func declareCommon(s *settings.Set, o *options) {
 			_, err := url.Parse(o.Postgres)
 			return want(err == nil && o.Postgres != "", "not a URL")
 		})
-	// --log-level is checked by newLogger.
+	// --log-level is checked by edge.NewLogger.
 	s.String(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/internal/edge"
 	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/region"
@@ -56,12 +57,11 @@ func appOptions(o Options, logOut io.Writer, extra ...fx.Option) fx.Option {
 }
 
 func newLogger(o Options, w io.Writer) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(o.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+	log, err := edge.NewLogger(w, o.LogLevel)
+	if err != nil {
+		return nil, err
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})).
-		With("region", o.Region, "process", o.ProcessID), nil
+	return log.With("region", o.Region, "process", o.ProcessID), nil
 }
 
 func newRegistry() *prometheus.Registry {

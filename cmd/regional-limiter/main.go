@@ -4,21 +4,26 @@
 // or in process, and whose plan catalogue is pushed over NATS JetStream
 // (--nats, or an embedded server). The route table in server.go says who
 // may call each route (--check-token, --read-token, --admin-token). On
-// SIGTERM it fails /readyz, keeps serving for --shutdown-delay, then stops.
+// SIGTERM or SIGINT it fails /readyz, keeps serving for --shutdown-delay,
+// then stops and exits 0; --version prints its build.
 // Its settings are declared once in settings.go; `regional-limiter help`
 // (or --help) lists them, and README.md in this directory tables them.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
 
 	"go.uber.org/fx"
 
+	"github.com/quotaplatform/quota/internal/buildinfo"
 	"github.com/quotaplatform/quota/internal/settings"
 )
 
@@ -41,29 +46,63 @@ func applyGCPercent(pct int) bool {
 	return true
 }
 
-func main() {
-	if len(os.Args) > 1 && os.Args[1] == "help" {
-		if err := help(os.Args[2:], os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "regional-limiter:", err)
-			os.Exit(2)
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run runs the daemon on the command line args until SIGINT or SIGTERM
+// and returns the exit status: 0 for --help, --version or a clean stop, 2
+// for a bad command line, 1 when the daemon cannot start or stop.
+func run(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) > 0 && args[0] == "help":
+		if err := help(args[1:], stdout); err != nil {
+			fmt.Fprintln(stderr, "regional-limiter:", err)
+			return 2
 		}
-		return
+		return 0
+	case len(args) > 0 && (args[0] == "--version" || args[0] == "-version"):
+		fmt.Fprintln(stdout, buildinfo.Line("regional-limiter"))
+		return 0
 	}
-	o, err := parseOptions(os.Args[1:], os.Stderr)
+	o, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return
+		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "regional-limiter:", err)
-		os.Exit(2)
+		fmt.Fprintln(stderr, "regional-limiter:", err)
+		if errors.Is(err, errUnexpectedArgs) {
+			fmt.Fprint(stderr, "\n"+commandsUsage)
+		}
+		return 2
 	}
+	// Listen before starting: a signal during the start cancels it (fx
+	// stops what had started) instead of killing the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	applyGCPercent(o.GCPercent)
-	app := fx.New(appOptions(o, os.Stderr))
+	app := fx.New(appOptions(o, stderr))
 	if err := app.Err(); err != nil {
-		fmt.Fprintln(os.Stderr, "regional-limiter:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "regional-limiter:", err)
+		return 1
 	}
-	app.Run() // until SIGINT or SIGTERM, then a graceful stop
+	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
+	defer cancel()
+	if err := app.Start(startCtx); err != nil {
+		fmt.Fprintln(stderr, "regional-limiter:", err)
+		return 1
+	}
+	code := 0
+	select {
+	case <-ctx.Done():
+	case sig := <-app.Wait(): // a module asked to shut down (fx.Shutdowner)
+		code = sig.ExitCode
+	}
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), app.StopTimeout())
+	defer cancelStop()
+	if err := app.Stop(stopCtx); err != nil {
+		fmt.Fprintln(stderr, "regional-limiter:", err)
+		return 1
+	}
+	return code
 }
 
 // help prints the usage (what --help prints) to w, or with --markdown the
@@ -80,12 +119,16 @@ func help(args []string, w io.Writer) error {
 	return fmt.Errorf("help: want no argument or --markdown, got %q", args)
 }
 
-// printUsage prints the commands and every flag of s to w.
-func printUsage(w io.Writer, s *settings.Set) {
-	fmt.Fprint(w, `Usage:
+// commandsUsage lists the ways to run the daemon.
+const commandsUsage = `Usage:
   regional-limiter [flags]            run the regional rate limiter: the check API, the control plane, metrics
   regional-limiter help [--markdown]  print this help, or with --markdown the settings as a Markdown table
+  regional-limiter --version          print the module version and commit it was built from
+`
 
+// printUsage prints the commands and every flag of s to w.
+func printUsage(w io.Writer, s *settings.Set) {
+	fmt.Fprint(w, commandsUsage+`
 Every flag also reads QUOTA_<FLAG> from the environment (upper case, dashes
 as underscores), and --config names a file of flag = value lines: the
 command line wins, then the environment, then the file, then the default

@@ -129,6 +129,10 @@ type Options struct {
 	Config string
 }
 
+// errUnexpectedArgs: the command line holds more than flags (the daemon
+// has no commands but help).
+var errUnexpectedArgs = errors.New("unexpected arguments")
+
 // Bounds of --shutdown-delay.
 const maxShutdownDelay = 5 * time.Minute
 
@@ -159,7 +163,7 @@ func parseOptions(args []string, stderr io.Writer) (Options, error) {
 		return Options{}, err
 	}
 	if fs.NArg() > 0 {
-		return Options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return Options{}, fmt.Errorf("%w %q", errUnexpectedArgs, fs.Args())
 	}
 	o.implicitDefaults(setFlags(fs))
 	return o, errors.Join(s.Check(), o.validate())

@@ -81,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	)
 	fs := flag.NewFlagSet("weighted-api", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.listen, "listen", ":8081", "HTTP listen address")
+	fs.StringVar(&cfg.listen, "listen", ":8083", "HTTP listen address")
 	fs.StringVar(&o.Region, "region", o.Region, "region name")
 	fs.StringVar(&o.ProcessID, "process-id", o.ProcessID, "process identity in usage reports, gossip and memberlist")
 	fs.StringVar(&o.DataDir, "data-dir", "./data/weighted-api", "data directory: embedded NATS store, catalogue cache, usage spool")

@@ -272,3 +272,50 @@ func TestOperatorRoutes(t *testing.T) {
 		t.Fatalf("without --read-token: %d %s, want 403", code, body)
 	}
 }
+
+// TestBadInputSpendsNothing: a malformed report or quote is refused with
+// a 400 naming its field before the limiter sees it, so the caller's
+// quota is untouched: the next good report still finds the full burst.
+func TestBadInputSpendsNothing(t *testing.T) {
+	s := startTest(t, "--default-rate", "0.01", "--default-capacity", "20")
+	const key = "acct_careless"
+	tests := []struct {
+		name, method, path, body, field string
+	}{
+		{"not JSON", "POST", "/v1/reports", `symbols=ACME`, "body"},
+		{"unknown field", "POST", "/v1/reports", `{"symbols":["ACME"],"extra":1}`, "body"},
+		{"trailing data", "POST", "/v1/reports", `{"symbols":["ACME"]} {}`, "body"},
+		{"too large", "POST", "/v1/reports", `{"symbols":["` + strings.Repeat("A", 2<<10) + `"]}`, "body"},
+		{"no symbols", "POST", "/v1/reports", `{"symbols":[]}`, "symbols"},
+		{"too many symbols", "POST", "/v1/reports", `{"symbols":[` + strings.Repeat(`"A",`, maxReportSymbols) + `"A"]}`, "symbols"},
+		{"bad symbol", "POST", "/v1/reports", `{"symbols":["ACME","globex"]}`, "symbols[1]"},
+		{"bad quote symbol", "GET", "/v1/quotes/acme", "", "symbol"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := call(t, s, tt.method, tt.path, key, tt.body)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, fmt.Sprintf(`"field":%q`, tt.field)) {
+				t.Fatalf("%d %s, want 400 naming %s", resp.StatusCode, body, tt.field)
+			}
+		})
+	}
+	resp, body := call(t, s, "POST", "/v1/reports", key, `{"symbols":["ACME"]}`)
+	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "15" {
+		t.Fatalf("good report after the bad ones: %d remaining %q %s, want 200 and 15 (nothing spent before)",
+			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), body)
+	}
+}
+
+// TestDefaultPortIsItsOwn: the example's default port is none of those the
+// platform's processes take by default, so it runs beside them.
+func TestDefaultPortIsItsOwn(t *testing.T) {
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := map[string]string{":8080": "regional-limiter --listen", ":8081": "regional-limiter --grpc-listen (docs/migrating.md)",
+		":8082": "reconciler serve --listen"}
+	if taken[cfg.listen] != "" || cfg.listen != ":8083" {
+		t.Fatalf("default --listen %s, want :8083 (%s is %s)", cfg.listen, cfg.listen, taken[cfg.listen])
+	}
+}

@@ -48,15 +48,28 @@ func endpointOf(r *http.Request) string {
 var defaultCosts = map[string]int64{quoteEndpoint: 1, reportEndpoint: 5}
 
 // newAPIMux serves the API (startService adds the participant's
-// operator routes, behind --read-token, readiness and metrics). limit wraps each limited route's handler, which
-// the mux calls after matching, so that the middleware sees the matched
-// pattern (endpointOf: the endpoint whose weight is the cost). Health, readiness
-// and metrics are not limited.
+// operator routes, behind --read-token, readiness and metrics). limit wraps
+// each limited route's handler, which the mux calls after matching, so
+// that the middleware sees the matched pattern (endpointOf: the endpoint
+// whose weight is the cost). Each route checks its input first: a
+// malformed request is refused before it can spend the caller's quota.
+// Health, readiness and metrics are not limited.
 func newAPIMux(limit func(http.Handler) http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle(quoteRoute, limit(http.HandlerFunc(serveQuote)))
-	mux.Handle(reportRoute, limit(http.HandlerFunc(serveReport)))
+	mux.Handle(quoteRoute, checkFirst(checkQuote, limit(http.HandlerFunc(serveQuote))))
+	mux.Handle(reportRoute, checkFirst(checkReport, limit(http.HandlerFunc(serveReport))))
 	return mux
+}
+
+// checkFirst runs check before next (the limiter, then the handler): a
+// request check refuses, having written its 400, spends nothing. check
+// returns the request to pass on, which may carry its parsed body.
+func checkFirst(check func(http.ResponseWriter, *http.Request) (*http.Request, bool), next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r, ok := check(w, r); ok {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // quote is a symbol's price. Prices are made up from the symbol's hash:
@@ -86,13 +99,16 @@ func validSymbol(s string) bool {
 	return true
 }
 
-func serveQuote(w http.ResponseWriter, r *http.Request) {
-	symbol := r.PathValue("symbol")
-	if !validSymbol(symbol) {
+func checkQuote(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	if !validSymbol(r.PathValue("symbol")) {
 		httplimit.WriteError(w, http.StatusBadRequest, "symbol", "symbol: want 1 to 8 upper-case letters")
-		return
+		return r, false
 	}
-	writeJSON(w, http.StatusOK, priceOf(symbol))
+	return r, true
+}
+
+func serveQuote(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, priceOf(r.PathValue("symbol")))
 }
 
 // maxReportSymbols bounds a report, and with it the body.
@@ -107,25 +123,41 @@ type reportAnswer struct {
 	Average float64 `json:"average"`
 }
 
-func serveReport(w http.ResponseWriter, r *http.Request) {
+// reportKey is the context key of a report's checked body.
+type reportKey struct{}
+
+// checkReport decodes and checks a report's body, and passes it on in the
+// request's context.
+func checkReport(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	var req reportRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		httplimit.WriteError(w, http.StatusBadRequest, "body", "body: want {\"symbols\":[…]}: "+err.Error())
-		return
+		return r, false
+	}
+	if dec.More() {
+		httplimit.WriteError(w, http.StatusBadRequest, "body", "body: want one JSON object")
+		return r, false
 	}
 	if len(req.Symbols) == 0 || len(req.Symbols) > maxReportSymbols {
 		httplimit.WriteError(w, http.StatusBadRequest, "symbols", fmt.Sprintf("symbols: want 1 to %d", maxReportSymbols))
-		return
+		return r, false
 	}
-	ans := reportAnswer{Quotes: make([]quote, 0, len(req.Symbols))}
 	for i, s := range req.Symbols {
 		if !validSymbol(s) {
 			field := fmt.Sprintf("symbols[%d]", i)
 			httplimit.WriteError(w, http.StatusBadRequest, field, field+": want 1 to 8 upper-case letters")
-			return
+			return r, false
 		}
+	}
+	return r.WithContext(context.WithValue(r.Context(), reportKey{}, req)), true
+}
+
+func serveReport(w http.ResponseWriter, r *http.Request) {
+	req := r.Context().Value(reportKey{}).(reportRequest) // set by checkReport
+	ans := reportAnswer{Quotes: make([]quote, 0, len(req.Symbols))}
+	for _, s := range req.Symbols {
 		q := priceOf(s)
 		ans.Quotes = append(ans.Quotes, q)
 		ans.Average += q.Price / float64(len(req.Symbols))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/quotaplatform/quota/bearer"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // scopedTag starts a prefix-scoped entry of a token list.
@@ -100,8 +101,8 @@ func checkPrefix(p string) error {
 	if p == "" {
 		return errors.New("the prefix of prefix:PREFIX=TOKEN is empty (omit \"prefix:\" for a token that reads every key)")
 	}
-	if len(p) > MaxKeyLen {
-		return fmt.Errorf("the prefix is longer than %d bytes", MaxKeyLen)
+	if len(p) > store.MaxKeyLen {
+		return fmt.Errorf("the prefix is longer than %d bytes", store.MaxKeyLen)
 	}
 	for i := 0; i < len(p); i++ {
 		if c := p[i]; c < 0x21 || c > 0x7e || c == ',' || c == '=' {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // Granularity is the size of a result row's bucket.
@@ -35,8 +37,6 @@ func ParseGranularity(s string) (Granularity, error) {
 
 // Limits on a query.
 const (
-	// MaxKeyLen is the longest key accepted, in bytes.
-	MaxKeyLen = 512
 	// MaxRange is the longest [from, to) range for hour and day buckets.
 	MaxRange = 366 * 24 * time.Hour
 	// MaxWindowRange is the longest range for window buckets.
@@ -64,8 +64,8 @@ func (q *Query) Validate() error {
 	switch {
 	case q.Key == "":
 		return &FieldError{"key", errors.New("required")}
-	case len(q.Key) > MaxKeyLen:
-		return &FieldError{"key", fmt.Errorf("longer than %d bytes", MaxKeyLen)}
+	case len(q.Key) > store.MaxKeyLen:
+		return &FieldError{"key", fmt.Errorf("longer than %d bytes", store.MaxKeyLen)}
 	case q.From.IsZero():
 		return &FieldError{"from", errors.New("required (RFC 3339)")}
 	case q.To.IsZero():

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/period"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // QuotaQuery asks for one key's quotas in the periods that hold At.
@@ -20,8 +21,8 @@ func (q *QuotaQuery) Validate() error {
 	switch {
 	case q.Key == "":
 		return &FieldError{"key", errors.New("required")}
-	case len(q.Key) > MaxKeyLen:
-		return &FieldError{"key", fmt.Errorf("longer than %d bytes", MaxKeyLen)}
+	case len(q.Key) > store.MaxKeyLen:
+		return &FieldError{"key", fmt.Errorf("longer than %d bytes", store.MaxKeyLen)}
 	case q.At.IsZero():
 		return &FieldError{"at", errors.New("required (RFC 3339)")}
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotaplatform/quota/ledger/billing"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // keyPeriodSQL is the period of unit $2 that holds instant $3 on the
@@ -30,8 +30,8 @@ func (e *Exporter) KeyPeriod(ctx context.Context, key string, g Granularity, cal
 		return start, end, &FieldError{Field: "granularity", Err: gerr}
 	case cerr != nil:
 		return start, end, &FieldError{Field: "calendar", Err: cerr}
-	case key == "" || len(key) > billing.MaxKeyLen:
-		return start, end, &FieldError{Field: "key", Err: fmt.Errorf("must be 1 to %d bytes", billing.MaxKeyLen)}
+	case key == "" || len(key) > store.MaxKeyLen:
+		return start, end, &FieldError{Field: "key", Err: fmt.Errorf("must be 1 to %d bytes", store.MaxKeyLen)}
 	case at.IsZero():
 		return start, end, &FieldError{Field: "at", Err: errors.New("required")}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/ledger/billing"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // Granularity is the length of an export period: UTC hours, days and
@@ -231,8 +232,8 @@ func (q *Query) Validate() error {
 // validateRest checks the fields both calendars share.
 func (q *Query) validateRest() error {
 	switch {
-	case len(q.After) > billing.MaxKeyLen:
-		return &FieldError{Field: "after", Err: fmt.Errorf("longer than %d bytes", billing.MaxKeyLen)}
+	case len(q.After) > store.MaxKeyLen:
+		return &FieldError{Field: "after", Err: fmt.Errorf("longer than %d bytes", store.MaxKeyLen)}
 	case q.After != "" && !q.Cursor.IsZero():
 		return &FieldError{Field: "cursor", Err: errors.New("give after or cursor, not both")}
 	case q.Now.IsZero():
@@ -273,7 +274,7 @@ func ParseCursor(s string) (Cursor, error) {
 	rest, ok := strings.CutPrefix(string(b), "v1 ")
 	if ok {
 		num, k, found := strings.Cut(rest, " ")
-		if _, err := fmt.Sscan(num, &unix); err != nil || !found || k == "" || len(k) > billing.MaxKeyLen {
+		if _, err := fmt.Sscan(num, &unix); err != nil || !found || k == "" || len(k) > store.MaxKeyLen {
 			ok = false
 		}
 		key = k

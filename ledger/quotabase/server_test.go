@@ -121,14 +121,14 @@ func TestBadRequests(t *testing.T) {
 			field      string // "": no error
 		}{
 			{"empty key", "", start, start.AddDate(0, 1, 0), "key"},
-			{"key too long", strings.Repeat("k", 257), start, start.AddDate(0, 1, 0), "key"},
+			{"key too long", strings.Repeat("k", 513), start, start.AddDate(0, 1, 0), "key"},
 			{"key with a space", "acct 1", start, start.AddDate(0, 1, 0), "key"},
 			{"key with a control byte", "acct\x001", start, start.AddDate(0, 1, 0), "key"},
 			{"end before start", "acct_1", start, start.Add(-time.Hour), "end"},
 			{"empty period", "acct_1", start, start, "end"},
 			{"401 days", "acct_1", start, start.Add(401 * 24 * time.Hour), "end"},
 			{"400 days", "acct_1", start, start.Add(400 * 24 * time.Hour), ""},
-			{"longest key", strings.Repeat("k", 256), start, start.AddDate(0, 1, 0), ""},
+			{"longest key", strings.Repeat("k", 512), start, start.AddDate(0, 1, 0), ""},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := client.QuotaBase(context.Background(), tc.key, tc.start, tc.end)

@@ -10,9 +10,12 @@ const (
 	MaxRequestIDLen = 128
 	// MaxSlotIDLen is the longest lease id of a concurrency slot, in bytes.
 	MaxSlotIDLen = 64
-	// maxKeyLen is the longest key, in bytes: region.MaxKeyLen, which
-	// region's tests hold it to.
-	maxKeyLen = 256
+	// MaxKeyLen is the longest key, in bytes, that any part accepts: the
+	// limiter (region.CheckKey), its stores, gossip digests, usage reports
+	// and billing queries. It is declared here alone, in the contract every
+	// one of them may import. 512: reports and billing took keys up to 512
+	// bytes, and a key accepted once stays accepted.
+	MaxKeyLen = 512
 )
 
 // validName reports whether s is 1 to maxLen bytes of printable ASCII

@@ -109,8 +109,8 @@ func (c QuotaCall) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: "+format, append([]any{ErrInvalidQuotaCall, field}, args...)...))
 	}
-	if !validName(c.Key, maxKeyLen) {
-		bad("Key", "want 1 to %d bytes of printable ASCII without spaces, got %q", maxKeyLen, c.Key)
+	if !validName(c.Key, MaxKeyLen) {
+		bad("Key", "want 1 to %d bytes of printable ASCII without spaces, got %q", MaxKeyLen, c.Key)
 	}
 	if n := len(c.Periods); n < 1 || n > MaxQuotaPeriods {
 		bad("Periods", "want 1 to %d, got %d", MaxQuotaPeriods, n)

@@ -35,7 +35,7 @@ import (
 // request descriptor of domain with the one entry (key, value), under cfg
 // (the rules the daemons serve). The key must read back into the
 // descriptor: an error when no limited rule matches it or it would be
-// hashed (over region.MaxKeyLen bytes).
+// hashed (over 256 bytes, rls.Key).
 func GRPCKey(cfg *rls.Config, domain, key, value string) (string, error) {
 	entries := []*rlv3.RateLimitDescriptor_Entry{{Key: key, Value: value}}
 	k, ok := cfg.Key(domain, entries)
