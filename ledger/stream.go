@@ -139,9 +139,9 @@ const lateMark = "~late"
 // limits retention where cfg says work queue, created before work-queue
 // retention (JetStream cannot change a retention to or from work queue in
 // place). It keeps written reports until it is full, so cfg.Logger hears
-// once, at warn, to run MigrateStream. Its replicas and placement are the operator's:
-// when they differ from cfg's, cfg.Logger hears so once (per logger and
-// difference) at info. Its subjects must cover cfg's, or reports would be
+// once, at warn, that it must be migrated (MigrateStream). Its replicas
+// and placement are the operator's: when they differ from cfg's,
+// cfg.Logger hears so once (per logger and difference) at info. Its subjects must cover cfg's, or reports would be
 // refused: that is an error too.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	if err := cfg.validate(); err != nil {
@@ -232,7 +232,7 @@ func checkLimits(have jetstream.StreamConfig, cfg StreamConfig) error {
 	if have.Duplicates != cfg.DuplicateWindow {
 		differs("DuplicateWindow (duplicate_window)", have.Duplicates.String(), cfg.DuplicateWindow.String())
 	}
-	if have.Retention != cfg.Retention && !LegacyRetention(have, cfg) {
+	if have.Retention != cfg.Retention && !legacyRetention(have, cfg) {
 		differs("retention", have.Retention.String(), cfg.Retention.String())
 	}
 	if have.Discard != jetstream.DiscardNew {
@@ -251,17 +251,17 @@ func checkLimits(have jetstream.StreamConfig, cfg StreamConfig) error {
 		ErrStreamMismatch, cfg.Name, strings.Join(diffs, "; "), cfg.Name)
 }
 
-// LegacyRetention reports whether a stream configured as have keeps written
+// legacyRetention reports whether a stream configured as have keeps written
 // reports only because it predates work-queue retention: limits retention
 // where cfg says work queue. MigrateStream replaces it.
-func LegacyRetention(have jetstream.StreamConfig, cfg StreamConfig) bool {
+func legacyRetention(have jetstream.StreamConfig, cfg StreamConfig) bool {
 	return have.Retention == jetstream.LimitsPolicy && cfg.Retention == jetstream.WorkQueuePolicy
 }
 
 // noteLegacy warns once (per logger and stream) that the stream keeps
 // written reports.
 func noteLegacy(have jetstream.StreamConfig, cfg StreamConfig) {
-	if cfg.Logger == nil || !LegacyRetention(have, cfg) {
+	if cfg.Logger == nil || !legacyRetention(have, cfg) {
 		return
 	}
 	if _, dup := noted.LoadOrStore(notedKey{cfg.Logger, cfg.Name, "legacy retention"}, struct{}{}); dup {
