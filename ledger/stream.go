@@ -135,7 +135,9 @@ const lateMark = "~late"
 // message-count limits), or EnsureStream returns an error wrapping
 // ErrStreamMismatch that names the setting: a stream that deletes reports
 // by age or count, or drops the oldest when full, would lose billed usage
-// that no one consumed. One difference is let through: a stream with
+// that no one consumed. A stream MigrateStream is replacing
+// (MigratingKey) is returned whatever its limits. One difference is let
+// through: a stream with
 // limits retention where cfg says work queue, created before work-queue
 // retention (JetStream cannot change a retention to or from work queue in
 // place). It keeps written reports until it is full, so cfg.Logger hears
@@ -150,11 +152,14 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
 		info := s.CachedInfo()
-		noteDifferences(info, cfg)
-		noteLegacy(info.Config, cfg)
 		if err := checkSubjects(info.Config, cfg); err != nil {
 			return nil, err
 		}
+		if info.Config.Metadata[MigratingKey] != "" {
+			return s, nil // closed by MigrateStream: reconcilers drain it
+		}
+		noteDifferences(info, cfg)
+		noteLegacy(info.Config, cfg)
 		return s, checkLimits(info.Config, cfg)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -206,8 +211,8 @@ func isStreamFull(err error) bool {
 		return false
 	}
 	d := strings.ToLower(apiErr.Description)
-	return strings.Contains(d, "maximum bytes exceeded") || strings.Contains(d, "resource limits exceeded") ||
-		strings.Contains(d, "insufficient resources")
+	return strings.Contains(d, "maximum bytes exceeded") || strings.Contains(d, "exceeds max bytes") ||
+		strings.Contains(d, "resource limits exceeded") || strings.Contains(d, "insufficient resources")
 }
 
 // checkLimits returns an error wrapping ErrStreamMismatch that names every
@@ -267,7 +272,7 @@ func noteLegacy(have jetstream.StreamConfig, cfg StreamConfig) {
 	if _, dup := noted.LoadOrStore(notedKey{cfg.Logger, cfg.Name, "legacy retention"}, struct{}{}); dup {
 		return
 	}
-	cfg.Logger.Warn("ledger: the usage stream keeps reports the ledger holds (limits retention) and fills up; migrate it as docs/operations.md says (Usage stream retention)",
+	cfg.Logger.Warn("ledger: the usage stream keeps reports the ledger holds (limits retention) and fills up; replace it: reconciler stream-migrate",
 		"stream", cfg.Name)
 }
 

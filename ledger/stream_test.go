@@ -182,7 +182,7 @@ func TestEnsureStreamLegacyRetention(t *testing.T) {
 			t.Fatalf("EnsureStream of a limits-retention stream: %v, want it used", err)
 		}
 	}
-	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "Usage stream retention") {
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "stream-migrate") {
 		t.Fatalf("want one warning naming the migration, got:\n%s", logs.String())
 	}
 	// The other way round is a mismatch: a limits configuration must not

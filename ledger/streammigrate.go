@@ -4,18 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// MigratingKey is the stream metadata key MigrateStream sets on the stream
+// it replaces: EnsureStream then lets reconcilers bind to it whatever its
+// limits, so that a reconciler restarted meanwhile still drains it.
+const MigratingKey = "quota.migrating"
 
 // MigrateStream replaces a usage stream whose retention differs from
 // cfg's (limits retention, from before work-queue retention: JetStream
 // cannot change a retention to or from work queue in place) with one
 // created from cfg, losing no report:
 //
-//  1. it moves the old stream off the usage subjects, so that publishers'
-//     reports are refused and wait in their spools;
+//  1. it closes the old stream to new reports (MaxBytes 1: with
+//     DiscardNew nothing stored is removed) and marks it MigratingKey:
+//     publishers' reports are refused as by a full stream and wait in
+//     their spools, and reconcilers keep reading it;
 //  2. it waits, polling every poll, until each consumer of the old stream
 //     (the reconcilers) has nothing pending or unacknowledged: the ledger
 //     holds every report the stream held;
@@ -24,9 +32,9 @@ import (
 // Reconcilers bind to the new stream by themselves (their consumer is
 // lost), and limiters drain their spools into it at their next flush.
 // When ctx ends before the consumers caught up, or the old stream holds
-// reports that no consumer reads, the old stream gets its subjects back
-// and MigrateStream returns an error: nothing was deleted. A stream with
-// cfg's retention already is left alone (migrated false).
+// reports that no consumer reads, the old stream gets its configuration
+// back and MigrateStream returns an error: nothing was deleted. A stream
+// with cfg's retention already is left alone (migrated false).
 func MigrateStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, poll time.Duration) (migrated bool, err error) {
 	if err := cfg.validate(); err != nil {
 		return false, err
@@ -43,17 +51,22 @@ func MigrateStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 	if old.Retention == cfg.Retention {
 		return false, nil
 	}
-	moved := old
-	moved.Subjects = []string{"quota-migrating." + cfg.Name}
-	if _, err := js.UpdateStream(ctx, moved); err != nil {
-		return false, fmt.Errorf("ledger: migrate stream: move %s off %q: %w", cfg.Name, old.Subjects, err)
+	closed := old
+	closed.MaxBytes = 1
+	closed.Metadata = maps.Clone(old.Metadata)
+	if closed.Metadata == nil {
+		closed.Metadata = map[string]string{}
+	}
+	closed.Metadata[MigratingKey] = cfg.Retention.String()
+	if _, err := js.UpdateStream(ctx, closed); err != nil {
+		return false, fmt.Errorf("ledger: migrate stream: close %s to new reports: %w", cfg.Name, err)
 	}
 	if err := waitConsumed(ctx, s, poll); err != nil {
-		// Give the subjects back with a context of its own: ctx may be over.
+		// Reopen it with a context of its own: ctx may be over.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if _, rerr := js.UpdateStream(rctx, old); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("ledger: migrate stream: give %s its subjects %q back: %w", cfg.Name, old.Subjects, rerr))
+			err = errors.Join(err, fmt.Errorf("ledger: migrate stream: reopen %s (max_bytes %d): %w", cfg.Name, old.MaxBytes, rerr))
 		}
 		return false, err
 	}

@@ -58,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, implicit := "serve", true
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "usage" || args[0] == "retention" ||
-		args[0] == "export" || args[0] == "events" || args[0] == "sinks-report") {
+		args[0] == "export" || args[0] == "events" || args[0] == "sinks-report" || args[0] == "stream-migrate") {
 		cmd, args, implicit = args[0], args[1:], false
 	}
 	o, err := parseCommandFlags(cmd, implicit, args, stderr)
@@ -89,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return events(ctx, o, log)
 	case "sinks-report":
 		return sinksReport(ctx, o, stdout)
+	case "stream-migrate":
+		return streamMigrate(ctx, o, stdout, log)
 	}
 	log.Info("reconciler starting", "nats", redact(o.NATS), "postgres", redact(o.Postgres), "listen", o.Listen)
 	app := fx.New(serveModule(o, log))

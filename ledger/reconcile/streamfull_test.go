@@ -158,7 +158,7 @@ func TestMigrateStreamFromLimitsRetention(t *testing.T) {
 	}
 	// The reconciler of this release binds to the old stream (a warning,
 	// not a refusal) and writes it.
-	startReconciler(t, js, reconcile.NewWriter(pool), nil)
+	x := startReconciler(t, js, reconcile.NewWriter(pool), nil)
 	waitSpent(t, pool, map[string]int64{"k": 5}, 30*time.Second)
 	s, err := js.Stream(ctx, legacy.Name)
 	if err != nil {
@@ -168,11 +168,55 @@ func TestMigrateStreamFromLimitsRetention(t *testing.T) {
 		t.Fatalf("limits retention: the written report should still be there: %v, %v", info, err)
 	}
 
+	// With the reconciler away, a report waits in the old stream: the
+	// migration waits for it, and when its wait ends first it reopens the
+	// stream and deletes nothing.
+	x.stop(t)
+	r.Record([]region.Usage{{Key: "k", WindowStart: t0, Spent: 3, Leased: 3}})
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	migrated, err := ledger.MigrateStream(short, js, ledger.DefaultStreamConfig(), 20*time.Millisecond)
+	cancelShort()
+	if err == nil || migrated {
+		t.Fatalf("MigrateStream with a report unwritten: %v, %v; want an error", migrated, err)
+	}
+	if s, err = js.Stream(ctx, legacy.Name); err != nil || s.CachedInfo().Config.Retention != jetstream.LimitsPolicy ||
+		s.CachedInfo().Config.MaxBytes != legacy.MaxBytes || s.CachedInfo().Config.Metadata[ledger.MigratingKey] != "" {
+		t.Fatalf("after a migration that gave up: %v, %+v", err, s.CachedInfo().Config)
+	}
+
+	// While the migration waits, the stream refuses new reports as a full
+	// one (they wait in the spool) and a reconciler started meanwhile
+	// binds to it and writes what it holds; only then is it replaced.
+	done := make(chan error, 1)
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	migrated, err := ledger.MigrateStream(mctx, js, ledger.DefaultStreamConfig(), 20*time.Millisecond)
-	if err != nil || !migrated {
-		t.Fatalf("MigrateStream: %v, %v", migrated, err)
+	go func() {
+		ok, err := ledger.MigrateStream(mctx, js, ledger.DefaultStreamConfig(), 20*time.Millisecond)
+		if err == nil && !ok {
+			err = errors.New("nothing migrated")
+		}
+		done <- err
+	}()
+	testserver.WaitFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		s, err := js.Stream(ctx, legacy.Name)
+		if err != nil || s.CachedInfo().Config.Metadata[ledger.MigratingKey] == "" {
+			return fmt.Errorf("not closed yet (%v)", err)
+		}
+		return nil
+	})
+	r.Record([]region.Usage{{Key: "k", WindowStart: t0, Spent: 1, Leased: 1}})
+	if err := r.Flush(ctx); !errors.Is(err, ledger.ErrStreamFull) {
+		t.Fatalf("Flush into the stream being migrated: %v, want ErrStreamFull (spooled)", err)
+	}
+	startReconciler(t, js, reconcile.NewWriter(pool), nil)
+	if err := <-done; err != nil {
+		t.Fatalf("MigrateStream: %v", err)
+	}
+	if n := ledgerSpent(pool, "k"); n != 8 {
+		t.Fatalf("ledger holds %d for k when the old stream is deleted, want 8", n)
 	}
 	s, err = js.Stream(ctx, legacy.Name)
 	if err != nil {
@@ -186,8 +230,8 @@ func TestMigrateStreamFromLimitsRetention(t *testing.T) {
 		if err := r.Flush(ctx); err != nil {
 			return err
 		}
-		if n := ledgerSpent(pool, "k"); n != 7 {
-			return fmt.Errorf("ledger holds %d for k, want 7", n)
+		if n := ledgerSpent(pool, "k"); n != 11 {
+			return fmt.Errorf("ledger holds %d for k, want 11", n)
 		}
 		info, err := s.Info(ctx)
 		if err != nil || info.State.Msgs != 0 {
