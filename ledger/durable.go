@@ -24,8 +24,9 @@ var _ region.DurableUsageSink = (*Reporter)(nil)
 // must not wait for the next ReportInterval in memory.
 //
 // It waits for a flush in progress (one at a time), then for JetStream's
-// acknowledgement (at most PublishTimeout, or ctx's end) and, past it or
-// while NATS is away, the spool's fsync. It returns an error when some
+// acknowledgement (at most PublishTimeout, or ctx's end) and, past it, while
+// NATS is away or while the stream is full (counted and logged as in
+// Flush), the spool's fsync. It returns an error when some
 // report could be neither published nor spooled (spool full and NATS
 // away); the usage stays in memory for the next flush. After Close it
 // returns ErrReporterClosed.
@@ -41,6 +42,7 @@ func (r *Reporter) RecordDurable(ctx context.Context, batch []region.Usage) erro
 		return ErrReporterClosed
 	}
 	now := r.cfg.Clock.Now()
+	r.refusedFull = 0 // a full stream is logged once per call, as per flush
 	ready := r.streamReady(ctx)
 	due := r.buildDueOf(r.dueBuf.Get(), keys, now)
 	defer func() { r.dueBuf.Put(due) }()

@@ -32,6 +32,9 @@ type Metrics struct {
 	// memory).
 	DurableSeconds  prometheus.Histogram
 	DurableFailures prometheus.Counter
+	// StreamFull counts the messages the usage stream refused for want of
+	// space: alarm on any increase.
+	StreamFull prometheus.Counter
 }
 
 // NewMetrics creates the Reporter's metrics and registers them on reg (nil:
@@ -69,11 +72,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		DurableFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
 			Name: "durable_record_failures_total", Help: "Refunds or charges whose usage could be neither published nor spooled before the answer (answered 503, usage kept in memory)."}),
+		StreamFull: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "ledger",
+			Name: "stream_full_total", Help: "Usage messages the stream refused for want of space (kept in the spool; nothing reaches the ledger until it has room)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Published, m.Messages, m.Spooled, m.PublishErr, m.SpoolFull, m.SpoolFullNow,
 			m.SpoolReports, m.SpoolBytes, m.Entries, m.Unacknowledge, m.LateDeltas, m.CapFlushes, m.FreedEarly,
-			m.DurableSeconds, m.DurableFailures)
+			m.DurableSeconds, m.DurableFailures, m.StreamFull)
 	}
 	return m
 }

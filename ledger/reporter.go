@@ -199,6 +199,9 @@ type Reporter struct {
 	closed   bool       // guarded by flushMu: Close's final flush ran; RecordDurable refuses
 	// Reports and messages JetStream accepted; guarded by flushMu.
 	published, messagesSent int64
+	// refusedFull counts the messages the stream refused as full during
+	// the current flush; guarded by flushMu.
+	refusedFull int
 	// Buffers a flush reuses, guarded by flushMu: a flush handles every
 	// changed window (10,000 keys make 10,000 reports a second), and
 	// building them afresh was a quarter of a daemon's allocation per check
@@ -337,7 +340,10 @@ func (r *Reporter) flushFromLoop() {
 // Flush publishes the reports that are due now (changed counters, and finals
 // of windows past their end plus FinalGrace) and drains the spool. It returns
 // an error when some report could be neither published nor spooled; those
-// stay in memory for the next flush.
+// stay in memory for the next flush. It returns an error wrapping
+// ErrStreamFull when the stream refused reports for want of space, even
+// though the spool took them: they reach no ledger until the stream has
+// room.
 func (r *Reporter) Flush(ctx context.Context) error { return r.flush(ctx, false) }
 
 // Close stops the loop, sends a final report for every window it holds
@@ -383,11 +389,18 @@ func (r *Reporter) flush(ctx context.Context, closing bool) error {
 		attribute.Bool("quota.closing", closing)))
 	defer span.End()
 	published0, messages0 := r.publishedSoFar()
+	r.refusedFull = 0
 	if ready {
 		r.drainSpool(ctx)
 	}
 	accepted, err := r.publishOrSpool(ctx, due, ready)
 	unreported := r.markAccepted(due, accepted, now)
+	if r.refusedFull > 0 {
+		// The spool holds them, but nothing reaches the ledger until the
+		// stream has room: the operator must hear it from Flush too.
+		err = errors.Join(fmt.Errorf("%w: %d messages refused, %d reports waiting in the spool",
+			ErrStreamFull, r.refusedFull, r.spool.Len()), err)
+	}
 	r.m.Unacknowledge.Set(float64(unreported))
 	published, messages := r.publishedSoFar()
 	span.SetAttributes(attribute.Int64("quota.reports_published", published-published0),
@@ -717,6 +730,9 @@ func (r *Reporter) publishWindow(ctx context.Context, msgs []outMsg) (acked []ou
 		case err := <-f.Err():
 			r.m.PublishErr.Inc()
 			failed = true
+			if isStreamFull(err) {
+				r.noteStreamFull(err)
+			}
 			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 				r.streamOK = false // deleted: look for it again (publish runs under flushMu)
 			}
@@ -728,6 +744,17 @@ func (r *Reporter) publishWindow(ctx context.Context, msgs []outMsg) (acked []ou
 		}
 	}
 	return acked, failed
+}
+
+// noteStreamFull counts a message the stream refused for want of space and
+// logs the first of the flush (under flushMu).
+func (r *Reporter) noteStreamFull(err error) {
+	r.m.StreamFull.Inc()
+	if r.refusedFull == 0 {
+		r.log.Error("ledger: the usage stream is full and refuses reports; they wait in the spool and reach no ledger until it has room",
+			"stream", r.cfg.Stream.Name, "err", err, "spool_bytes", r.spool.Bytes())
+	}
+	r.refusedFull++
 }
 
 // ProcessID returns the process ID the Reporter writes into its reports

@@ -53,36 +53,27 @@ func latest(t testing.TB, js jetstream.JetStream) (map[string]ledger.Report, int
 		t.Fatal(err)
 	}
 	out := map[string]ledger.Report{}
-	n := int(info.State.Msgs)
-	if n == 0 {
-		return out, 0
-	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, reports := 0, 0
-	for got < n {
-		b, err := c.Fetch(n-got, jetstream.FetchMaxWait(2*time.Second))
+	reports := 0
+	// Read by sequence, not with a consumer: a work-queue stream takes no
+	// second consumer beside a reconciler's, and this one must not ack.
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		for m := range b.Messages() {
-			got++
-			reps, err := ledger.DecodeMessage(m.Headers().Get(ledger.HeaderEncoding), m.Data())
-			if err != nil {
-				t.Fatalf("stream holds an invalid message: %v", err)
-			}
-			for _, r := range reps {
-				reports++
-				id := r.ProcessID + "|" + r.Key + "|" + r.WindowStart.String()
-				if old, ok := out[id]; !ok || r.Seq > old.Seq {
-					out[id] = r
-				}
-			}
+		reps, err := ledger.DecodeMessage(m.Header.Get(ledger.HeaderEncoding), m.Data)
+		if err != nil {
+			t.Fatalf("stream holds an invalid message: %v", err)
 		}
-		if b.Error() != nil {
-			t.Fatal(b.Error())
+		for _, r := range reps {
+			reports++
+			id := r.ProcessID + "|" + r.Key + "|" + r.WindowStart.String()
+			if old, ok := out[id]; !ok || r.Seq > old.Seq {
+				out[id] = r
+			}
 		}
 	}
 	return out, reports

@@ -56,9 +56,18 @@ type StreamConfig struct {
 	Cluster string
 	// MaxBytes bounds the stream's size. A full stream refuses new
 	// reports (DiscardNew), never dropping old ones: publishers keep
-	// theirs in the spool and retry, and the refusals show in
-	// quota_ledger_publish_errors_total. Default DefaultStreamMaxBytes.
+	// theirs in the spool and retry, and the refusals are an error of
+	// their Flush (ErrStreamFull) and show in
+	// quota_ledger_stream_full_total. Default DefaultStreamMaxBytes.
 	MaxBytes int64
+	// Retention is how reports leave the stream. jetstream.WorkQueuePolicy
+	// (the default): once the reconciler acknowledges a report (after the
+	// ledger committed it), so the stream holds only what is unwritten.
+	// jetstream.LimitsPolicy keeps written reports until MaxBytes refuses
+	// publishers: accepted only for a stream created before work-queue
+	// retention, until MigrateStream replaces it. Interest retention is
+	// refused: it drops a report published while no consumer exists.
+	Retention jetstream.RetentionPolicy
 	// Logger receives one info line when the stream exists with other
 	// replicas or another cluster than Replicas and Cluster (it is left as
 	// it is). nil discards.
@@ -73,6 +82,7 @@ func DefaultStreamConfig() StreamConfig {
 		DuplicateWindow: DefaultDuplicateWindow,
 		Replicas:        1,
 		MaxBytes:        DefaultStreamMaxBytes,
+		Retention:       jetstream.WorkQueuePolicy,
 	}
 }
 
@@ -90,6 +100,8 @@ func (c *StreamConfig) validate() error {
 		return fmt.Errorf("ledger: stream config Replicas: must be at least 1, got %d", c.Replicas)
 	case c.MaxBytes < 1<<20:
 		return fmt.Errorf("ledger: stream config MaxBytes: must be at least 1 MiB, got %d", c.MaxBytes)
+	case c.Retention != jetstream.WorkQueuePolicy && c.Retention != jetstream.LimitsPolicy:
+		return fmt.Errorf("ledger: stream config Retention: must be WorkQueue or Limits, got %v", c.Retention)
 	}
 	if err := CheckClusterName(c.Cluster); err != nil {
 		return fmt.Errorf("ledger: stream config Cluster: %w", err)
@@ -119,13 +131,19 @@ const lateMark = "~late"
 // has no reconciler): limiters only check that it exists (CheckStream).
 //
 // An existing stream is never changed. Its limits and retention must be
-// cfg's (MaxAge, MaxBytes, DuplicateWindow, limits retention, DiscardNew,
-// no message-count limits), or EnsureStream returns an error wrapping
+// cfg's (MaxAge, MaxBytes, DuplicateWindow, Retention, DiscardNew, no
+// message-count limits), or EnsureStream returns an error wrapping
 // ErrStreamMismatch that names the setting: a stream that deletes reports
 // by age or count, or drops the oldest when full, would lose billed usage
-// that no one consumed. Its replicas and placement are the operator's:
-// when they differ from cfg's, cfg.Logger hears so once (per logger and
-// difference) at info. Its subjects must cover cfg's, or reports would be
+// that no one consumed. A stream MigrateStream is replacing
+// (MigratingKey) is returned whatever its limits. One difference is let
+// through: a stream with
+// limits retention where cfg says work queue, created before work-queue
+// retention (JetStream cannot change a retention to or from work queue in
+// place). It keeps written reports until it is full, so cfg.Logger hears
+// once, at warn, that it must be migrated (MigrateStream). Its replicas
+// and placement are the operator's: when they differ from cfg's,
+// cfg.Logger hears so once (per logger and difference) at info. Its subjects must cover cfg's, or reports would be
 // refused: that is an error too.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	if err := cfg.validate(); err != nil {
@@ -134,10 +152,14 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
 		info := s.CachedInfo()
-		noteDifferences(info, cfg)
 		if err := checkSubjects(info.Config, cfg); err != nil {
 			return nil, err
 		}
+		if info.Config.Metadata[MigratingKey] != "" {
+			return s, nil // closed by MigrateStream: reconcilers drain it
+		}
+		noteDifferences(info, cfg)
+		noteLegacy(info.Config, cfg)
 		return s, checkLimits(info.Config, cfg)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -152,7 +174,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Description: "quota usage reports (cumulative per key, window, process)",
 		Subjects:    []string{cfg.SubjectPrefix + ".>"},
 		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
+		Retention:   cfg.Retention,
 		MaxAge:      cfg.MaxAge,
 		Duplicates:  cfg.DuplicateWindow,
 		Replicas:    cfg.Replicas,
@@ -173,6 +195,25 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 // ErrStreamMismatch: the usage stream exists with limits or a retention
 // other than the configuration's (EnsureStream).
 var ErrStreamMismatch = errors.New("ledger: the usage stream's limits differ from the configuration")
+
+// ErrStreamFull: the usage stream refused reports for want of space
+// (MaxBytes or the account's storage, with DiscardNew). The reports wait in
+// the spool (or memory), and nothing reaches the ledger until the
+// reconciler frees space by writing what the stream holds, or an operator
+// raises the limit: Flush returns it, wrapped with the count.
+var ErrStreamFull = errors.New("ledger: the usage stream is full and refuses reports")
+
+// isStreamFull reports whether a publish error is JetStream refusing the
+// message for the stream's or the account's storage limit.
+func isStreamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	d := strings.ToLower(apiErr.Description)
+	return strings.Contains(d, "maximum bytes exceeded") || strings.Contains(d, "exceeds max bytes") ||
+		strings.Contains(d, "resource limits exceeded") || strings.Contains(d, "insufficient resources")
+}
 
 // checkLimits returns an error wrapping ErrStreamMismatch that names every
 // limit or retention setting of have that differs from cfg's.
@@ -196,8 +237,8 @@ func checkLimits(have jetstream.StreamConfig, cfg StreamConfig) error {
 	if have.Duplicates != cfg.DuplicateWindow {
 		differs("DuplicateWindow (duplicate_window)", have.Duplicates.String(), cfg.DuplicateWindow.String())
 	}
-	if have.Retention != jetstream.LimitsPolicy {
-		differs("retention", have.Retention.String(), jetstream.LimitsPolicy.String())
+	if have.Retention != cfg.Retention && !legacyRetention(have, cfg) {
+		differs("retention", have.Retention.String(), cfg.Retention.String())
 	}
 	if have.Discard != jetstream.DiscardNew {
 		differs("discard", have.Discard.String(), jetstream.DiscardNew.String())
@@ -213,6 +254,26 @@ func checkLimits(have jetstream.StreamConfig, cfg StreamConfig) error {
 	}
 	return fmt.Errorf("%w: stream %s: %s; edit the stream (nats stream edit %s) or the configuration to agree",
 		ErrStreamMismatch, cfg.Name, strings.Join(diffs, "; "), cfg.Name)
+}
+
+// legacyRetention reports whether a stream configured as have keeps written
+// reports only because it predates work-queue retention: limits retention
+// where cfg says work queue. MigrateStream replaces it.
+func legacyRetention(have jetstream.StreamConfig, cfg StreamConfig) bool {
+	return have.Retention == jetstream.LimitsPolicy && cfg.Retention == jetstream.WorkQueuePolicy
+}
+
+// noteLegacy warns once (per logger and stream) that the stream keeps
+// written reports.
+func noteLegacy(have jetstream.StreamConfig, cfg StreamConfig) {
+	if cfg.Logger == nil || !legacyRetention(have, cfg) {
+		return
+	}
+	if _, dup := noted.LoadOrStore(notedKey{cfg.Logger, cfg.Name, "legacy retention"}, struct{}{}); dup {
+		return
+	}
+	cfg.Logger.Warn("ledger: the usage stream keeps reports the ledger holds (limits retention) and fills up; replace it: reconciler stream-migrate",
+		"stream", cfg.Name)
 }
 
 // CheckStream returns nil when the usage stream exists and takes cfg's

@@ -39,7 +39,7 @@ func TestEnsureStreamKeepsTheOperatorsSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.CachedInfo().Config
-	if got.MaxBytes != 8<<20 || got.Discard != jetstream.DiscardNew || got.Duplicates != cfg.DuplicateWindow ||
+	if got.MaxBytes != 8<<20 || got.Discard != jetstream.DiscardNew || got.Duplicates != cfg.DuplicateWindow || got.Retention != jetstream.WorkQueuePolicy ||
 		len(got.Subjects) != 1 || got.Subjects[0] != "quota.usage.>" {
 		t.Fatalf("created stream: %+v", got)
 	}
@@ -100,7 +100,8 @@ func TestEnsureStreamLogsOtherReplicasAndClusterOnce(t *testing.T) {
 	// The operator made the stream: one replica, no placement, the
 	// configured limits.
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: ledger.DefaultStream, Subjects: []string{"quota.usage.>"}, Replicas: 1,
-		MaxBytes: ledger.DefaultStreamMaxBytes, Duplicates: ledger.DefaultDuplicateWindow, Discard: jetstream.DiscardNew}); err != nil {
+		MaxBytes: ledger.DefaultStreamMaxBytes, Duplicates: ledger.DefaultDuplicateWindow, Discard: jetstream.DiscardNew,
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
 		t.Fatal(err)
 	}
 	var logs testserver.LogBuffer
@@ -149,6 +150,57 @@ func TestEnsureStreamLogsOtherReplicasAndClusterOnce(t *testing.T) {
 	}
 	if p := ps.CachedInfo().Config.Placement; p == nil || p.Cluster != "eu" {
 		t.Fatalf("created stream's placement: %+v", p)
+	}
+}
+
+// A stream made before work-queue retention (limits retention) is used,
+// with one warning that it keeps written reports; any other retention
+// than the configuration's is refused, and Interest retention cannot be
+// configured.
+func TestEnsureStreamLegacyRetention(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(testserver.StartNATS(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := ledger.DefaultStreamConfig()
+	legacy.Retention = jetstream.LimitsPolicy
+	if _, err := ledger.EnsureStream(ctx, js, legacy); err != nil {
+		t.Fatal(err)
+	}
+	var logs testserver.LogBuffer
+	cfg := ledger.DefaultStreamConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	for range 2 {
+		if _, err := ledger.EnsureStream(ctx, js, cfg); err != nil {
+			t.Fatalf("EnsureStream of a limits-retention stream: %v, want it used", err)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "stream-migrate") {
+		t.Fatalf("want one warning naming the migration, got:\n%s", logs.String())
+	}
+	// The other way round is a mismatch: a limits configuration must not
+	// take a work-queue stream for its own.
+	wq := ledger.DefaultStreamConfig()
+	wq.Name, wq.SubjectPrefix = "WQ", "wq.usage"
+	if _, err := ledger.EnsureStream(ctx, js, wq); err != nil {
+		t.Fatal(err)
+	}
+	wqAsLimits := wq
+	wqAsLimits.Retention = jetstream.LimitsPolicy
+	if _, err := ledger.EnsureStream(ctx, js, wqAsLimits); !errors.Is(err, ledger.ErrStreamMismatch) || !strings.Contains(err.Error(), "retention") {
+		t.Fatalf("limits configuration on a work-queue stream: %v, want ErrStreamMismatch naming retention", err)
+	}
+	interest := ledger.DefaultStreamConfig()
+	interest.Retention = jetstream.InterestPolicy
+	if _, err := ledger.EnsureStream(ctx, js, interest); err == nil || !strings.Contains(err.Error(), "Retention") {
+		t.Fatalf("Interest retention: %v, want an error naming Retention", err)
 	}
 }
 

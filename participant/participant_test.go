@@ -290,33 +290,35 @@ func readLedger(t *testing.T, nc *nats.Conn, key string) (spent int64, finals in
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, ledger.DefaultStream, jetstream.OrderedConsumerConfig{})
+	stream, err := js.Stream(ctx, ledger.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := map[string]int64{}
 	final := map[string]bool{}
-	for {
-		msgs, err := cons.Fetch(100, jetstream.FetchMaxWait(300*time.Millisecond))
+	// By sequence, not with a consumer: the work-queue stream takes no
+	// consumer beside the reconciler's, and this read must not ack.
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for m := range msgs.Messages() {
-			n++
-			reps, err := ledger.DecodeMessage(m.Headers().Get(ledger.HeaderEncoding), m.Data())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range reps {
-				if r.Key == key {
-					last[r.ProcessID] = max(last[r.ProcessID], r.Spent)
-					final[r.ProcessID] = final[r.ProcessID] || r.Final
-				}
-			}
+		reps, err := ledger.DecodeMessage(m.Header.Get(ledger.HeaderEncoding), m.Data)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if n == 0 {
-			break
+		for _, r := range reps {
+			if r.Key == key {
+				last[r.ProcessID] = max(last[r.ProcessID], r.Spent)
+				final[r.ProcessID] = final[r.ProcessID] || r.Final
+			}
 		}
 	}
 	for p, s := range last {

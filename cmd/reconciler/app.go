@@ -168,12 +168,7 @@ func newTracer(lc fx.Lifecycle, o options) (trace.Tracer, error) {
 
 func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg *prometheus.Registry, tracer trace.Tracer, log *slog.Logger) (*reconcile.Reconciler, error) {
 	cfg := reconcile.DefaultConfig()
-	cfg.Stream = ledger.DefaultStreamConfig()
-	cfg.Stream.Name = o.Stream
-	cfg.Stream.Replicas = o.StreamReplicas
-	cfg.Stream.MaxBytes = o.StreamMaxBytes
-	cfg.Stream.Cluster = o.StreamCluster
-	cfg.Stream.Logger = log
+	cfg.Stream = usageStream(o, log)
 	cfg.Durable = o.Durable
 	regions, err := o.regions()
 	if err != nil {
@@ -458,4 +453,15 @@ func serveHTTP(lc fx.Lifecycle, o options, mux *http.ServeMux, ready *readiness,
 			return edge.StopHTTP(ctx, srv, o.ShutdownDelay, done)
 		},
 	})
+}
+
+// usageStream is the usage stream's configuration from o.
+func usageStream(o options, log *slog.Logger) ledger.StreamConfig {
+	cfg := ledger.DefaultStreamConfig()
+	cfg.Name = o.Stream
+	cfg.Replicas = o.StreamReplicas
+	cfg.MaxBytes = o.StreamMaxBytes
+	cfg.Cluster = o.StreamCluster
+	cfg.Logger = log
+	return cfg
 }

@@ -23,6 +23,7 @@ var commands = []command{
 	{"serve", "--nats URL --postgres URL", "consume usage reports into the ledger; serve /v1/usage, /metrics, /healthz, /readyz; answer quota-base requests; mirror the catalogue's plans", declareServe},
 	{"migrate", "--postgres URL", "apply the ledger's schema migrations", declareMigrate},
 	{"retention", "--keep-months N [--ahead-months M]", "create the coming months' partitions, detach old ones", declareRetention},
+	{"stream-migrate", "--nats URL [--migrate-wait 30m]", "replace a usage stream of limits retention (an older release's) by a work-queue one once the reconcilers wrote what it holds", declareStreamMigrate},
 	{"usage", "--key K --from T1 --to T2 | --quotas --key K [--at T]", "print one key's usage, or each quota's period, limit, used and remaining, from Postgres", declareUsage},
 	{"export", "--month 2026-11 [--granularity G] [--calendar C] [--format csv|ndjson]", "print every key's usage per period", declareExport},
 	{"events", "--sink URL --month 2026-11|--continuous", "send closed periods' usage to a sink (CloudEvents over HTTP, or JetStream)", declareEvents},

@@ -32,7 +32,9 @@ type options struct {
 	StreamReplicas int
 	StreamMaxBytes int64
 	StreamCluster  string // placement of the usage stream when this process creates it
-	Durable        string
+	// MigrateWait bounds stream-migrate's wait for the reconcilers (--migrate-wait).
+	MigrateWait time.Duration
+	Durable     string
 	// Regions is --regions as given: the regions whose reports this
 	// reconciler consumes; empty = every region.
 	Regions       string
@@ -184,6 +186,10 @@ func (o *options) validate(cmd string) error {
 		}
 	}
 	switch cmd {
+	case "stream-migrate":
+		if err := o.NATSAuth.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	case "serve":
 		if err := o.NATSAuth.Validate(); err != nil {
 			errs = append(errs, err)

@@ -118,6 +118,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return events(ctx, o, log)
 	case "sinks-report":
 		return sinksReport(ctx, o, stdout)
+	case "stream-migrate":
+		return streamMigrate(ctx, o, stdout, log)
 	}
 	log.Info("reconciler starting", "nats", redact(o.NATS), "postgres", redact(o.Postgres), "listen", o.Listen)
 	app := fx.New(serveModule(o, log))

@@ -36,24 +36,8 @@ func declareCommon(s *settings.Set, o *options) {
 func declareServe(s *settings.Set, so *stripeOptions) {
 	o := &so.options
 	declareBillingQuery(s, o, "longest usage query (context deadline and Postgres statement_timeout)")
-	s.String(&o.NATS, "nats", o.NATS, "NATS URL (comma-separated list allowed)").
-		Check(func() error { return want(o.NATS != "", "required") })
-	declareNATSClient(s, o, "NATS user (the reconciler role); needs --nats-password", ", instead of --nats-user")
-	s.String(&o.NATSAuth.TLSCA, "nats-tls-ca", "", "CA file to verify the NATS server")
-	s.String(&o.NATSAuth.TLSCert, "nats-tls-cert", "", "client certificate for NATS")
-	s.String(&o.NATSAuth.TLSKey, "nats-tls-key", "", "client key for NATS")
-	s.Int(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "replicas of the usage stream when this process creates it (never changes an existing one)").
-		Check(func() error {
-			return want(o.StreamReplicas >= 1 && o.StreamReplicas <= 5, "must be 1 to 5, got %d", o.StreamReplicas)
-		})
-	s.Int64(&o.StreamMaxBytes, "stream-max-bytes", o.StreamMaxBytes, "byte limit of the usage stream when this process creates it").
-		Check(func() error {
-			return want(o.StreamMaxBytes >= 1<<20, "must be at least 1 MiB, got %d", o.StreamMaxBytes)
-		})
-	s.String(&o.StreamCluster, "stream-cluster", o.StreamCluster, "the NATS cluster (region name) the usage stream is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected").
-		Check(func() error { return ledger.CheckClusterName(o.StreamCluster) })
+	declareUsageStream(s, o, "NATS user (the reconciler role); needs --nats-password")
 	s.String(&o.Listen, "listen", o.Listen, "HTTP address for /v1/usage, /metrics, /healthz, /readyz")
-	s.String(&o.Stream, "stream", o.Stream, "JetStream stream of usage reports")
 	s.String(&o.Durable, "durable", o.Durable, "durable consumer name (default with --regions: reconciler-<regions joined by ->)")
 	s.String(&o.Regions, "regions", "", "consume only these regions' reports, comma-separated, to split the stream between reconcilers (one per region, each its own --durable); empty = every region").
 		Check(func() error {
@@ -236,6 +220,36 @@ func declareStatementTimeout(s *settings.Set, o *options, help string) {
 			return want(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
 				"must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
 		})
+}
+
+// declareUsageStream declares the NATS connection and the usage stream's
+// settings (serve, stream-migrate).
+func declareUsageStream(s *settings.Set, o *options, userHelp string) {
+	s.String(&o.NATS, "nats", o.NATS, "NATS URL (comma-separated list allowed)").
+		Check(func() error { return want(o.NATS != "", "required") })
+	declareNATSClient(s, o, userHelp, ", instead of --nats-user")
+	s.String(&o.NATSAuth.TLSCA, "nats-tls-ca", "", "CA file to verify the NATS server")
+	s.String(&o.NATSAuth.TLSCert, "nats-tls-cert", "", "client certificate for NATS")
+	s.String(&o.NATSAuth.TLSKey, "nats-tls-key", "", "client key for NATS")
+	s.Int(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "replicas of the usage stream when this process creates it (never changes an existing one)").
+		Check(func() error {
+			return want(o.StreamReplicas >= 1 && o.StreamReplicas <= 5, "must be 1 to 5, got %d", o.StreamReplicas)
+		})
+	s.Int64(&o.StreamMaxBytes, "stream-max-bytes", o.StreamMaxBytes, "byte limit of the usage stream when this process creates it").
+		Check(func() error {
+			return want(o.StreamMaxBytes >= 1<<20, "must be at least 1 MiB, got %d", o.StreamMaxBytes)
+		})
+	s.String(&o.StreamCluster, "stream-cluster", o.StreamCluster, "the NATS cluster (region name) the usage stream is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected").
+		Check(func() error { return ledger.CheckClusterName(o.StreamCluster) })
+	s.String(&o.Stream, "stream", o.Stream, "JetStream stream of usage reports")
+}
+
+func declareStreamMigrate(s *settings.Set, so *stripeOptions) {
+	o := &so.options
+	declareUsageStream(s, o, "NATS user allowed to edit and delete the usage stream (not the reconciler role); needs --nats-password")
+	s.Duration(&o.MigrateWait, "migrate-wait", 30*time.Minute,
+		"longest wait for the reconcilers to write what the old stream holds; past it the stream is reopened and nothing is deleted").
+		Check(func() error { return want(o.MigrateWait > 0, "must be positive, got %v", o.MigrateWait) })
 }
 
 // declareNATSClient declares a NATS user's flags (serve, events); its

@@ -206,9 +206,9 @@ func TestUsageFromLedger(t *testing.T) {
 		resp := get(t, srv.URL+"/v1/usage?key=acme&from="+from+"&to="+to+"&granularity=day", "text/csv")
 		var b strings.Builder
 		_, _ = io.Copy(&b, resp.Body)
-		want := "key,start,end,spent,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete,allowed,refunded,charged,closed_by_reconciler\n" +
-			"acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,45,50,0,4,5,4,true,false,45,0,0,0\n" +
-			"acme,total,,45,50,0,4,5,4,true,false,45,0,0,0\n"
+		want := "key,start,end,spent,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete,allowed,refunded,charged,closed_by_reconciler,net\n" +
+			"acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,45,50,0,4,5,4,true,false,45,0,0,0,45\n" +
+			"acme,total,,45,50,0,4,5,4,true,false,45,0,0,0,45\n"
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") || b.String() != want {
 			t.Fatalf("content type %q body:\n%s\nwant:\n%s", ct, b.String(), want)
 		}

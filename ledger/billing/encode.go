@@ -18,12 +18,14 @@ func WriteJSON(w io.Writer, res Result) error {
 // CSVHeader is the first line of WriteCSV's output.
 var CSVHeader = []string{"key", "start", "end", "spent", "leased", "rejected", "degraded_cost",
 	"over_authorized", "windows", "degraded", "complete", "allowed", "refunded", "charged",
-	"closed_by_reconciler"}
+	"closed_by_reconciler", "net"}
 
 // WriteCSV writes res as CSV: a header, a line per bucket, and a last line
-// whose start is "total". spent is billed cost, net of refunds: allowed +
-// charged − refunded, the three columns after complete. closed_by_reconciler,
-// last, counts the windows the reconciler closed for a dead process
+// whose start is "total". net, last, is allowed + charged − refunded (the
+// three columns after complete); spent, fourth, is net under its old name
+// (deprecated: it leaves in the next release, read net). The columns keep
+// their places, so a reader by position is not misled. closed_by_reconciler
+// counts the windows the reconciler closed for a dead process
 // (Row.ClosedByReconciler).
 func WriteCSV(w io.Writer, res Result) error {
 	cw := csv.NewWriter(w)
@@ -33,7 +35,7 @@ func WriteCSV(w io.Writer, res Result) error {
 		_ = cw.Write([]string{res.Key, start, end, n(t.Spent, 10), n(t.Leased, 10), n(t.Rejected, 10),
 			n(t.Degraded, 10), n(t.OverAuthorized, 10), strconv.Itoa(windows),
 			strconv.FormatBool(degraded), strconv.FormatBool(complete),
-			n(t.Allowed, 10), n(t.Refunded, 10), n(t.Charged, 10), strconv.Itoa(closed)})
+			n(t.Allowed, 10), n(t.Refunded, 10), n(t.Charged, 10), strconv.Itoa(closed), n(t.Net, 10)})
 	}
 	windows := 0
 	for _, r := range res.Rows {

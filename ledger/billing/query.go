@@ -87,10 +87,16 @@ func (q *Query) Validate() error {
 	return nil
 }
 
-// Totals add up a range or a bucket. Cost units.
+// Totals add up a range or a bucket. Cost units. The billing figures are
+// named as on every surface (API, CLI, CSV, export, views): Allowed
+// (gross), Charged, Refunded and Net = Allowed + Charged − Refunded.
 type Totals struct {
-	// Spent is what billing charges: Allowed + Charged − Refunded
-	// (docs/design.md [idempotency]).
+	// Net is Allowed + Charged − Refunded (docs/design.md [idempotency]):
+	// the bucket's billed usage before carry-over (the export's billed).
+	Net int64 `json:"net"`
+	// Spent is Net under its old name, same value.
+	//
+	// Deprecated: read Net; "spent" leaves the API in the next release.
 	Spent    int64 `json:"spent"`
 	Leased   int64 `json:"leased"`
 	Rejected int64 `json:"rejected"`
@@ -168,10 +174,10 @@ func NewLedger(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 // $3 to, $4 bucket unit (hour or day), $5 most rows.
 const bucketSQL = `SELECT date_trunc($4, window_start, 'UTC') AS b,
        date_trunc($4, window_start, 'UTC') + ('1 ' || $4)::interval AS e,
-       usage_saturate(sum(spent)), usage_saturate(sum(leased)), usage_saturate(sum(rejected)), usage_saturate(sum(degraded)),
+       usage_saturate(sum(net)), usage_saturate(sum(leased)), usage_saturate(sum(rejected)), usage_saturate(sum(degraded)),
        count(*)::int, bool_or(is_degraded), bool_and(complete),
        usage_saturate(sum(allowed)), usage_saturate(sum(refunded)), usage_saturate(sum(charged)),
-       bool_or(overflow) OR usage_overflows(sum(spent), sum(leased), sum(rejected), sum(degraded),
+       bool_or(overflow) OR usage_overflows(sum(net), sum(leased), sum(rejected), sum(degraded),
                                             sum(allowed), sum(refunded), sum(charged)),
        count(*) FILTER (WHERE closed_by_reconciler > 0)::int
 FROM usage_windows
@@ -180,7 +186,7 @@ GROUP BY 1 ORDER BY 1
 LIMIT $5`
 
 // windowSQL selects one row per window; $4 most rows.
-const windowSQL = `SELECT window_start, window_end, spent, leased, rejected, degraded, 1, is_degraded, complete,
+const windowSQL = `SELECT window_start, window_end, net, leased, rejected, degraded, 1, is_degraded, complete,
        allowed, refunded, charged, overflow, (closed_by_reconciler > 0)::int
 FROM usage_windows
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
@@ -251,7 +257,7 @@ func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
 		}
 		var r Row
 		var overflow bool
-		if err := rows.Scan(&r.Start, &r.End, &r.Spent, &r.Leased, &r.Rejected, &r.Degraded,
+		if err := rows.Scan(&r.Start, &r.End, &r.Net, &r.Leased, &r.Rejected, &r.Degraded,
 			&r.Windows, &r.IsDegraded, &r.Complete, &r.Allowed, &r.Refunded, &r.Charged, &overflow,
 			&r.ClosedByReconciler); err != nil {
 			return Result{}, fmt.Errorf("billing: scan: %w", err)
@@ -270,7 +276,7 @@ func (l *Ledger) query(ctx context.Context, q Query) (Result, error) {
 // add appends bucket r and adds it to the totals; false when a total
 // would pass the int64 range (ErrOverflow), which Go would wrap.
 func (res *Result) add(r Row) bool {
-	for _, p := range [...]struct{ total, v int64 }{{res.Totals.Spent, r.Spent}, {res.Totals.Allowed, r.Allowed},
+	for _, p := range [...]struct{ total, v int64 }{{res.Totals.Net, r.Net}, {res.Totals.Allowed, r.Allowed},
 		{res.Totals.Refunded, r.Refunded}, {res.Totals.Charged, r.Charged}, {res.Totals.Leased, r.Leased},
 		{res.Totals.Rejected, r.Rejected}, {res.Totals.Degraded, r.Degraded}, {r.Leased, -r.Allowed}} {
 		if s := p.total + p.v; (p.v > 0 && s < p.total) || (p.v < 0 && s > p.total) {
@@ -279,7 +285,9 @@ func (res *Result) add(r Row) bool {
 	}
 	r.Start, r.End = r.Start.UTC(), r.End.UTC()
 	r.OverAuthorized = r.Leased - r.Allowed
-	res.Totals.Spent += r.Spent
+	r.Spent = r.Net
+	res.Totals.Net += r.Net
+	res.Totals.Spent = res.Totals.Net
 	res.Totals.Allowed += r.Allowed
 	res.Totals.Refunded += r.Refunded
 	res.Totals.Charged += r.Charged

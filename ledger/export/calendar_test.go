@@ -148,7 +148,7 @@ func wantPlanRows(ws []planWindow, g export.Granularity, from, to, now time.Time
 			rows[k] = r
 			finals[k] = true
 		}
-		r.Spent += w.spent
+		r.Allowed += w.spent
 		r.Refunded += w.refunded
 		r.Charged += w.charged
 		r.Windows++
@@ -156,7 +156,7 @@ func wantPlanRows(ws []planWindow, g export.Granularity, from, to, now time.Time
 	}
 	var all []export.Row
 	for k, r := range rows {
-		r.Net = r.Spent + r.Charged - r.Refunded
+		r.Net = r.Allowed + r.Charged - r.Refunded
 		r.Complete = finals[k] && !r.PeriodEnd.After(now)
 		all = append(all, *r)
 	}
@@ -195,7 +195,7 @@ func rowLines(rows []export.Row) string {
 	var s string
 	for _, r := range rows {
 		s += fmt.Sprintf("  %s [%s, %s) spent %d refunded %d charged %d net %d in %d billed %d out %d windows %d complete %v\n",
-			r.Key, r.PeriodStart.Format(time.RFC3339), r.PeriodEnd.Format(time.RFC3339), r.Spent, r.Refunded, r.Charged,
+			r.Key, r.PeriodStart.Format(time.RFC3339), r.PeriodEnd.Format(time.RFC3339), r.Allowed, r.Refunded, r.Charged,
 			r.Net, r.CarriedIn, r.Billed, r.CarriedOut, r.Windows, r.Complete)
 	}
 	return s
@@ -284,7 +284,7 @@ func TestExportPlanMonthOverHTTP(t *testing.T) {
 	for _, r := range rows {
 		if r.Key == "acct_ny" {
 			got = append(got, nyRow{r.PeriodStart.Format(time.RFC3339), r.PeriodEnd.Format(time.RFC3339),
-				r.Spent, r.Net, r.CarriedIn, r.Billed, r.CarriedOut})
+				r.Allowed, r.Net, r.CarriedIn, r.Billed, r.CarriedOut})
 		}
 	}
 	want := []nyRow{

@@ -1,10 +1,10 @@
 // Package export reads the ledger period by period for every key: one Row
 // per key and period — a UTC hour, day or month, or with CalendarPlan the
 // hour, day or month of the key's plan's calendar (its time zone and
-// anchor day, as its quotas count them) — with spent, refunded, charged,
+// anchor day, as its quotas count them) — with allowed, refunded, charged,
 // rejected and degraded cost, whether the period is complete (it has ended and every
 // process sent its final report for every window in it), and what it
-// bills: the net (spent + charged − refunded) with a negative net carried
+// bills: the net (allowed + charged − refunded) with a negative net carried
 // forward to the key's next periods, never billed below zero (Row, Carry;
 // [idempotency] in docs/design.md). It streams them as CSV or NDJSON
 // (Encoder) and serves GET /v1/usage/export to billing tokens (Handler).

@@ -36,11 +36,11 @@ func (f Format) ContentType() string {
 	return "application/x-ndjson"
 }
 
-// CSVHeader is the first line of a CSV export. The columns up to complete
-// are those of exports before refunds were billed; the billing columns
-// (Row: refunded … carried_out) come after them, then
-// closed_by_reconciler, the cursor last.
-const CSVHeader = "key,period_start,period_end,granularity,spent,rejected,degraded,windows,complete," +
+// CSVHeader is the first line of a CSV export. The columns keep the places
+// they had before refunds were billed (allowed, fifth, was headed spent);
+// the billing columns (Row: refunded … carried_out) come after complete,
+// then closed_by_reconciler, the cursor last.
+const CSVHeader = "key,period_start,period_end,granularity,allowed,rejected,degraded,windows,complete," +
 	"refunded,charged,net,carried_in,billed,carried_out,closed_by_reconciler,cursor"
 
 // Encoder writes export rows as CSV or NDJSON, then one last line that
@@ -100,7 +100,7 @@ func (e *Encoder) row(r *Row) {
 		b = r.PeriodEnd.AppendFormat(b, time.RFC3339)
 		b = append(b, ',')
 		b = append(b, e.g...)
-		for _, n := range []int64{r.Spent, r.Rejected, r.Degraded, r.Windows} {
+		for _, n := range []int64{r.Allowed, r.Rejected, r.Degraded, r.Windows} {
 			b = append(b, ',')
 			b = strconv.AppendInt(b, n, 10)
 		}
@@ -124,9 +124,9 @@ func (e *Encoder) row(r *Row) {
 		b = append(b, `","granularity":"`...)
 		b = append(b, e.g...)
 		b = append(b, '"')
-		for i, n := range []int64{r.Spent, r.Rejected, r.Degraded, r.Windows} {
+		for i, n := range []int64{r.Allowed, r.Rejected, r.Degraded, r.Windows} {
 			b = append(b, `,"`...)
-			b = append(b, [...]string{"spent", "rejected", "degraded", "windows"}[i]...)
+			b = append(b, [...]string{"allowed", "rejected", "degraded", "windows"}[i]...)
 			b = append(b, `":`...)
 			b = strconv.AppendInt(b, n, 10)
 		}

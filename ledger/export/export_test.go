@@ -155,7 +155,7 @@ type want struct {
 func got(rows []line) []want {
 	var out []want
 	for _, r := range rows {
-		out = append(out, want{r.Key, r.PeriodStart.Format(time.DateOnly), r.Spent, r.Rejected, r.Degraded, r.Windows, r.Complete})
+		out = append(out, want{r.Key, r.PeriodStart.Format(time.DateOnly), r.Allowed, r.Rejected, r.Degraded, r.Windows, r.Complete})
 	}
 	return out
 }
@@ -208,7 +208,7 @@ func TestExportRows(t *testing.T) {
 		var g []hourRow
 		for _, r := range rows {
 			g = append(g, hourRow{r.Key, r.PeriodStart.Format(time.RFC3339), r.PeriodEnd.Format(time.RFC3339), r.Granularity,
-				r.Spent, r.Rejected, r.Windows, r.Complete})
+				r.Allowed, r.Rejected, r.Windows, r.Complete})
 		}
 		want := []hourRow{
 			{"#hash,x", "2026-11-03T10:00:00Z", "2026-11-03T11:00:00Z", "hour", 2, 0, 1, true},

@@ -335,7 +335,7 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 		var key *string
 		var start, end *time.Time
 		var final bool
-		dst := []any{&key, &start, &end, &r.Spent, &r.Rejected, &r.Degraded, &r.Windows, &final,
+		dst := []any{&key, &start, &end, &r.Allowed, &r.Rejected, &r.Degraded, &r.Windows, &final,
 			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn, &r.ClosedByReconciler}
 		if q.Calendar != CalendarPlan {
 			dst = append(dst[:2], dst[3:]...) // pageSQL has no period end

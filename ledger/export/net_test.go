@@ -56,7 +56,7 @@ type billedRow struct {
 func billedRows(rows []export.Row) []billedRow {
 	var out []billedRow
 	for _, r := range rows {
-		out = append(out, billedRow{r.PeriodStart.Month(), r.Spent, r.Refunded, r.Charged, r.Net, r.CarriedIn, r.Billed, r.CarriedOut})
+		out = append(out, billedRow{r.PeriodStart.Month(), r.Allowed, r.Refunded, r.Charged, r.Net, r.CarriedIn, r.Billed, r.CarriedOut})
 	}
 	return out
 }
@@ -149,7 +149,7 @@ func TestExportBillsNet(t *testing.T) {
 				if r.Key != c.key || !r.Complete {
 					t.Fatalf("row %d: %+v", i, r)
 				}
-				if r.Billed < 0 || r.CarriedIn < 0 || r.CarriedOut < 0 || r.Net != r.Spent+r.Charged-r.Refunded ||
+				if r.Billed < 0 || r.CarriedIn < 0 || r.CarriedOut < 0 || r.Net != r.Allowed+r.Charged-r.Refunded ||
 					r.Billed-r.CarriedOut != r.Net-r.CarriedIn {
 					t.Fatalf("row %d breaks the rule: %+v", i, r)
 				}
@@ -191,7 +191,7 @@ func TestExportBillsNet(t *testing.T) {
 // The encoders show the billing figures: CSV columns after complete, the
 // cursor last; NDJSON fields of the same names.
 func TestEncodeBillingColumns(t *testing.T) {
-	r := export.Row{Key: "k", PeriodStart: month(12), PeriodEnd: month(12).AddDate(0, 1, 0), Spent: 5, Rejected: 1, Windows: 2,
+	r := export.Row{Key: "k", PeriodStart: month(12), PeriodEnd: month(12).AddDate(0, 1, 0), Allowed: 5, Rejected: 1, Windows: 2,
 		Complete: true, Refunded: 1, Charged: 2, Net: 6, CarriedIn: 3, Billed: 3, CarriedOut: 0}
 	var b bytes.Buffer
 	enc := export.NewEncoder(&b, export.CSV, export.Month)
@@ -209,7 +209,7 @@ func TestEncodeBillingColumns(t *testing.T) {
 	for i, name := range recs[0] {
 		cols[name] = recs[1][i]
 	}
-	for name, want := range map[string]int64{"spent": 5, "rejected": 1, "refunded": 1, "charged": 2, "net": 6, "carried_in": 3,
+	for name, want := range map[string]int64{"allowed": 5, "rejected": 1, "refunded": 1, "charged": 2, "net": 6, "carried_in": 3,
 		"billed": 3, "carried_out": 0, "windows": 2} {
 		if cols[name] != strconv.FormatInt(want, 10) {
 			t.Errorf("csv %s = %q, want %d (%s)", name, cols[name], want, b.String())

@@ -289,7 +289,7 @@ func ParseCursor(s string) (Cursor, error) {
 // units.
 //
 // Billing is net of refunds with carry-over ([idempotency] in
-// docs/design.md): Net = Spent + Charged − Refunded may be negative (a
+// docs/design.md): Net = Allowed + Charged − Refunded may be negative (a
 // refund lands in the window it is made in, which may be a later period
 // than its request's), but Billed never is. A negative net is carried
 // forward and deducted from the key's next periods until it is used up:
@@ -309,9 +309,11 @@ type Row struct {
 	Key         string    `json:"key"`
 	PeriodStart time.Time `json:"period_start"`
 	PeriodEnd   time.Time `json:"period_end"`
-	// Spent is the cost of allowed decisions (usage_reports.spent): gross,
-	// before refunds and post-hoc charges.
-	Spent    int64 `json:"spent"`
+	// Allowed is the cost of allowed decisions (usage_reports.spent):
+	// gross, before refunds and post-hoc charges. Exports before this
+	// name called it spent, which elsewhere meant Net; the column keeps
+	// its place.
+	Allowed  int64 `json:"allowed"`
 	Rejected int64 `json:"rejected"`
 	Degraded int64 `json:"degraded"`
 	// Windows is the number of accounting windows that started in the
@@ -329,8 +331,8 @@ type Row struct {
 	// /v1/charge).
 	Refunded int64 `json:"refunded"`
 	Charged  int64 `json:"charged"`
-	// Net is Spent + Charged − Refunded: what GET /v1/usage and the
-	// ledger's views bill for the period; it may be negative.
+	// Net is Allowed + Charged − Refunded: GET /v1/usage's and the
+	// ledger's views' net for the period; it may be negative.
 	Net int64 `json:"net"`
 	// CarriedIn is the credit (≥ 0) carried from the key's earlier
 	// periods; CarriedOut the credit left for its later ones.

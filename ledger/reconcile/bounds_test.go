@@ -250,7 +250,7 @@ func TestLateReportForDetachedMonthIsDeadLettered(t *testing.T) {
 		err = ex.Export(ctx, export.Query{From: month, To: monthStart(month, 1), Granularity: export.Month, Now: time.Now()},
 			func(rs []export.Row) error {
 				for _, r := range rs {
-					out = append(out, fmt.Sprintf("%s %d %d", r.Key, r.Spent, r.Billed))
+					out = append(out, fmt.Sprintf("%s %d %d", r.Key, r.Allowed, r.Billed))
 				}
 				return nil
 			})
@@ -343,10 +343,10 @@ func TestOverflowingKeyDoesNotBreakBilling(t *testing.T) {
 	if err != nil {
 		t.Fatalf("month export: %v", err)
 	}
-	if n := got["normal"]; n.Spent != 7 || n.Billed != 7 || !n.Complete {
+	if n := got["normal"]; n.Allowed != 7 || n.Billed != 7 || !n.Complete {
 		t.Fatalf("export of the other key: %+v", n)
 	}
-	if h := got["hostile"]; h.Complete || h.Spent != math.MaxInt64 || h.Billed != math.MaxInt64 {
+	if h := got["hostile"]; h.Complete || h.Allowed != math.MaxInt64 || h.Billed != math.MaxInt64 {
 		t.Fatalf("export of the hostile key: %+v; want saturated figures, not Complete", h)
 	}
 }

@@ -7,7 +7,8 @@
 // a message is one JSON report or a batch of many, ledger.EncodingBatch),
 // hands it to a Store in transactions of at most BatchSize reports, and
 // acknowledges a message only after every report in it was committed (or
-// dead-lettered). While the Store fails transiently
+// dead-lettered); on the work-queue stream that acknowledgement removes it.
+// While the Store fails transiently
 // (Postgres down; see isTransient) it retries the same batch with
 // exponential backoff, acknowledges nothing and is not Ready.
 //

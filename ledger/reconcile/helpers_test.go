@@ -56,6 +56,21 @@ func connect(t testing.TB, url string) jetstream.JetStream {
 	return js
 }
 
+// legacyStream replaces the usage stream with one of limits retention,
+// as made before work-queue retention: it keeps written reports.
+func legacyStream(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	ctx := context.Background()
+	if err := js.DeleteStream(ctx, ledger.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ledger.DefaultStreamConfig()
+	cfg.Retention = jetstream.LimitsPolicy
+	if _, err := ledger.EnsureStream(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // publish sends reports with their message IDs (or msgID when not empty).
 func publish(t testing.TB, js jetstream.JetStream, msgID string, reps ...ledger.Report) {
 	t.Helper()

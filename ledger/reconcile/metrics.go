@@ -23,6 +23,8 @@ type Metrics struct {
 	LastCommit  prometheus.Gauge
 	// OldestUnwritten: see newOldestUnwritten (streamage.go).
 	OldestUnwritten prometheus.Gauge
+	// StreamFill: see newStreamFill (streamage.go).
+	StreamFill prometheus.Gauge
 }
 
 // NewMetrics creates the Reconciler's metrics and registers them on reg
@@ -59,6 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LastCommit: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "last_commit_timestamp_seconds", Help: "Unix time of the last committed batch."}),
 		OldestUnwritten: newOldestUnwritten(),
+		StreamFill:      newStreamFill(),
 	}
 	for _, r := range reasons {
 		if !foundByWriting(r) {
@@ -68,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Messages, m.Redeliveries, m.Rejected, m.DeadLetters,
-			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit, m.OldestUnwritten)
+			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit, m.OldestUnwritten, m.StreamFill)
 	}
 	return m
 }

@@ -44,11 +44,12 @@ type Config struct {
 	// regions (subjects <prefix>.<region>.>), to split the stream between
 	// reconcilers: one per region, or any partition of the region set,
 	// each with its own Durable, all writing one ledger (the Writer's
-	// primary-key order keeps them free of deadlocks). Two reconcilers
-	// whose regions overlap write the overlap twice, which the ledger's
-	// merge rules make harmless but wasteful. More than one region needs
-	// NATS 2.10 or later (a consumer's FilterSubjects). Default none:
-	// every region.
+	// primary-key order keeps them free of deadlocks). The regions of
+	// different Durables must not overlap: a work-queue stream refuses the
+	// second consumer (the reconciler stays not ready and logs why), as a
+	// report leaves the stream once one of them acknowledges it. More
+	// than one region needs NATS 2.10 or later (a consumer's
+	// FilterSubjects). Default none: every region.
 	Regions []string
 	// BatchSize is the most reports written in one transaction, and about
 	// how many are gathered before writing: gathering stops once the
@@ -149,6 +150,9 @@ type Reconciler struct {
 	m      *Metrics
 	log    *slog.Logger
 	health health
+	// filledAt is when noteFill last read the stream; only Run's goroutine
+	// uses it.
+	filledAt time.Time
 }
 
 // New returns a Reconciler. It does no I/O until Run.
@@ -190,8 +194,10 @@ func (r *Reconciler) Ready() error { return r.health.ready() }
 //
 // When the durable consumer is lost (deleted, or its stream deleted), Run
 // is not ready until it has created it again (Config.Durable, delivering
-// the whole stream again: the upsert makes the replay harmless) and
-// consumes from it.
+// every report the stream still holds: those not acknowledged, or on a
+// stream of limits retention all of them; the upsert makes a replay
+// harmless) and consumes from it. Acknowledging a report, once the ledger
+// holds it, removes it from a work-queue stream.
 func (r *Reconciler) Run(ctx context.Context) error {
 	defer r.health.consuming(errors.New("reconcile: stopped"))
 	for {
@@ -238,6 +244,7 @@ func (r *Reconciler) consume(ctx context.Context) error {
 		if lost != nil {
 			return lost
 		}
+		r.noteFill(ctx)
 		if now := r.cfg.Clock.Now(); len(msgs) == 0 && now.Sub(lastMsg) >= idleCheck {
 			lastMsg = now
 			restart, err := r.checkIdle(ctx, cons)

@@ -34,6 +34,9 @@ func cumulativeStream(keys, steps int) ([]ledger.Report, map[string]int64) {
 func TestDuplicatesAndRedeliveriesDoNotChangeTotals(t *testing.T) {
 	pool := migratedPool(t, testserver.NewDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
+	// A stream that keeps written reports (limits retention, from before
+	// work-queue retention), so that a second consumer can replay them.
+	legacyStream(t, js)
 	reps, want := cumulativeStream(5, 4)
 	publish(t, js, "", reps...)
 	// Same message IDs again: JetStream drops them.

@@ -62,7 +62,7 @@ type figures struct {
 }
 
 func rowFigures(r *export.Row) figures {
-	return figures{billed: r.Billed, spent: r.Spent, refunded: r.Refunded, charged: r.Charged, carriedIn: r.CarriedIn,
+	return figures{billed: r.Billed, spent: r.Allowed, refunded: r.Refunded, charged: r.Charged, carriedIn: r.CarriedIn,
 		rejected: r.Rejected, degraded: r.Degraded}
 }
 
@@ -148,7 +148,7 @@ func (p *Publisher) skip(r *export.Row, s *state) bool {
 func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64, now time.Time) error {
 	delta := r.Billed - prevBilled
 	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
-		Billed: r.Billed, Spent: r.Spent, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
+		Billed: r.Billed, Spent: r.Allowed, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
 		CarriedIn: r.CarriedIn, CarriedOut: r.CarriedOut, Rejected: r.Rejected, Degraded: r.Degraded, Windows: r.Windows,
 		ClosedByReconciler: r.ClosedByReconciler, Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta,
 		PreviousSpent: prevBilled, SpentDelta: delta})

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/quotaplatform/quota/period"
 )
 
 // StripeCustomer maps a key to the Stripe customer billed for it
@@ -24,26 +26,17 @@ type StripeCustomer struct {
 	UpdatedAt time.Time
 }
 
-// InvoicePeriodEnd returns the end of c's invoice period holding t.
+// InvoicePeriodEnd returns the end of c's invoice period holding t: the
+// period package's month (period.Calendar), so that a sink and the
+// ledger's exports cut at the same instant, midnights the zone's clock
+// skips included.
 func (c StripeCustomer) InvoicePeriodEnd(t time.Time) time.Time {
-	if c.AnchorDay == 0 || c.TimeZone == nil {
-		t = t.UTC()
-		return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	cal := period.Calendar{}
+	if c.AnchorDay != 0 && c.TimeZone != nil {
+		cal = period.Calendar{Location: c.TimeZone, AnchorDay: c.AnchorDay}
 	}
-	lt := t.In(c.TimeZone)
-	end := anchorIn(lt.Year(), lt.Month(), c.AnchorDay, c.TimeZone)
-	if !end.After(lt) {
-		end = anchorIn(lt.Year(), lt.Month()+1, c.AnchorDay, c.TimeZone)
-	}
+	_, end := cal.Bounds(period.Month, t)
 	return end
-}
-
-// anchorIn is day (a shorter month's last day) of month m of year y, at
-// 00:00 in loc.
-func anchorIn(y int, m time.Month, day int, loc *time.Location) time.Time {
-	first := time.Date(y, m, 1, 0, 0, 0, 0, loc) // normalizes m = 13
-	last := first.AddDate(0, 1, -1).Day()
-	return time.Date(first.Year(), first.Month(), min(day, last), 0, 0, 0, 0, loc)
 }
 
 // Anchor is a customer's billing cycle anchor for SetStripeCustomer: Day

@@ -449,7 +449,7 @@ func hostileBatchChecks(s *scenarioRun, h Hostile, f *Figures) {
 	var saturated bool
 	for _, r := range rows {
 		if r.Key == h.OverflowKey {
-			saturated = r.Spent == math.MaxInt64 && !r.Complete
+			saturated = r.Allowed == math.MaxInt64 && !r.Complete
 		}
 	}
 	got = fmt.Sprintf("%d rows, overflow key's spent saturated and incomplete: %v", len(rows), saturated)

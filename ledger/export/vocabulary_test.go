@@ -1,0 +1,157 @@
+package export_test
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaplatform/quota/internal/ledgertest"
+	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/billing"
+	"github.com/quotaplatform/quota/ledger/export"
+	"github.com/quotaplatform/quota/ledger/reconcile"
+)
+
+// csvColumns reads a CSV answer's header and its first line as a map.
+func csvColumns(t *testing.T, body string) map[string]string {
+	t.Helper()
+	cr := csv.NewReader(strings.NewReader(body))
+	cr.Comment = '#'
+	cr.FieldsPerRecord = -1
+	recs, err := cr.ReadAll()
+	if err != nil || len(recs) < 2 {
+		t.Fatalf("csv %q: %v", body, err)
+	}
+	out := map[string]string{}
+	for i, name := range recs[0] {
+		out[name] = recs[1][i]
+	}
+	return out
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b.String())
+	}
+	return b.String()
+}
+
+// One vocabulary on every endpoint (issue 36): for the issue's key
+// (allowed 247, charged 10, refunded 6) GET /v1/usage and GET
+// /v1/usage/export, in JSON and CSV, name allowed, charged, refunded and
+// net alike, and spent, where it is left (/v1/usage, deprecated), is the
+// net: never the gross allowed cost, as the export's spent was.
+func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
+	url, pool := ledgertest.Database(t)
+	start := time.Date(2026, 11, 10, 12, 0, 7, 0, time.UTC)
+	if _, err := reconcile.NewWriter(pool).Write(context.Background(), []ledger.Report{{Key: "acct_voc", WindowStart: start,
+		WindowEnd: start.Add(time.Minute), ProcessID: "p1", Region: "eu", Spent: 247, Leased: 250, Charged: 10, Refunded: 6,
+		Final: true, Seq: 1, SentAt: start}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"allowed": 247, "charged": 10, "refunded": 6, "net": 251}
+
+	exp := serve(t, url, export.DefaultConfig())
+	bpool, err := billing.NewPool(url, billing.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bpool.Close)
+	led, err := billing.NewLedger(bpool, billing.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := billing.ParseTokens(tokAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	access, err := billing.NewAccess(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := httptest.NewServer(&billing.Handler{Ledger: led, Access: access})
+	t.Cleanup(usage.Close)
+	usageGet := func(accept string) string {
+		req, _ := http.NewRequest(http.MethodGet, usage.URL+"/v1/usage?key=acct_voc&from=2026-11-10T00:00:00Z&to=2026-11-11T00:00:00Z&granularity=day", nil)
+		req.Header.Set("Authorization", "Bearer "+tokAll)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return readBody(t, resp)
+	}
+
+	for _, c := range []struct {
+		surface string
+		figures func() map[string]any
+		spent   any // nil: no spent at all
+	}{
+		{"/v1/usage JSON totals", func() map[string]any {
+			var res struct{ Totals map[string]any }
+			if err := json.Unmarshal([]byte(usageGet("")), &res); err != nil {
+				t.Fatal(err)
+			}
+			return res.Totals
+		}, float64(251)},
+		{"/v1/usage CSV", func() map[string]any {
+			out := map[string]any{}
+			for k, v := range csvColumns(t, usageGet("text/csv")) {
+				out[k] = v
+			}
+			return out
+		}, "251"},
+		{"/v1/usage/export NDJSON", func() map[string]any {
+			var row map[string]any
+			body := readBody(t, get(t, exp, tokAll, "from=2026-11&to=2026-12&granularity=month", "application/x-ndjson"))
+			if err := json.Unmarshal([]byte(strings.SplitN(body, "\n", 2)[0]), &row); err != nil {
+				t.Fatal(err)
+			}
+			return row
+		}, nil},
+		{"/v1/usage/export CSV", func() map[string]any {
+			out := map[string]any{}
+			for k, v := range csvColumns(t, readBody(t, get(t, exp, tokAll, "from=2026-11&to=2026-12&granularity=month", "text/csv"))) {
+				out[k] = v
+			}
+			return out
+		}, nil},
+	} {
+		t.Run(c.surface, func(t *testing.T) {
+			got := c.figures()
+			for name, n := range want {
+				if v, ok := got[name]; !ok || (v != float64(n) && v != strconv.FormatInt(n, 10)) {
+					t.Errorf("%s = %v (present %v), want %d", name, v, ok, n)
+				}
+			}
+			if spent, ok := got["spent"]; c.spent == nil && ok {
+				t.Errorf("spent = %v: the gross cost is named allowed", spent)
+			} else if c.spent != nil && spent != c.spent {
+				t.Errorf("spent = %v, want the net %v (its deprecated name)", spent, c.spent)
+			}
+		})
+	}
+	if !slices.Contains(strings.Split(export.CSVHeader, ","), "allowed") || slices.Contains(strings.Split(export.CSVHeader, ","), "spent") {
+		t.Fatalf("export CSV header %q", export.CSVHeader)
+	}
+}
