@@ -304,7 +304,7 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
 		}
 		defer pool.Close()
-		if err := sink.SettleHeld(ctx, pool, sink.StripeSinkName(o.Meter), o.EventID, o.Outcome == "delivered"); err != nil {
+		if err := sink.SettleHeld(ctx, pool, sink.StripeSinkName(o.Meter), o.EventID, o.Outcome == "delivered", time.Now()); err != nil {
 			return fmt.Errorf("--event-id: %w", err)
 		}
 		log.Info("held meter event settled", "event_id", o.EventID, "outcome", o.Outcome)

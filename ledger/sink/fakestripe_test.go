@@ -22,6 +22,7 @@ import (
 type fakeStripe struct {
 	srv         *httptest.Server
 	dropAnswers atomic.Bool
+	down        atomic.Bool // answer every request 500, storing nothing
 	mu          sync.Mutex
 	stored      map[string]fakeMeterEvent // guarded by mu: by identifier, within the dedupe window
 	billed      map[string]int64          // guarded by mu: customer → Σ value of every event ever stored
@@ -45,6 +46,13 @@ func startFakeStripe(t *testing.T) *fakeStripe {
 func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/billing/meter_events" || r.ParseForm() != nil {
 		http.Error(w, `{"error":{"type":"invalid_request_error","message":"unknown request"}}`, http.StatusNotFound)
+		return
+	}
+	if f.down.Load() {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Stripe-Should-Retry", "false")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":{"type":"api_error","message":"internal error"}}`)
 		return
 	}
 	id := r.PostForm.Get("identifier")

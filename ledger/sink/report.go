@@ -193,7 +193,7 @@ func exportLedger(ctx context.Context, db Querier, q export.Query, page func([]e
 	if err != nil {
 		return err
 	}
-	return ex.Export(ctx, q, page)
+	return exportSpans(ctx, ex, q, page)
 }
 
 type ackedPeriod struct {
