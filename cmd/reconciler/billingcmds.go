@@ -220,6 +220,7 @@ type stripeOptions struct {
 	KeyEnv   string // --stripe-key-env: the variable holding the secret key
 	URL      string // --stripe-url: Stripe's API base ("" = Stripe); tests point it at stripe-mock
 	Customer string // --customer cus_…
+	From     string // stripe-customer set --from, RFC 3339: the mapping's first instant ("" every period)
 	// --finalization-grace: how long after an invoice period Stripe
 	// finalizes its invoice (the account's setting)
 	FinalizationGrace time.Duration
@@ -315,7 +316,11 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
 		}
 		defer pool.Close()
-		if err := sink.SetStripeCustomer(ctx, pool, o.Key, o.Customer); err != nil {
+		var from time.Time
+		if o.From != "" {
+			from, _ = time.Parse(time.RFC3339, o.From) // checked by its flag
+		}
+		if err := sink.SetStripeCustomerFrom(ctx, pool, o.Key, o.Customer, from); err != nil {
 			if errors.Is(err, sink.ErrBadCustomer) {
 				return fmt.Errorf("--customer: %w", err)
 			}
@@ -324,7 +329,7 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 		if err := sink.SetStripeAnchor(ctx, pool, o.Key, sink.Anchor{Day: o.AnchorDay, TimeZone: o.TimeZone}); err != nil {
 			return fmt.Errorf("--anchor-day, --time-zone: %w", err)
 		}
-		log.Info("stripe customer set", "customer", o.Customer, "anchor_day", o.AnchorDay, "time_zone", o.TimeZone)
+		log.Info("stripe customer set", "customer", o.Customer, "from", o.From, "anchor_day", o.AnchorDay, "time_zone", o.TimeZone)
 		return nil
 	}
 	pool, err := billing.NewPool(o.Postgres, o.billingConfig())

@@ -19,8 +19,10 @@ import (
 // changed, a timestamp of "now" taken again).
 type Framer interface {
 	Sender
-	// Frame decides ev's request at now.
-	Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, error)
+	// Frame decides ev's request at now; prev is the recorded frame of the
+	// event ev replaces (nil for a period's first event, or none
+	// recorded).
+	Frame(ev cloudevents.Event, prev json.RawMessage, now time.Time) (json.RawMessage, error)
 	// SendFrame sends ev as frame says; nil means acknowledged.
 	SendFrame(ctx context.Context, ev cloudevents.Event, frame json.RawMessage) error
 }
@@ -87,7 +89,7 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 	}
 	switch {
 	case s == nil:
-		if err := p.sendRevision(ctx, r, 0, "", 0, now); err != nil {
+		if err := p.sendRevision(ctx, r, 0, "", 0, nil, now); err != nil {
 			return err
 		}
 		st.Sent++
@@ -95,7 +97,7 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 	case s.figures == rowFigures(r):
 		st.Unchanged++
 	default:
-		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed, now); err != nil {
+		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed, s.frame, now); err != nil {
 			return err
 		}
 		st.Corrections++
@@ -144,8 +146,10 @@ func (p *Publisher) skip(r *export.Row, s *state) bool {
 }
 
 // sendRevision builds and delivers revision rev of r's period; prevBilled
-// is what the replaced revision billed, which the sink holds.
-func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64, now time.Time) error {
+// is what the replaced revision billed, which the sink holds, prevFrame
+// its recorded frame.
+func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64,
+	prevFrame json.RawMessage, now time.Time) error {
 	delta := r.Billed - prevBilled
 	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
 		Billed: r.Billed, Spent: r.Spent, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
@@ -156,7 +160,7 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 		return fmt.Errorf("sink: event data: %w", err)
 	}
 	id := EventID(r.Key, r.PeriodStart, p.cfg.Granularity, rev)
-	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled, nil, now, true)
+	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled, prevFrame, now, true)
 }
 
 // deliver sends one event and records the outcome: acknowledged, the sink
@@ -164,7 +168,9 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 // again next run. A fresh event (fresh) is first recorded 'pending' with
 // its data and frame, before any byte of it leaves: if the answer or its
 // record is lost, the next run sends exactly this payload again, never
-// other figures under its id. A resend uses the recorded data and frame.
+// other figures under its id. A resend uses the recorded data and frame;
+// a fresh event's frame is the replaced event's (a Framer decides its own
+// from it).
 func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id string, data json.RawMessage,
 	f figures, prevAcked int64, frame json.RawMessage, now time.Time, fresh bool) error {
 	ev, err := newEvent(p.cfg.Source, p.cfg.Type, id, data, r.Key, r.PeriodEnd)
@@ -183,8 +189,10 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 		}
 	}
 	if fresh {
+		prev := frame
+		frame = nil
 		if framed {
-			if frame, err = framer.Frame(ev, now); err != nil {
+			if frame, err = framer.Frame(ev, prev, now); err != nil {
 				return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 			}
 		}

@@ -92,16 +92,17 @@ func NewStripeClient(secretKey, url string, hc *http.Client) *stripe.Client {
 type Stripe struct {
 	events    MeterEvents
 	meter     string
-	customers map[string]StripeCustomer
+	customers customerBook
 	grace     time.Duration
 }
 
 var _ Framer = (*Stripe)(nil)
 
 // NewStripe returns a Sender to meter through events, with customers
-// mapping keys to Stripe customers (read, never changed) and grace the
-// invoices' finalization grace (0: DefaultFinalizationGrace).
-func NewStripe(events MeterEvents, meter string, customers map[string]StripeCustomer, grace time.Duration) (*Stripe, error) {
+// the dated mappings of keys to Stripe customers (read, never changed;
+// StripeCustomerMappings) and grace the invoices' finalization grace (0:
+// DefaultFinalizationGrace).
+func NewStripe(events MeterEvents, meter string, customers []StripeCustomer, grace time.Duration) (*Stripe, error) {
 	if events == nil || meter == "" {
 		return nil, errors.New("sink: stripe: needs meter events and a meter name")
 	}
@@ -111,7 +112,7 @@ func NewStripe(events MeterEvents, meter string, customers map[string]StripeCust
 	if grace < 0 || grace > MaxFinalizationGrace {
 		return nil, fmt.Errorf("sink: stripe: finalization grace must be 0 to %v, got %v", MaxFinalizationGrace, grace)
 	}
-	return &Stripe{events: events, meter: meter, customers: customers, grace: grace}, nil
+	return &Stripe{events: events, meter: meter, customers: newCustomerBook(customers), grace: grace}, nil
 }
 
 // stripeFrame is a meter event's request, recorded before its first
@@ -123,16 +124,26 @@ type stripeFrame struct {
 	Identifier string `json:"identifier"`
 }
 
-// meterValue reads ev's data, its key's customer and the value its meter
-// event carries: billed for revision 0, the change for a correction.
-func (s *Stripe) meterValue(ev cloudevents.Event) (Data, StripeCustomer, int64, error) {
+// meterValue reads ev's data, the customer its meter event names and the
+// value it carries: billed for revision 0, the change for a correction.
+// The customer is the one prev (the frame of the event ev replaces)
+// named, so a correction, a credit included, goes to the customer billed
+// for the period; without prev, the one mapped at the period's last
+// instant.
+func (s *Stripe) meterValue(ev cloudevents.Event, prev json.RawMessage) (Data, StripeCustomer, int64, error) {
 	var d Data
 	if err := json.Unmarshal(ev.Data(), &d); err != nil {
 		return d, StripeCustomer{}, 0, fmt.Errorf("sink: stripe: event data: %w", err)
 	}
-	c, ok := s.customers[d.Key]
-	if !ok {
-		return d, c, 0, errors.New("sink: stripe: key has no Stripe customer")
+	var c StripeCustomer
+	var pf stripeFrame
+	if prev != nil && json.Unmarshal(prev, &pf) == nil && pf.Customer != "" {
+		c = s.customers.named(d.Key, pf.Customer)
+	} else {
+		var ok bool
+		if c, ok = s.customers.at(d.Key, d.PeriodEnd.Add(-time.Second)); !ok {
+			return d, c, 0, errors.New("sink: stripe: key has no Stripe customer for the period")
+		}
 	}
 	if d.Revision > 0 {
 		return d, c, d.BilledDelta, nil
@@ -140,9 +151,10 @@ func (s *Stripe) meterValue(ev cloudevents.Event) (Data, StripeCustomer, int64, 
 	return d, c, d.Billed, nil
 }
 
-// Frame decides ev's meter event at now.
-func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, error) {
-	d, c, value, err := s.meterValue(ev)
+// Frame decides ev's meter event at now; prev is the recorded frame of the
+// event ev replaces (nil for a period's first event).
+func (s *Stripe) Frame(ev cloudevents.Event, prev json.RawMessage, now time.Time) (json.RawMessage, error) {
+	d, c, value, err := s.meterValue(ev, prev)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +173,7 @@ func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, er
 // period's end − 1s. Re-sending exactly that lets Stripe's dedupe drop it
 // if it was stored.
 func (s *Stripe) legacyFrame(ev cloudevents.Event) (json.RawMessage, error) {
-	d, c, value, err := s.meterValue(ev)
+	d, c, value, err := s.meterValue(ev, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +183,10 @@ func (s *Stripe) legacyFrame(ev cloudevents.Event) (json.RawMessage, error) {
 }
 
 // Send frames ev at the current time and sends it (for callers outside a
-// Publisher, which records the frame first).
+// Publisher, which records the frame first; a correction sent this way
+// names the customer mapped at its period's end).
 func (s *Stripe) Send(ctx context.Context, ev cloudevents.Event) error {
-	f, err := s.Frame(ev, time.Now())
+	f, err := s.Frame(ev, nil, time.Now())
 	if err != nil {
 		return err
 	}
@@ -259,24 +272,24 @@ type StripeStats struct {
 func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, events MeterEvents, cfg StripeConfig,
 	from, to, now time.Time) (StripeStats, error) {
 	var out StripeStats
-	customers, err := stripeCustomerMap(ctx, db)
+	mappings, err := StripeCustomerMappings(ctx, db)
 	if err != nil {
 		return out, err
 	}
-	send, err := NewStripe(events, cfg.Meter, customers, cfg.FinalizationGrace)
+	send, err := NewStripe(events, cfg.Meter, mappings, cfg.FinalizationGrace)
 	if err != nil {
 		return out, err
 	}
 	unmapped := make(map[string]bool)
 	skip := func(r export.Row, held int64) bool {
-		if _, ok := customers[r.Key]; !ok {
+		if _, ok := send.customers.at(r.Key, r.PeriodEnd.Add(-time.Second)); !ok {
 			unmapped[r.Key] = true
 			return true
 		}
 		return false
 	}
 	p, err := NewPublisher(db, ex, send, Config{Sink: StripeSinkName(cfg.Meter), Granularity: cfg.Granularity,
-		Calendar: cfg.Calendar, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
+		Calendar: cfg.Calendar, Customers: CustomersDated, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
 		ResendWindow: StripeResendWindow})
 	if err != nil {
 		return out, err
