@@ -28,9 +28,10 @@ type Config struct {
 	Granularity export.Granularity
 	// Calendar cuts each key's periods (export.Query.Calendar): default
 	// export.CalendarUTC; export.CalendarPlan sends each key its plan's
-	// periods (time_zone, anchor_day). Event ids follow the period start,
-	// so changing a sink's calendar starts new ids for every period:
-	// choose it once per sink.
+	// periods (time_zone, anchor_day). It is fixed on the sink's first
+	// run. On the plan calendar the periods a sink recorded are frozen
+	// (export.Query.Frozen): a key's plan change cuts only what follows
+	// the last period sent.
 	Calendar export.Calendar
 	// SendTimeout bounds one event's delivery. Default 10s.
 	SendTimeout time.Duration
@@ -218,7 +219,7 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 	// watermark can move up to it, no further.
 	open := to
 	skipped := make(map[periodKey]bool)
-	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Calendar: p.cfg.Calendar, Now: now}
+	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Calendar: p.cfg.Calendar, Now: now, Frozen: p.cfg.Sink}
 	err = exportSpans(ctx, p.ex, q, func(rows []export.Row) error {
 		states, err := p.load(ctx, rows[0].Key, rows[len(rows)-1].Key, from, to)
 		if err != nil {
