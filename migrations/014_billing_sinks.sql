@@ -33,7 +33,17 @@ SELECT sink, min(granularity) FROM billing_sink_events GROUP BY sink HAVING coun
 -- however old; this keeps that read to the unsent rows.
 CREATE INDEX billing_sink_events_unsent ON billing_sink_events (sink, period_end) WHERE status <> 'sent';
 
+-- maybe_stored: an earlier attempt of the recorded request may have
+-- reached the sink (timed out, answer lost, 5xx), as opposed to refusals
+-- that store nothing (429, connection refused). Only a request no attempt
+-- may have stored can be re-stamped when its invoice was finalized
+-- meanwhile. Rows from before are unknown: maybe.
+ALTER TABLE billing_sink_events ADD COLUMN maybe_stored boolean NOT NULL DEFAULT true;
+
+COMMENT ON COLUMN billing_sink_events.maybe_stored IS 'An earlier attempt of the recorded frame may have reached the sink; false: every attempt was refused outright.';
+
 ---- create above / drop below ----
 
+ALTER TABLE billing_sink_events DROP COLUMN maybe_stored;
 DROP INDEX billing_sink_events_unsent;
 DROP TABLE billing_sinks;

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/ledger/sink"
 )
 
@@ -19,10 +20,24 @@ import (
 // exists with identifier …"), and, while dropAnswers is set, stores the
 // event and then closes the connection without answering (the answer
 // lost on the way back). forget models Stripe's dedupe window passing.
+//
+// With a clock (startFakeStripeAt), it also keeps Stripe's time rules by
+// that clock: an identifier is remembered 24 hours, a timestamp more than
+// 35 days old is refused, and an event counts on an invoice (invoiced)
+// only if it arrives before the invoice holding its timestamp (the UTC
+// month) is finalized, grace after the month's end; arrived is called
+// after each stored event (a slow Stripe advances the clock there).
+// tooMany answers 429, storing nothing.
 type fakeStripe struct {
 	srv         *httptest.Server
 	dropAnswers atomic.Bool
 	down        atomic.Bool // answer every request 500, storing nothing
+	tooMany     atomic.Bool // answer every request 429, storing nothing
+	clk         *clock.Manual
+	grace       time.Duration
+	arrived     func()
+	invoiced    map[string]int64     // guarded by mu: customer → Σ value on invoices not finalized when it arrived
+	storedAt    map[string]time.Time // guarded by mu: identifier → arrival
 	mu          sync.Mutex
 	stored      map[string]fakeMeterEvent // guarded by mu: by identifier, within the dedupe window
 	billed      map[string]int64          // guarded by mu: customer → Σ value of every event ever stored
@@ -37,13 +52,30 @@ type fakeMeterEvent struct {
 
 func startFakeStripe(t *testing.T) *fakeStripe {
 	t.Helper()
-	f := &fakeStripe{stored: map[string]fakeMeterEvent{}, billed: map[string]int64{}}
+	f := &fakeStripe{stored: map[string]fakeMeterEvent{}, billed: map[string]int64{}, invoiced: map[string]int64{},
+		storedAt: map[string]time.Time{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
+// startFakeStripeAt starts a fake Stripe keeping its time rules by clk,
+// finalizing invoices grace after their UTC month ends.
+func startFakeStripeAt(t *testing.T, clk *clock.Manual, grace time.Duration) *fakeStripe {
+	t.Helper()
+	f := startFakeStripe(t)
+	f.clk, f.grace = clk, grace
+	return f
+}
+
 func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
+	if f.tooMany.Load() {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Stripe-Should-Retry", "false")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests"}}`)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/billing/meter_events" || r.ParseForm() != nil {
 		http.Error(w, `{"error":{"type":"invalid_request_error","message":"unknown request"}}`, http.StatusNotFound)
 		return
@@ -66,12 +98,38 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.requests++
+	if f.clk != nil {
+		now := f.clk.Now()
+		for id, at := range f.storedAt {
+			if now.Sub(at) > 24*time.Hour {
+				delete(f.stored, id)
+				delete(f.storedAt, id)
+			}
+		}
+		if ts := time.Unix(ev.timestamp, 0); now.Sub(ts) > 35*24*time.Hour {
+			f.mu.Unlock()
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"type":"invalid_request_error","message":"Timestamp must be within the past 35 days."}}`)
+			return
+		}
+	}
 	_, dup := f.stored[id]
 	if !dup {
 		f.stored[id] = ev
 		f.billed[ev.customer] += ev.value
+		if f.clk != nil {
+			now := f.clk.Now()
+			f.storedAt[id] = now
+			ts := time.Unix(ev.timestamp, 0).UTC()
+			if time.Date(ts.Year(), ts.Month()+1, 1, 0, 0, 0, 0, time.UTC).Add(f.grace).After(now) {
+				f.invoiced[ev.customer] += ev.value
+			}
+		}
 	}
 	f.mu.Unlock()
+	if !dup && f.arrived != nil {
+		f.arrived()
+	}
 	if f.dropAnswers.Load() {
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
@@ -94,6 +152,14 @@ func (f *fakeStripe) forget() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	clear(f.stored)
+}
+
+// invoicedTo returns Σ value on customer's invoices: events that arrived
+// before the invoice of their timestamp was finalized.
+func (f *fakeStripe) invoicedTo(customer string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.invoiced[customer]
 }
 
 // billedBy returns Σ value Stripe billed customer, and the requests seen.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/quotaplatform/quota/clock"
+
 	"github.com/quotaplatform/quota/ledger/export"
 )
 
@@ -33,6 +35,12 @@ type Config struct {
 	// (export.Query.Frozen): a key's plan change cuts only what follows
 	// the last period sent.
 	Calendar export.Calendar
+	// Clock, if set, gives the time of each send: what a Framer stamps and
+	// judges finalization by, and a resend window is measured to; Run's
+	// now still decides which periods are complete. Nil: every send of a
+	// run at Run's now (a pass that outlasts an invoice's finalization
+	// grace then stamps its last events by its start).
+	Clock clock.Clock
 	// SendTimeout bounds one event's delivery. Default 10s.
 	SendTimeout time.Duration
 	Metrics     *Metrics     // nil: none
@@ -79,6 +87,7 @@ type Stats struct {
 	Sent        int // first events of a period
 	Corrections int // events replacing an earlier one
 	Resent      int // unacknowledged events sent again
+	Restamped   int // of those, sent with a new timestamp: their invoice was finalized meanwhile (Restamper)
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
 	Skipped     int // closed periods Config.Skip held back
@@ -236,7 +245,7 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 			}
 			pk := periodKey{r.Key, r.PeriodStart.Unix()}
 			before := st.Skipped
-			if err := p.period(ctx, r, states[pk], now, &st); err != nil {
+			if err := p.period(ctx, r, states[pk], p.sendTime(now), &st); err != nil {
 				return err
 			}
 			if st.Skipped > before {
@@ -338,6 +347,14 @@ func exportSpans(ctx context.Context, ex *export.Exporter, q export.Query, page 
 		a = b
 	}
 	return nil
+}
+
+// sendTime is the time of a send in a run at now.
+func (p *Publisher) sendTime(now time.Time) time.Time {
+	if p.cfg.Clock != nil {
+		return p.cfg.Clock.Now()
+	}
+	return now
 }
 
 func later(a, b time.Time) time.Time {

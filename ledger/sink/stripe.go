@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v84"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/ledger/export"
 )
 
@@ -96,7 +98,7 @@ type Stripe struct {
 	grace     time.Duration
 }
 
-var _ Framer = (*Stripe)(nil)
+var _ Restamper = (*Stripe)(nil)
 
 // NewStripe returns a Sender to meter through events, with customers
 // the dated mappings of keys to Stripe customers (read, never changed;
@@ -165,6 +167,40 @@ func (s *Stripe) Frame(ev cloudevents.Event, prev json.RawMessage, now time.Time
 	f := stripeFrame{Customer: c.CustomerID, Value: value, Timestamp: ts.Unix()}
 	f.Identifier = StripeIdentifier(s.meter, ev.ID(), f.Customer, f.Value, f.Timestamp)
 	return json.Marshal(f)
+}
+
+// Restamp judges frame's invoice at now, the time it is about to be sent
+// again: finalized (its end plus the grace is past), the event is stamped
+// now, with the identifier of the new payload, and lands on the
+// customer's current invoice. The customer stays the frame's.
+func (s *Stripe) Restamp(ev cloudevents.Event, frame json.RawMessage, now time.Time) (json.RawMessage, bool, error) {
+	var f stripeFrame
+	if err := json.Unmarshal(frame, &f); err != nil || f.Identifier == "" || f.Customer == "" {
+		return nil, false, fmt.Errorf("sink: stripe: bad recorded frame %s: %v", frame, err)
+	}
+	var d Data
+	if err := json.Unmarshal(ev.Data(), &d); err != nil {
+		return nil, false, fmt.Errorf("sink: stripe: event data: %w", err)
+	}
+	c := s.customers.named(d.Key, f.Customer)
+	if f.Value == 0 || c.InvoicePeriodEnd(time.Unix(f.Timestamp, 0)).Add(s.grace).After(now) {
+		return frame, false, nil
+	}
+	f.Timestamp = now.Unix()
+	f.Identifier = StripeIdentifier(s.meter, ev.ID(), f.Customer, f.Value, f.Timestamp)
+	b, err := json.Marshal(f)
+	return b, true, err
+}
+
+// Definite reports whether err means Stripe stored nothing: a 4xx answer
+// (429 too many requests, a refused request), or no connection at all.
+// A timeout, a lost answer or a 5xx may have stored the event.
+func (s *Stripe) Definite(err error) bool {
+	var se *stripe.Error
+	if errors.As(err, &se) {
+		return se.HTTPStatusCode >= 400 && se.HTTPStatusCode < 500
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // legacyFrame is the request the code before migration 010 sent for ev,
@@ -247,8 +283,11 @@ type StripeConfig struct {
 	Lookback time.Duration
 	// Calendar is Config.Calendar (default export.CalendarUTC).
 	Calendar export.Calendar
-	Metrics  *Metrics     // nil: none
-	Logger   *slog.Logger // nil discards
+	// Clock is Config.Clock: each meter event is stamped, and its invoice
+	// judged, at the time it is sent.
+	Clock   clock.Clock
+	Metrics *Metrics     // nil: none
+	Logger  *slog.Logger // nil discards
 }
 
 // StripeStats counts what a SyncStripe run did.
@@ -289,7 +328,7 @@ func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, even
 		return false
 	}
 	p, err := NewPublisher(db, ex, send, Config{Sink: StripeSinkName(cfg.Meter), Granularity: cfg.Granularity,
-		Calendar: cfg.Calendar, Customers: CustomersDated, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
+		Calendar: cfg.Calendar, Customers: CustomersDated, Clock: cfg.Clock, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
 		ResendWindow: StripeResendWindow})
 	if err != nil {
 		return out, err
