@@ -381,12 +381,14 @@ func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slo
 	g := export.Granularity(o.Granularity)
 	clk := clock.System()
 	cfg := sink.StripeConfig{Meter: o.Meter, Granularity: g, FinalizationGrace: o.FinalizationGrace, Lookback: o.Lookback,
-		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Clock: clk}
+		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Clock: clk,
+		Summaries: sink.NewStripeSummaries(client, o.Meter)}
 	return passes(ctx, o.options, clk, log, func(ctx context.Context, now time.Time) error {
 		from, to := o.passRange(g, now)
 		st, runErr := sink.SyncStripe(ctx, pool, ex, client.V1BillingMeterEvents, cfg, from, to, now)
 		log.Info("stripe sync run", "sink", sink.StripeSinkName(o.Meter), "from", from, "to", to, "sent", st.Sent,
-			"corrections", st.Corrections, "resent", st.Resent, "restamped", st.Restamped, "unchanged", st.Unchanged,
+			"corrections", st.Corrections, "resent", st.Resent, "restamped", st.Restamped, "settled", st.Settled,
+			"unchanged", st.Unchanged,
 			"open", st.Open, "unmapped_keys", st.UnmappedKeys, "held", len(st.Held), "held_total", st.HeldTotal,
 			"unsent", st.Unsent, "keys_differing", st.KeysDiffering, "abs_difference", st.AbsDifference)
 		if len(st.Held) > 0 {

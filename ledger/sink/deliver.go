@@ -42,6 +42,14 @@ type Restamper interface {
 	Definite(err error) bool
 }
 
+// Settler is a Restamper that can ask the sink whether it holds an event
+// an ambiguous attempt may have stored (Stripe: its meter event
+// summaries). decided false: it cannot tell, and a person settles it.
+type Settler interface {
+	Restamper
+	Stored(ctx context.Context, ev cloudevents.Event, frame json.RawMessage) (stored, decided bool, err error)
+}
+
 // legacyFramer is a Framer that can rebuild the request sent for an event
 // recorded before frames were (migration 010), so that its resend is the
 // same request.
@@ -112,8 +120,25 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 			if stale && s.maybeStored {
 				// Re-sent as recorded it would land on a finalized invoice
 				// if the sink lacks it; re-stamped it would bill twice if
-				// the sink has it. A person decides.
-				return p.hold(ctx, r, s, st, "maybe delivered, and its invoice is finalized")
+				// the sink has it. The sink's own records decide, or a
+				// person.
+				stored, decided := false, false
+				if se, ok := rs.(Settler); ok {
+					if stored, decided, err = se.Stored(ctx, ev, s.frame); err != nil {
+						return fmt.Errorf("%w: %w", ErrSinkRefused, err)
+					}
+				}
+				switch {
+				case !decided:
+					return p.hold(ctx, r, s, st, "maybe delivered, and its invoice is finalized")
+				case stored:
+					if err := p.settled(ctx, r, s); err != nil {
+						return err
+					}
+					st.Settled++
+					return p.correct(ctx, r, s, now, st)
+				}
+				st.Settled++ // not stored: re-stamped below
 			}
 			if stale {
 				if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6, first_attempt_at = $7, updated_at = now()
@@ -132,6 +157,25 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 		p.cfg.Metrics.count(p.cfg.Sink, "resent")
 		s.status, s.acked = statusSent, s.figures.billed
 	}
+	return p.correct(ctx, r, s, now, st)
+}
+
+// settled records s acknowledged: the sink's records show it holds it.
+func (p *Publisher) settled(ctx context.Context, r *export.Row, s *state) error {
+	if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'sent', acked_spent = spent, sent_at = now(),
+    last_error = NULL, updated_at = now()
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
+		p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID); err != nil {
+		return fmt.Errorf("sink: record a settled event: %w", err)
+	}
+	p.cfg.Metrics.count(p.cfg.Sink, "settled")
+	s.status, s.acked = statusSent, s.figures.billed
+	return nil
+}
+
+// correct sends r's period's first event, or a correction if the ledger's
+// figures moved on from what s, acknowledged, holds.
+func (p *Publisher) correct(ctx context.Context, r *export.Row, s *state, now time.Time, st *Stats) error {
 	switch {
 	case s == nil:
 		if err := p.sendRevision(ctx, r, 0, "", 0, nil, now); err != nil {

@@ -27,7 +27,8 @@ import (
 // only if it arrives before the invoice holding its timestamp (the UTC
 // month) is finalized, grace after the month's end; arrived is called
 // after each stored event (a slow Stripe advances the clock there).
-// tooMany answers 429, storing nothing.
+// tooMany answers 429, storing nothing. It lists one meter and answers
+// its meter event summaries from every event it ever stored.
 type fakeStripe struct {
 	srv         *httptest.Server
 	dropAnswers atomic.Bool
@@ -41,6 +42,7 @@ type fakeStripe struct {
 	mu          sync.Mutex
 	stored      map[string]fakeMeterEvent // guarded by mu: by identifier, within the dedupe window
 	billed      map[string]int64          // guarded by mu: customer → Σ value of every event ever stored
+	history     []fakeMeterEvent          // guarded by mu: every event ever stored
 	requests    int                       // guarded by mu
 }
 
@@ -69,6 +71,10 @@ func startFakeStripeAt(t *testing.T, clk *clock.Manual, grace time.Duration) *fa
 }
 
 func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		f.serveRead(w, r)
+		return
+	}
 	if f.tooMany.Load() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Stripe-Should-Retry", "false")
@@ -117,6 +123,7 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	if !dup {
 		f.stored[id] = ev
 		f.billed[ev.customer] += ev.value
+		f.history = append(f.history, ev)
 		if f.clk != nil {
 			now := f.clk.Now()
 			f.storedAt[id] = now
@@ -145,6 +152,49 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprintf(w, `{"object":"billing.meter_event","event_name":%q,"identifier":%q,"timestamp":%d,"payload":{}}`,
 		testMeter, id, ts)
+}
+
+// serveRead answers the meter list (one meter, testMeter, id mtr_test)
+// and its event summaries: one summary of the customer's events with
+// timestamps in [start_time, end_time).
+func (f *fakeStripe) serveRead(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/v1/billing/meters":
+		fmt.Fprintf(w, `{"object":"list","url":"/v1/billing/meters","has_more":false,"data":[{"id":"mtr_test","object":"billing.meter","event_name":%q}]}`,
+			testMeter)
+		return
+	case "/v1/billing/meters/mtr_test/event_summaries":
+	default:
+		http.Error(w, `{"error":{"type":"invalid_request_error","message":"unknown request"}}`, http.StatusNotFound)
+		return
+	}
+	q := r.URL.Query()
+	start, serr := strconv.ParseInt(q.Get("start_time"), 10, 64)
+	end, eerr := strconv.ParseInt(q.Get("end_time"), 10, 64)
+	customer := q.Get("customer")
+	if serr != nil || eerr != nil || customer == "" || start%60 != 0 || end%60 != 0 {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":{"type":"invalid_request_error","message":"bad summary request"}}`)
+		return
+	}
+	f.mu.Lock()
+	var sum int64
+	for _, ev := range f.history {
+		if ev.customer == customer && ev.timestamp >= start && ev.timestamp < end {
+			sum += ev.value
+		}
+	}
+	f.mu.Unlock()
+	fmt.Fprintf(w, `{"object":"list","url":"/v1/billing/meters/mtr_test/event_summaries","has_more":false,"data":[`+
+		`{"id":"sum_1","object":"billing.meter_event_summary","aggregated_value":%d,"start_time":%d,"end_time":%d,"meter":"mtr_test"}]}`,
+		sum, start, end)
+}
+
+// summaries returns the meter event summaries of the fake, through a
+// Stripe client.
+func (f *fakeStripe) summaries() sink.MeterSummaries {
+	return sink.NewStripeSummaries(sink.NewStripeClient(testSecret, f.srv.URL, &http.Client{Timeout: 5 * time.Second}), testMeter)
 }
 
 // forget drops every identifier: Stripe's 24-hour dedupe window passed.

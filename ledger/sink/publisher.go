@@ -88,6 +88,7 @@ type Stats struct {
 	Corrections int // events replacing an earlier one
 	Resent      int // unacknowledged events sent again
 	Restamped   int // of those, sent with a new timestamp: their invoice was finalized meanwhile (Restamper)
+	Settled     int // events an ambiguous attempt may have stored, decided by the sink's records (Settler)
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
 	Skipped     int // closed periods Config.Skip held back

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v84"
 
@@ -96,9 +97,19 @@ type Stripe struct {
 	meter     string
 	customers customerBook
 	grace     time.Duration
+	// summaries and records (the sink's billing_sink_events, as sinkName)
+	// settle ambiguous outcomes (Stored); nil: a person does.
+	summaries MeterSummaries
+	records   rowQuerier
+	sinkName  string
 }
 
-var _ Restamper = (*Stripe)(nil)
+// rowQuerier is the part of a pgx pool that Stored reads records with.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var _ Settler = (*Stripe)(nil)
 
 // NewStripe returns a Sender to meter through events, with customers
 // the dated mappings of keys to Stripe customers (read, never changed;
@@ -285,9 +296,13 @@ type StripeConfig struct {
 	Calendar export.Calendar
 	// Clock is Config.Clock: each meter event is stamped, and its invoice
 	// judged, at the time it is sent.
-	Clock   clock.Clock
-	Metrics *Metrics     // nil: none
-	Logger  *slog.Logger // nil discards
+	Clock clock.Clock
+	// Summaries, if set, settles an event an ambiguous attempt may have
+	// stored once its invoice is finalized, against the meter event
+	// summaries (NewStripeSummaries); nil holds it for a person.
+	Summaries MeterSummaries
+	Metrics   *Metrics     // nil: none
+	Logger    *slog.Logger // nil discards
 }
 
 // StripeStats counts what a SyncStripe run did.
@@ -319,6 +334,7 @@ func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, even
 	if err != nil {
 		return out, err
 	}
+	send.summaries, send.records, send.sinkName = cfg.Summaries, db, StripeSinkName(cfg.Meter)
 	unmapped := make(map[string]bool)
 	skip := func(r export.Row, held int64) bool {
 		if _, ok := send.customers.at(r.Key, r.PeriodEnd.Add(-time.Second)); !ok {
