@@ -146,17 +146,18 @@ func events(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	g := export.Granularity(o.Granularity)
+	clk := clock.System()
 	p, err := sink.NewPublisher(pool, ex, sender, sink.Config{Sink: o.sinkName(), Granularity: g,
-		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Lookback: o.Lookback})
+		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Lookback: o.Lookback, Clock: clk})
 	if err != nil {
 		return err
 	}
-	return passes(ctx, o, clock.System(), log, func(ctx context.Context, now time.Time) error {
+	return passes(ctx, o, clk, log, func(ctx context.Context, now time.Time) error {
 		from, to := o.passRange(g, now)
 		st, runErr := p.Run(ctx, from, to, now)
 		log.Info("usage events run", "sink", o.sinkName(), "from", from, "to", to, "sent", st.Sent, "corrections", st.Corrections,
-			"resent", st.Resent, "unchanged", st.Unchanged, "open", st.Open, "held", len(st.Held),
-			"keys_differing", st.KeysDiffering, "abs_difference", st.AbsDifference)
+			"resent", st.Resent, "unchanged", st.Unchanged, "open", st.Open, "held", len(st.Held), "held_total", st.HeldTotal,
+			"unsent", st.Unsent, "keys_differing", st.KeysDiffering, "abs_difference", st.AbsDifference)
 		if o.MetricsFile != "" {
 			if err := prometheus.WriteToTextfile(o.MetricsFile, reg); err != nil {
 				return errors.Join(runErr, fmt.Errorf("--metrics-file: %w", err))
@@ -221,6 +222,7 @@ type stripeOptions struct {
 	KeyEnv   string // --stripe-key-env: the variable holding the secret key
 	URL      string // --stripe-url: Stripe's API base ("" = Stripe); tests point it at stripe-mock
 	Customer string // --customer cus_…
+	From     string // stripe-customer set --from, RFC 3339: the mapping's first instant ("" every period)
 	// --finalization-grace: how long after an invoice period Stripe
 	// finalizes its invoice (the account's setting)
 	FinalizationGrace time.Duration
@@ -305,7 +307,7 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
 		}
 		defer pool.Close()
-		if err := sink.SettleHeld(ctx, pool, sink.StripeSinkName(o.Meter), o.EventID, o.Outcome == "delivered"); err != nil {
+		if err := sink.SettleHeld(ctx, pool, sink.StripeSinkName(o.Meter), o.EventID, o.Outcome == "delivered", time.Now()); err != nil {
 			return fmt.Errorf("--event-id: %w", err)
 		}
 		log.Info("held meter event settled", "event_id", o.EventID, "outcome", o.Outcome)
@@ -316,7 +318,11 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
 		}
 		defer pool.Close()
-		if err := sink.SetStripeCustomer(ctx, pool, o.Key, o.Customer); err != nil {
+		var from time.Time
+		if o.From != "" {
+			from, _ = time.Parse(time.RFC3339, o.From) // checked by its flag
+		}
+		if err := sink.SetStripeCustomerFrom(ctx, pool, o.Key, o.Customer, from); err != nil {
 			if errors.Is(err, sink.ErrBadCustomer) {
 				return fmt.Errorf("--customer: %w", err)
 			}
@@ -325,7 +331,7 @@ func stripeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 		if err := sink.SetStripeAnchor(ctx, pool, o.Key, sink.Anchor{Day: o.AnchorDay, TimeZone: o.TimeZone}); err != nil {
 			return fmt.Errorf("--anchor-day, --time-zone: %w", err)
 		}
-		log.Info("stripe customer set", "customer", o.Customer, "anchor_day", o.AnchorDay, "time_zone", o.TimeZone)
+		log.Info("stripe customer set", "customer", o.Customer, "from", o.From, "anchor_day", o.AnchorDay, "time_zone", o.TimeZone)
 		return nil
 	}
 	pool, err := billing.NewPool(o.Postgres, o.billingConfig())
@@ -374,18 +380,22 @@ func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slo
 	client := sink.NewStripeClient(secret, o.URL, nil)
 	reg := prometheus.NewRegistry()
 	g := export.Granularity(o.Granularity)
+	clk := clock.System()
 	cfg := sink.StripeConfig{Meter: o.Meter, Granularity: g, FinalizationGrace: o.FinalizationGrace, Lookback: o.Lookback,
-		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log}
-	return passes(ctx, o.options, clock.System(), log, func(ctx context.Context, now time.Time) error {
+		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Clock: clk,
+		Summaries: sink.NewStripeSummaries(client, o.Meter)}
+	return passes(ctx, o.options, clk, log, func(ctx context.Context, now time.Time) error {
 		from, to := o.passRange(g, now)
 		st, runErr := sink.SyncStripe(ctx, pool, ex, client.V1BillingMeterEvents, cfg, from, to, now)
 		log.Info("stripe sync run", "sink", sink.StripeSinkName(o.Meter), "from", from, "to", to, "sent", st.Sent,
-			"corrections", st.Corrections, "resent", st.Resent, "unchanged", st.Unchanged, "open", st.Open,
-			"unmapped_keys", st.UnmappedKeys, "held", len(st.Held), "keys_differing", st.KeysDiffering,
-			"abs_difference", st.AbsDifference)
+			"corrections", st.Corrections, "resent", st.Resent, "restamped", st.Restamped, "settled", st.Settled,
+			"unchanged", st.Unchanged,
+			"open", st.Open, "unmapped_keys", st.UnmappedKeys, "held", len(st.Held), "held_total", st.HeldTotal,
+			"unsent", st.Unsent, "keys_differing", st.KeysDiffering, "abs_difference", st.AbsDifference)
 		if len(st.Held) > 0 {
-			log.Warn("meter events unacknowledged past Stripe's 24h dedupe window are held, not re-sent: "+
-				"check Stripe's meter event summaries and settle them (listed on stdout)", "count", len(st.Held))
+			log.Warn("meter events are held, not re-sent (unacknowledged past Stripe's 24h dedupe window, or maybe "+
+				"delivered for an invoice since finalized): check Stripe's meter event summaries and settle them (listed on stdout)",
+				"count", len(st.Held))
 			fmt.Fprintln(stdout, "key,period_start,granularity,event_id,revision,billed,acked,first_attempt")
 			for _, h := range st.Held {
 				fmt.Fprintf(stdout, "%s,%s,%s,%s,%d,%d,%d,%s\n", h.Key, h.PeriodStart.Format(time.RFC3339), g, h.EventID,

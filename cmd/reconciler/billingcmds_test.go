@@ -280,6 +280,7 @@ func TestStripeCommands(t *testing.T) {
 		{[]string{"stripe-sync", "--month", "2026-11", "--meter", "m"}, map[string]string{"QUOTA_STRIPE_KEY": ""}, "QUOTA_STRIPE_KEY"},
 		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "sub_1"}, nil, "--customer"},
 		{[]string{"stripe-customer", "set", "--customer", "cus_1"}, nil, "--key"},
+		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "cus_1", "--from", "noon"}, nil, "--from"},
 		{[]string{"stripe-settle", "--meter", "m", "--event-id", "qu-1", "--outcome", "maybe"}, nil, "--outcome"},
 		{[]string{"stripe-settle", "--meter", "m", "--event-id", "qu-1", "--outcome", "delivered"}, nil, "--event-id"},
 		{[]string{"stripe-customer", "set", "--key", "k", "--customer", "cus_1", "--anchor-day", "5"}, nil, "--time-zone"},

@@ -130,6 +130,7 @@ var pinnedFlags = map[string]map[string]string{
 	"stripe-customer set": {
 		"anchor-day": "0",
 		"customer":   "",
+		"from":       "",
 		"key":        "",
 		"log-level":  "info",
 		"postgres":   "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",

@@ -187,6 +187,14 @@ func declareStripeCustomerSet(s *settings.Set, o *stripeOptions) {
 		Check(func() error { return want(o.Key != "", "required") })
 	s.String(&o.Customer, "customer", "", "Stripe customer id, cus_… (required)").
 		Check(func() error { return want(o.Customer != "", "required") })
+	s.String(&o.From, "from", "", "RFC 3339: the customer is billed for periods ending after this instant, earlier ones keep theirs (default: every period)").
+		Check(func() error {
+			if o.From == "" {
+				return nil
+			}
+			_, err := time.Parse(time.RFC3339, o.From)
+			return err
+		})
 	// Given both or neither: parseStripeFlags.
 	s.Int(&o.AnchorDay, "anchor-day", 0, "the customer's billing cycle anchor day, 1–31 (with --time-zone; unset: the UTC month)").
 		Check(func() error {

@@ -20,6 +20,9 @@
 // Periods on the plan calendar are cut in Postgres by the same arithmetic
 // as package period (migrations/008's quota_period_bounds), per key; the
 // carry runs over each key's own periods.
+// With Query.Frozen the periods a sink recorded keep their bounds, and the
+// plan calendar cuts only the windows outside them (a plan change never
+// re-cuts what was sent).
 //
 // Memory and time: Exporter.Export reads the keys in pages, each page a
 // separate bounded query (at most Config.PageRows rows, under

@@ -154,7 +154,7 @@ zones AS MATERIALIZED (
     SELECT jsonb_object_agg(key, zone) AS zone FROM cal),
 sums AS (
     SELECT r.key, date_trunc(%[3]s, l.lt) AS lt,
-           extract(epoch FROM l.lt - (r.window_start AT TIME ZONE 'UTC'))::bigint AS off,
+           extract(epoch FROM l.lt - (r.window_start AT TIME ZONE 'UTC'))::bigint AS off, fz.seg, fz.inside,
            min(r.window_start) AS first,
            sum(r.spent) AS spent, sum(r.rejected) AS rejected, sum(r.degraded) AS degraded,
            sum(r.refunded) AS refunded, sum(r.charged) AS charged,
@@ -162,13 +162,27 @@ sums AS (
            count(DISTINCT r.window_start) FILTER (WHERE r.closed_at IS NOT NULL) AS closed
     FROM usage_reports r
     CROSS JOIN LATERAL (SELECT r.window_start AT TIME ZONE ((SELECT zone FROM zones) ->> r.key) AS lt) l
+    %[5]s
     WHERE r.window_start < $5
       AND r.key >= (SELECT min(key) FROM page) AND r.key <= (SELECT max(key) FROM page)
       AND (SELECT zone FROM zones) ? r.key
-    GROUP BY 1, 2, 3),
+    GROUP BY 1, 2, 3, fz.seg, fz.inside),
 local AS (
     SELECT s.*, c.zone, c.anchor_day FROM sums s JOIN cal c ON c.key = s.key),
 %[4]s,
+kp AS (
+    SELECT key, ord, ps, pe,
+           sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
+           sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final,
+           sum(closed) AS closed
+    FROM (SELECT kc.*, b.ord, b.ps, b.pe
+          FROM kc
+          %[6]s
+          CROSS JOIN LATERAL (
+              SELECT CASE WHEN kc.inside THEN kc.seg ELSE greatest(kc.est, f.fe) END AS ord,
+                     CASE WHEN kc.inside THEN kc.seg WHEN kc.cps IS NULL THEN NULL ELSE greatest(kc.cps, f.fe) END AS ps,
+                     CASE WHEN kc.inside THEN f.fe WHEN kc.cpe IS NULL THEN NULL ELSE least(kc.cpe, f.nx) END AS pe) b) x
+    GROUP BY 1, 2, 3, 4),
 cum AS (
     SELECT *, spent + charged - refunded AS net,
            sum(spent + charged - refunded) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING) AS cum_net
@@ -195,25 +209,25 @@ ORDER BY 1, 2 NULLS LAST`
 const (
 	// planHour: the zone's clock hour, from the window's own offset
 	// (period.Calendar's Hour).
-	planHour = `kp AS (
-    SELECT key, (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' AS ord,
-           (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' AS ps,
-           (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' + interval '1 hour' AS pe,
+	planHour = `kc AS (
+    SELECT key, (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' AS est,
+           (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' AS cps,
+           (lt - make_interval(secs => off)) AT TIME ZONE 'UTC' + interval '1 hour' AS cpe, seg, inside,
            sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
            sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final,
            sum(closed) AS closed
-    FROM local GROUP BY 1, 2, 3, 4)`
+    FROM local GROUP BY 1, 2, 3, 4, 5, 6)`
 	// planDay: the local date; its bounds (quota_midnight) are computed
 	// only for the days that may start in [from, to).
 	planDay = `days AS (
-    SELECT key, zone, lt::date AS day,
+    SELECT key, zone, lt::date AS day, seg, inside,
            sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
            sum(refunded) AS refunded, sum(charged) AS charged, sum(windows) AS windows, bool_and(final) AS final,
            sum(closed) AS closed
-    FROM local GROUP BY 1, 2, 3),
-kp AS (
-    SELECT d.key, d.day AS ord, b.ps, b.pe, d.spent, d.rejected, d.degraded, d.refunded, d.charged, d.windows, d.final,
-           d.closed
+    FROM local GROUP BY 1, 2, 3, 4, 5),
+kc AS (
+    SELECT d.key, coalesce(b.ps, d.day::timestamp AT TIME ZONE d.zone) AS est, b.ps AS cps, b.pe AS cpe, d.seg, d.inside,
+           d.spent, d.rejected, d.degraded, d.refunded, d.charged, d.windows, d.final, d.closed
     FROM days d
     CROSS JOIN LATERAL (
         SELECT CASE WHEN d.day BETWEEN ($1 AT TIME ZONE d.zone)::date - 1 AND ($2 AT TIME ZONE d.zone)::date + 1
@@ -230,16 +244,41 @@ kp AS (
            quota_month_start(y, m + 1, anchor_day, zone) AS next
     FROM (SELECT DISTINCT zone, anchor_day, date_trunc('month', lt)::date AS lm FROM local) d
     CROSS JOIN LATERAL (SELECT extract(year FROM lm)::int AS y, extract(month FROM lm)::int AS m) ym),
-kp AS (
-    SELECT l.key, CASE WHEN l.first >= mo.this THEN mo.this ELSE mo.prev END AS ord,
-           CASE WHEN l.first >= mo.this THEN mo.this ELSE mo.prev END AS ps,
-           CASE WHEN l.first >= mo.this THEN mo.next ELSE mo.this END AS pe,
+kc AS (
+    SELECT l.key, CASE WHEN l.first >= mo.this THEN mo.this ELSE mo.prev END AS est,
+           CASE WHEN l.first >= mo.this THEN mo.this ELSE mo.prev END AS cps,
+           CASE WHEN l.first >= mo.this THEN mo.next ELSE mo.this END AS cpe, l.seg, l.inside,
            sum(l.spent) AS spent, sum(l.rejected) AS rejected, sum(l.degraded) AS degraded,
            sum(l.refunded) AS refunded, sum(l.charged) AS charged, sum(l.windows) AS windows, bool_and(l.final) AS final,
            sum(l.closed) AS closed
     FROM local l
     JOIN months mo ON mo.zone = l.zone AND mo.anchor_day = l.anchor_day AND mo.lm = date_trunc('month', l.lt)::date
-    GROUP BY 1, 2, 3, 4)`
+    GROUP BY 1, 2, 3, 4, 5, 6)`
+)
+
+// The join of planPageSQL that finds, for each window, the latest period
+// of the key that Query.Frozen recorded starting at or before it (seg)
+// and whether the window is inside it: one backward probe of
+// billing_sink_events' primary key per window. Without Query.Frozen,
+// none.
+const (
+	frozenJoin = `LEFT JOIN LATERAL (
+        SELECT e.period_start AS seg, r.window_start < e.period_end AS inside
+        FROM billing_sink_events e
+        WHERE e.sink = $6 AND e.key = r.key AND e.granularity = $7 AND e.period_start <= r.window_start
+        ORDER BY e.period_start DESC LIMIT 1) fz ON true`
+	noFrozenJoin = `CROSS JOIN LATERAL (SELECT NULL::timestamptz AS seg, false AS inside) fz`
+	// frozenBounds finds, for each group of windows, the end of the frozen
+	// period it lies in or follows (fe) and the start of the key's next
+	// frozen period (nx): a period cut by the plan calendar is clipped to
+	// [fe, nx).
+	frozenBounds = `CROSS JOIN LATERAL (
+              SELECT (SELECT e.period_end FROM billing_sink_events e
+                      WHERE e.sink = $6 AND e.key = kc.key AND e.period_start = kc.seg AND e.granularity = $7) AS fe,
+                     (SELECT min(e.period_start) FROM billing_sink_events e
+                      WHERE e.sink = $6 AND e.key = kc.key AND e.granularity = $7
+                        AND e.period_start > coalesce(kc.seg, '-infinity')) AS nx) f`
+	noFrozenBounds = `CROSS JOIN LATERAL (SELECT NULL::timestamptz AS fe, NULL::timestamptz AS nx) f`
 )
 
 // Export reads q's rows page by page and calls page with each page's rows,
@@ -317,8 +356,13 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 			kp = planMonth
 		}
 		args = []any{q.From, q.To, lower, keys, q.To.Add(q.Granularity.longest())}
+		join, bounds := noFrozenJoin, noFrozenBounds
+		if q.Frozen != "" {
+			args = append(args, q.Frozen, string(q.Granularity))
+			join, bounds = frozenJoin, frozenBounds
+		}
 		upper = prefixBounds(q.Prefix, &args)
-		sql = fmt.Sprintf(planPageSQL, op, upper, trunc, kp)
+		sql = fmt.Sprintf(planPageSQL, op, upper, trunc, kp, join, bounds)
 	} else {
 		args = []any{q.From, q.To, lower, keys, string(q.Granularity)}
 		upper = prefixBounds(q.Prefix, &args)
@@ -379,7 +423,8 @@ func prefixBounds(prefix string, args *[]any) string {
 	// bound that holds in every collation, so the last page of a prefix
 	// reads on to the end of the key range.
 	*args = append(*args, prefix)
-	return "AND key >= $6 AND starts_with(key, $6)"
+	n := len(*args)
+	return fmt.Sprintf("AND key >= $%d AND starts_with(key, $%d)", n, n)
 }
 
 func wrapErr(err error, timeout time.Duration) error {

@@ -104,7 +104,8 @@ const (
 	// a plan without a time_zone, uses UTC with months from the 1st. The
 	// plan's calendar at export time cuts the key's whole history, so
 	// changing a plan's zone or anchor day re-cuts its keys' past periods
-	// (and their carry-over). A zone Postgres does not know fails the
+	// (and their carry-over), except those a sink sent when the Query
+	// names it (Query.Frozen). A zone Postgres does not know fails the
 	// export.
 	CalendarPlan Calendar = "plan"
 )
@@ -187,6 +188,13 @@ type Query struct {
 	Cursor Cursor
 	// Now decides whether a period has ended (Row.Complete). Required.
 	Now time.Time
+	// Frozen, on CalendarPlan, names a sink whose recorded periods keep
+	// their bounds (billing_sink_events, this granularity): a period once
+	// sent is never re-cut. The key's plan calendar cuts only its windows
+	// outside them, each period clipped to the gap between frozen ones, so
+	// a plan change applies from the end of the last period sent ("" none;
+	// ignored on CalendarUTC, whose periods never move).
+	Frozen string
 }
 
 // Validate checks q; its errors are *FieldError naming the parameter.
@@ -238,6 +246,8 @@ func (q *Query) validateRest() error {
 		return &FieldError{Field: "cursor", Err: errors.New("give after or cursor, not both")}
 	case q.Now.IsZero():
 		return errors.New("export: Query.Now is required")
+	case len(q.Frozen) > billing.MaxKeyLen:
+		return &FieldError{Field: "frozen", Err: fmt.Errorf("longer than %d bytes", billing.MaxKeyLen)}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,80 @@ func TestPublisherSendsPlanPeriods(t *testing.T) {
 	}
 	if len(starts) != 2 || !starts[0].Equal(octStart) || !starts[1].Equal(novStart) {
 		t.Fatalf("Stripe events recorded at %v, want %v and %v", starts, octStart, novStart)
+	}
+}
+
+// A key billed on its plan's calendar (UTC months) had October and
+// November, 610 units, sent; its plan then moves to one anchored on the
+// 15th. The next run keeps the periods sent as they were and cuts by the
+// new plan only from where they end: a stub December 1 to 15 and then
+// December 15 to January 15. Stripe bills the ledger's 730 once, where
+// re-cutting history sent every new-calendar period again (issue 36,
+// item 2: 610 units billed as 920).
+func TestPlanChangeKeepsSentPeriods(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `INSERT INTO quota_plans (name, time_zone, anchor_day, revision) VALUES ('monthly', 'UTC', 1, 1), ('mid', 'UTC', 15, 2);
+		INSERT INTO quota_key_plans (key, plan, revision) VALUES ('acct_p', 'monthly', 3)`); err != nil {
+		t.Fatal(err)
+	}
+	day := func(m time.Month, d int) time.Time { return time.Date(2026, m, d, 9, 0, 0, 0, time.UTC) }
+	for _, u := range []struct {
+		at    time.Time
+		spent int64
+	}{{day(10, 5), 100}, {day(10, 20), 200}, {day(11, 10), 150}, {day(11, 25), 160}} {
+		e.write(t, "acct_p", "p1", u.at, u.spent, true)
+	}
+	if err := sink.SetStripeCustomer(ctx, e.pool, "acct_p", "cus_P"); err != nil {
+		t.Fatal(err)
+	}
+	fake := startFakeStripe(t)
+	cfg := sink.StripeConfig{Meter: testMeter, Calendar: export.CalendarPlan, Metrics: e.m}
+	if st, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, now); err != nil || st.Sent != 2 {
+		t.Fatalf("run before the plan change: %+v, %v; want October and November sent", st, err)
+	}
+	if _, err := e.pool.Exec(ctx, `UPDATE quota_key_plans SET plan = 'mid', revision = 4 WHERE key = 'acct_p'`); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, "acct_p", "p1", day(12, 10), 50, true)
+	e.write(t, "acct_p", "p1", day(12, 20), 70, true)
+	jan := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	later := time.Date(2027, 1, 20, 0, 0, 0, 0, time.UTC)
+	st, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, dec, jan, later)
+	if err != nil || st.Sent != 2 || st.Corrections != 0 || st.Unchanged != 2 || st.KeysDiffering != 0 {
+		t.Fatalf("run after the plan change: %+v, %v; want the two new periods sent, the two sent unchanged", st, err)
+	}
+	if billed, _ := fake.billedBy("cus_P"); billed != 730 {
+		t.Fatalf("Stripe billed cus_P %d, want the ledger's 730", billed)
+	}
+	type period struct {
+		start, end time.Time
+		billed     int64
+	}
+	rows, err := e.pool.Query(ctx, `SELECT period_start, period_end, spent FROM billing_sink_events WHERE sink = $1 ORDER BY 1`,
+		sink.StripeSinkName(testMeter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []period
+	for rows.Next() {
+		var p period
+		if err := rows.Scan(&p.start, &p.end, &p.billed); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, period{p.start.UTC(), p.end.UTC(), p.billed})
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	utc := func(m time.Month, d int) time.Time { return time.Date(2026, m, d, 0, 0, 0, 0, time.UTC) }
+	want := []period{{utc(10, 1), nov, 300}, {nov, dec, 310}, {dec, utc(12, 15), 50}, {utc(12, 15), jan.AddDate(0, 0, 14), 70}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("periods recorded %+v, want %+v", got, want)
+	}
+	ds, err := sink.KeyDifferences(ctx, e.pool, sink.StripeSinkName(testMeter), export.Month, export.CalendarPlan,
+		time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC), jan, later)
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("key differences after the plan change: %+v, %v; want none", ds, err)
 	}
 }

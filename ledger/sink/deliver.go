@@ -19,10 +19,35 @@ import (
 // changed, a timestamp of "now" taken again).
 type Framer interface {
 	Sender
-	// Frame decides ev's request at now.
-	Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, error)
+	// Frame decides ev's request at now; prev is the recorded frame of the
+	// event ev replaces (nil for a period's first event, or none
+	// recorded).
+	Frame(ev cloudevents.Event, prev json.RawMessage, now time.Time) (json.RawMessage, error)
 	// SendFrame sends ev as frame says; nil means acknowledged.
 	SendFrame(ctx context.Context, ev cloudevents.Event, frame json.RawMessage) error
+}
+
+// Restamper is a Framer whose recorded request can go stale before it is
+// acknowledged: Stripe bills a meter event on the invoice of its
+// timestamp, and never once that invoice is finalized.
+type Restamper interface {
+	Framer
+	// Restamp returns frame as it must be sent at now, and whether that
+	// differs from frame (its invoice was finalized meanwhile: a new
+	// timestamp, so a new identifier).
+	Restamp(ev cloudevents.Event, frame json.RawMessage, now time.Time) (json.RawMessage, bool, error)
+	// Definite reports whether err, an attempt's failure, means the sink
+	// stored nothing (429, connection refused), as opposed to an outcome
+	// that may have stored the event (timeout, lost answer, 5xx).
+	Definite(err error) bool
+}
+
+// Settler is a Restamper that can ask the sink whether it holds an event
+// an ambiguous attempt may have stored (Stripe: its meter event
+// summaries). decided false: it cannot tell, and a person settles it.
+type Settler interface {
+	Restamper
+	Stored(ctx context.Context, ev cloudevents.Event, frame json.RawMessage) (stored, decided bool, err error)
 }
 
 // legacyFramer is a Framer that can rebuild the request sent for an event
@@ -53,6 +78,9 @@ type state struct {
 	frame        json.RawMessage // nil: none recorded (rows from before 010, or a plain Sender)
 	status       string
 	firstAttempt time.Time // zero: unknown (rows from before 010)
+	// maybeStored: an attempt of frame may have reached the sink (an
+	// ambiguous failure, or a 'pending' row whose answer is unknown).
+	maybeStored bool
 }
 
 // figures are what an event says about its period: a period whose
@@ -67,8 +95,10 @@ func rowFigures(r *export.Row) figures {
 }
 
 // period brings the sink up to date for one closed period: an
-// unacknowledged event first, exactly as recorded, then a correction if
-// the ledger's figures moved on.
+// unacknowledged event first, as recorded (re-stamped if a Restamper's
+// invoice was finalized meanwhile and no attempt may have stored it),
+// then a correction if the ledger's figures moved on. now is the send
+// time (Config.Clock).
 func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now time.Time, st *Stats) error {
 	if p.skip(r, s) {
 		st.Skipped++
@@ -76,7 +106,49 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 	}
 	if s != nil && s.status != statusSent {
 		if p.pastWindow(s, now) {
-			return p.hold(ctx, r, s, st)
+			return p.hold(ctx, r, s, st, "unacknowledged past the dedupe window")
+		}
+		if rs, ok := p.send.(Restamper); ok && s.frame != nil {
+			ev, err := newEvent(p.cfg.Source, p.cfg.Type, s.eventID, s.data, r.Key, r.PeriodEnd)
+			if err != nil {
+				return err
+			}
+			f, stale, err := rs.Restamp(ev, s.frame, now)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrSinkRefused, err)
+			}
+			if stale && s.maybeStored {
+				// Re-sent as recorded it would land on a finalized invoice
+				// if the sink lacks it; re-stamped it would bill twice if
+				// the sink has it. The sink's own records decide, or a
+				// person.
+				stored, decided := false, false
+				if se, ok := rs.(Settler); ok {
+					if stored, decided, err = se.Stored(ctx, ev, s.frame); err != nil {
+						return fmt.Errorf("%w: %w", ErrSinkRefused, err)
+					}
+				}
+				switch {
+				case !decided:
+					return p.hold(ctx, r, s, st, "maybe delivered, and its invoice is finalized")
+				case stored:
+					if err := p.settled(ctx, r, s); err != nil {
+						return err
+					}
+					st.Settled++
+					return p.correct(ctx, r, s, now, st)
+				}
+				st.Settled++ // not stored: re-stamped below
+			}
+			if stale {
+				if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6, first_attempt_at = $7, updated_at = now()
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
+					p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID, f, now); err != nil {
+					return fmt.Errorf("sink: record a re-stamped frame: %w", err)
+				}
+				s.frame, s.firstAttempt = f, now
+				st.Restamped++
+			}
 		}
 		if err := p.deliver(ctx, r, s.revision, s.eventID, s.data, s.figures, s.acked, s.frame, now, false); err != nil {
 			return err
@@ -85,9 +157,28 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 		p.cfg.Metrics.count(p.cfg.Sink, "resent")
 		s.status, s.acked = statusSent, s.figures.billed
 	}
+	return p.correct(ctx, r, s, now, st)
+}
+
+// settled records s acknowledged: the sink's records show it holds it.
+func (p *Publisher) settled(ctx context.Context, r *export.Row, s *state) error {
+	if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'sent', acked_spent = spent, sent_at = now(),
+    last_error = NULL, updated_at = now()
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
+		p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID); err != nil {
+		return fmt.Errorf("sink: record a settled event: %w", err)
+	}
+	p.cfg.Metrics.count(p.cfg.Sink, "settled")
+	s.status, s.acked = statusSent, s.figures.billed
+	return nil
+}
+
+// correct sends r's period's first event, or a correction if the ledger's
+// figures moved on from what s, acknowledged, holds.
+func (p *Publisher) correct(ctx context.Context, r *export.Row, s *state, now time.Time, st *Stats) error {
 	switch {
 	case s == nil:
-		if err := p.sendRevision(ctx, r, 0, "", 0, now); err != nil {
+		if err := p.sendRevision(ctx, r, 0, "", 0, nil, now); err != nil {
 			return err
 		}
 		st.Sent++
@@ -95,7 +186,7 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 	case s.figures == rowFigures(r):
 		st.Unchanged++
 	default:
-		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed, now); err != nil {
+		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed, s.frame, now); err != nil {
 			return err
 		}
 		st.Corrections++
@@ -112,7 +203,7 @@ func (p *Publisher) pastWindow(s *state, now time.Time) bool {
 
 // hold marks s held and lists it: neither it nor a newer revision of its
 // period is sent until a person settles it (SettleHeld).
-func (p *Publisher) hold(ctx context.Context, r *export.Row, s *state, st *Stats) error {
+func (p *Publisher) hold(ctx context.Context, r *export.Row, s *state, st *Stats, why string) error {
 	if s.status != statusHeld {
 		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'held', updated_at = now()
 WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
@@ -120,7 +211,7 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 			return fmt.Errorf("sink: hold event: %w", err)
 		}
 		p.cfg.Metrics.count(p.cfg.Sink, "held")
-		p.cfg.Logger.Warn("sink event unacknowledged past the dedupe window: held for a person", "sink", p.cfg.Sink,
+		p.cfg.Logger.Warn("sink event held for a person", "why", why, "sink", p.cfg.Sink,
 			"event_id", s.eventID, "first_attempt", s.firstAttempt)
 	}
 	st.Held = append(st.Held, HeldEvent{Key: r.Key, PeriodStart: r.PeriodStart, EventID: s.eventID, Revision: s.revision,
@@ -144,8 +235,10 @@ func (p *Publisher) skip(r *export.Row, s *state) bool {
 }
 
 // sendRevision builds and delivers revision rev of r's period; prevBilled
-// is what the replaced revision billed, which the sink holds.
-func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64, now time.Time) error {
+// is what the replaced revision billed, which the sink holds, prevFrame
+// its recorded frame.
+func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64,
+	prevFrame json.RawMessage, now time.Time) error {
 	delta := r.Billed - prevBilled
 	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
 		Billed: r.Billed, Spent: r.Allowed, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
@@ -156,7 +249,7 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 		return fmt.Errorf("sink: event data: %w", err)
 	}
 	id := EventID(r.Key, r.PeriodStart, p.cfg.Granularity, rev)
-	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled, nil, now, true)
+	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled, prevFrame, now, true)
 }
 
 // deliver sends one event and records the outcome: acknowledged, the sink
@@ -164,7 +257,9 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 // again next run. A fresh event (fresh) is first recorded 'pending' with
 // its data and frame, before any byte of it leaves: if the answer or its
 // record is lost, the next run sends exactly this payload again, never
-// other figures under its id. A resend uses the recorded data and frame.
+// other figures under its id. A resend uses the recorded data and frame;
+// a fresh event's frame is the replaced event's (a Framer decides its own
+// from it).
 func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id string, data json.RawMessage,
 	f figures, prevAcked int64, frame json.RawMessage, now time.Time, fresh bool) error {
 	ev, err := newEvent(p.cfg.Source, p.cfg.Type, id, data, r.Key, r.PeriodEnd)
@@ -183,14 +278,25 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 		}
 	}
 	if fresh {
+		prev := frame
+		frame = nil
 		if framed {
-			if frame, err = framer.Frame(ev, now); err != nil {
+			if frame, err = framer.Frame(ev, prev, now); err != nil {
 				return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 			}
 		}
 		if _, err := p.db.Exec(ctx, pendingSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), r.PeriodEnd,
 			rev, id, f.billed, f.rejected, f.degraded, prevAcked, data, nullableJSON(frame), now); err != nil {
 			return fmt.Errorf("sink: record event before sending: %w", err)
+		}
+	}
+	if !fresh {
+		// In flight: if the answer is never recorded, the attempt may have
+		// stored it.
+		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'pending', updated_at = now()
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
+			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id); err != nil {
+			return fmt.Errorf("sink: record a resend before sending: %w", err)
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
@@ -201,14 +307,16 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 		sendErr = p.send.Send(sctx, ev)
 	}
 	cancel()
-	status, acked, lastErr := statusSent, f.billed, ""
+	status, acked, lastErr, ambiguous := statusSent, f.billed, "", false
 	if sendErr != nil {
 		status, acked, lastErr = statusFailed, prevAcked, sendErr.Error()
+		rs, ok := p.send.(Restamper)
+		ambiguous = !ok || !rs.Definite(sendErr)
 		p.cfg.Metrics.count(p.cfg.Sink, "failed")
 		p.cfg.Logger.Debug("sink refused an event", "sink", p.cfg.Sink, "key", r.Key, "period", r.PeriodStart, "err", sendErr)
 	}
 	_, err = p.db.Exec(ctx, outcomeSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id, status, acked,
-		nullable(lastErr))
+		nullable(lastErr), ambiguous)
 	if err != nil {
 		return fmt.Errorf("sink: record event outcome (the event stays pending and is sent again, unchanged): %w", err)
 	}
@@ -236,16 +344,18 @@ func nullableJSON(b json.RawMessage) any {
 // acked_spent still what the sink held before it.
 const pendingSQL = `INSERT INTO billing_sink_events AS e
     (sink, key, period_start, granularity, period_end, revision, event_id, spent, rejected, degraded,
-     acked_spent, data, frame, status, attempts, first_attempt_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14)
+     acked_spent, data, frame, status, attempts, first_attempt_at, maybe_stored)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14, false)
 ON CONFLICT (sink, key, period_start, granularity) DO UPDATE SET
     period_end = EXCLUDED.period_end, revision = EXCLUDED.revision, event_id = EXCLUDED.event_id,
     spent = EXCLUDED.spent, rejected = EXCLUDED.rejected, degraded = EXCLUDED.degraded,
     acked_spent = EXCLUDED.acked_spent, data = EXCLUDED.data, frame = EXCLUDED.frame, status = 'pending',
-    last_error = NULL, attempts = 0, first_attempt_at = EXCLUDED.first_attempt_at, updated_at = now()`
+    last_error = NULL, attempts = 0, first_attempt_at = EXCLUDED.first_attempt_at, maybe_stored = false, updated_at = now()`
 
-// outcomeSQL records the sink's answer to the event recorded as event_id.
+// outcomeSQL records the sink's answer to the event recorded as event_id;
+// $9: the failure may have stored it.
 const outcomeSQL = `UPDATE billing_sink_events SET status = $6, acked_spent = $7, last_error = $8,
+    maybe_stored = maybe_stored OR $9,
     attempts = attempts + 1, sent_at = CASE WHEN $6 = 'sent' THEN now() ELSE sent_at END, updated_at = now()
 WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`
 
@@ -258,7 +368,7 @@ type periodKey struct {
 // [from, to).
 func (p *Publisher) load(ctx context.Context, lo, hi string, from, to time.Time) (map[periodKey]*state, error) {
 	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, spent, rejected, degraded, acked_spent, data,
-    frame, status, first_attempt_at
+    frame, status, first_attempt_at, maybe_stored
 FROM billing_sink_events
 WHERE sink = $1 AND granularity = $2 AND key >= $3 AND key <= $4 AND period_start >= $5 AND period_start < $6`,
 		p.cfg.Sink, string(p.cfg.Granularity), lo, hi, from, to)
@@ -273,12 +383,13 @@ WHERE sink = $1 AND granularity = $2 AND key >= $3 AND key <= $4 AND period_star
 		var first *time.Time
 		s := &state{}
 		if err := rows.Scan(&key, &start, &s.revision, &s.eventID, &s.figures.billed, &s.figures.rejected, &s.figures.degraded,
-			&s.acked, &s.data, &s.frame, &s.status, &first); err != nil {
+			&s.acked, &s.data, &s.frame, &s.status, &first, &s.maybeStored); err != nil {
 			return nil, fmt.Errorf("sink: load: %w", err)
 		}
 		if first != nil {
 			s.firstAttempt = *first
 		}
+		s.maybeStored = s.maybeStored || s.status == statusPending
 		// The audit figures are in the event's data (absent, so 0, in
 		// events from before net billing, whose spent was the billed
 		// figure).

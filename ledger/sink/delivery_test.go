@@ -113,10 +113,10 @@ func TestStripeEventHeldPastDedupeWindow(t *testing.T) {
 	// A person finds the event in Stripe's meter event summaries and
 	// settles it as delivered: nothing is sent, nothing differs.
 	name := sink.StripeSinkName(testMeter)
-	if err := sink.SettleHeld(ctx, e.pool, name, "qu-nosuch", true); !errors.Is(err, sink.ErrNotHeld) {
+	if err := sink.SettleHeld(ctx, e.pool, name, "qu-nosuch", true, now); !errors.Is(err, sink.ErrNotHeld) {
 		t.Fatalf("settling an unknown event: %v", err)
 	}
-	if err := sink.SettleHeld(ctx, e.pool, name, eventID, true); err != nil {
+	if err := sink.SettleHeld(ctx, e.pool, name, eventID, true, now); err != nil {
 		t.Fatal(err)
 	}
 	st, err := sync(later.Add(time.Hour))

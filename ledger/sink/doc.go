@@ -34,20 +34,28 @@
 //
 // SyncStripe sends the same periods to a Stripe billing meter through
 // the Stripe Sender (sink "stripe:<meter>"): keys are mapped to customers
-// in stripe_customers (migrations 005, 010), unmapped keys are skipped, a
+// from an instant on (stripe_customer_mappings, migration 015), a period
+// to the customer mapped at its last instant and a correction to the one
+// its first event named; keys without one are skipped and counted apart, a
 // correction is a delta meter event, the identifier hashes the payload
 // (so Stripe's duplicate-identifier answer means delivered), and an event
 // whose customer's invoice is already finalized is stamped with the time
 // it is sent, landing on the current invoice.
 //
 // Periods are UTC's, or each key's plan's with Config.Calendar
-// export.CalendarPlan (Report and KeyDifferences take the same calendar).
+// export.CalendarPlan (Report and KeyDifferences take the same calendar),
+// where the periods a sink recorded keep their bounds (export.Query.Frozen)
+// and a plan change cuts only what follows them.
 //
 // A Publisher run holds a Postgres advisory lock on its sink's name
-// (ErrRunning for a second run), reads the ledger with export.Exporter
-// (page by page) over its range and Config.Lookback before it, and sends
+// (ErrRunning for a second run), refuses settings other than the sink's
+// first run recorded (billing_sinks, migration 014; ErrSinkChanged), reads
+// the ledger with export.Exporter (page by page) over its range,
+// Config.Lookback before it and back to the sink's watermark and oldest
+// event to resend, and sends
 // one event at a time; it stops at the first event the sink refuses (the
 // sink is down: the next run catches up). KeyDifferences compares the
-// ledger and a sink key by key. Time enters as Run's now. It starts no
+// ledger and a sink key by key; the held and unsent gauges count the
+// sink's whole table. Time enters as Run's now. It starts no
 // goroutines. It does not parse flags (cmd/reconciler does).
 package sink

@@ -48,7 +48,7 @@ func TestStripeTimestampFollowsInvoiceFinalization(t *testing.T) {
 			time.Date(2026, 12, 31, 6, 0, 0, 0, time.UTC)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := sink.NewStripe(nopEvents{}, testMeter, map[string]sink.StripeCustomer{"k": c.customer}, c.grace)
+			s, err := sink.NewStripe(nopEvents{}, testMeter, []sink.StripeCustomer{withKey(c.customer, "k")}, c.grace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestStripeTimestampFollowsInvoiceFinalization(t *testing.T) {
 			if err := ev.SetData(cloudevents.ApplicationJSON, d); err != nil {
 				t.Fatal(err)
 			}
-			raw, err := s.Frame(ev, c.now)
+			raw, err := s.Frame(ev, nil, c.now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,4 +164,9 @@ func TestLateCorrectionReachesTheOpenInvoice(t *testing.T) {
 	if err != nil || st.Corrections != 1 || onOpenInvoice != 2 {
 		t.Fatalf("late correction: %d stamped at the run, want 2 (%+v, %v)", onOpenInvoice, st, err)
 	}
+}
+
+func withKey(c sink.StripeCustomer, key string) sink.StripeCustomer {
+	c.Key = key
+	return c
 }

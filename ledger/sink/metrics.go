@@ -1,6 +1,10 @@
 package sink
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics of the events runs. A nil *Metrics records nothing.
 type Metrics struct {
@@ -8,18 +12,27 @@ type Metrics struct {
 	keysDiffering *prometheus.GaugeVec
 	absDifference *prometheus.GaugeVec
 	held          *prometheus.GaugeVec
+	unsent        *prometheus.GaugeVec
+	oldestUnsent  *prometheus.GaugeVec
+	unmapped      *prometheus.GaugeVec
 	events        *prometheus.CounterVec
 }
 
-// NewMetrics registers the sink metrics on reg, each set by a run over
-// its range (the asked periods and the lookback):
+// NewMetrics registers the sink metrics on reg. Over the sink's whole
+// table, however old: quota_sink_held_events{sink} (events unacknowledged
+// past the sink's dedupe window, held for a person to settle),
+// quota_sink_unsent_events{sink} (events not acknowledged: pending, failed
+// or held) and quota_sink_oldest_unsent_seconds{sink} (the age of the
+// oldest such period's end, 0 if none). Set by a run over its range (the
+// asked periods, the lookback, back to the watermark):
 // quota_billing_sink_difference{sink} (gauge: the ledger's billed figures
 // minus what the sink acknowledged, summed over keys; kept for
 // dashboards, it can net to 0 while keys differ),
 // quota_sink_keys_differing{sink} (keys with a period whose figures
 // differ), quota_sink_abs_difference{sink} (cost units: the sum of those
-// differences' absolute values), quota_sink_held_events{sink} (events
-// unacknowledged past the sink's dedupe window, held for a person) and
+// differences' absolute values), quota_sink_unmapped_keys{sink} (keys
+// billed in the ledger that the sink skips: Stripe keys without a
+// customer, kept out of the two before) and
 // quota_billing_sink_events_total{sink,result="sent|correction|resent|failed|held"}.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	gauge := func(name, help string) *prometheus.GaugeVec {
@@ -33,27 +46,40 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		absDifference: gauge("quota_sink_abs_difference",
 			"Cost units: sum over keys and periods of |ledger billed − sink acknowledged|, after the last run."),
 		held: gauge("quota_sink_held_events",
-			"Events unacknowledged past the sink's dedupe window, held for a person to settle (not re-sent)."),
+			"Events unacknowledged past the sink's dedupe window, held for a person to settle (not re-sent), over the whole table."),
+		unsent: gauge("quota_sink_unsent_events",
+			"Events the sink has not acknowledged (pending, failed or held), however old their periods."),
+		oldestUnsent: gauge("quota_sink_oldest_unsent_seconds",
+			"Seconds since the end of the oldest complete period whose event the sink has not acknowledged; 0 if none."),
+		unmapped: gauge("quota_sink_unmapped_keys",
+			"Keys billed in the ledger that the sink skips (Stripe: no customer mapped for the period), after the last run."),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_billing_sink_events_total",
 			Help: "Usage events delivered to, refused by or held from a sink.",
 		}, []string{"sink", "result"}),
 	}
-	reg.MustRegister(m.difference, m.keysDiffering, m.absDifference, m.held, m.events)
+	reg.MustRegister(m.difference, m.keysDiffering, m.absDifference, m.held, m.unsent, m.oldestUnsent, m.unmapped, m.events)
 	return m
 }
 
-func (m *Metrics) setDifference(sink string, d int64, keys int, abs int64) {
+func (m *Metrics) setDifference(sink string, d int64, keys int, abs int64, unmapped int) {
 	if m != nil {
+		m.unmapped.WithLabelValues(sink).Set(float64(unmapped))
 		m.difference.WithLabelValues(sink).Set(float64(d))
 		m.keysDiffering.WithLabelValues(sink).Set(float64(keys))
 		m.absDifference.WithLabelValues(sink).Set(float64(abs))
 	}
 }
 
-func (m *Metrics) setHeld(sink string, n int) {
+func (m *Metrics) setUnsent(sink string, held, unsent int, oldest, now time.Time) {
 	if m != nil {
-		m.held.WithLabelValues(sink).Set(float64(n))
+		m.held.WithLabelValues(sink).Set(float64(held))
+		m.unsent.WithLabelValues(sink).Set(float64(unsent))
+		age := 0.0
+		if !oldest.IsZero() {
+			age = max(0, now.Sub(oldest).Seconds())
+		}
+		m.oldestUnsent.WithLabelValues(sink).Set(age)
 	}
 }
 
@@ -70,6 +96,17 @@ func (m *Metrics) Difference(sink string) prometheus.Gauge { return m.difference
 func (m *Metrics) KeysDiffering(sink string) prometheus.Gauge {
 	return m.keysDiffering.WithLabelValues(sink)
 }
+
+// Unsent returns the unsent-events gauge of sink.
+func (m *Metrics) Unsent(sink string) prometheus.Gauge { return m.unsent.WithLabelValues(sink) }
+
+// OldestUnsent returns the oldest-unsent-period age gauge of sink.
+func (m *Metrics) OldestUnsent(sink string) prometheus.Gauge {
+	return m.oldestUnsent.WithLabelValues(sink)
+}
+
+// Unmapped returns the unmapped-keys gauge of sink.
+func (m *Metrics) Unmapped(sink string) prometheus.Gauge { return m.unmapped.WithLabelValues(sink) }
 
 // Held returns the held-events gauge of sink.
 func (m *Metrics) Held(sink string) prometheus.Gauge { return m.held.WithLabelValues(sink) }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/quotaplatform/quota/clock"
+
 	"github.com/quotaplatform/quota/ledger/export"
 )
 
@@ -28,14 +30,24 @@ type Config struct {
 	Granularity export.Granularity
 	// Calendar cuts each key's periods (export.Query.Calendar): default
 	// export.CalendarUTC; export.CalendarPlan sends each key its plan's
-	// periods (time_zone, anchor_day). Event ids follow the period start,
-	// so changing a sink's calendar starts new ids for every period:
-	// choose it once per sink.
+	// periods (time_zone, anchor_day). It is fixed on the sink's first
+	// run. On the plan calendar the periods a sink recorded are frozen
+	// (export.Query.Frozen): a key's plan change cuts only what follows
+	// the last period sent.
 	Calendar export.Calendar
+	// Clock, if set, gives the time of each send: what a Framer stamps and
+	// judges finalization by, and a resend window is measured to; Run's
+	// now still decides which periods are complete. Nil: every send of a
+	// run at Run's now (a pass that outlasts an invoice's finalization
+	// grace then stamps its last events by its start).
+	Clock clock.Clock
 	// SendTimeout bounds one event's delivery. Default 10s.
 	SendTimeout time.Duration
 	Metrics     *Metrics     // nil: none
 	Logger      *slog.Logger // nil discards; keys are logged at debug only
+	// Customers is the rule that names a period's customer, fixed on the
+	// sink's first run: CustomersByKey (default) or CustomersDated.
+	Customers string
 	// Skip, if set, is asked about each closed period the sink does not
 	// hold with the ledger's figures (unsent, refused or changed), before
 	// anything is sent for it; held is the billed figure the sink holds for
@@ -75,12 +87,24 @@ type Stats struct {
 	Sent        int // first events of a period
 	Corrections int // events replacing an earlier one
 	Resent      int // unacknowledged events sent again
+	Restamped   int // of those, sent with a new timestamp: their invoice was finalized meanwhile (Restamper)
+	Settled     int // events an ambiguous attempt may have stored, decided by the sink's records (Settler)
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
 	Skipped     int // closed periods Config.Skip held back
-	// Held lists events not acknowledged within Config.ResendWindow of
-	// their first attempt: not sent again, for a person to settle.
+	// Held lists the run's range's events not acknowledged within
+	// Config.ResendWindow of their first attempt: not sent again, for a
+	// person to settle.
 	Held []HeldEvent
+	// HeldTotal counts the sink's held events, Unsent its events not
+	// acknowledged (pending, failed or held), however old their periods;
+	// OldestUnsent is the earliest end of such a period (zero: none).
+	HeldTotal, Unsent int
+	OldestUnsent      time.Time
+	// SkippedKeys counts keys with a period Config.Skip held back (Stripe:
+	// no customer) that the ledger bills: counted here, not in
+	// KeysDiffering, since no run will send them until someone acts.
+	SkippedKeys int
 	// Difference is, over the run's range (lookback included), the sum
 	// over keys and periods of KeyDifference.Difference after the run:
 	// ledger minus acknowledged, for closed periods and re-opened ones.
@@ -137,6 +161,9 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	if cfg.Type == "" {
 		cfg.Type = DefaultType
 	}
+	if cfg.Customers == "" {
+		cfg.Customers = CustomersByKey
+	}
 	if cfg.SendTimeout == 0 {
 		cfg.SendTimeout = 10 * time.Second
 	}
@@ -168,9 +195,14 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 // earlier one back to Config.Lookback, that the sink does not hold with
 // the ledger's current figures, and updates the difference gauges. It
 // holds the sink's lock for its whole length (ErrRunning if another run
-// has it). It stops at the first event the sink refuses (ErrSinkRefused),
+// has it), and refuses a run whose granularity, calendar or customer rule
+// differ from the sink's first run (ErrSinkChanged). It also reads back
+// to the sink's watermark (billing_sinks.looked_through), however far, so
+// periods that settled while no run ran are never left behind the
+// lookback. It stops at the first event the sink refuses (ErrSinkRefused),
 // having recorded it; an event held past Config.ResendWindow does not
-// stop it.
+// stop it. The held and unsent gauges count the sink's whole table, not
+// the run's range.
 func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, error) {
 	var st Stats
 	unlock, err := lockRun(ctx, p.db, p.cfg.Sink)
@@ -178,23 +210,27 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 		return st, err
 	}
 	defer unlock()
-	if p.cfg.Lookback > 0 {
-		// On the plan calendar a range bound is any instant (a key's
-		// period belongs to it if it starts in the range); on UTC's it
-		// must be a period start.
-		early := from.Add(-p.cfg.Lookback)
-		if p.cfg.Calendar == export.CalendarUTC {
-			early = p.cfg.Granularity.Start(early)
-		}
-		if p.cfg.Granularity == export.Hour {
-			early = later(early, to.Add(-export.MaxHours*time.Hour))
-		}
-		if early.Before(from) {
-			from = early
-		}
+	watermark, err := register(ctx, p.db, p.cfg.Sink, registration{p.cfg.Granularity, p.cfg.Calendar, p.cfg.Customers})
+	if err != nil {
+		return st, err
 	}
-	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Calendar: p.cfg.Calendar, Now: now}
-	err = p.ex.Export(ctx, q, func(rows []export.Row) error {
+	// A refused or unanswered event is sent again however old its
+	// period: the run reads back to the oldest.
+	var retry *time.Time
+	if err := p.db.QueryRow(ctx, `SELECT min(period_start) FROM billing_sink_events
+WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg.Sink, string(p.cfg.Granularity)).Scan(&retry); err != nil {
+		return st, fmt.Errorf("sink: oldest event to resend: %w", err)
+	}
+	if retry != nil && (watermark.IsZero() || retry.Before(watermark)) {
+		watermark = *retry
+	}
+	from = p.reach(from, to, watermark)
+	// open is the earliest start of a period read incomplete: the
+	// watermark can move up to it, no further.
+	open := to
+	skipped := make(map[periodKey]bool)
+	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Calendar: p.cfg.Calendar, Now: now, Frozen: p.cfg.Sink}
+	err = exportSpans(ctx, p.ex, q, func(rows []export.Row) error {
 		states, err := p.load(ctx, rows[0].Key, rows[len(rows)-1].Key, from, to)
 		if err != nil {
 			return err
@@ -203,24 +239,123 @@ func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, er
 			r := &rows[i]
 			if !r.Complete {
 				st.Open++
+				if r.PeriodStart.Before(open) {
+					open = r.PeriodStart
+				}
 				continue
 			}
-			if err := p.period(ctx, r, states[periodKey{r.Key, r.PeriodStart.Unix()}], now, &st); err != nil {
+			pk := periodKey{r.Key, r.PeriodStart.Unix()}
+			before := st.Skipped
+			if err := p.period(ctx, r, states[pk], p.sendTime(now), &st); err != nil {
 				return err
+			}
+			if st.Skipped > before {
+				skipped[pk] = true
 			}
 		}
 		return nil
 	})
-	p.cfg.Metrics.setHeld(p.cfg.Sink, len(st.Held))
+	if err == nil {
+		err = advance(ctx, p.db, p.cfg.Sink, open)
+	}
+	uerr := p.unsent(ctx, now, &st)
 	diffs, derr := KeyDifferences(ctx, p.db, p.cfg.Sink, p.cfg.Granularity, p.cfg.Calendar, from, to, now)
 	if derr == nil {
+		unmapped := make(map[string]bool)
+		kept := diffs[:0]
 		for _, d := range diffs {
+			if skipped[periodKey{d.Key, d.PeriodStart.Unix()}] {
+				unmapped[d.Key] = true
+				continue
+			}
 			st.Difference += d.Difference()
+			kept = append(kept, d)
 		}
-		st.KeysDiffering, st.AbsDifference = keysDiffering(diffs)
-		p.cfg.Metrics.setDifference(p.cfg.Sink, st.Difference, st.KeysDiffering, st.AbsDifference)
+		st.SkippedKeys = len(unmapped)
+		st.KeysDiffering, st.AbsDifference = keysDiffering(kept)
+		p.cfg.Metrics.setDifference(p.cfg.Sink, st.Difference, st.KeysDiffering, st.AbsDifference, st.SkippedKeys)
 	}
-	return st, errors.Join(err, derr)
+	return st, errors.Join(err, uerr, derr)
+}
+
+// reach is where a run over [from, to) starts reading: Config.Lookback
+// before from (for hours, no further back than an export's hour limit
+// before to), or the sink's watermark (or the oldest period with an event
+// to resend) if that is earlier.
+func (p *Publisher) reach(from, to, watermark time.Time) time.Time {
+	early := from
+	if p.cfg.Lookback > 0 {
+		early = from.Add(-p.cfg.Lookback)
+		if p.cfg.Granularity == export.Hour {
+			early = later(early, to.Add(-export.MaxHours*time.Hour))
+		}
+	}
+	if !watermark.IsZero() && watermark.Before(early) {
+		early = watermark
+	}
+	// On the plan calendar a range bound is any instant (a key's period
+	// belongs to it if it starts in the range); on UTC's it must be a
+	// period start.
+	if p.cfg.Calendar == export.CalendarUTC {
+		early = p.cfg.Granularity.Start(early)
+	}
+	if early.Before(from) {
+		return early
+	}
+	return from
+}
+
+// unsent sets Stats' whole-table figures and the held and unsent gauges:
+// every event of the sink not acknowledged, however old its period.
+func (p *Publisher) unsent(ctx context.Context, now time.Time, st *Stats) error {
+	var oldest *time.Time
+	err := p.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'held'), count(*), min(period_end)
+FROM billing_sink_events WHERE sink = $1 AND status <> 'sent'`, p.cfg.Sink).Scan(&st.HeldTotal, &st.Unsent, &oldest)
+	if err != nil {
+		return fmt.Errorf("sink: count unsent events: %w", err)
+	}
+	if oldest != nil {
+		st.OldestUnsent = oldest.UTC()
+	}
+	p.cfg.Metrics.setUnsent(p.cfg.Sink, st.HeldTotal, st.Unsent, st.OldestUnsent, now)
+	return nil
+}
+
+// exportSpans exports q in as many queries as an export's span limits
+// need (MaxHours hours, MaxPeriods days or months each).
+func exportSpans(ctx context.Context, ex *export.Exporter, q export.Query, page func([]export.Row) error) error {
+	g, err := export.ParseGranularity(string(q.Granularity))
+	if err != nil {
+		return err
+	}
+	for a, to := q.From, q.To; a.Before(to); {
+		b := to
+		switch g {
+		case export.Hour:
+			b = a.Add(export.MaxHours * time.Hour)
+		case export.Day:
+			b = a.AddDate(0, 0, export.MaxPeriods)
+		default:
+			b = a.AddDate(0, export.MaxPeriods, 0)
+		}
+		if b.After(to) {
+			b = to
+		}
+		q.From, q.To = a, b
+		if err := ex.Export(ctx, q, page); err != nil {
+			return err
+		}
+		a = b
+	}
+	return nil
+}
+
+// sendTime is the time of a send in a run at now.
+func (p *Publisher) sendTime(now time.Time) time.Time {
+	if p.cfg.Clock != nil {
+		return p.cfg.Clock.Now()
+	}
+	return now
 }
 
 func later(a, b time.Time) time.Time {

@@ -50,7 +50,9 @@ type Querier interface {
 // period start. cal is the sink's calendar (Config.Calendar; "" UTC): on
 // the plan calendar keys' periods start at different instants, a row
 // each. A period is closed for a key once it ended before now and every
-// final report is in. The ledger's figures are the export's
+// final report is in. On the plan calendar the ledger is cut by each
+// sink's frozen periods (export.Query.Frozen), a report per sink. The
+// ledger's figures are the export's
 // (export.Exporter, page by page, with its default Config), so they are
 // the billed figures the sinks are sent.
 func Report(ctx context.Context, db Querier, sink string, g export.Granularity, cal export.Calendar,
@@ -59,9 +61,14 @@ func Report(ctx context.Context, db Querier, sink string, g export.Granularity, 
 	if err != nil {
 		return nil, fmt.Errorf("sink: report: %w", err)
 	}
+	if cal == export.CalendarPlan && sink == "" {
+		// Each sink froze its own periods: a report per sink.
+		return reportEach(ctx, db, g, from, to, now)
+	}
 	type ledgerSums struct{ total, closed int64 }
 	ledger := make(map[time.Time]*ledgerSums)
-	err = exportLedger(ctx, db, export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now}, func(rows []export.Row) error {
+	q := export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now, Frozen: sink}
+	err = exportLedger(ctx, db, q, func(rows []export.Row) error {
 		for i := range rows {
 			r := &rows[i]
 			l := ledger[r.PeriodStart]
@@ -130,6 +137,29 @@ func Report(ctx context.Context, db Querier, sink string, g export.Granularity, 
 	return out, nil
 }
 
+// reportEach is Report on the plan calendar for every sink with events
+// in [from, to), each against the ledger cut by its own frozen periods.
+func reportEach(ctx context.Context, db Querier, g export.Granularity, from, to, now time.Time) ([]ReportRow, error) {
+	rows, err := db.Query(ctx, `SELECT DISTINCT sink FROM billing_sink_events
+WHERE granularity = $3 AND period_start >= $1 AND period_start < $2 ORDER BY 1`, from, to, string(g))
+	if err != nil {
+		return nil, fmt.Errorf("sink: report: %w", err)
+	}
+	sinks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("sink: report: %w", err)
+	}
+	var out []ReportRow
+	for _, s := range sinks {
+		rs, err := Report(ctx, db, s, g, export.CalendarPlan, from, to, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
 // KeyDifference is one key's period whose billed figure in the ledger
 // differs from what the sink acknowledged. Cost units.
 type KeyDifference struct {
@@ -164,7 +194,8 @@ func KeyDifferences(ctx context.Context, db Querier, sinkName string, g export.G
 		return nil, fmt.Errorf("sink: key differences: %w", err)
 	}
 	var out []KeyDifference
-	err = exportLedger(ctx, db, export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now}, func(rows []export.Row) error {
+	q := export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now, Frozen: sinkName}
+	err = exportLedger(ctx, db, q, func(rows []export.Row) error {
 		held, err := ackedByPeriod(ctx, db, sinkName, g, rows[0].Key, rows[len(rows)-1].Key, from, to)
 		if err != nil {
 			return err
@@ -193,7 +224,7 @@ func exportLedger(ctx context.Context, db Querier, q export.Query, page func([]e
 	if err != nil {
 		return err
 	}
-	return ex.Export(ctx, q, page)
+	return exportSpans(ctx, ex, q, page)
 }
 
 type ackedPeriod struct {

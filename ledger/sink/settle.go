@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrNotHeld: SettleHeld found no held event with that id for the sink.
@@ -15,16 +16,17 @@ var ErrNotHeld = errors.New("sink: no held event with that id")
 // the period). delivered: the sink holds it; it is recorded acknowledged.
 // Not delivered: it is recorded failed with its first attempt now, so the
 // next run sends it again with its recorded payload and identifier (the
-// sink has forgotten it, so it bills it once).
-func SettleHeld(ctx context.Context, db Execer, sinkName, eventID string, delivered bool) error {
-	q := `UPDATE billing_sink_events SET status = 'failed', first_attempt_at = now(), updated_at = now()
+// sink has forgotten it, so it bills it once), however old its period, and
+// re-stamped if its invoice was finalized meanwhile (Restamper).
+func SettleHeld(ctx context.Context, db Execer, sinkName, eventID string, delivered bool, now time.Time) error {
+	q := `UPDATE billing_sink_events SET status = 'failed', first_attempt_at = $3, maybe_stored = false, updated_at = now()
 WHERE sink = $1 AND event_id = $2 AND status = 'held'`
 	if delivered {
-		q = `UPDATE billing_sink_events SET status = 'sent', acked_spent = spent, sent_at = now(), last_error = NULL,
+		q = `UPDATE billing_sink_events SET status = 'sent', acked_spent = spent, sent_at = $3, last_error = NULL,
     updated_at = now()
 WHERE sink = $1 AND event_id = $2 AND status = 'held'`
 	}
-	tag, err := db.Exec(ctx, q, sinkName, eventID)
+	tag, err := db.Exec(ctx, q, sinkName, eventID, now)
 	if err != nil {
 		return fmt.Errorf("sink: settle held event: %w", err)
 	}

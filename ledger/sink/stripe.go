@@ -11,12 +11,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v84"
 
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/ledger/export"
 )
 
@@ -92,16 +95,27 @@ func NewStripeClient(secretKey, url string, hc *http.Client) *stripe.Client {
 type Stripe struct {
 	events    MeterEvents
 	meter     string
-	customers map[string]StripeCustomer
+	customers customerBook
 	grace     time.Duration
+	// summaries and records (the sink's billing_sink_events, as sinkName)
+	// settle ambiguous outcomes (Stored); nil: a person does.
+	summaries MeterSummaries
+	records   rowQuerier
+	sinkName  string
 }
 
-var _ Framer = (*Stripe)(nil)
+// rowQuerier is the part of a pgx pool that Stored reads records with.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var _ Settler = (*Stripe)(nil)
 
 // NewStripe returns a Sender to meter through events, with customers
-// mapping keys to Stripe customers (read, never changed) and grace the
-// invoices' finalization grace (0: DefaultFinalizationGrace).
-func NewStripe(events MeterEvents, meter string, customers map[string]StripeCustomer, grace time.Duration) (*Stripe, error) {
+// the dated mappings of keys to Stripe customers (read, never changed;
+// StripeCustomerMappings) and grace the invoices' finalization grace (0:
+// DefaultFinalizationGrace).
+func NewStripe(events MeterEvents, meter string, customers []StripeCustomer, grace time.Duration) (*Stripe, error) {
 	if events == nil || meter == "" {
 		return nil, errors.New("sink: stripe: needs meter events and a meter name")
 	}
@@ -111,7 +125,7 @@ func NewStripe(events MeterEvents, meter string, customers map[string]StripeCust
 	if grace < 0 || grace > MaxFinalizationGrace {
 		return nil, fmt.Errorf("sink: stripe: finalization grace must be 0 to %v, got %v", MaxFinalizationGrace, grace)
 	}
-	return &Stripe{events: events, meter: meter, customers: customers, grace: grace}, nil
+	return &Stripe{events: events, meter: meter, customers: newCustomerBook(customers), grace: grace}, nil
 }
 
 // stripeFrame is a meter event's request, recorded before its first
@@ -123,16 +137,26 @@ type stripeFrame struct {
 	Identifier string `json:"identifier"`
 }
 
-// meterValue reads ev's data, its key's customer and the value its meter
-// event carries: billed for revision 0, the change for a correction.
-func (s *Stripe) meterValue(ev cloudevents.Event) (Data, StripeCustomer, int64, error) {
+// meterValue reads ev's data, the customer its meter event names and the
+// value it carries: billed for revision 0, the change for a correction.
+// The customer is the one prev (the frame of the event ev replaces)
+// named, so a correction, a credit included, goes to the customer billed
+// for the period; without prev, the one mapped at the period's last
+// instant.
+func (s *Stripe) meterValue(ev cloudevents.Event, prev json.RawMessage) (Data, StripeCustomer, int64, error) {
 	var d Data
 	if err := json.Unmarshal(ev.Data(), &d); err != nil {
 		return d, StripeCustomer{}, 0, fmt.Errorf("sink: stripe: event data: %w", err)
 	}
-	c, ok := s.customers[d.Key]
-	if !ok {
-		return d, c, 0, errors.New("sink: stripe: key has no Stripe customer")
+	var c StripeCustomer
+	var pf stripeFrame
+	if prev != nil && json.Unmarshal(prev, &pf) == nil && pf.Customer != "" {
+		c = s.customers.named(d.Key, pf.Customer)
+	} else {
+		var ok bool
+		if c, ok = s.customers.at(d.Key, d.PeriodEnd.Add(-time.Second)); !ok {
+			return d, c, 0, errors.New("sink: stripe: key has no Stripe customer for the period")
+		}
 	}
 	if d.Revision > 0 {
 		return d, c, d.BilledDelta, nil
@@ -140,9 +164,10 @@ func (s *Stripe) meterValue(ev cloudevents.Event) (Data, StripeCustomer, int64, 
 	return d, c, d.Billed, nil
 }
 
-// Frame decides ev's meter event at now.
-func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, error) {
-	d, c, value, err := s.meterValue(ev)
+// Frame decides ev's meter event at now; prev is the recorded frame of the
+// event ev replaces (nil for a period's first event).
+func (s *Stripe) Frame(ev cloudevents.Event, prev json.RawMessage, now time.Time) (json.RawMessage, error) {
+	d, c, value, err := s.meterValue(ev, prev)
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +180,47 @@ func (s *Stripe) Frame(ev cloudevents.Event, now time.Time) (json.RawMessage, er
 	return json.Marshal(f)
 }
 
+// Restamp judges frame's invoice at now, the time it is about to be sent
+// again: finalized (its end plus the grace is past), the event is stamped
+// now, with the identifier of the new payload, and lands on the
+// customer's current invoice. The customer stays the frame's.
+func (s *Stripe) Restamp(ev cloudevents.Event, frame json.RawMessage, now time.Time) (json.RawMessage, bool, error) {
+	var f stripeFrame
+	if err := json.Unmarshal(frame, &f); err != nil || f.Identifier == "" || f.Customer == "" {
+		return nil, false, fmt.Errorf("sink: stripe: bad recorded frame %s: %v", frame, err)
+	}
+	var d Data
+	if err := json.Unmarshal(ev.Data(), &d); err != nil {
+		return nil, false, fmt.Errorf("sink: stripe: event data: %w", err)
+	}
+	c := s.customers.named(d.Key, f.Customer)
+	if f.Value == 0 || c.InvoicePeriodEnd(time.Unix(f.Timestamp, 0)).Add(s.grace).After(now) {
+		return frame, false, nil
+	}
+	f.Timestamp = now.Unix()
+	f.Identifier = StripeIdentifier(s.meter, ev.ID(), f.Customer, f.Value, f.Timestamp)
+	b, err := json.Marshal(f)
+	return b, true, err
+}
+
+// Definite reports whether err means Stripe stored nothing: a 4xx answer
+// (429 too many requests, a refused request), or no connection at all.
+// A timeout, a lost answer or a 5xx may have stored the event.
+func (s *Stripe) Definite(err error) bool {
+	var se *stripe.Error
+	if errors.As(err, &se) {
+		return se.HTTPStatusCode >= 400 && se.HTTPStatusCode < 500
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
 // legacyFrame is the request the code before migration 010 sent for ev,
 // for an unacknowledged event recorded then without a frame: its
 // identifier was a hash of (meter, event id) and its timestamp the
 // period's end − 1s. Re-sending exactly that lets Stripe's dedupe drop it
 // if it was stored.
 func (s *Stripe) legacyFrame(ev cloudevents.Event) (json.RawMessage, error) {
-	d, c, value, err := s.meterValue(ev)
+	d, c, value, err := s.meterValue(ev, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +230,10 @@ func (s *Stripe) legacyFrame(ev cloudevents.Event) (json.RawMessage, error) {
 }
 
 // Send frames ev at the current time and sends it (for callers outside a
-// Publisher, which records the frame first).
+// Publisher, which records the frame first; a correction sent this way
+// names the customer mapped at its period's end).
 func (s *Stripe) Send(ctx context.Context, ev cloudevents.Event) error {
-	f, err := s.Frame(ev, time.Now())
+	f, err := s.Frame(ev, nil, time.Now())
 	if err != nil {
 		return err
 	}
@@ -234,8 +294,15 @@ type StripeConfig struct {
 	Lookback time.Duration
 	// Calendar is Config.Calendar (default export.CalendarUTC).
 	Calendar export.Calendar
-	Metrics  *Metrics     // nil: none
-	Logger   *slog.Logger // nil discards
+	// Clock is Config.Clock: each meter event is stamped, and its invoice
+	// judged, at the time it is sent.
+	Clock clock.Clock
+	// Summaries, if set, settles an event an ambiguous attempt may have
+	// stored once its invoice is finalized, against the meter event
+	// summaries (NewStripeSummaries); nil holds it for a person.
+	Summaries MeterSummaries
+	Metrics   *Metrics     // nil: none
+	Logger    *slog.Logger // nil discards
 }
 
 // StripeStats counts what a SyncStripe run did.
@@ -259,24 +326,25 @@ type StripeStats struct {
 func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, events MeterEvents, cfg StripeConfig,
 	from, to, now time.Time) (StripeStats, error) {
 	var out StripeStats
-	customers, err := stripeCustomerMap(ctx, db)
+	mappings, err := StripeCustomerMappings(ctx, db)
 	if err != nil {
 		return out, err
 	}
-	send, err := NewStripe(events, cfg.Meter, customers, cfg.FinalizationGrace)
+	send, err := NewStripe(events, cfg.Meter, mappings, cfg.FinalizationGrace)
 	if err != nil {
 		return out, err
 	}
+	send.summaries, send.records, send.sinkName = cfg.Summaries, db, StripeSinkName(cfg.Meter)
 	unmapped := make(map[string]bool)
 	skip := func(r export.Row, held int64) bool {
-		if _, ok := customers[r.Key]; !ok {
+		if _, ok := send.customers.at(r.Key, r.PeriodEnd.Add(-time.Second)); !ok {
 			unmapped[r.Key] = true
 			return true
 		}
 		return false
 	}
 	p, err := NewPublisher(db, ex, send, Config{Sink: StripeSinkName(cfg.Meter), Granularity: cfg.Granularity,
-		Calendar: cfg.Calendar, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
+		Calendar: cfg.Calendar, Customers: CustomersDated, Clock: cfg.Clock, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
 		ResendWindow: StripeResendWindow})
 	if err != nil {
 		return out, err
