@@ -246,8 +246,8 @@ func (q *Query) validateRest() error {
 		return &FieldError{Field: "cursor", Err: errors.New("give after or cursor, not both")}
 	case q.Now.IsZero():
 		return errors.New("export: Query.Now is required")
-	case len(q.Frozen) > billing.MaxKeyLen:
-		return &FieldError{Field: "frozen", Err: fmt.Errorf("longer than %d bytes", billing.MaxKeyLen)}
+	case len(q.Frozen) > store.MaxKeyLen:
+		return &FieldError{Field: "frozen", Err: fmt.Errorf("longer than %d bytes", store.MaxKeyLen)}
 	}
 	return nil
 }
