@@ -25,8 +25,9 @@ func (p callerTraceOnly) Tracer(name string, opts ...trace.TracerOption) trace.T
 // childTracer starts a span only when ctx carries a sampled span: a store
 // call made for a check whose caller sent a sampled traceparent. Elsewhere
 // Start returns ctx as it is and the span ctx holds (one that records
-// nothing), so an untraced call allocates nothing: a root span of its own,
-// exported, cost about 2 KB per store call.
+// nothing), so an untraced call allocates nothing: a root span of its own
+// cost about 2.5 KB per store call (start 0.5 KB, attributes and end
+// 0.9 KB, OTLP export 1.1 KB).
 type childTracer struct{ trace.Tracer }
 
 func (t childTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
