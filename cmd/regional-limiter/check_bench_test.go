@@ -110,6 +110,7 @@ func benchCheck(b *testing.B, newLoop func(tb testing.TB, h http.Handler, auth s
 				bare := newLoop(b, baseline.CheckHandler(), "")
 				daemon := newLoop(b, benchDaemonHandler(b, plan.body, d.traced), "Bearer "+benchCheckToken)
 				loopChecks(b, daemon)
+				warm(bare)
 				bytes, allocs := allocRatios(bare, daemon)
 				b.ReportMetric(bytes, "B-ratio")
 				b.ReportMetric(allocs, "allocs-ratio")
