@@ -51,9 +51,14 @@ rules-test: ## check the alert rules and run their unit tests with promtool (Deb
 	cd deploy/prometheus && promtool test rules quota-rules.test.yaml
 
 .PHONY: bench
-bench: ## run the Go benchmarks: hot path, store calls, state size, slow path, ledger ingestion
+bench: ## run the Go benchmarks: hot path, store calls, state size, slow path, ledger ingestion, the HTTP check beside a bare handler
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./region/...
 	$(GO) test -run '^$$' -bench Ingest -benchtime 200000x ./ledger/reconcile/
+	$(GO) test -run '^$$' -bench 'BenchmarkCheck' -benchtime 20000x ./cmd/regional-limiter/
+
+.PHONY: bench-budget
+bench-budget: ## fail when a check allocates over 1.1x the bare net/http handler's bytes or allocations (about 40 s)
+	QUOTA_ALLOC_BUDGET=1 $(GO) test -count=1 -run '^TestCheckAllocationBudget$$' -v ./cmd/regional-limiter/
 
 LOADTEST_ADDR ?= 127.0.0.1:18080
 LOADTEST_ARGS ?= -duration 5s -half

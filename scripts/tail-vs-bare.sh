@@ -11,13 +11,16 @@
 # `loadtest -serve-bare`; and loads each with `loadtest -mode single -rate
 # RATE -duration DURATION -keys KEYS -server-pid …`. Prints loadtest's line
 # per server (p50, p99, p99.9, server CPU and allocation per decision) and,
-# per round, the daemon's p99 and p99.9 over the bare handler's.
+# per round, the daemon's p99, p99.9 and bytes per check over the bare
+# handler's.
 #
-# Environment: RUNS (4), RATE (5000), DURATION (20s), KEYS (10000). Needs go.
-# Stops everything it started on exit.
+# Environment: RUNS (4), RATE (5000), DURATION (20s), KEYS (10000),
+# LIMITER_ARGS (more flags for the daemons of this tree and the older one,
+# e.g. "--otlp-endpoint http://127.0.0.1:4318"). Needs go. Stops everything
+# it started on exit.
 set -euo pipefail
 
-RUNS=${RUNS:-4} RATE=${RATE:-5000} DURATION=${DURATION:-20s} KEYS=${KEYS:-10000}
+RUNS=${RUNS:-4} RATE=${RATE:-5000} DURATION=${DURATION:-20s} KEYS=${KEYS:-10000} LIMITER_ARGS=${LIMITER_ARGS:-}
 OLD=${1:-}
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -39,7 +42,8 @@ run() {
 		args=
 	else
 		mkdir -p "$work/data-$port"
-		QUOTA_ADMIN_TOKEN=loadtest "$bin" --listen "127.0.0.1:$port" --data-dir "$work/data-$port" --log-level warn >/dev/null 2>&1 &
+		# shellcheck disable=SC2086 # LIMITER_ARGS is words
+		QUOTA_ADMIN_TOKEN=loadtest "$bin" --listen "127.0.0.1:$port" --data-dir "$work/data-$port" --log-level warn $LIMITER_ARGS >/dev/null 2>&1 &
 		pid=$!
 		args="-admin-token loadtest"
 	fi
@@ -64,9 +68,10 @@ for r in $(seq 1 "$RUNS"); do
 	[ -n "$OLD" ] && run old "$OLD"
 	new=$(run new "$work/regional-limiter"); echo "$new"
 	bare=$(run bare bare); echo "$bare"
-	# loadtest's columns: phase decisions/s requests/s p50 p99 p99.9 …
-	set -- $new; np99=$(millis "$6"); np999=$(millis "$7")
-	set -- $bare; bp99=$(millis "$6"); bp999=$(millis "$7")
-	awk -v a="$np99" -v b="$bp99" -v c="$np999" -v d="$bp999" \
-		'BEGIN { printf "  new / bare: p99 %.2fx, p99.9 %.2fx\n", a / b, c / d }'
+	# loadtest's columns after the label: phase decisions/s requests/s p50
+	# p99 p99.9 allowed errors server-cpu store-calls server-alloc …
+	set -- $new; np99=$(millis "$6"); np999=$(millis "$7"); nalloc=${12%B/dec}
+	set -- $bare; bp99=$(millis "$6"); bp999=$(millis "$7"); balloc=${12%B/dec}
+	awk -v a="$np99" -v b="$bp99" -v c="$np999" -v d="$bp999" -v e="$nalloc" -v f="$balloc" \
+		'BEGIN { printf "  new / bare: p99 %.2fx, p99.9 %.2fx, bytes per check %.2fx\n", a / b, c / d, e / f }'
 done

@@ -156,8 +156,8 @@ func declare(o *Options) *settings.Set {
 		Check(func() error {
 			return want(o.HotKeyMetrics >= 0 && o.HotKeyMetrics <= 100, "must be 0 to 100, got %d", o.HotKeyMetrics)
 		})
-	s.String(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP collector URL for traces of the slow work (store calls, catalogue writes and pushes, report publishing), e.g. http://otel-collector:4318; empty: tracing off").
-		Doc("OTLP/HTTP collector URL (e.g. `http://otel-collector:4318`) for traces of the slow work: report publishing (`quota.ledger.flush`). Empty: tracing off, at no cost. The reconciler has the same flag (`quota.reconcile.batch`, `quota.reconcile.write`)").
+	s.String(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP collector URL for traces of the slow work (catalogue writes and pushes, report publishing, and a check's store call in the trace of a caller that sent a sampled traceparent), e.g. http://otel-collector:4318; empty: tracing off").
+		Doc("OTLP/HTTP collector URL (e.g. `http://otel-collector:4318`) for traces of the slow work: report publishing (`quota.ledger.flush`), and a check's store call (`quota.store.call`) in the trace of a caller that sent a sampled `traceparent`. Empty: tracing off, at no cost. The reconciler has the same flag (`quota.reconcile.batch`, `quota.reconcile.write`)").
 		Check(func() error { return tracing.CheckEndpoint(o.OTLPEndpoint) })
 	return s
 }

@@ -10,9 +10,11 @@ import (
 )
 
 // TestDaemonTraces: with --otlp-endpoint, a check that takes the slow path
-// sends its store call's span in the caller's trace (traceparent), a
-// control-plane write and its push are spans, and the final report flush
-// is one; every span reaches the collector by the time the daemon stopped.
+// sends its store call's span in the caller's trace (traceparent), one
+// without a traceparent sends none (a trace per store call cost 1.4 KB per
+// check), a control-plane write and its push are spans, and the final
+// report flush is one; every span reaches the collector by the time the
+// daemon stopped.
 func TestDaemonTraces(t *testing.T) {
 	col := testserver.StartOTLPCollector(t)
 	o := testOptions(t, "", "", t.TempDir())
@@ -31,6 +33,7 @@ func TestDaemonTraces(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("check: %s", resp.Status)
 	}
+	d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_untraced","cost":1}`, false, 200)
 	d.stop(t) // flushes the final reports, then the spans
 
 	spans := map[string][]string{} // name → trace IDs
@@ -39,6 +42,11 @@ func TestDaemonTraces(t *testing.T) {
 	}
 	if !slices.Contains(spans["quota.store.call"], trace) {
 		t.Errorf("no quota.store.call span in the caller's trace: %v", spans)
+	}
+	for _, id := range spans["quota.store.call"] {
+		if id != trace {
+			t.Errorf("a quota.store.call span in trace %s, outside any caller's: %v", id, spans)
+		}
 	}
 	for _, name := range []string{"quota.catalog.write", "quota.catalog.push", "quota.ledger.flush"} {
 		if len(spans[name]) == 0 {

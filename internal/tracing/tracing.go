@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,13 @@ type Config struct {
 	// whose parent was sampled (incoming traceparent) is always sampled.
 	// Default 1 when Endpoint is set.
 	SampleRatio float64
+	// CallerTraceOnly names instrumentation scopes (tracer names) whose
+	// spans are started only inside a sampled trace that ctx already
+	// carries, such as a caller's traceparent: work done per request (a
+	// store call of a check) is traced for the callers that trace it, not
+	// as a new trace for every request. Other scopes start traces of their
+	// own (SampleRatio).
+	CallerTraceOnly []string
 }
 
 // CheckEndpoint returns an error when endpoint, not empty, is not an
@@ -102,6 +110,9 @@ func Setup(cfg Config) (trace.TracerProvider, func(context.Context) error, error
 			return fmt.Errorf("tracing: flush spans: %w", err)
 		}
 		return nil
+	}
+	if len(cfg.CallerTraceOnly) > 0 {
+		return callerTraceOnly{tp, slices.Clone(cfg.CallerTraceOnly)}, shutdown, nil
 	}
 	return tp, shutdown, nil
 }

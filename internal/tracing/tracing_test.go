@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,52 @@ func TestHandlerHonoursTraceparent(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/allow", nil))
 	if got.TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" || !got.TraceID().IsValid() {
 		t.Fatalf("a request without traceparent got trace %s", got.TraceID())
+	}
+}
+
+// A tracer of a CallerTraceOnly scope records spans only inside a sampled
+// trace, and an untraced Start allocates nothing (the options a caller
+// passes are its own); other scopes still start traces of their own.
+func TestCallerTraceOnly(t *testing.T) {
+	col := testserver.StartOTLPCollector(t)
+	const scope = "github.com/quotaplatform/quota/region"
+	tp, shutdown, err := Setup(Config{Endpoint: col.URL, Service: "quota-test", CallerTraceOnly: []string{scope}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, other := tp.Tracer(scope), tp.Tracer("github.com/quotaplatform/quota/ledger")
+
+	_, span := store.Start(context.Background(), "quota.store.untraced")
+	span.End()
+	untraced := context.Background()
+	if a := testing.AllocsPerRun(100, func() {
+		_, s := store.Start(untraced, "quota.store.untraced")
+		s.End()
+	}); a != 0 {
+		t.Errorf("an untraced store span allocates %v times, want 0", a)
+	}
+	parent := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x4b, 0xf9}, SpanID: trace.SpanID{0x01}, TraceFlags: trace.FlagsSampled, Remote: true}))
+	_, span = store.Start(parent, "quota.store.traced")
+	span.End()
+	unsampled := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x4b, 0xfa}, SpanID: trace.SpanID{0x02}, Remote: true}))
+	_, span = store.Start(unsampled, "quota.store.unsampled")
+	span.End()
+	_, span = other.Start(context.Background(), "quota.ledger.flush")
+	span.End()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range col.Spans() {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"quota.ledger.flush", "quota.store.traced"}; !slices.Equal(names, want) {
+		t.Fatalf("collector got spans %v, want %v", names, want)
 	}
 }
