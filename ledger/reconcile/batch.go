@@ -65,6 +65,8 @@ func (im *inMsg) handBack(delay time.Duration) {
 func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 	ctx, span := r.cfg.Tracer.Start(ctx, "quota.reconcile.batch", trace.WithAttributes(attribute.Int("quota.messages", len(batch))))
 	defer span.End()
+	r.m.BatchStarted.Set(float64(r.cfg.Clock.Now().UnixNano()) / 1e9)
+	defer r.m.BatchStarted.Set(0)
 	msgs := make([]jetstream.Msg, len(batch))
 	for i := range batch {
 		msgs[i] = batch[i].m
@@ -139,13 +141,21 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 		t0 := r.cfg.Clock.Now()
 		var err error
 		attempts++
-		res, err = r.store.Write(ctx, reps)
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout) // on the wall clock: it bounds I/O
+		res, err = r.store.Write(wctx, reps)
+		cancel()
 		took = r.cfg.Clock.Now().Sub(t0)
 		if errors.As(err, &months) {
 			return nil // the rest is written; settled below
 		}
 		months = nil
 		return err
+	}, func(err error) bool {
+		// Postgres answers but will not take these reports now (a lock it
+		// waits for, a resource it lacks): retrying them whole would
+		// hold up every report behind them. Split; a lone report that
+		// keeps failing is parked.
+		return answered(err) && (len(items) > 1 || attempts >= parkAttempts)
 	})
 	span.SetAttributes(attribute.Int("quota.attempts", attempts), attribute.Int("quota.rows_inserted", res.Inserted),
 		attribute.Int("quota.rows_updated", res.Updated))
@@ -167,13 +177,26 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case isTransient(err) && len(items) == 1:
+		it := items[0]
+		it.msg.handBack(r.cfg.ParkDelay)
+		r.m.Parked.Inc()
+		r.log.Error("reconcile: a report Postgres will not take now is parked on the stream; it comes back alone",
+			"err", err, "subject", it.msg.m.Subject(), "index", it.index, "month", monthOf(it.rep.WindowStart).Format("2006-01"),
+			"attempts", attempts, "retry_after", r.cfg.ParkDelay)
+		return nil
+	case isTransient(err):
+		r.log.Warn("reconcile: part of the batch cannot be written now; splitting it so that the rest is",
+			"err", err, "reports", len(items))
 	case len(items) == 1:
 		it := items[0]
 		l := r.reportLetter(it.msg.m, badReport{index: it.index, rep: it.rep, reason: ReasonRefused, err: err})
 		return r.deadLetter(ctx, ka, nil, []*inMsg{it.msg}, []DeadLetter{l})
 	}
-	r.log.Warn("reconcile: Postgres refused the batch; splitting it to find the reports it refuses",
-		"err", err, "reports", len(items))
+	if !isTransient(err) {
+		r.log.Warn("reconcile: Postgres refused the batch; splitting it to find the reports it refuses",
+			"err", err, "reports", len(items))
+	}
 	half := len(items) / 2
 	if err := r.commit(ctx, ka, items[:half]); err != nil {
 		return err
@@ -259,7 +282,7 @@ func (r *Reconciler) reportLetter(m jetstream.Msg, b badReport) DeadLetter {
 func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, refused []jetstream.Msg, partial []*inMsg, letters []DeadLetter) error {
 	err := r.retry(ctx, ka, "recording dead letters", len(letters), func(ctx context.Context) error {
 		return r.store.DeadLetter(ctx, letters)
-	})
+	}, nil)
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -286,7 +309,10 @@ func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, refused []je
 // that error is returned) or ctx ends (ctx.Err() is returned). A transient
 // failure makes the Reconciler not ready, backs off exponentially between
 // RetryMin and RetryMax, and keeps the batch's messages in progress.
-func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n int, fn func(context.Context) error) error {
+//
+// giveUp, when not nil, may end the retries of a transient failure early:
+// when it returns true for err, err is returned.
+func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n int, fn func(context.Context) error, giveUp func(error) bool) error {
 	backoff := r.cfg.RetryMin
 	started := r.cfg.Clock.Now()
 	for {
@@ -299,7 +325,7 @@ func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n in
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !isTransient(err) {
+		if !isTransient(err) || (giveUp != nil && giveUp(err)) {
 			return err
 		}
 		r.health.wrote(fmt.Errorf("reconcile: %s: %w", what, err))

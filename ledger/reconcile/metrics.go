@@ -21,6 +21,13 @@ type Metrics struct {
 	Rows        *prometheus.CounterVec // result: inserted, updated, unchanged
 	WriteErrors prometheus.Counter
 	LastCommit  prometheus.Gauge
+	// Parked counts reports handed back to the stream because Postgres
+	// would not take them while it took others (Config.ParkDelay).
+	Parked prometheus.Counter
+	// BatchStarted is when the batch in progress started (Unix seconds on
+	// Config.Clock), 0 between batches: a batch that does not end is a
+	// stalled consumer.
+	BatchStarted prometheus.Gauge
 	// OldestUnwritten: see newOldestUnwritten (streamage.go).
 	OldestUnwritten prometheus.Gauge
 }
@@ -59,6 +66,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LastCommit: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "last_commit_timestamp_seconds", Help: "Unix time of the last committed batch."}),
 		OldestUnwritten: newOldestUnwritten(),
+		Parked: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "parked_reports_total", Help: "Reports handed back to the stream, to be written alone later, because Postgres would not take them while it took others (a lock, a resource)."}),
+		BatchStarted: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "batch_started_timestamp_seconds", Help: "Unix time the batch in progress started; 0 between batches. A batch that does not end is a stalled consumer."}),
 	}
 	for _, r := range reasons {
 		if !foundByWriting(r) {
@@ -68,7 +79,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Messages, m.Redeliveries, m.Rejected, m.DeadLetters,
-			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit, m.OldestUnwritten)
+			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit, m.OldestUnwritten,
+			m.Parked, m.BatchStarted)
 	}
 	return m
 }

@@ -89,6 +89,15 @@ type Config struct {
 	// RetryMin and RetryMax bound the exponential backoff between failed
 	// writes. Defaults 100ms and 10s.
 	RetryMin, RetryMax time.Duration
+	// WriteTimeout bounds one Store.Write on the wall clock (it bounds
+	// I/O): a write that hangs fails, is logged as an error and retried,
+	// rather than stalling the consumer in silence. Default 30s.
+	WriteTimeout time.Duration
+	// ParkDelay is how long a report that Postgres will not take now,
+	// while it takes others, waits on the stream before it is delivered
+	// again (its message is handed back; the rest of the batch is
+	// written). Default 1m.
+	ParkDelay time.Duration
 	// Logger receives errors; nil discards.
 	Logger *slog.Logger
 	// Metrics, when set, are updated; see NewMetrics.
@@ -114,6 +123,8 @@ func DefaultConfig() Config {
 		AckWait:       30 * time.Second,
 		RetryMin:      100 * time.Millisecond,
 		RetryMax:      10 * time.Second,
+		WriteTimeout:  30 * time.Second,
+		ParkDelay:     time.Minute,
 	}
 }
 
@@ -138,6 +149,8 @@ func (c *Config) validate() error {
 	check(c.AckWait >= time.Second, "AckWait", "must be at least 1s, got %v", c.AckWait)
 	check(c.RetryMin > 0, "RetryMin", "must be positive, got %v", c.RetryMin)
 	check(c.RetryMax >= c.RetryMin, "RetryMax", "must be at least RetryMin, got %v", c.RetryMax)
+	check(c.WriteTimeout >= 100*time.Millisecond, "WriteTimeout", "must be at least 100ms, got %v", c.WriteTimeout)
+	check(c.ParkDelay > 0, "ParkDelay", "must be positive, got %v", c.ParkDelay)
 	return errors.Join(errs...)
 }
 
