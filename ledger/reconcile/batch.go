@@ -76,6 +76,7 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 	var refused []jetstream.Msg // messages refused whole: terminated
 	var letters []DeadLetter    // theirs, then single reports'
 	var partial []*inMsg        // the message of each single report's letter
+	var notes []DeadLetter      // letters of reports written all the same (ReasonRefundExceeds)
 	for _, g := range batch {
 		m := g.m
 		if md, err := m.Metadata(); err == nil {
@@ -101,6 +102,9 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 		for _, c := range reps {
 			good = append(good, pending{im, c.index, c.rep})
 		}
+		for _, b := range g.cut {
+			notes = append(notes, r.reportLetter(m, b))
+		}
 		if im.unacked == 0 { // an empty batch
 			_ = m.Ack()
 		}
@@ -108,6 +112,11 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 	span.SetAttributes(attribute.Int("quota.reports", len(good)+len(partial)), attribute.Int("quota.dead_letters", len(letters)))
 	if len(letters) > 0 {
 		if err := r.deadLetter(ctx, &ka, refused, partial, letters); err != nil {
+			return err
+		}
+	}
+	if len(notes) > 0 {
+		if err := r.deadLetter(ctx, &ka, nil, nil, notes); err != nil {
 			return err
 		}
 	}
@@ -275,7 +284,8 @@ func (r *Reconciler) reportLetter(m jetstream.Msg, b badReport) DeadLetter {
 
 // deadLetter records letters, then terminates the messages refused whole
 // (refused, the first letters) and settles the message of each single
-// report's letter (partial, the letters after them). Should the Store
+// report's letter (partial, the letters after them); letters beyond those
+// are notes of reports that are written all the same, and settle nothing. Should the Store
 // refuse the letters themselves (it replaces what it cannot store, so this
 // means a broken table), they are logged in full and settled anyway: a
 // message must not block the stream.
@@ -296,11 +306,12 @@ func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, refused []je
 			r.log.Warn("reconcile: report dead-lettered (usage_dead_letters)",
 				"subject", l.Subject, "stream_seq", l.StreamSeq, "index", l.Index, "reason", l.Reason, "detail", l.Detail)
 		}
-		if i < len(refused) {
+		switch {
+		case i < len(refused):
 			_ = refused[i].TermWithReason("quota reconciler: dead letter: " + string(l.Reason))
-		} else {
+		case i-len(refused) < len(partial):
 			partial[i-len(refused)].settle(1)
-		}
+		} // else a note: the report is written all the same
 	}
 	return nil
 }

@@ -367,6 +367,9 @@ type gathered struct {
 	bad    []badReport
 	reason Reason // with err: the message is refused whole
 	err    error
+	// cut are the reports of good whose refund was cut (boundRefund), as
+	// sent: recorded as letters (ReasonRefundExceeds), written as cut.
+	cut []badReport
 }
 
 // decode checks message m against the window of accepted starts at now.
@@ -380,6 +383,14 @@ func (r *Reconciler) decode(m jetstream.Msg, now time.Time) gathered {
 	}
 	g := gathered{m: m}
 	g.good, g.bad, g.reason, g.err = check(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(ledger.HeaderEncoding), m.Data(), win)
+	for i := range g.good {
+		sent := g.good[i].rep
+		if boundRefund(&g.good[i].rep) {
+			g.cut = append(g.cut, badReport{index: g.good[i].index, rep: sent, reason: ReasonRefundExceeds,
+				err: fmt.Errorf("reconcile: refunded %d exceeds spent %d + charged %d; written as %d",
+					sent.Refunded, sent.Spent, sent.Charged, g.good[i].rep.Refunded)})
+		}
+	}
 	return g
 }
 
