@@ -43,10 +43,23 @@ const (
 	// as sent. A refund that large could only lower the key's quota base
 	// and bill below zero (issue 37, item 2).
 	ReasonRefundExceeds Reason = "refund_exceeds_spent"
+	// ReasonLongWindow: the report's window is longer than MaxWindow. A
+	// row whose window never ends (window_end 9999-01-01) was never
+	// closed, and kept its key's periods from being billed (issue 37,
+	// item 4).
+	ReasonLongWindow Reason = "long_window"
 )
 
+// MaxWindow is the longest accounting window a report may have
+// (window_end − window_start), and how long after its start the Closer
+// takes any row's window to have ended, whatever its window_end says.
+// Limiters' windows are a minute by default; a day leaves room for any
+// plan's and keeps a forged window from holding a period open for more
+// than a day.
+const MaxWindow = 24 * time.Hour
+
 var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRefused, ReasonTooOld, ReasonFuture, ReasonDetached,
-	ReasonRefundExceeds}
+	ReasonRefundExceeds, ReasonLongWindow}
 
 // foundByWriting reports whether reason is found by writing, not by check
 // (or, for ReasonRefundExceeds, is no refusal).
@@ -141,6 +154,10 @@ func checkReport(prefix, subject string, rep *ledger.Report, win window) (Reason
 	if !rep.WindowEnd.After(rep.WindowStart) {
 		return ReasonInvalid, fmt.Errorf("%w: window_end: %v not after window_start %v in whole microseconds",
 			ledger.ErrInvalidReport, rep.WindowEnd, rep.WindowStart)
+	}
+	if d := rep.WindowEnd.Sub(rep.WindowStart); d > MaxWindow || d < 0 { // d < 0: the Sub saturated
+		return ReasonLongWindow, fmt.Errorf("%w: window_end: window of %v from %v to %v is longer than %v",
+			ledger.ErrInvalidReport, d, rep.WindowStart, rep.WindowEnd, MaxWindow)
 	}
 	if err := checkFigures(rep); err != nil {
 		return ReasonOutOfRange, err
