@@ -210,6 +210,21 @@ func checkFigures(r *ledger.Report) error {
 // errSubject is wrapped by checkSubject's errors.
 var errSubject = errors.New("reconcile: report does not match its subject")
 
+// checkMsgID refuses a message whose ID (Nats-Msg-Id) is namespaced for
+// another subject: the Reporter's IDs start with the subject they are
+// published on and "|" (ledger.Reporter), so an ID under prefix naming
+// another subject was made to squat that sender's IDs (issue 37, item 3).
+// IDs not under prefix (older senders) pass.
+func checkMsgID(prefix, subject, id string) error {
+	if !strings.HasPrefix(id, prefix+".") {
+		return nil
+	}
+	if ns, _, _ := strings.Cut(id, "|"); ns != subject {
+		return fmt.Errorf("%w: message id %q is namespaced for %q, the message came on %q", errSubject, id, ns, subject)
+	}
+	return nil
+}
+
 // lateMark separates a process ID from the suffix of the Reporter's late
 // rows ("<process>~late…", see ledger.Reporter).
 const lateMark = "~late"

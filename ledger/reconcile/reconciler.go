@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -382,6 +383,10 @@ func (r *Reconciler) decode(m jetstream.Msg, now time.Time) gathered {
 		win.newest = now.Add(r.cfg.MaxReportSkew)
 	}
 	g := gathered{m: m}
+	if err := checkMsgID(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(nats.MsgIdHdr)); err != nil {
+		g.reason, g.err = ReasonSubject, err
+		return g
+	}
 	g.good, g.bad, g.reason, g.err = check(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(ledger.HeaderEncoding), m.Data(), win)
 	for i := range g.good {
 		sent := g.good[i].rep
