@@ -3,6 +3,8 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,6 +60,7 @@ func TestLockedMonthDoesNotStallIngestion(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	errorLog := &errorRecords{}
 	w, err := reconcile.NewWriterWithConfig(pool, reconcile.WriterConfig{Parallel: 2, MinPartRows: 1000, LockTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +69,7 @@ func TestLockedMonthDoesNotStallIngestion(t *testing.T) {
 		d := reconcile.DefaultConfig()
 		c.MaxReportAge, c.MaxReportSkew = d.MaxReportAge, d.MaxReportSkew
 		c.ParkDelay = time.Second
+		c.Logger = slog.New(errorLog)
 	})
 	// The stall has begun once a writer waits for the lock.
 	testserver.WaitFor(t, 30*time.Second, 20*time.Millisecond, func() error {
@@ -125,10 +129,13 @@ func TestLockedMonthDoesNotStallIngestion(t *testing.T) {
 		return nil
 	}
 	testserver.WaitFor(t, 60*time.Second, 50*time.Millisecond, func() error { return want(inRange-1, true) })
-	t.Logf("while %s was locked: the valid report written %v after the stall began; %v report(s) parked",
-		part, time.Since(stalledAt).Round(time.Millisecond), val(x.m.Parked))
+	t.Logf("while %s was locked: the valid report written %v after the stall began; %v report(s) parked; %d error log line(s)",
+		part, time.Since(stalledAt).Round(time.Millisecond), val(x.m.Parked), errorLog.count())
 	if val(x.m.Parked) < 1 {
 		t.Fatalf("parked %v reports, want the locked month's", val(x.m.Parked))
+	}
+	if errorLog.count() == 0 {
+		t.Fatal("no error-level log line while a month blocked the batch")
 	}
 	if err := lockTx.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -137,4 +144,26 @@ func TestLockedMonthDoesNotStallIngestion(t *testing.T) {
 	testserver.WaitFor(t, 60*time.Second, 50*time.Millisecond, func() error { return want(inRange, false) })
 	t.Logf("the parked report written %v after the lock was released", time.Since(released).Round(time.Millisecond))
 	waitConsumerDrained(t, js)
+}
+
+// errorRecords is a slog.Handler that counts the records at level Error.
+type errorRecords struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (h *errorRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h *errorRecords) Handle(context.Context, slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	return nil
+}
+func (h *errorRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *errorRecords) WithGroup(string) slog.Handler      { return h }
+
+func (h *errorRecords) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
 }
