@@ -96,13 +96,11 @@ func (r *Report) Validate() error {
 	return nil
 }
 
-// MsgID is the JetStream message ID (Nats-Msg-Id) of the report: the
-// server drops a second message with the same ID within the stream's
-// duplicate window. Equal IDs mean equal reports. The ID starts with the
-// region, which the reconciler holds to the subject's: without it, another
-// region could publish a report under the ID of one this process is about
-// to send (its process ID and seq are easy to guess), and the stream would
-// drop the genuine report as a duplicate.
+// MsgID names the report: equal IDs mean equal reports. It is easy to
+// guess, so the Reporter does not publish under it: JetStream's duplicate
+// window spans the stream, and another region publishing first under a
+// guessable ID would make the genuine report a duplicate (the Reporter's
+// IDs carry a random nonce; see Reporter.msgID).
 func (r *Report) MsgID() string {
 	var b strings.Builder
 	b.Grow(len(r.Region) + len(r.ProcessID) + len(r.Key) + 43)

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -210,6 +212,10 @@ type Reporter struct {
 	repsBuf     scratch.Buffer[Report]
 	okBuf       scratch.Buffer[Report]
 	acceptedBuf scratch.Map[spoolKey, int64]
+	// idNonce and idSeq make message IDs (msgID); idSeq is guarded by
+	// flushMu.
+	idNonce string
+	idSeq   uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -250,8 +256,11 @@ func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 	if err != nil {
 		return nil, err
 	}
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails (Go 1.24)
 	r := &Reporter{cfg: cfg, js: js, spool: sp, m: cfg.Metrics, log: cfg.Logger,
-		entries: make(map[entryKey]*entry), early: make(chan struct{}, 1), freedThrough: math.MinInt64}
+		entries: make(map[entryKey]*entry), early: make(chan struct{}, 1), freedThrough: math.MinInt64,
+		idNonce: hex.EncodeToString(nonce[:])}
 	r.m.SpoolReports.Set(float64(sp.Len()))
 	r.m.SpoolBytes.Set(float64(sp.Bytes()))
 	return r, nil
@@ -660,13 +669,13 @@ func (r *Reporter) messages(reps []Report) []outMsg {
 				r.log.Error("ledger: encode report", "err", err)
 				continue
 			}
-			out = append(out, outMsg{msg: &nats.Msg{Subject: r.cfg.Stream.Subject(reps[i].Region, reps[i].ProcessID), Data: data},
-				id: reps[i].MsgID(), reps: reps[i : i+1]})
+			subject := r.cfg.Stream.Subject(reps[i].Region, reps[i].ProcessID)
+			out = append(out, outMsg{msg: &nats.Msg{Subject: subject, Data: data}, id: r.msgID(subject), reps: reps[i : i+1]})
 		}
 		return out
 	}
 	for _, b := range SplitBatches(reps) {
-		data, id, err := EncodeBatch(b)
+		data, _, err := EncodeBatch(b)
 		if err != nil {
 			r.log.Error("ledger: encode batch", "err", err, "reports", len(b))
 			continue
@@ -674,9 +683,25 @@ func (r *Reporter) messages(reps []Report) []outMsg {
 		msg := &nats.Msg{Subject: r.cfg.Stream.Subject(b[0].Region, b[0].ProcessID), Data: data, Header: nats.Header{}}
 		msg.Header.Set(HeaderEncoding, EncodingBatch)
 		msg.Header.Set(HeaderReports, strconv.Itoa(len(b)))
-		out = append(out, outMsg{msg: msg, id: id, reps: b})
+		out = append(out, outMsg{msg: msg, id: r.msgID(msg.Subject), reps: b})
 	}
 	return out
+}
+
+// msgID is the JetStream message ID (Nats-Msg-Id) of one message to
+// publish on subject: "<subject>|<nonce>|<n>", n counting this Reporter's
+// messages. JetStream's duplicate window spans the whole stream, so an ID
+// another sender could guess lets it drop this process's report as a
+// duplicate by publishing first under that ID on its own subject (issue
+// 37, item 3). The nonce is random per Reporter and travels only in the
+// stream, which no limiter may read, so the IDs cannot be guessed; each
+// publication gets a new one, so a PubAck that says Duplicate was never
+// caused by this Reporter and counts as a failure (publishWindow): the
+// reports are sent again under new IDs. The subject in front is what the
+// reconciler holds the ID to. Called under flushMu.
+func (r *Reporter) msgID(subject string) string {
+	r.idSeq++
+	return subject + "|" + r.idNonce + "|" + strconv.FormatUint(r.idSeq, 36)
 }
 
 // publish sends reports, PublishBatch messages in flight at a time, and
@@ -725,7 +750,16 @@ func (r *Reporter) publishWindow(ctx context.Context, msgs []outMsg) (acked []ou
 	defer timer.Stop()
 	for j, f := range futures {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if ack != nil && ack.Duplicate {
+				// Someone published under this unused ID first: the stream
+				// did not store these reports.
+				r.m.PublishErr.Inc()
+				r.log.Error("ledger: the stream took a usage message for a duplicate of one this process never sent; sending its reports again under a new ID",
+					"subject", msgs[j].msg.Subject, "reports", len(msgs[j].reps))
+				failed = true
+				continue
+			}
 			acked = append(acked, msgs[j])
 		case err := <-f.Err():
 			r.m.PublishErr.Inc()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -260,7 +261,11 @@ func (s *Server) read(key string, start, end time.Time) (region.QuotaBase, error
 		return region.QuotaBase{}, err
 	}
 	for r, spent := range byRegion {
-		out.Total += spent
+		// A region's base is what it spent, never less than nothing (a
+		// Ledger that nets refunds per region could go below), and the
+		// total saturates rather than wraps.
+		spent = max(spent, 0)
+		out.Total = min(out.Total, math.MaxInt64-spent) + spent
 		if spent != 0 {
 			if out.ByRegion == nil {
 				out.ByRegion = make(map[string]int64, len(byRegion))

@@ -65,6 +65,8 @@ func (im *inMsg) handBack(delay time.Duration) {
 func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 	ctx, span := r.cfg.Tracer.Start(ctx, "quota.reconcile.batch", trace.WithAttributes(attribute.Int("quota.messages", len(batch))))
 	defer span.End()
+	r.m.BatchStarted.Set(float64(r.cfg.Clock.Now().UnixNano()) / 1e9)
+	defer r.m.BatchStarted.Set(0)
 	msgs := make([]jetstream.Msg, len(batch))
 	for i := range batch {
 		msgs[i] = batch[i].m
@@ -74,6 +76,7 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 	var refused []jetstream.Msg // messages refused whole: terminated
 	var letters []DeadLetter    // theirs, then single reports'
 	var partial []*inMsg        // the message of each single report's letter
+	var notes []DeadLetter      // letters of reports written all the same (ReasonRefundExceeds)
 	for _, g := range batch {
 		m := g.m
 		if md, err := m.Metadata(); err == nil {
@@ -99,6 +102,9 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 		for _, c := range reps {
 			good = append(good, pending{im, c.index, c.rep})
 		}
+		for _, b := range g.cut {
+			notes = append(notes, r.reportLetter(m, b))
+		}
 		if im.unacked == 0 { // an empty batch
 			_ = m.Ack()
 		}
@@ -106,6 +112,11 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 	span.SetAttributes(attribute.Int("quota.reports", len(good)+len(partial)), attribute.Int("quota.dead_letters", len(letters)))
 	if len(letters) > 0 {
 		if err := r.deadLetter(ctx, &ka, refused, partial, letters); err != nil {
+			return err
+		}
+	}
+	if len(notes) > 0 {
+		if err := r.deadLetter(ctx, &ka, nil, nil, notes); err != nil {
 			return err
 		}
 	}
@@ -139,13 +150,21 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 		t0 := r.cfg.Clock.Now()
 		var err error
 		attempts++
-		res, err = r.store.Write(ctx, reps)
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout) // on the wall clock: it bounds I/O
+		res, err = r.store.Write(wctx, reps)
+		cancel()
 		took = r.cfg.Clock.Now().Sub(t0)
 		if errors.As(err, &months) {
 			return nil // the rest is written; settled below
 		}
 		months = nil
 		return err
+	}, func(err error) bool {
+		// Postgres answers but will not take these reports now (a lock it
+		// waits for, a resource it lacks): retrying them whole would
+		// hold up every report behind them. Split; a lone report that
+		// keeps failing is parked.
+		return answered(err) && (len(items) > 1 || attempts >= parkAttempts)
 	})
 	span.SetAttributes(attribute.Int("quota.attempts", attempts), attribute.Int("quota.rows_inserted", res.Inserted),
 		attribute.Int("quota.rows_updated", res.Updated))
@@ -167,13 +186,26 @@ func (r *Reconciler) commit(ctx context.Context, ka *keepAlive, items []pending)
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case isTransient(err) && len(items) == 1:
+		it := items[0]
+		it.msg.handBack(r.cfg.ParkDelay)
+		r.m.Parked.Inc()
+		r.log.Error("reconcile: a report Postgres will not take now is parked on the stream; it comes back alone",
+			"err", err, "subject", it.msg.m.Subject(), "index", it.index, "month", monthOf(it.rep.WindowStart).Format("2006-01"),
+			"attempts", attempts, "retry_after", r.cfg.ParkDelay)
+		return nil
+	case isTransient(err):
+		r.log.Warn("reconcile: part of the batch cannot be written now; splitting it so that the rest is",
+			"err", err, "reports", len(items))
 	case len(items) == 1:
 		it := items[0]
 		l := r.reportLetter(it.msg.m, badReport{index: it.index, rep: it.rep, reason: ReasonRefused, err: err})
 		return r.deadLetter(ctx, ka, nil, []*inMsg{it.msg}, []DeadLetter{l})
 	}
-	r.log.Warn("reconcile: Postgres refused the batch; splitting it to find the reports it refuses",
-		"err", err, "reports", len(items))
+	if !isTransient(err) {
+		r.log.Warn("reconcile: Postgres refused the batch; splitting it to find the reports it refuses",
+			"err", err, "reports", len(items))
+	}
 	half := len(items) / 2
 	if err := r.commit(ctx, ka, items[:half]); err != nil {
 		return err
@@ -252,14 +284,15 @@ func (r *Reconciler) reportLetter(m jetstream.Msg, b badReport) DeadLetter {
 
 // deadLetter records letters, then terminates the messages refused whole
 // (refused, the first letters) and settles the message of each single
-// report's letter (partial, the letters after them). Should the Store
+// report's letter (partial, the letters after them); letters beyond those
+// are notes of reports that are written all the same, and settle nothing. Should the Store
 // refuse the letters themselves (it replaces what it cannot store, so this
 // means a broken table), they are logged in full and settled anyway: a
 // message must not block the stream.
 func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, refused []jetstream.Msg, partial []*inMsg, letters []DeadLetter) error {
 	err := r.retry(ctx, ka, "recording dead letters", len(letters), func(ctx context.Context) error {
 		return r.store.DeadLetter(ctx, letters)
-	})
+	}, nil)
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -273,11 +306,12 @@ func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, refused []je
 			r.log.Warn("reconcile: report dead-lettered (usage_dead_letters)",
 				"subject", l.Subject, "stream_seq", l.StreamSeq, "index", l.Index, "reason", l.Reason, "detail", l.Detail)
 		}
-		if i < len(refused) {
+		switch {
+		case i < len(refused):
 			_ = refused[i].TermWithReason("quota reconciler: dead letter: " + string(l.Reason))
-		} else {
+		case i-len(refused) < len(partial):
 			partial[i-len(refused)].settle(1)
-		}
+		} // else a note: the report is written all the same
 	}
 	return nil
 }
@@ -286,7 +320,10 @@ func (r *Reconciler) deadLetter(ctx context.Context, ka *keepAlive, refused []je
 // that error is returned) or ctx ends (ctx.Err() is returned). A transient
 // failure makes the Reconciler not ready, backs off exponentially between
 // RetryMin and RetryMax, and keeps the batch's messages in progress.
-func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n int, fn func(context.Context) error) error {
+//
+// giveUp, when not nil, may end the retries of a transient failure early:
+// when it returns true for err, err is returned.
+func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n int, fn func(context.Context) error, giveUp func(error) bool) error {
 	backoff := r.cfg.RetryMin
 	started := r.cfg.Clock.Now()
 	for {
@@ -299,7 +336,7 @@ func (r *Reconciler) retry(ctx context.Context, ka *keepAlive, what string, n in
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !isTransient(err) {
+		if !isTransient(err) || (giveUp != nil && giveUp(err)) {
 			return err
 		}
 		r.health.wrote(fmt.Errorf("reconcile: %s: %w", what, err))

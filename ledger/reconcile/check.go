@@ -37,12 +37,47 @@ const (
 	// (usage_detached_months); writing it would start a new, lone partition
 	// for the month. Found by writing (MonthsError).
 	ReasonDetached Reason = "detached"
+	// ReasonRefundExceeds: the report refunds more than its row spent and
+	// was charged (refunded > spent + charged). Its refund is cut to
+	// spent + charged and the report written; the letter keeps the report
+	// as sent. A refund that large could only lower the key's quota base
+	// and bill below zero (issue 37, item 2).
+	ReasonRefundExceeds Reason = "refund_exceeds_spent"
+	// ReasonLongWindow: the report's window is longer than MaxWindow. A
+	// row whose window never ends (window_end 9999-01-01) was never
+	// closed, and kept its key's periods from being billed (issue 37,
+	// item 4).
+	ReasonLongWindow Reason = "long_window"
 )
 
-var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRefused, ReasonTooOld, ReasonFuture, ReasonDetached}
+// MaxWindow is the longest accounting window a report may have
+// (window_end − window_start), and how long after its start the Closer
+// takes any row's window to have ended, whatever its window_end says.
+// Limiters' windows are a minute by default; a day leaves room for any
+// plan's and keeps a forged window from holding a period open for more
+// than a day.
+const MaxWindow = 24 * time.Hour
 
-// foundByWriting reports whether reason is found by writing, not by check.
-func foundByWriting(reason Reason) bool { return reason == ReasonRefused || reason == ReasonDetached }
+var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRefused, ReasonTooOld, ReasonFuture, ReasonDetached,
+	ReasonRefundExceeds, ReasonLongWindow}
+
+// foundByWriting reports whether reason is found by writing, not by check
+// (or, for ReasonRefundExceeds, is no refusal).
+func foundByWriting(reason Reason) bool {
+	return reason == ReasonRefused || reason == ReasonDetached || reason == ReasonRefundExceeds
+}
+
+// boundRefund cuts rep's refund to what its row spent and was charged,
+// and reports whether it did. Reports are cumulative and the upsert keeps
+// the greatest of each figure, so a row whose every report holds
+// refunded ≤ spent + charged holds it too: no row nets below zero.
+func boundRefund(rep *ledger.Report) bool {
+	if most := rep.Spent + rep.Charged; rep.Refunded > most { // both ≤ MaxCounter: no overflow
+		rep.Refunded = most
+		return true
+	}
+	return false
+}
 
 // window is the range of window starts the reconciler accepts
 // ([Oldest, Newest]); a zero bound is no bound.
@@ -120,6 +155,10 @@ func checkReport(prefix, subject string, rep *ledger.Report, win window) (Reason
 		return ReasonInvalid, fmt.Errorf("%w: window_end: %v not after window_start %v in whole microseconds",
 			ledger.ErrInvalidReport, rep.WindowEnd, rep.WindowStart)
 	}
+	if d := rep.WindowEnd.Sub(rep.WindowStart); d > MaxWindow || d < 0 { // d < 0: the Sub saturated
+		return ReasonLongWindow, fmt.Errorf("%w: window_end: window of %v from %v to %v is longer than %v",
+			ledger.ErrInvalidReport, d, rep.WindowStart, rep.WindowEnd, MaxWindow)
+	}
 	if err := checkFigures(rep); err != nil {
 		return ReasonOutOfRange, err
 	}
@@ -170,6 +209,21 @@ func checkFigures(r *ledger.Report) error {
 
 // errSubject is wrapped by checkSubject's errors.
 var errSubject = errors.New("reconcile: report does not match its subject")
+
+// checkMsgID refuses a message whose ID (Nats-Msg-Id) is namespaced for
+// another subject: the Reporter's IDs start with the subject they are
+// published on and "|" (ledger.Reporter), so an ID under prefix naming
+// another subject was made to squat that sender's IDs (issue 37, item 3).
+// IDs not under prefix (older senders) pass.
+func checkMsgID(prefix, subject, id string) error {
+	if !strings.HasPrefix(id, prefix+".") {
+		return nil
+	}
+	if ns, _, _ := strings.Cut(id, "|"); ns != subject {
+		return fmt.Errorf("%w: message id %q is namespaced for %q, the message came on %q", errSubject, id, ns, subject)
+	}
+	return nil
+}
 
 // lateMark separates a process ID from the suffix of the Reporter's late
 // rows ("<process>~late…", see ledger.Reporter).

@@ -189,14 +189,17 @@ func (c *Closer) Run(ctx context.Context) error {
 }
 
 // closeSQL closes up to $4 due rows with window_start in [$1, $2): non-final,
-// window ended before $3 and last written before $3 (now − After). The
+// window ended before $3 and last written before $3 (now − After). A
+// window is taken to end by $7 (MaxWindow) after its start whatever its
+// window_end says: the sender's word must not keep a row open for ever. The
 // rows are locked SKIP LOCKED, so a row a writer holds is left for a later
 // pass; the locking re-reads each row, so one made final meanwhile is left
 // alone. closed_at is $5, closed_by $6; updated_at is not touched (it is
 // the last report's time, and a later report moves it past closed_at).
 const closeSQL = `WITH due AS (
     SELECT key, window_start, region, process_id FROM usage_reports
-    WHERE window_start >= $1 AND window_start < $2 AND NOT final AND window_end < $3 AND updated_at < $3
+    WHERE window_start >= $1 AND window_start < $2 AND NOT final
+      AND least(window_end, window_start + $7::interval) < $3 AND updated_at < $3
     LIMIT $4
     FOR UPDATE SKIP LOCKED),
 closed AS (
@@ -265,7 +268,7 @@ func (c *Closer) Close(ctx context.Context, now time.Time) (int, error) {
 			hi = cut
 		}
 		var n int
-		if err := c.pool.QueryRow(ctx, closeSQL, c.from, hi, cut, c.cfg.BatchRows, now, c.cfg.Name).Scan(&n); err != nil {
+		if err := c.pool.QueryRow(ctx, closeSQL, c.from, hi, cut, c.cfg.BatchRows, now, c.cfg.Name, MaxWindow).Scan(&n); err != nil {
 			return closed, fmt.Errorf("reconcile: closer: close rows of windows from %v: %w", c.from, err)
 		}
 		closed += n

@@ -23,6 +23,15 @@
 // a dead letter of its own (DeadLetter.Index) and the rest of its batch is
 // written.
 //
+// When Postgres answers but will not take part of a batch now (a part
+// waiting past WriterConfig.LockTimeout for a month partition held by
+// another statement, a resource it lacks), the batch is split rather than
+// retried whole, and a lone report that still fails is parked: its
+// message is handed back to the stream for Config.ParkDelay and comes back
+// alone. Only an unreachable Postgres makes the same batch retry whole. A
+// batch in progress is exported (Metrics.BatchStarted) so that a stuck
+// one raises an alert within a minute.
+//
 // A lost durable consumer (deleted, or its stream) is created again; Run is
 // not Ready until it consumes from it.
 //

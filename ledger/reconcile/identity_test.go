@@ -3,12 +3,19 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/region"
 )
 
 // A region cannot touch another region's rows (issue 28, item 5). A holder
@@ -17,9 +24,8 @@ import (
 // process, eu's included. Its reports, on real JetStream through the
 // reconciler into Postgres, land in rows of ap's own and leave eu's row as
 // eu reported it, whether ap's forgery comes after eu's report (a huge seq,
-// final, refunds that would win every merge) or before it with the same
-// message ID as eu's (which JetStream's duplicate window would otherwise
-// drop as a redelivery).
+// final, refunds that would win every merge) or before it.
+// (TestMessageIDCannotBeSquatted publishes under eu's real message ID.)
 func TestRegionCannotTouchAnotherRegionsRows(t *testing.T) {
 	pool := migratedPool(t, testserver.NewDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
@@ -39,7 +45,7 @@ func TestRegionCannotTouchAnotherRegionsRows(t *testing.T) {
 			g.Region, g.Seq, g.Final, g.Spent, g.Refunded = "ap", 1<<62, true, 0, 1_000_000
 			return g
 		}},
-		{"forgery before eu's report, same message id", true, func(g ledger.Report) ledger.Report {
+		{"forgery before eu's report", true, func(g ledger.Report) ledger.Report {
 			g.Region, g.Spent = "ap", 0 // seq, key, window and process as eu's
 			return g
 		}},
@@ -57,7 +63,8 @@ func TestRegionCannotTouchAnotherRegionsRows(t *testing.T) {
 				publish(t, js, "", genuine)
 				publish(t, js, "", forged)
 			}
-			want := map[string]row{"eu": {40, 0, 1, false}, "ap": {forged.Spent, forged.Refunded, forged.Seq, forged.Final}}
+			// ap's refund is cut to what its row spent (issue 37, item 2).
+			want := map[string]row{"eu": {40, 0, 1, false}, "ap": {forged.Spent, min(forged.Refunded, forged.Spent+forged.Charged), forged.Seq, forged.Final}}
 			testserver.WaitFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 				got := map[string]row{}
 				rows, err := pool.Query(ctx, `SELECT region, spent, refunded, seq, final FROM usage_reports
@@ -84,4 +91,81 @@ func TestRegionCannotTouchAnotherRegionsRows(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Issue 37, item 3: JetStream's duplicate window spans the stream, so ap
+// publishing first under the message ID eu's Reporter is about to use
+// (--usage-encoding json) made eu's report a "duplicate": ledger 0 rows,
+// the Reporter counting it delivered. The old IDs were the report's
+// MsgID, easy to guess. Here ap even knows eu's nonce (as if leaked: it
+// reads eu's last ID from the stream) and squats eu's real next ID. The
+// Reporter takes the Duplicate it did not cause for a failure and sends
+// the report again under a new ID, so it lands; the reconciler
+// dead-letters ap's message, whose ID is namespaced for eu's subject.
+func TestMessageIDCannotBeSquatted(t *testing.T) {
+	pool := migratedPool(t, testserver.NewDatabase(t))
+	js := connect(t, testserver.StartNATS(t).URL)
+	startReconciler(t, js, reconcile.NewWriter(pool), nil)
+	ctx := context.Background()
+	clk := clock.NewManual(t0.Add(10 * time.Second))
+	eu, m := newReporter(t, js, "eu-1", func(c *ledger.Config) { c.Clock, c.Encoding = clk, ledger.EncodingJSON })
+	stream, err := js.Stream(ctx, ledger.DefaultStreamConfig().Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := ledger.DefaultStreamConfig().Subject("eu", "eu-1")
+
+	eu.Record([]region.Usage{{Key: "warm", WindowStart: t0, Spent: 1, Leased: 1}})
+	if err := eu.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine := ledger.Report{Key: "victim", WindowStart: t0, ProcessID: "eu-1", Region: "eu", Seq: 1}
+	next := nextMsgID(t, last.Header.Get(nats.MsgIdHdr), genuine)
+
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: ledger.DefaultStreamConfig().Subject("ap", "eu-1"), Data: []byte("{}")},
+		jetstream.WithMsgID(next))
+	if err != nil || ack.Duplicate {
+		t.Fatalf("ap's squatting publish: %+v, %v", ack, err)
+	}
+	eu.Record([]region.Usage{{Key: "victim", WindowStart: t0, Spent: 40, Leased: 40}})
+	flushes := 0
+	testserver.WaitFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		flushes++
+		_ = eu.Flush(ctx) // the squatted attempt fails; the next sends under a new ID
+		var spent int64
+		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(spent), 0)::bigint FROM usage_reports WHERE key = 'victim'`).Scan(&spent); err != nil || spent != 40 {
+			return fmt.Errorf("victim's spent %d (%v), want 40", spent, err)
+		}
+		return nil
+	})
+	testserver.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		got, err := reasonCounts(pool)
+		if err != nil || got["subject"] != 1 {
+			return fmt.Errorf("dead letters %v (%v), want ap's message refused for its subject", got, err)
+		}
+		return nil
+	})
+	t.Logf("ap squatted eu's next id %q: eu's report landed after %d flush(es), %v failed publication(s)",
+		next, flushes, val(m.PublishErr))
+}
+
+// nextMsgID is the ID eu's Reporter publishes its next message under,
+// from the last one it published: "<subject>|<nonce>|<n>" (n in base 36)
+// now, the report's own MsgID before.
+func nextMsgID(t *testing.T, last string, next ledger.Report) string {
+	t.Helper()
+	ns, rest, ok := strings.Cut(last, "|")
+	nonce, n, ok2 := strings.Cut(rest, "|")
+	if !ok || !ok2 || !strings.HasPrefix(ns, "quota.usage.") {
+		return next.MsgID()
+	}
+	i, err := strconv.ParseUint(n, 36, 64)
+	if err != nil {
+		t.Fatalf("message id %q: %v", last, err)
+	}
+	return ns + "|" + nonce + "|" + strconv.FormatUint(i+1, 36)
 }

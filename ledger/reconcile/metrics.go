@@ -21,6 +21,13 @@ type Metrics struct {
 	Rows        *prometheus.CounterVec // result: inserted, updated, unchanged
 	WriteErrors prometheus.Counter
 	LastCommit  prometheus.Gauge
+	// Parked counts reports handed back to the stream because Postgres
+	// would not take them while it took others (Config.ParkDelay).
+	Parked prometheus.Counter
+	// BatchStarted is when the batch in progress started (Unix seconds on
+	// Config.Clock), 0 between batches: a batch that does not end is a
+	// stalled consumer.
+	BatchStarted prometheus.Gauge
 	// OldestUnwritten: see newOldestUnwritten (streamage.go).
 	OldestUnwritten prometheus.Gauge
 	// StreamFill: see newStreamFill (streamage.go).
@@ -49,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rejected_reports_total", Help: "Reports (or whole messages that could not be read) refused before writing and dead-lettered, by reason: invalid, out_of_range, subject, too_old, future."},
 			[]string{"reason"}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, too_old, future, refused (by Postgres), detached (month detached by retention)."},
+			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, too_old, future, refused (by Postgres), detached (month detached by retention), refund_exceeds_spent (written with its refund cut to spent + charged)."},
 			[]string{"reason"}),
 		Rebinds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "consumer_rebinds_total", Help: "Times the durable consumer was lost (e.g. deleted) and bound again."}),
@@ -62,6 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "last_commit_timestamp_seconds", Help: "Unix time of the last committed batch."}),
 		OldestUnwritten: newOldestUnwritten(),
 		StreamFill:      newStreamFill(),
+		Parked: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "parked_reports_total", Help: "Reports handed back to the stream, to be written alone later, because Postgres would not take them while it took others (a lock, a resource)."}),
+		BatchStarted: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "quota", Subsystem: "reconciler",
+			Name: "batch_started_timestamp_seconds", Help: "Unix time the batch in progress started; 0 between batches. A batch that does not end is a stalled consumer."}),
 	}
 	for _, r := range reasons {
 		if !foundByWriting(r) {
@@ -71,7 +82,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Lag, m.BatchSize, m.BatchLatency, m.Reports, m.Messages, m.Redeliveries, m.Rejected, m.DeadLetters,
-			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit, m.OldestUnwritten, m.StreamFill)
+			m.Rebinds, m.Rows, m.WriteErrors, m.LastCommit, m.OldestUnwritten, m.StreamFill,
+			m.Parked, m.BatchStarted)
 	}
 	return m
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/quotaplatform/quota/ledger"
 )
 
@@ -69,10 +71,18 @@ func monthOf(t time.Time) time.Time {
 
 // knownMonths selects those of $1's months that retention detached, and
 // those that have a partition (created since the rows were refused, e.g.
-// by another writer or an earlier Write of this batch).
+// by another writer or an earlier Write of this batch). Partitions are
+// found by the name usage_ensure_partition gives them, from the catalog
+// alone: reading their bounds (usage_partitions, pg_get_expr) locks every
+// partition, and one month held by a maintenance statement then stalled
+// every batch that needed a new month (issue 37, item 0).
 const knownMonths = `SELECT month, true FROM usage_detached_months WHERE month = ANY($1::timestamptz[])
 UNION ALL
-SELECT lower, false FROM usage_partitions() WHERE lower = ANY($1::timestamptz[])`
+SELECT m, false FROM unnest($1::timestamptz[]) AS m
+WHERE EXISTS (SELECT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+  WHERE i.inhparent = 'usage_reports'::regclass
+    AND c.relname = 'usage_reports_p' || to_char(m AT TIME ZONE 'UTC', 'YYYYMM')
+      || CASE WHEN m < '0001-01-01 00:00:00+00' THEN '_bc' ELSE '' END)`
 
 // ensureMonths creates the partitions of months (first instants of UTC
 // months) that rows of a batch found missing, in a transaction of its own,
@@ -117,7 +127,14 @@ func (w *Writer) ensureMonths(ctx context.Context, months []time.Time) ([]time.T
 		create = create[:w.cfg.MaxNewPartitions]
 	}
 	if len(create) > 0 {
-		if _, err := w.pool.Exec(ctx, ensurePartitions, create); err != nil {
+		err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", w.cfg.LockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, ensurePartitions, create)
+			return err
+		})
+		if err != nil {
 			return nil, nil, fmt.Errorf("reconcile: create partitions: %w", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -90,6 +91,15 @@ type Config struct {
 	// RetryMin and RetryMax bound the exponential backoff between failed
 	// writes. Defaults 100ms and 10s.
 	RetryMin, RetryMax time.Duration
+	// WriteTimeout bounds one Store.Write on the wall clock (it bounds
+	// I/O): a write that hangs fails, is logged as an error and retried,
+	// rather than stalling the consumer in silence. Default 30s.
+	WriteTimeout time.Duration
+	// ParkDelay is how long a report that Postgres will not take now,
+	// while it takes others, waits on the stream before it is delivered
+	// again (its message is handed back; the rest of the batch is
+	// written). Default 1m.
+	ParkDelay time.Duration
 	// Logger receives errors; nil discards.
 	Logger *slog.Logger
 	// Metrics, when set, are updated; see NewMetrics.
@@ -115,6 +125,8 @@ func DefaultConfig() Config {
 		AckWait:       30 * time.Second,
 		RetryMin:      100 * time.Millisecond,
 		RetryMax:      10 * time.Second,
+		WriteTimeout:  30 * time.Second,
+		ParkDelay:     time.Minute,
 	}
 }
 
@@ -139,6 +151,8 @@ func (c *Config) validate() error {
 	check(c.AckWait >= time.Second, "AckWait", "must be at least 1s, got %v", c.AckWait)
 	check(c.RetryMin > 0, "RetryMin", "must be positive, got %v", c.RetryMin)
 	check(c.RetryMax >= c.RetryMin, "RetryMax", "must be at least RetryMin, got %v", c.RetryMax)
+	check(c.WriteTimeout >= 100*time.Millisecond, "WriteTimeout", "must be at least 100ms, got %v", c.WriteTimeout)
+	check(c.ParkDelay > 0, "ParkDelay", "must be positive, got %v", c.ParkDelay)
 	return errors.Join(errs...)
 }
 
@@ -361,6 +375,9 @@ type gathered struct {
 	bad    []badReport
 	reason Reason // with err: the message is refused whole
 	err    error
+	// cut are the reports of good whose refund was cut (boundRefund), as
+	// sent: recorded as letters (ReasonRefundExceeds), written as cut.
+	cut []badReport
 }
 
 // decode checks message m against the window of accepted starts at now.
@@ -373,7 +390,19 @@ func (r *Reconciler) decode(m jetstream.Msg, now time.Time) gathered {
 		win.newest = now.Add(r.cfg.MaxReportSkew)
 	}
 	g := gathered{m: m}
+	if err := checkMsgID(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(nats.MsgIdHdr)); err != nil {
+		g.reason, g.err = ReasonSubject, err
+		return g
+	}
 	g.good, g.bad, g.reason, g.err = check(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(ledger.HeaderEncoding), m.Data(), win)
+	for i := range g.good {
+		sent := g.good[i].rep
+		if boundRefund(&g.good[i].rep) {
+			g.cut = append(g.cut, badReport{index: g.good[i].index, rep: sent, reason: ReasonRefundExceeds,
+				err: fmt.Errorf("reconcile: refunded %d exceeds spent %d + charged %d; written as %d",
+					sent.Refunded, sent.Spent, sent.Charged, g.good[i].rep.Refunded)})
+		}
+	}
 	return g
 }
 

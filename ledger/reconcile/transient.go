@@ -38,3 +38,21 @@ func isTransient(err error) bool {
 	}
 	return true
 }
+
+// answered reports whether err is Postgres itself refusing a statement for
+// now (a lock timeout, a cancelled statement, a resource it lacks), as
+// opposed to Postgres being unreachable, shutting down or starting
+// (connection errors, SQLSTATE classes 08 and 57P). When Postgres answers,
+// other reports can be written meanwhile, so the Reconciler splits a batch
+// that fails so instead of retrying it whole.
+func answered(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) != 5 {
+		return false
+	}
+	return pe.Code[:2] != "08" && pe.Code[:3] != "57P"
+}
+
+// parkAttempts is how many times a lone report is written, while Postgres
+// answers with a transient error, before it is parked on the stream.
+const parkAttempts = 3

@@ -39,8 +39,9 @@ type WriteResult struct {
 // deadlock (a transaction only ever waits for a row above every row it
 // holds, so no cycle of waits can form).
 type Writer struct {
-	pool *pgxpool.Pool
-	cfg  WriterConfig
+	pool  *pgxpool.Pool
+	cfg   WriterConfig
+	begin string // sets the lock timeout and creates the staging table
 }
 
 // WriterConfig configures a Writer. Start from DefaultWriterConfig.
@@ -68,11 +69,18 @@ type WriterConfig struct {
 	// shared and small (max_locks_per_transaction × connections). 0 means
 	// the default, 12.
 	MaxNewPartitions int
+	// LockTimeout bounds how long one part's transaction waits for a lock
+	// (Postgres lock_timeout, set per transaction). A part that waits
+	// longer fails with SQLSTATE 55P03 instead of waiting for ever: a
+	// month partition held by a long maintenance statement made a whole
+	// batch, and every batch behind it, wait silently (issue 37, item 0).
+	// 0 means the default, 5s.
+	LockTimeout time.Duration
 }
 
 // DefaultWriterConfig returns the documented defaults.
 func DefaultWriterConfig() WriterConfig {
-	return WriterConfig{Parallel: 2, MinPartRows: 1000, MaxNewPartitions: defaultMaxNewPartitions}
+	return WriterConfig{Parallel: 2, MinPartRows: 1000, MaxNewPartitions: defaultMaxNewPartitions, LockTimeout: defaultLockTimeout}
 }
 
 // MaxWriteParallel bounds WriterConfig.Parallel: more parts than
@@ -93,8 +101,16 @@ func (c *WriterConfig) validate() error {
 	if c.MaxNewPartitions < 1 || c.MaxNewPartitions > MaxNewPartitionsLimit {
 		errs = append(errs, fmt.Errorf("reconcile: writer config MaxNewPartitions: must be 0 (default) or 1 to %d, got %d", MaxNewPartitionsLimit, c.MaxNewPartitions))
 	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = defaultLockTimeout
+	}
+	if c.LockTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("reconcile: writer config LockTimeout: must be 0 (default) or at least 1ms, got %v", c.LockTimeout))
+	}
 	return errors.Join(errs...)
 }
+
+const defaultLockTimeout = 5 * time.Second
 
 // MaxNewPartitionsLimit bounds WriterConfig.MaxNewPartitions (64 is
 // Postgres's default max_locks_per_transaction).
@@ -104,7 +120,10 @@ const defaultMaxNewPartitions = 12
 
 // NewWriter returns a Writer on pool with DefaultWriterConfig. The schema
 // must be migrated (migrations.Migrate).
-func NewWriter(pool *pgxpool.Pool) *Writer { return &Writer{pool: pool, cfg: DefaultWriterConfig()} }
+func NewWriter(pool *pgxpool.Pool) *Writer {
+	w, _ := NewWriterWithConfig(pool, DefaultWriterConfig()) // the defaults are valid
+	return w
+}
 
 // NewWriterWithConfig returns a Writer on pool configured by cfg, which it
 // validates.
@@ -112,7 +131,9 @@ func NewWriterWithConfig(pool *pgxpool.Pool, cfg WriterConfig) (*Writer, error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Writer{pool: pool, cfg: cfg}, nil
+	// One round trip: the lock timeout rides with the staging table.
+	begin := fmt.Sprintf("SET LOCAL lock_timeout = %d; %s", cfg.LockTimeout.Milliseconds(), createStaging)
+	return &Writer{pool: pool, cfg: cfg, begin: begin}, nil
 }
 
 const createStaging = `CREATE TEMP TABLE IF NOT EXISTS usage_in (
@@ -288,7 +309,7 @@ func (w *Writer) write(ctx context.Context, rows []ledger.Report) (WriteResult, 
 		return res, fmt.Errorf("reconcile: begin: %w", err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // after Commit it is a no-op
-	if _, err := tx.Exec(ctx, createStaging); err != nil {
+	if _, err := tx.Exec(ctx, w.begin); err != nil {
 		return res, fmt.Errorf("reconcile: staging table: %w", err)
 	}
 	buf := copyBufs.Get().(*[]byte)

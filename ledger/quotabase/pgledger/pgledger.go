@@ -18,8 +18,11 @@ import (
 // Query sums a key's spent cost in the windows that start in [$2, $3), by
 // region: one index range on the primary key (key, window_start, …) in
 // each month partition the range prunes to. Spent is what billing charges
-// (migrations/007): allowed + charged − refunded.
-const Query = `SELECT region, coalesce(sum(spent + charged - refunded), 0)::bigint
+// (migrations/007): allowed + charged − refunded, each row's floored at
+// zero, so that no row (a forged refund of the largest counter) can lower
+// the base below what the other rows spent, and the sum saturated rather
+// than overflow (issue 37, item 2).
+const Query = `SELECT region, usage_saturate(coalesce(sum(greatest(spent + charged - refunded, 0)), 0))
 FROM usage_reports
 WHERE key = $1 AND window_start >= $2 AND window_start < $3
 GROUP BY region`
