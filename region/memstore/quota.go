@@ -47,8 +47,10 @@ func (s *Store) LeaseQuota(ctx context.Context, call store.QuotaCall) (store.Quo
 		}
 		if b := p.Base; b != nil && b.AsOf.UnixMicro() > q.baseAt {
 			// A base below zero (refunds past what was spent) would lift
-			// the allowance past the quota: spend is never negative.
-			q.baseTotal, q.baseRegion, q.baseAt = max(0, b.Total), max(0, b.Region), b.AsOf.UnixMicro()
+			// the allowance past the quota: spend is never negative, and
+			// no region spent more than the fleet.
+			total := max(0, b.Total)
+			q.baseTotal, q.baseRegion, q.baseAt = total, min(max(0, b.Region), total), b.AsOf.UnixMicro()
 			q.used = max(q.used, q.baseRegion)
 		}
 		q.used = max(0, q.used-p.Return) + call.Charge

@@ -25,7 +25,8 @@
 -- ended = 1).
 --
 -- A newer base replaces the counter's (and c becomes at least br), each
--- floored at 0: spend is never negative, whatever refunds a base counted; the
+-- floored at 0 and br at most b: spend is never negative, whatever refunds a
+-- base counted, and no region spent more than the fleet; the
 -- return is taken back (c never below 0) and the charge added; then each counter's room is
 -- floor(br + share × (limit − b)) − c, and every counter grants
 -- g = min(want, every room), or 0 when g < min.
@@ -58,7 +59,7 @@ for i = 1, n do
     local bt = tonumber(f[4]) or 0
     if bt_new > bt then
       b = math.max(0, tonumber(ARGV[a + 4]))
-      br = math.max(0, tonumber(ARGV[a + 5]))
+      br = math.min(math.max(0, tonumber(ARGV[a + 5])), b)
       bt = bt_new
       if c < br then c = br end
     end

@@ -100,6 +100,12 @@ func testQuota(t *testing.T, open Opener) {
 			// share × limit.
 			{periods: []store.QuotaPeriod{withBase(m(100, 0.5), -1_000_000, 0, now)}, want: 80, min: 1, granted: 50, used: []int64{50}, allow: []int64{50}},
 		}},
+		{"a region's base is at most the fleet's", []step{
+			// A total below the region's own spend (another region's
+			// forged refunds) counts the region's as the total: the
+			// counter reads share × limit, not 40 + share × limit.
+			{periods: []store.QuotaPeriod{withBase(m(100, 0.5), 0, 40, now)}, want: 80, min: 1, granted: 50, used: []int64{50}, allow: []int64{50}},
+		}},
 		{"a period that ended is counted while its counter lives", []step{
 			{periods: []store.QuotaPeriod{hourEnded(10, time.Hour)}, want: 6, min: 1, granted: 6, used: []int64{6}, allow: []int64{10}},
 			{periods: []store.QuotaPeriod{hourEnded(10, time.Hour)}, want: 6, min: 1, granted: 4, used: []int64{10}, allow: []int64{10}},

@@ -58,9 +58,29 @@ func lease(t *testing.T, s store.Store, req store.LeaseRequest) store.LeaseReply
 	return rep
 }
 
-// tokensNear reports whether got is want, or up to 0.5 above it: real
-// clocks refill a little between steps.
-func tokensNear(got, want float64) bool { return got >= want-1e-9 && got <= want+0.5 }
+// tokensNear reports whether got is want, or above it by up to 0.5 plus
+// slack: real clocks refill a little between steps (refill.slack says how
+// much more a loaded machine's did).
+func tokensNear(got, want, slack float64) bool { return got >= want-1e-9 && got <= want+0.5+slack }
+
+// refill follows one test key's store time, to tell what the store's
+// clock refilled beyond the waits the test made.
+type refill struct {
+	last  time.Time
+	extra time.Duration
+}
+
+// slack returns what rate refilled since the key's first reply beyond the
+// test's waits, the last of them wait, as of a reply at store time at.
+// It is the whole run's, not the last step's: refill wasted past capacity
+// in one step pays a debt in a later one (debt credit).
+func (r *refill) slack(at time.Time, wait time.Duration, rate float64) float64 {
+	if !r.last.IsZero() {
+		r.extra += max(0, at.Sub(r.last)-wait)
+	}
+	r.last = at
+	return rate * r.extra.Seconds()
+}
 
 // storeNow is the store's clock, read from a lease on a key of its own.
 // Every time the suite builds (periods, bases) comes from it, never from
