@@ -110,7 +110,7 @@ func NewSet(tokens ...string) Set {
 // with every digest in constant time, so neither a token's content, its
 // length nor its position leaks through timing.
 func (s Set) Index(tok string) int {
-	sum := sha256.Sum256([]byte(tok))
+	sum := digest(tok)
 	found := -1
 	for i := range s {
 		if subtle.ConstantTimeCompare(sum[:], s[i][:]) == 1 {
@@ -118,4 +118,15 @@ func (s Set) Index(tok string) int {
 		}
 	}
 	return found
+}
+
+// digest is tok's SHA-256 digest. A token of up to MaxLen bytes is hashed
+// from a copy on the stack: []byte(tok) would allocate for any token over
+// 32 bytes, on every request a guard checks.
+func digest(tok string) [sha256.Size]byte {
+	if len(tok) > MaxLen {
+		return sha256.Sum256([]byte(tok))
+	}
+	var buf [MaxLen]byte
+	return sha256.Sum256(buf[:copy(buf[:], tok)])
 }

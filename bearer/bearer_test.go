@@ -85,3 +85,23 @@ func TestSetIndex(t *testing.T) {
 		t.Errorf("empty set: Index = %d, want -1", got)
 	}
 }
+
+// A set looks up a token read from a header without allocating, at every
+// length a token may have and past it, and finds it.
+func TestIndexAllocatesNothing(t *testing.T) {
+	for _, n := range []int{bearer.MinLen, 32, 33, 64, bearer.MaxLen, bearer.MaxLen + 1} {
+		header := "Bearer " + strings.Repeat("t", n)
+		tok, _ := bearer.FromHeader(header)
+		s := bearer.NewSet(tokA, tok)
+		if got := s.Index(tok); got != 1 {
+			t.Errorf("%d-byte token: Index = %d, want 1", n, got)
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			tok, _ := bearer.FromHeader(header)
+			s.Index(tok)
+		})
+		if n <= bearer.MaxLen && allocs != 0 {
+			t.Errorf("%d-byte token: %.0f allocations per lookup, want 0", n, allocs)
+		}
+	}
+}
