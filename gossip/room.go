@@ -30,12 +30,15 @@ import (
 //     evicted could have come back and earned full trust (crowdTicks).
 
 // crowdTicks is how many ticks a region stays crowded after its last
-// refused or evicted process: one for a refused process's next digest to
-// take a freed slot, the trust ramp for it to count in full, and at least
-// StaleAfter, as long as the other regions count an evicted process by its
-// last digest; plus one for the tick its digest is first used.
+// refused or evicted process. A refused process takes a freed slot with its
+// next digest and then needs the trust ramp to count in full here, while
+// the nodes that kept it count it in full: one tick, the ramp, and one for
+// the tick its digest is first used. An evicted process may come back
+// until the others forget it (StaleAfter after the ramp that makes its
+// replacement trusted) and then needs the ramp too.
 func (c *Config) crowdTicks() uint64 {
-	return uint64(max(float64(c.StaleAfter), math.Ceil(c.rampTicks()))) + 2
+	ramp := uint64(math.Ceil(c.rampTicks()))
+	return uint64(c.StaleAfter) + 2*ramp + 2
 }
 
 // makeRoomLocked reports whether d's process, new to this node, may be
