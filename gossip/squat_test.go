@@ -143,3 +143,63 @@ func TestSlotSquattingKeepsTheGlobalBound(t *testing.T) {
 		})
 	}
 }
+
+// TestRoomOnlyFromProcessesThatMissedAnEpoch: a new process of a full region
+// takes the slot of the process heard least recently only if that one
+// missed the whole last epoch by the receiver's clock, whatever epoch the
+// newcomer's digest claims; either way the region is crowded, and the
+// receiver's own process is never evicted.
+func TestRoomOnlyFromProcessesThatMissedAnEpoch(t *testing.T) {
+	tests := []struct {
+		name        string
+		region      string // of the processes that fill the slots and of the newcomer
+		latest      uint64 // epochs before the receiver's of the held process heard least recently
+		kept        bool   // the newcomer is stored
+		evictedName string // the process it replaces, if any
+	}{
+		{"held process published this epoch", "us", 0, false, ""},
+		{"held process missed only the current epoch so far", "us", 1, false, ""},
+		{"held process missed the last epoch", "us", 2, true, "b"},
+		{"own region: this process is never evicted", "eu", 2, true, "b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ls := newLockstep(t, func(c *Config) {
+				c.Regions = []string{"eu", "us"}
+				c.MaxProcesses = 2
+			}, [2]string{"eu", "p1"})
+			n := ls.nodes[0]
+			now := ls.now
+			e := n.epoch(now)
+			if tt.region == "eu" {
+				// This process holds a slot of its own region; b fills the other.
+				n.tick(now)
+				n.store(&Digest{Region: "eu", Process: "b", Epoch: e - tt.latest}, now)
+			} else {
+				n.store(&Digest{Region: "us", Process: "a", Epoch: e}, now)
+				n.store(&Digest{Region: "us", Process: "b", Epoch: e - tt.latest}, now)
+			}
+			// The newcomer dates its digest one epoch ahead, the most refuse allows.
+			_, refused := n.store(&Digest{Region: tt.region, Process: "c", Epoch: e + 1}, now)
+			n.mu.Lock()
+			_, kept := n.peers[peerID{tt.region, "c"}]
+			_, b := n.peers[peerID{tt.region, "b"}]
+			_, self := n.peers[peerID{"eu", "p1"}]
+			_, crowded := n.crowded[tt.region]
+			evicted := n.evicted
+			n.mu.Unlock()
+			if kept != tt.kept || refused == tt.kept {
+				t.Fatalf("newcomer kept %v (refused %v), want kept %v", kept, refused, tt.kept)
+			}
+			if wantB := tt.evictedName != "b"; b != wantB || (evicted == 1) != !wantB {
+				t.Fatalf("b held %v, %d evicted; want b held %v", b, evicted, wantB)
+			}
+			if !crowded {
+				t.Fatalf("region %s not crowded after a newcomer found it full", tt.region)
+			}
+			if tt.region == "eu" && !self {
+				t.Fatal("this process was evicted from its own region")
+			}
+		})
+	}
+}
