@@ -116,11 +116,16 @@ type Config struct {
 	// arrivals placed within the tick, lasts a tick per digest, and is
 	// bounded by MaxClaim.
 	StrictOwnView bool
-	// MaxProcesses caps the processes kept per region: a digest of a new
-	// process of a region that already has this many is refused
-	// (quota_gossip_rejected_digests_total{reason="too_many_processes"}).
-	// A process is forgotten StaleAfter intervals after its last digest.
-	// Default 128.
+	// MaxProcesses caps the processes kept per region. A digest of a new
+	// process of a region that already has this many takes the slot of the
+	// process heard least recently if that one missed the last epoch
+	// (quota_gossip_evicted_processes_total), and is refused otherwise
+	// (quota_gossip_rejected_digests_total{reason="too_many_processes"});
+	// either way the region is crowded for a while, and a crowded region
+	// other than this one counts as claiming its maximum (see MaxClaim),
+	// since its refused processes' claims are unknown here. A region that
+	// runs more processes than this stays crowded: raise it. A process is
+	// forgotten StaleAfter intervals after its last digest. Default 128.
 	MaxProcesses int
 	// MaxKeys caps the keys kept of one received digest: keys beyond it
 	// (digests list the most demand first) are ignored
@@ -188,6 +193,7 @@ type Config struct {
 	// quota_gossip_bad_digests_total,
 	// quota_gossip_rejected_digests_total{reason},
 	// quota_gossip_dropped_keys_total{reason},
+	// quota_gossip_evicted_processes_total,
 	// quota_gossip_share_changes_total).
 	Registerer prometheus.Registerer
 	// HotKeyMetrics is how many of the fleet's hottest keys (HotKeys) the

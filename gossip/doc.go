@@ -53,7 +53,10 @@
 // missing; and
 // processes per region, keys per digest and keys per region are capped
 // (Config.MaxProcesses, MaxKeys, MaxRegionKeys), refusals counted in
-// quota_gossip_rejected_digests_total and quota_gossip_dropped_keys_total.
+// quota_gossip_rejected_digests_total and quota_gossip_dropped_keys_total;
+// a region whose processes do not all fit is crowded, and counts for the
+// other regions as claiming its maximum (room.go), so that invented
+// processes filling its slots cannot hide its real claims.
 // Digests more than one epoch ahead or StaleAfter behind are refused.
 // Digests timed to reach some regions just before a tick and others just
 // after can lift the regions' own shares above 1 for the ticks they

@@ -204,7 +204,8 @@ func TestSelfReportedAgeDoesNotSkipTheRamp(t *testing.T) {
 // TestInventedKeysAndProcessesStayWithinCaps (issue 28, item 6): 200
 // invented us processes of 4,000 keys each leave at most MaxProcesses
 // processes of us and MaxRegionKeys keys of us in every node's table, and
-// what was refused is counted.
+// what was refused is counted; the shares stay within the limit and return
+// to the demand split once us is no longer crowded.
 func TestInventedKeysAndProcessesStayWithinCaps(t *testing.T) {
 	srv := testserver.StartNATS(t)
 	f := startManualFleet(t, srv.URL, euUS, [2]string{"eu", "p1"}, [2]string{"us", "p1"})
@@ -246,6 +247,16 @@ func TestInventedKeysAndProcessesStayWithinCaps(t *testing.T) {
 		if n.cfg.Region == "eu" && s.DroppedKeys["region_cap"] == 0 {
 			t.Errorf("%s: no keys dropped over MaxRegionKeys", n.cfg.Region)
 		}
+		if sum := enforced("k", f.nodes...); sum > 1+1e-6 {
+			t.Errorf("the regions enforce %.4f of the limit while us is crowded", sum)
+		}
+	}
+	// Refused processes crowd us for a while (eu counts it as claiming its
+	// maximum, room.go); then eu is back at the demand split.
+	for i := uint64(0); i <= cfg.crowdTicks(); i++ {
+		f.step("k", 500, 500)
+	}
+	for _, n := range f.nodes {
 		if !near(n.Shares("k")["eu"], 0.5, 0.02) {
 			t.Errorf("%s: shares of k %v, want eu 0.5", n.cfg.Region, n.Shares("k"))
 		}

@@ -21,6 +21,8 @@ var (
 	descDropped = prometheus.NewDesc("quota_gossip_dropped_keys_total",
 		"Keys of stored digests left out of the shares: reason=\"process_cap\" (beyond MaxKeys in one digest), reason=\"region_cap\" (beyond MaxRegionKeys of one region, counted at every tick).",
 		[]string{"reason"}, nil)
+	descEvicted = prometheus.NewDesc("quota_gossip_evicted_processes_total",
+		"Processes of a full region (MaxProcesses) dropped, having missed the last epoch, to make room for a new one: someone publishes as processes the region does not run, or the region runs more than MaxProcesses.", nil, nil)
 	descChanges = prometheus.NewDesc("quota_gossip_share_changes_total",
 		"Share changes reported to the limiter (OnChange): keys whose share for this region moved by the change threshold or more.", nil, nil)
 )
@@ -36,6 +38,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBad
 	ch <- descRejected
 	ch <- descDropped
+	ch <- descEvicted
 	ch <- descChanges
 }
 
@@ -60,5 +63,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for reason, v := range s.DroppedKeys {
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v), reason)
 	}
+	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(s.EvictedProcesses))
 	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(s.ShareChanges))
 }

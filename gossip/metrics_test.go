@@ -28,7 +28,8 @@ func TestMetrics(t *testing.T) {
 	}
 	want := map[string]int{"quota_gossip_age_seconds": 2, "quota_gossip_frozen": 1, "quota_gossip_keys": 1,
 		"quota_gossip_digest_bytes": 1, "quota_gossip_bad_digests_total": 1, "quota_gossip_share_changes_total": 1,
-		"quota_gossip_rejected_digests_total": int(numReasons), "quota_gossip_dropped_keys_total": int(numDrops)}
+		"quota_gossip_evicted_processes_total": 1,
+		"quota_gossip_rejected_digests_total":  int(numReasons), "quota_gossip_dropped_keys_total": int(numDrops)}
 	for name, n := range want {
 		if got[name] != n {
 			t.Errorf("%s: %d series, want %d (all: %v)", name, got[name], n, got)

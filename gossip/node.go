@@ -57,15 +57,20 @@ type Node struct {
 	// regions is Config.Regions as a set; never modified after New.
 	regions map[string]bool
 
-	mu        sync.Mutex
-	peers     map[peerID]*peer     // latest digests; guarded by mu
-	heard     map[string]time.Time // last digest per region; guarded by mu
-	gone      map[string]bool      // regions that left or were forgotten; guarded by mu
-	frozen    bool                 // guarded by mu
-	warming   bool                 // warm-up not over (frozen too); guarded by mu
-	lastBytes int                  // size of the last digest published; guarded by mu
-	bad       uint64               // digests the decoder refused; guarded by mu
-	rejected  [numReasons]uint64   // decoded digests refused, by reason; guarded by mu
+	mu    sync.Mutex
+	peers map[peerID]*peer     // latest digests; guarded by mu
+	heard map[string]time.Time // last digest per region; guarded by mu
+	gone  map[string]bool      // regions that left or were forgotten; guarded by mu
+	// crowded holds, per region, the last epoch at which one of its
+	// processes was refused or evicted for want of room (room.go).
+	// Guarded by mu.
+	crowded   map[string]uint64
+	evicted   uint64             // processes evicted for want of room; guarded by mu
+	frozen    bool               // guarded by mu
+	warming   bool               // warm-up not over (frozen too); guarded by mu
+	lastBytes int                // size of the last digest published; guarded by mu
+	bad       uint64             // digests the decoder refused; guarded by mu
+	rejected  [numReasons]uint64 // decoded digests refused, by reason; guarded by mu
 	// badLogged is when a bad digest was last logged, and badAtLog the
 	// count of bad digests then: the log says how many came since, at
 	// most once per badLogEvery. Guarded by mu.
@@ -192,6 +197,7 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		peers:   make(map[peerID]*peer),
 		heard:   make(map[string]time.Time),
 		gone:    make(map[string]bool),
+		crowded: make(map[string]uint64),
 		own:     make(map[string]*keyState),
 		// Warming up: the first tick only listens.
 		frozen:  true,
@@ -332,7 +338,7 @@ func (n *Node) epoch(now time.Time) uint64 {
 }
 
 // store keeps d, the latest digest (or goodbye) of its process, unless a
-// new process would exceed its region's Config.MaxProcesses. A goodbye
+// new process finds no room in its region (makeRoomLocked). A goodbye
 // only marks its process as leaving (see peer.bye): it removes nothing at
 // once, so a forged one takes no share from the region whose processes
 // still publish.
@@ -349,7 +355,7 @@ func (n *Node) store(d *Digest, now time.Time) (rejectReason, bool) {
 	}
 	if p == nil {
 		own := id == peerID{n.cfg.Region, n.cfg.Process}
-		if !own && n.regionPeersLocked(d.Region) >= n.cfg.MaxProcesses {
+		if !own && !n.makeRoomLocked(d, now) {
 			return rejectProcesses, true
 		}
 		p = &peer{inherited: n.ticks <= 1}
@@ -387,17 +393,6 @@ func (n *Node) store(d *Digest, now time.Time) (rejectReason, bool) {
 	n.heard[d.Region] = now
 	delete(n.gone, d.Region)
 	return 0, false
-}
-
-// regionPeersLocked counts the processes of region r.
-func (n *Node) regionPeersLocked(r string) int {
-	c := 0
-	for id := range n.peers {
-		if id.region == r {
-			c++
-		}
-	}
-	return c
 }
 
 func (n *Node) regionHasPeersLocked(r string) bool {
@@ -555,6 +550,7 @@ func (n *Node) Forget(r string) {
 			delete(n.peers, id)
 		}
 	}
+	delete(n.crowded, r)
 	if r != n.cfg.Region {
 		n.gone[r] = true
 	}

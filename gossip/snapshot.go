@@ -43,6 +43,10 @@ type Snapshot struct {
 	// ShareChanges counts OnChange calls: keys whose share for this region
 	// moved by ChangeThreshold or more.
 	ShareChanges uint64 `json:"share_changes"`
+	// EvictedProcesses counts processes dropped to make room for a new
+	// process of a full region (Config.MaxProcesses), having missed the
+	// last epoch.
+	EvictedProcesses uint64 `json:"evicted_processes"`
 }
 
 // RegionStatus is one region as this Node sees it.
@@ -59,6 +63,10 @@ type RegionStatus struct {
 	Trusted   int  `json:"trusted"`
 	Stale     bool `json:"stale"`
 	Gone      bool `json:"gone"`
+	// Crowded: a process of the region was refused or evicted for want of
+	// room (Config.MaxProcesses) lately, so this node may not know all its
+	// claims; if it is another region, it counts as claiming its maximum.
+	Crowded bool `json:"crowded"`
 }
 
 // Snapshot returns the current state.
@@ -93,6 +101,7 @@ func (n *Node) Snapshot() Snapshot {
 		s.DroppedKeys[r.String()] = n.dropped[r].Load()
 	}
 	s.ShareChanges = n.shareChanges.Load()
+	s.EvictedProcesses = n.evicted
 	names := map[string]bool{n.cfg.Region: true}
 	for _, r := range t.regions {
 		names[r] = true
@@ -108,7 +117,8 @@ func (n *Node) Snapshot() Snapshot {
 		}
 	}
 	for r := range names {
-		st := RegionStatus{Name: r, Age: -1, Processes: procs[r], Trusted: trusted[r], Gone: n.gone[r]}
+		_, crowded := n.crowded[r]
+		st := RegionStatus{Name: r, Age: -1, Processes: procs[r], Trusted: trusted[r], Gone: n.gone[r], Crowded: crowded}
 		if h, ok := n.heard[r]; ok {
 			st.Age = now.Sub(h)
 			st.Stale = st.Age > staleAfter && !st.Gone

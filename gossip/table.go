@@ -40,10 +40,10 @@ func (t *table) share(key string) float64 {
 // A new process must not assume it is alone: the others may already hold
 // shares summing to 1 without it.
 func (n *Node) warmupTable() *table {
-	in := n.inputs(n.regions, nil)
+	in := n.inputs(n.regions, nil, nil)
 	t := &table{regions: in.regions, keys: map[string][]int64{}, at: n.clock.Now()}
 	t.own = indexOf(t.regions, n.cfg.Region)
-	t.def = n.shares(in, nil, 0, 0)
+	t.def = n.shares(in, nil, n.trust(0), 0)
 	return t
 }
 
@@ -66,8 +66,9 @@ type use struct {
 // inputs builds the computation's inputs for the regions in set from the
 // chosen digest of each process, sorted by region and process so that
 // every node adds the same numbers in the same order. Each region keeps
-// at most MaxRegionKeys keys (see regionKeys).
-func (n *Node) inputs(set map[string]bool, used []use) inputs {
+// at most MaxRegionKeys keys (see regionKeys). A crowded region's learned
+// weight counts as the top of the band (room.go).
+func (n *Node) inputs(set map[string]bool, used []use, crowded map[string]bool) inputs {
 	regions := make([]string, 0, len(set))
 	for r := range set {
 		regions = append(regions, r)
@@ -101,6 +102,11 @@ func (n *Node) inputs(set map[string]bool, used []use) inputs {
 			v[1] += u.trust * k.Admitted
 			per[i][k.Key] = v
 			age[k.Key] = max(age[k.Key], min(k.Age, u.maxAge))
+		}
+	}
+	for i, r := range regions {
+		if crowded[r] {
+			learned[i] = math.MaxFloat32
 		}
 	}
 	keys := make(map[string][][2]float64)
@@ -162,9 +168,10 @@ func (n *Node) trust(age uint64) float64 {
 	return min(1, float64(age+1)/n.cfg.rampTicks())
 }
 
-// shares returns micro-shares for one key's demand (nil: the default) of
-// the given age; maxDemand caps each region's claim (0: no cap).
-func (n *Node) shares(in inputs, demand [][2]float64, age uint64, maxDemand float64) []int64 {
+// shares returns micro-shares for one key's demand (nil: the default),
+// its demand split trusted as far as trust (see Node.trust); maxDemand caps
+// each region's claim (0: no cap).
+func (n *Node) shares(in inputs, demand [][2]float64, trust, maxDemand float64) []int64 {
 	floor := n.cfg.floorFor(len(in.regions))
 	rs := make([]partition.Region, len(in.regions))
 	for i, r := range in.regions {
@@ -173,7 +180,7 @@ func (n *Node) shares(in inputs, demand [][2]float64, age uint64, maxDemand floa
 			rs[i].Demand, rs[i].Admitted = demand[i][0], demand[i][1]
 		}
 	}
-	out, err := partition.Shares(rs, partition.Params{Prior: n.cfg.Prior, Trust: n.trust(age), UseTrust: true, MaxDemand: maxDemand})
+	out, err := partition.Shares(rs, partition.Params{Prior: n.cfg.Prior, Trust: trust, UseTrust: true, MaxDemand: maxDemand})
 	micro := make([]int64, len(rs))
 	if err != nil {
 		// Inputs are validated on decode; this cannot happen. Fall back to
@@ -210,7 +217,8 @@ func (n *Node) maxDemand(key string) float64 {
 //
 // A region is missing when it has trusted processes that have not said
 // goodbye and none of them has a digest of epoch e-1 (it is partitioned
-// away, or crashed): then the current table is kept. Every region notices
+// away, or crashed): then the current table is kept. A crowded region
+// (room.go) is never missing: it counts as claiming its maximum. Every region notices
 // the same missing epoch, so they all freeze the same shares. A trusted
 // process late while others of its region are heard counts with its last
 // digest; an untrusted one only counts with a digest of e-1, and never
@@ -240,6 +248,7 @@ func (n *Node) compute(now time.Time, e uint64) {
 		trusted bool
 		silent  bool
 	}
+	crowded := n.crowdedLocked(e)
 	views := make([]view, 0, len(n.peers))
 	live := map[string]bool{n.cfg.Region: true}    // a trusted process heard lately
 	expected := map[string]bool{}                  // a trusted process that did not leave
@@ -276,7 +285,7 @@ func (n *Node) compute(now time.Time, e uint64) {
 	})
 	missing := false
 	for r := range expected {
-		if !present[r] {
+		if !present[r] && !crowded[r] {
 			missing = true
 		}
 	}
@@ -315,12 +324,28 @@ func (n *Node) compute(now time.Time, e uint64) {
 	}
 	n.mu.Unlock()
 
-	in := n.inputs(set, used)
+	in := n.inputs(set, used, crowded)
 	t := &table{regions: in.regions, keys: make(map[string][]int64, len(in.keys)), at: now}
 	t.own = indexOf(t.regions, n.cfg.Region)
-	t.def = n.shares(in, nil, 0, 0)
-	for key, demand := range in.keys {
-		t.keys[key] = n.shares(in, demand, in.age[key], n.maxDemand(key))
+	var isCrowded []bool // by index of in.regions; nil when none is
+	for i, r := range in.regions {
+		if crowded[r] {
+			if isCrowded == nil {
+				isCrowded = make([]bool, len(in.regions))
+			}
+			isCrowded[i] = true
+		}
+	}
+	if isCrowded == nil {
+		t.def = n.shares(in, nil, n.trust(0), 0)
+		for key, demand := range in.keys {
+			t.keys[key] = n.shares(in, demand, n.trust(in.age[key]), n.maxDemand(key))
+		}
+	} else {
+		t.def = n.crowdedShares(in, nil, isCrowded, t.own, 0)
+		for key, demand := range in.keys {
+			t.keys[key] = n.crowdedShares(in, demand, isCrowded, t.own, n.maxDemand(key))
+		}
 	}
 	old := n.table.Swap(t)
 	n.notify(old, t)

@@ -27,7 +27,8 @@ import (
 //     tick while others of its region are heard is counted from its last
 //     digest instead of freezing everyone.
 //   - Processes per region (MaxProcesses), keys per digest (MaxKeys) and
-//     keys per region and tick (MaxRegionKeys) are capped.
+//     keys per region and tick (MaxRegionKeys) are capped; a region whose
+//     processes do not all fit counts as claiming its maximum (room.go).
 //   - A node counts the processes of its own region conservatively
 //     (ownView), so that digests which reach some regions before their tick
 //     and others after cannot make the regions' own shares sum above 1.

@@ -413,6 +413,18 @@ func TestProviderSlots(t *testing.T) {
 			t.Errorf("root module does not contain %q: update it for %d slots", want, n)
 		}
 	}
+	// Each region gets only its own region's credentials: a token or key of one region must work
+	// in no other.
+	regions := string(m.sources["regions.tf"])
+	for i := range n {
+		block := regexp.MustCompile(fmt.Sprintf(`(?s)module "region_%d" \{.*?\n\}`, i)).FindString(regions)
+		for _, v := range []string{"memberlist_keys", "redis_password", "check_tokens", "read_tokens"} {
+			arg := regexp.MustCompile(`(?m)^\s*` + v + `\s*=\s*(.*)$`).FindStringSubmatch(block)
+			if arg == nil || !strings.Contains(arg[1], fmt.Sprintf(`local.slot_region["%d"]`, i)) {
+				t.Errorf("module region_%d: %s must be its own region's (indexed by local.slot_region[\"%d\"]), got %q", i, v, i, arg)
+			}
+		}
+	}
 	for i := range n {
 		if !strings.Contains(src, fmt.Sprintf("{ for m in module.region_%d : m.name => m }", i)) {
 			t.Errorf("local.region_out does not merge module.region_%d", i)

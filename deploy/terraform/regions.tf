@@ -83,8 +83,8 @@ module "region_0" {
   memberlist_keys = var.memberlist_keys[local.slot_region["0"]]
   redis_password  = var.redis_passwords[local.slot_region["0"]]
   nats_passwords  = var.nats_passwords
-  check_tokens    = var.check_tokens
-  read_tokens     = var.read_tokens
+  check_tokens    = lookup(var.check_tokens, local.slot_region["0"], [])
+  read_tokens     = lookup(var.read_tokens, local.slot_region["0"], [])
 }
 
 module "region_1" {
@@ -97,8 +97,8 @@ module "region_1" {
   memberlist_keys = var.memberlist_keys[local.slot_region["1"]]
   redis_password  = var.redis_passwords[local.slot_region["1"]]
   nats_passwords  = var.nats_passwords
-  check_tokens    = var.check_tokens
-  read_tokens     = var.read_tokens
+  check_tokens    = lookup(var.check_tokens, local.slot_region["1"], [])
+  read_tokens     = lookup(var.read_tokens, local.slot_region["1"], [])
 }
 
 module "region_2" {
@@ -111,8 +111,8 @@ module "region_2" {
   memberlist_keys = var.memberlist_keys[local.slot_region["2"]]
   redis_password  = var.redis_passwords[local.slot_region["2"]]
   nats_passwords  = var.nats_passwords
-  check_tokens    = var.check_tokens
-  read_tokens     = var.read_tokens
+  check_tokens    = lookup(var.check_tokens, local.slot_region["2"], [])
+  read_tokens     = lookup(var.read_tokens, local.slot_region["2"], [])
 }
 
 module "region_3" {
@@ -125,8 +125,8 @@ module "region_3" {
   memberlist_keys = var.memberlist_keys[local.slot_region["3"]]
   redis_password  = var.redis_passwords[local.slot_region["3"]]
   nats_passwords  = var.nats_passwords
-  check_tokens    = var.check_tokens
-  read_tokens     = var.read_tokens
+  check_tokens    = lookup(var.check_tokens, local.slot_region["3"], [])
+  read_tokens     = lookup(var.read_tokens, local.slot_region["3"], [])
 }
 
 module "region_4" {
@@ -139,6 +139,6 @@ module "region_4" {
   memberlist_keys = var.memberlist_keys[local.slot_region["4"]]
   redis_password  = var.redis_passwords[local.slot_region["4"]]
   nats_passwords  = var.nats_passwords
-  check_tokens    = var.check_tokens
-  read_tokens     = var.read_tokens
+  check_tokens    = lookup(var.check_tokens, local.slot_region["4"], [])
+  read_tokens     = lookup(var.read_tokens, local.slot_region["4"], [])
 }

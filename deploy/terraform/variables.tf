@@ -692,39 +692,42 @@ variable "postgres_password" {
   }
 }
 
-# Bearer token lists. A list, so that a token can be rotated: add the new one, apply (the pods roll),
-# move the clients, remove the old one, apply. Each token: 16..256 bytes of printable ASCII without
-# ',' (the lists are comma-joined into one Secret value). Generate them, e.g. openssl rand -hex 32.
+# Bearer token lists, per region (region name => tokens): a region's limiters accept only its own
+# tokens, so a token taken from one region's pods or clients works in no other region. A list, so
+# that a token can be rotated: add the new one, apply (the pods roll), move the clients, remove the
+# old one, apply. Each token: 16..256 bytes of printable ASCII without ',' (the lists are
+# comma-joined into one Secret value), listed once across all regions. Generate them, e.g.
+# openssl rand -hex 32.
 
 variable "check_tokens" {
-  description = "Bearer tokens of the check API (POST /v1/allow, /v1/allow/batch), env QUOTA_CHECK_TOKEN of every limiter. Required unless allow_unauthenticated_checks = true."
-  type        = list(string)
-  default     = []
+  description = "Bearer tokens of the check API (POST /v1/allow, /v1/allow/batch) per region (region name => tokens), env QUOTA_CHECK_TOKEN of that region's limiters. Every region not being decommissioned needs at least one, unless allow_unauthenticated_checks = true."
+  type        = map(list(string))
+  default     = {}
   sensitive   = true
 
   validation {
-    condition     = length(var.check_tokens) > 0 || var.allow_unauthenticated_checks
-    error_message = "check_tokens is empty: give at least one check token, or set allow_unauthenticated_checks = true to serve /v1/allow without authentication."
+    condition     = var.allow_unauthenticated_checks || alltrue([for n, r in var.regions : r.decommission || length(lookup(var.check_tokens, n, [])) > 0])
+    error_message = "check_tokens needs at least one token for every region (region name => tokens), or set allow_unauthenticated_checks = true to serve /v1/allow without authentication."
   }
   validation {
-    condition     = !(var.allow_unauthenticated_checks && length(var.check_tokens) > 0)
+    condition     = !(var.allow_unauthenticated_checks && length(flatten(values(var.check_tokens))) > 0)
     error_message = "check_tokens is set but so is allow_unauthenticated_checks = true (the limiters would require a token all the same): set one or the other."
   }
   validation {
-    condition     = alltrue([for t in var.check_tokens : can(regex("^[\\x21-\\x2b\\x2d-\\x7e]{16,256}$", t))]) && length(distinct(var.check_tokens)) == length(var.check_tokens)
-    error_message = "check_tokens: every token must be 16..256 bytes of printable ASCII without ',' or spaces, and listed once."
+    condition     = alltrue([for t in flatten(values(var.check_tokens)) : can(regex("^[\\x21-\\x2b\\x2d-\\x7e]{16,256}$", t))]) && length(distinct(flatten(values(var.check_tokens)))) == length(flatten(values(var.check_tokens)))
+    error_message = "check_tokens: every token must be 16..256 bytes of printable ASCII without ',' or spaces, and listed once (in one region or two: every region needs its own)."
   }
 }
 
 variable "read_tokens" {
-  description = "Bearer tokens for reads (GET /v1/keys/{key}, /debug/*, history), env QUOTA_READ_TOKEN of every limiter; the admin token also reads. Empty = only the admin token reads."
-  type        = list(string)
-  default     = []
+  description = "Bearer tokens for reads (GET /v1/keys/{key}, /debug/*, history) per region (region name => tokens), env QUOTA_READ_TOKEN of that region's limiters; the admin token also reads. A region without an entry: only the admin token reads there."
+  type        = map(list(string))
+  default     = {}
   sensitive   = true
 
   validation {
-    condition     = alltrue([for t in var.read_tokens : can(regex("^[\\x21-\\x2b\\x2d-\\x7e]{16,256}$", t))]) && length(distinct(var.read_tokens)) == length(var.read_tokens)
-    error_message = "read_tokens: every token must be 16..256 bytes of printable ASCII without ',' or spaces, and listed once."
+    condition     = alltrue([for t in flatten(values(var.read_tokens)) : can(regex("^[\\x21-\\x2b\\x2d-\\x7e]{16,256}$", t))]) && length(distinct(flatten(values(var.read_tokens)))) == length(flatten(values(var.read_tokens)))
+    error_message = "read_tokens: every token must be 16..256 bytes of printable ASCII without ',' or spaces, and listed once (in one region or two: every region needs its own)."
   }
 }
 

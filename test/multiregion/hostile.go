@@ -43,6 +43,15 @@ type Hostile struct {
 	// (claiming Claims' keys at 1 cost unit/s): without bounded trust each
 	// counts as missing at the next tick and freezes every region's shares.
 	OneShots bool
+	// Squat publishes a digest claiming nothing for each of
+	// gossip.DefaultConfig().MaxProcesses invented processes
+	// ("hostile-squat-<i>"), and again at nine tenths of the interval, so
+	// that a limiter starting meanwhile hears them before the region's
+	// real processes (issue 37): before crowded regions counted as claiming
+	// their maximum, such a limiter refused the real processes for want of
+	// room, counted the region at zero demand and took 1 − floor of every
+	// key, also after the forger stopped.
+	Squat bool
 	// MonthsKey, if set, is the key of one usage batch (published once, at
 	// the start) of HostileBatchReports reports, one per month, in the
 	// months from HostileBatchReports/2 before the current one to as many
@@ -86,25 +95,46 @@ func (c *Cluster) StartHostile(h Hostile) (stop func() int) {
 	done, quit := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	sent := batches // guarded by mu
+	// wait waits until the next instant at offset after an interval
+	// boundary, and reports false if stop was called meanwhile.
+	wait := func(offset time.Duration) bool {
+		now := time.Now()
+		next := now.Truncate(iv).Add(offset)
+		if !next.After(now) {
+			next = next.Add(iv)
+		}
+		timer := time.NewTimer(next.Sub(now))
+		select {
+		case <-quit:
+			timer.Stop()
+			return false
+		case <-timer.C:
+			return true
+		}
+	}
+	count := func(n int, err error) {
+		if err != nil {
+			c.t.Logf("multiregion: hostile %s: %v", h.Region, err)
+		}
+		mu.Lock()
+		sent += n
+		mu.Unlock()
+	}
 	go func() {
 		defer close(done)
 		for shot := 0; ; shot++ {
-			now := time.Now()
-			next := now.Truncate(iv).Add(iv + iv/5)
-			timer := time.NewTimer(next.Sub(now))
-			select {
-			case <-quit:
-				timer.Stop()
+			if !wait(iv / 5) {
 				return
-			case <-timer.C:
 			}
-			n, err := c.hostileRound(nc, h, shot)
-			if err != nil {
-				c.t.Logf("multiregion: hostile %s: %v", h.Region, err)
+			epoch := uint64((time.Now().UnixNano() + int64(iv)/2) / int64(iv))
+			count(c.hostileRound(nc, h, shot, epoch))
+			if !h.Squat {
+				continue
 			}
-			mu.Lock()
-			sent += n
-			mu.Unlock()
+			if !wait(iv * 9 / 10) {
+				return
+			}
+			count(publishDigests(nc, squatDigests(h.Region, epoch)))
 		}
 	}()
 	return func() int {
@@ -117,11 +147,9 @@ func (c *Cluster) StartHostile(h Hostile) (stop func() int) {
 	}
 }
 
-// hostileRound publishes one interval's messages of h and returns how many.
-func (c *Cluster) hostileRound(nc *nats.Conn, h Hostile, shot int) (int, error) {
-	iv := c.spec.GossipInterval
-	now := time.Now()
-	epoch := uint64((now.UnixNano() + int64(iv)/2) / int64(iv))
+// hostileRound publishes one interval's messages of h, of the given gossip
+// epoch, and returns how many.
+func (c *Cluster) hostileRound(nc *nats.Conn, h Hostile, shot int, epoch uint64) (int, error) {
 	var out []gossip.Digest
 	if h.Goodbyes {
 		for _, n := range c.Region(h.Region).Nodes() {
@@ -144,7 +172,25 @@ func (c *Cluster) hostileRound(nc *nats.Conn, h Hostile, shot int) (int, error) 
 		out = append(out, gossip.Digest{Region: h.Region, Process: fmt.Sprintf("hostile-once-%d", shot), Epoch: epoch,
 			Demand: 1, Admitted: 1, Keys: claims(1, 0)})
 	}
-	for i, d := range out {
+	if h.Squat {
+		out = append(out, squatDigests(h.Region, epoch)...)
+	}
+	return publishDigests(nc, out)
+}
+
+// squatDigests are the digests of Hostile.Squat for one epoch.
+func squatDigests(region string, epoch uint64) []gossip.Digest {
+	out := make([]gossip.Digest, gossip.DefaultConfig().MaxProcesses)
+	for i := range out {
+		out[i] = gossip.Digest{Region: region, Process: "hostile-squat-" + strconv.Itoa(i), Epoch: epoch}
+	}
+	return out
+}
+
+// publishDigests publishes each digest on its process's subject and
+// returns how many it published.
+func publishDigests(nc *nats.Conn, digests []gossip.Digest) (int, error) {
+	for i, d := range digests {
 		b, err := d.MarshalBinary()
 		if err != nil {
 			return i, err
@@ -153,7 +199,7 @@ func (c *Cluster) hostileRound(nc *nats.Conn, h Hostile, shot int) (int, error) 
 			return i, err
 		}
 	}
-	return len(out), nc.Flush()
+	return len(digests), nc.Flush()
 }
 
 // publishHostileBatches publishes h's usage batches (MonthsKey,

@@ -363,19 +363,24 @@ func redisKilled(region string) scenario {
 }
 
 // hostileGossip publishes, with us's limiter NATS credentials, what one
-// compromised pod could (issue 28) for the middle third of the run: a
-// goodbye for every us process after each of their digests, an invented
-// process claiming float32's largest demand (and learned total) for two
-// keys outside the traffic, and a digest from a new process name every
-// interval; and, at the start of that third, the two hostile usage
-// batches (Hostile.MonthsKey, OverflowKey) on keys outside the scenario's
-// prefix, which the ledger check sums (every process's rows of every key
-// with the prefix). The run's usual checks (admitted ≤ 1.01 × limit,
-// wrongly rejected ≤ 1 %, ledger = clients: ingestion went on) must hold:
-// before bounded trust, eu and ap dropped us and split every limit between
-// them while us kept enforcing its share; before the ingestion bounds, the
-// months batch stalled ingestion for ever and the overflow batch broke
-// every key's export of the month.
+// compromised pod could (issues 28 and 37) for the middle third of the
+// run: a goodbye for every us process after each of their digests, an
+// invented process claiming float32's largest demand (and learned total)
+// for two keys outside the traffic, a digest from a new process name every
+// interval, and MaxProcesses invented processes claiming nothing (slot
+// squatting) while eu's limiters restart one by one (a rollout: each new
+// process hears the invented ones first); and, at the start of that third,
+// the two hostile usage batches (Hostile.MonthsKey, OverflowKey) on keys
+// outside the scenario's prefix, which the ledger check sums (every
+// process's rows of every key with the prefix). The run's usual checks
+// (admitted ≤ 1.01 × limit, wrongly rejected ≤ 1 %, ledger = clients:
+// ingestion went on) must hold: before bounded trust, eu and ap dropped us
+// and split every limit between them while us kept enforcing its share;
+// before crowded regions counted as claiming their maximum, the restarted
+// eu processes refused the real us processes, counted us at zero demand
+// and took 1 − floor of every key; before the ingestion bounds, the months
+// batch stalled ingestion for ever and the overflow batch broke every
+// key's export of the month.
 func hostileGossip() scenario {
 	var (
 		stop func() int
@@ -387,16 +392,25 @@ func hostileGossip() scenario {
 		act: func(s *scenarioRun, g *Generator) {
 			g.At(s.D / 3)
 			from := g.Elapsed()
-			h = Hostile{Region: "us", Goodbyes: true, OneShots: true,
+			h = Hostile{Region: "us", Goodbyes: true, OneShots: true, Squat: true,
 				Claims:      []string{s.prefix + "hostile-a", s.prefix + "hostile-b"},
 				MonthsKey:   "hostile-batch-" + s.prefix + "months",
 				OverflowKey: "hostile-batch-" + s.prefix + "overflow"}
 			stop = s.c.StartHostile(h)
+			g.At(s.D/3 + s.F/5)
+			// A rollout, one process at a time; clients route around each
+			// from the start, as this scenario is about gossip, not drains.
+			rollout := g.Elapsed()
+			eu := s.c.Region("eu").Nodes()
+			for _, n := range eu {
+				s.c.RestartProcess(n, 0)
+			}
+			rolled := g.Elapsed()
 			g.At(s.D/3 + s.F)
 			sent := stop()
 			stop = nil
-			s.note("us's limiter credentials published %d forged goodbyes, absurd claims, one-shot digests and two usage batches from %.1f s to %.1f s",
-				sent, from.Seconds(), g.Elapsed().Seconds())
+			s.note("us's limiter credentials published %d forged goodbyes, absurd claims, one-shot digests, squatting digests and two usage batches from %.1f s to %.1f s; eu's %d limiters restarted one by one from %.1f s to %.1f s",
+				sent, from.Seconds(), g.Elapsed().Seconds(), len(eu), rollout.Seconds(), rolled.Seconds())
 		},
 		check: func(s *scenarioRun, rec *Record, f *Figures) { hostileBatchChecks(s, h, f) },
 		after: func(s *scenarioRun) {

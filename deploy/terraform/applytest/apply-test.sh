@@ -21,15 +21,18 @@
 #   2. every pod is placed as its own constraints say: required node affinity (no pod in zone-x,
 #      which no region lists), zone topology spread (limiters, maxSkew 1), required zone and
 #      node anti-affinity (NATS);
-#   3. each PodDisruptionBudget of region eu grants as many evictions (Eviction API) as it
+#   3. every region's limiter and control-plane Secrets hold exactly that region's check and read
+#      tokens and none of another region's (kwok runs no limiter: a token of one region is refused
+#      in another because its limiters never get it);
+#   4. each PodDisruptionBudget of region eu grants as many evictions (Eviction API) as it
 #      allows and refuses the next one with 429 (limiter and NATS: the second; Redis: the first);
-#   4. changing Secrets (us's Redis password, the Postgres password) replaces exactly the pods
+#   5. changing Secrets (us's Redis password, the Postgres password) replaces exactly the pods
 #      that read them (pod uids, Deployments' ReplicaSets, StatefulSets' revisions), and no other
 #      object;
-#   5. removing region ap by deploy/RUNBOOK.md's two steps: step 1 (decommission = true) deletes
+#   6. removing region ap by deploy/RUNBOOK.md's two steps: step 1 (decommission = true) deletes
 #      namespace quota-ap and everything in it and replaces no other object; step 2 (the entry
 #      deleted) plans no change and changes nothing;
-#   6. terraform destroy leaves no namespace but the system ones and no object of the deploy.
+#   7. terraform destroy leaves no namespace but the system ones and no object of the deploy.
 # Every process is stopped, and the temporary directory removed, on exit.
 #
 # Environment: TERRAFORM (default /usr/local/bin/terraform), QUOTA_CACHE_DIR, GOPROXY as usual,
@@ -286,7 +289,8 @@ digest() { printf 'registry.invalid/%s@sha256:%s' "$1" "$(printf '%s' "$1" | sha
 jq -n \
 	--arg kc "$kubeconfig" \
 	--arg quota "$(digest quota)" --arg nats "$(digest nats)" --arg redis "$(digest redis)" --arg pg "$(digest postgres)" \
-	--arg admin "$(rnd)" --arg pgpw "$(rnd)" --arg check "$(rnd)" \
+	--arg admin "$(rnd)" --arg pgpw "$(rnd)" \
+	--arg ceu "$(rnd)" --arg cus "$(rnd)" --arg cap "$(rnd)" --arg xeu "$(rnd)" --arg xus "$(rnd)" --arg xap "$(rnd)" \
 	--arg reu "$(rnd)" --arg rus "$(rnd)" --arg rap "$(rnd)" \
 	--arg neu "$(rnd)" --arg nus "$(rnd)" --arg nap "$(rnd)" --arg ncp "$(rnd)" --arg nrec "$(rnd)" --arg ngw "$(rnd)" \
 	--arg meu "$(openssl rand -base64 32)" --arg mus "$(openssl rand -base64 32)" --arg map "$(openssl rand -base64 32)" '
@@ -307,7 +311,8 @@ jq -n \
 	  regions: { eu: region(0; 0.5; "eu"), us: region(1; 0.3; "us"), ap: region(2; 0.2; "ap") },
 	  admin_token: $admin,
 	  postgres_password: $pgpw,
-	  check_tokens: [$check],
+	  check_tokens: { eu: [$ceu], us: [$cus], ap: [$cap] },
+	  read_tokens: { eu: [$xeu], us: [$xus], ap: [$xap] },
 	  redis_passwords: { eu: $reu, us: $rus, ap: $rap },
 	  nats_passwords: { "limiter-eu": $neu, "limiter-us": $nus, "limiter-ap": $nap,
 	                    "control-plane": $ncp, reconciler: $nrec, gateway: $ngw },
@@ -377,6 +382,9 @@ apply apply-3-regions
 ck rollout
 "$TERRAFORM" -chdir="$tf" show -json >"$work/state.json"
 ck state "$work/state.json"
+
+step "tokens: every region's Secrets hold its own check and read tokens, no other region's"
+ck tokens "$work/vars.json"
 
 step "placement: node affinity, zone spread, anti-affinity"
 ck spread

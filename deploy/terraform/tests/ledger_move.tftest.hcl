@@ -44,7 +44,7 @@ variables {
     "gateway"       = "TEST-NATS-GATEWAY-000001"
   }
   gateway_source_ranges = ["198.51.100.0/24", "203.0.113.0/24"]
-  check_tokens          = ["TEST-CHECK-TOKEN-0001"]
+  check_tokens          = { eu = ["TEST-CHECK-TOKEN-EU-01"], us = ["TEST-CHECK-TOKEN-US-01"] }
   ledger_region         = "eu"
   # The control plane stays where it is (it follows the ledger region when unset).
   control_region = "eu"

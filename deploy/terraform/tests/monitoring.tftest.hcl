@@ -62,7 +62,7 @@ variables {
     "gateway"       = "TEST-NATS-GATEWAY-000001"
   }
   gateway_source_ranges = ["198.51.100.0/24", "203.0.113.0/24"]
-  check_tokens          = ["TEST-CHECK-TOKEN-0001"]
+  check_tokens          = { eu = ["TEST-CHECK-TOKEN-EU-01"], us = ["TEST-CHECK-TOKEN-US-01"], ap = ["TEST-CHECK-TOKEN-AP-01"] }
   prometheus_namespace  = "monitoring"
   ledger_region         = "us"
   control_region        = "ap"

@@ -46,7 +46,7 @@ variables {
     "gateway"       = "TEST-NATS-GATEWAY-000001"
   }
   gateway_source_ranges = ["198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/24"]
-  check_tokens          = ["TEST-CHECK-TOKEN-0001"]
+  check_tokens          = { eu = ["TEST-CHECK-TOKEN-EU-01"], us = ["TEST-CHECK-TOKEN-US-01"], ap = ["TEST-CHECK-TOKEN-AP-01"] }
   ledger_region         = "eu"
   ledger                = { postgres = { host = "ledger.example.internal", cidrs = ["10.30.0.0/16"] } }
   regions = {

@@ -48,9 +48,14 @@ variables {
     "reconciler"    = "TEST-NATS-RECONCILER-0001"
     "gateway"       = "TEST-NATS-GATEWAY-000001"
   }
-  gateway_source_ranges     = ["198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/24"]
-  check_tokens              = ["TEST-CHECK-TOKEN-0001", "TEST-CHECK-TOKEN-0002"]
-  read_tokens               = ["TEST-READ-TOKEN-00001"]
+  gateway_source_ranges = ["198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/24"]
+  # Every region its own tokens (two check tokens in eu: a rotation).
+  check_tokens = {
+    eu = ["TEST-CHECK-TOKEN-EU-01", "TEST-CHECK-TOKEN-EU-02"]
+    us = ["TEST-CHECK-TOKEN-US-01"]
+    ap = ["TEST-CHECK-TOKEN-AP-01"]
+  }
+  read_tokens               = { eu = ["TEST-READ-TOKEN-EU-01"], us = ["TEST-READ-TOKEN-US-01"] }
   billing_tokens            = ["TEST-BILLING-TOKEN-001", "prefix:acct_=TEST-BILLING-TOKEN-002"]
   api_client_namespaces     = ["checkout", "search"]
   prometheus_namespace      = "monitoring"

@@ -40,7 +40,7 @@ variables {
     "gateway"       = "TEST-NATS-GATEWAY-000001"
   }
   gateway_source_ranges = ["198.51.100.0/24", "203.0.113.7/32"]
-  check_tokens          = ["TEST-CHECK-TOKEN-0001"]
+  check_tokens          = { eu = ["TEST-CHECK-TOKEN-EU-01"], us = ["TEST-CHECK-TOKEN-US-01"] }
   ledger_region         = "eu"
   ledger                = { postgres = { host = "ledger.example.internal", cidrs = ["10.30.0.0/16"] } }
   regions = {
@@ -115,19 +115,46 @@ run "short_admin_token" {
   expect_failures = [var.admin_token]
 }
 
-# Check tokens are on by default: an empty list needs the explicit opt-out.
+# Check tokens are on by default: no tokens needs the explicit opt-out.
 run "check_tokens_required" {
   command = plan
   variables {
-    check_tokens = []
+    check_tokens = {}
   }
   expect_failures = [var.check_tokens]
+}
+
+# Every region its own check tokens: a region without any is refused ...
+run "check_tokens_required_per_region" {
+  command = plan
+  variables {
+    check_tokens = { eu = ["TEST-CHECK-TOKEN-EU-01"], us = [] }
+  }
+  expect_failures = [var.check_tokens]
+}
+
+# ... and so is a token shared by two regions (one region's token would work in the other), for
+# check and read tokens alike.
+run "check_token_shared_by_regions" {
+  command = plan
+  variables {
+    check_tokens = { eu = ["TEST-CHECK-TOKEN-SHARED"], us = ["TEST-CHECK-TOKEN-SHARED"] }
+  }
+  expect_failures = [var.check_tokens]
+}
+
+run "read_token_shared_by_regions" {
+  command = plan
+  variables {
+    read_tokens = { eu = ["TEST-READ-TOKEN-SHARED"], us = ["TEST-READ-TOKEN-SHARED"] }
+  }
+  expect_failures = [var.read_tokens]
 }
 
 run "unauthenticated_checks_opt_out" {
   command = plan
   variables {
-    check_tokens                 = []
+    check_tokens                 = {}
     allow_unauthenticated_checks = true
   }
 
@@ -148,7 +175,7 @@ run "opt_out_contradicts_tokens" {
 run "short_check_token" {
   command = plan
   variables {
-    check_tokens = ["TEST-CHECK-TOKEN-0001", "short"]
+    check_tokens = { eu = ["TEST-CHECK-TOKEN-EU-01", "short"], us = ["TEST-CHECK-TOKEN-US-01"] }
   }
   expect_failures = [var.check_tokens]
 }
@@ -156,7 +183,7 @@ run "short_check_token" {
 run "comma_in_read_token" {
   command = plan
   variables {
-    read_tokens = ["TEST-READ-TOKEN-0001,TEST-READ-TOKEN-0002"]
+    read_tokens = { eu = ["TEST-READ-TOKEN-0001,TEST-READ-TOKEN-0002"] }
   }
   expect_failures = [var.read_tokens]
 }
@@ -164,7 +191,7 @@ run "comma_in_read_token" {
 run "duplicate_check_token" {
   command = plan
   variables {
-    check_tokens = ["TEST-CHECK-TOKEN-0001", "TEST-CHECK-TOKEN-0001"]
+    check_tokens = { eu = ["TEST-CHECK-TOKEN-EU-01", "TEST-CHECK-TOKEN-EU-01"], us = ["TEST-CHECK-TOKEN-US-01"] }
   }
   expect_failures = [var.check_tokens]
 }

@@ -77,15 +77,16 @@ variable "memberlist_keys" {
 }
 
 variable "check_tokens" {
-  description = "Bearer tokens of /v1/allow (at least one; 16+ characters each)."
-  type        = list(string)
+  description = "Bearer tokens of /v1/allow per region (region => at least one token of 16+ characters; no token in two regions)."
+  type        = map(list(string))
   sensitive   = true
 }
 
 variable "read_tokens" {
-  type      = list(string)
-  default   = []
-  sensitive = true
+  description = "Read tokens per region (region => tokens; no token in two regions)."
+  type        = map(list(string))
+  default     = {}
+  sensitive   = true
 }
 
 variable "billing_tokens" {

@@ -5,7 +5,7 @@
 #   terraform init && terraform apply -var kube_context=kind-quota -var allow_image_tags=true \
 #     -var 'images={quota="quota:dev",nats="nats:2.10-alpine",redis="redis:7-alpine",postgres="postgres:16-alpine"}' \
 #     -var admin_token=... -var 'redis_passwords={eu="...",us="...",ap="..."}' -var postgres_password=... \
-#     -var 'check_tokens=["..."]' \
+#     -var 'check_tokens={eu=["..."],us=["..."],ap=["..."]}' \
 #     -var "memberlist_keys={eu=[\"$(openssl rand -base64 32)\"],us=[\"$(openssl rand -base64 32)\"],ap=[\"$(openssl rand -base64 32)\"]}" \
 #     -var 'nats_passwords={"limiter-eu"="...","limiter-us"="...","limiter-ap"="...","control-plane"="...","reconciler"="...","gateway"="..."}'
 #
@@ -86,15 +86,16 @@ variable "memberlist_keys" {
 }
 
 variable "check_tokens" {
-  description = "Bearer tokens of /v1/allow (at least one; 16+ characters each)."
-  type        = list(string)
+  description = "Bearer tokens of /v1/allow per region (region => at least one token of 16+ characters; no token in two regions)."
+  type        = map(list(string))
   sensitive   = true
 }
 
 variable "read_tokens" {
-  type      = list(string)
-  default   = []
-  sensitive = true
+  description = "Read tokens per region (region => tokens; no token in two regions)."
+  type        = map(list(string))
+  default     = {}
+  sensitive   = true
 }
 
 variable "billing_tokens" {

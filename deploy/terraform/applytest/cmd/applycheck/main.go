@@ -10,6 +10,7 @@
 //	applycheck state FILE                   every object in `terraform show -json` FILE exists, with its uid; no other
 //	applycheck spread                       pods placed as their node affinity, spread and anti-affinity say
 //	applycheck pdb NAMESPACE                each PDB's budget of evictions is granted, the next one refused
+//	applycheck tokens VARS                  each region's Secrets hold its own check/read tokens of VARS, no other's
 //	applycheck snapshot FILE                record every object's identity (and Secrets' data hashes)
 //	applycheck secret-roll BEFORE AFTER     exactly the pods of changed Secrets rolled
 //	applycheck removed BEFORE AFTER NS      exactly namespace NS's objects are gone, nothing else replaced
@@ -129,6 +130,9 @@ func main() {
 	case "pdb":
 		need(1)
 		c.pdb(ctx, args[1])
+	case "tokens":
+		need(1)
+		c.tokens(ctx, args[1])
 	case "snapshot":
 		need(1)
 		s := c.snapshot(ctx)
