@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/peterbourgon/ff/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -125,19 +123,11 @@ func events(ctx context.Context, o options, log *slog.Logger) error {
 	kind, target, _ := o.sinkTarget()
 	var sender sink.Sender
 	if kind == "nats" {
-		opts, err := natsOptions(o, log)
+		nc, js, err := connectJetStream(o, log)
 		if err != nil {
 			return err
 		}
-		nc, err := nats.Connect(o.NATS, append(opts, nats.RetryOnFailedConnect(false))...)
-		if err != nil {
-			return fmt.Errorf("--nats %s: %w", redact(o.NATS), err)
-		}
 		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return fmt.Errorf("jetstream: %w", err)
-		}
 		if sender, err = sink.NewNATS(js, target); err != nil {
 			return err
 		}
