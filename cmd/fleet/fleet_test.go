@@ -100,6 +100,7 @@ func TestFleet(t *testing.T) {
 func buildFleet(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
+	// go test puts its own go first on the test's PATH.
 	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/fleet", "./cmd/regional-limiter", "./cmd/reconciler")
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
