@@ -92,6 +92,15 @@ multiregion: ## full multi-region harness (90 s runs, 30 s faults); writes docs/
 multiregion-short: ## the harness's CI form (about 5 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
 	QUOTA_MULTIREGION=short $(GO) test -count=1 -timeout 15m ./test/multiregion/
 
+.PHONY: fleet
+fleet: ## three regions on this machine (Redis, NATS, two limiters each; Postgres, reconciler); Ctrl-C stops all
+	$(GO) build -o bin/ ./cmd/fleet ./cmd/regional-limiter ./cmd/reconciler
+	bin/fleet -bin bin
+
+.PHONY: fleet-test
+fleet-test: ## start the fleet as make fleet does, check each region and the ledger, Ctrl-C it, assert nothing is left
+	$(GO) test -count=1 -run '^TestFleet$$' -v ./cmd/fleet/
+
 .PHONY: migrate
 migrate: ## apply the ledger migrations to QUOTA_POSTGRES
 	$(GO) run ./cmd/reconciler migrate

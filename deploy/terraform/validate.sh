@@ -84,7 +84,7 @@ build_provider_in() {
 	rm -rf "$tmp/src/vendor"
 	(
 		cd "$tmp/src" &&
-			GOFLAGS='-mod=mod -buildvcs=false' CGO_ENABLED=0 go build -trimpath -o "$tmp/provider" .
+			GOFLAGS='-mod=mod -buildvcs=false' CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/provider" .
 	) || return 1
 	mkdir -p "$plugin_dir"
 	mv "$tmp/provider" "$plugin.tmp.$$"

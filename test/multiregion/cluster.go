@@ -178,7 +178,7 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	c.reconURL = "http://" + reconListen
 	c.reconProc = newProc("reconciler", reconBin, c.dir, []string{"serve",
 		"--nats", c.nats.URL(c.order[0]), "--nats-user", "reconciler", "--postgres", c.pgURL, "--listen", reconListen,
-		"--batch-interval", reconcilerBatchInterval.String()}, []string{"QUOTA_NATS_PASSWORD=" + c.nats.Password("reconciler")})
+		"--batch-interval", reconcilerBatchInterval.String()}, c.reconcilerEnv())
 	if err := c.reconProc.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,6 +245,16 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	t.Logf("multiregion: cluster ready in %.1f s (NATS super-cluster with a JetStream meta leader after %.1f s)",
 		time.Since(began).Seconds(), natsReady.Seconds())
 	return c
+}
+
+// reconcilerEnv is the reconciler's secrets, in its environment as the
+// deploy passes them: not in argv.
+func (c *Cluster) reconcilerEnv() []string {
+	env := []string{"QUOTA_NATS_PASSWORD=" + c.nats.Password("reconciler")}
+	if c.spec.BillingToken != "" {
+		env = append(env, "QUOTA_BILLING_TOKEN="+c.spec.BillingToken)
+	}
+	return env
 }
 
 // reconcilerBatchInterval is the reconciler's --batch-interval: how long

@@ -92,6 +92,10 @@ type Spec struct {
 
 	// AdminToken is the control-plane token. Default "multiregion-admin".
 	AdminToken string
+	// BillingToken, when set, is the reconciler's billing token: it serves
+	// GET /v1/usage to it (QUOTA_BILLING_TOKEN, in the environment as the
+	// deploy passes it). Default "": /v1/usage answers 503.
+	BillingToken string
 	// ExtraFlags are appended to every limiter's command line.
 	ExtraFlags []string
 	// StartTimeout bounds the wait for everything to be up. Default 90s.

@@ -8,6 +8,8 @@
 # loopback: etcd, kube-apiserver (self-signed CA, static admin token, service-account key),
 # kube-controller-manager and kube-scheduler; kwok (sigs.k8s.io/kwok) plays the kubelets of eight
 # nodes, two in each of zone-a, zone-b, zone-c and zone-x, and makes their pods Running and Ready.
+# The four are one multi-call binary (cmd/controlplane) behind links of their names: one link,
+# without debug information, takes a third of the CPU of four (docs/performance.md, CI time).
 # The binaries are built once into $QUOTA_CACHE_DIR/applytest/<version>-<hash of their
 # sources>/ (default ~/.cache/quota, like the provider) and never enter the repo.
 #
@@ -70,12 +72,13 @@ ls "$mirror"/registry.terraform.io/hashicorp/kubernetes/"$PROVIDER_VERSION"/*/te
 hash_of() { cat "$@" | sha256sum | cut -c1-12; }
 
 # build_into DIR PKGS...: builds PKGS of this module into DIR, atomically (a half-built directory
-# is never taken for a cached one).
+# is never taken for a cached one), without symbol table and DWARF (-s -w: a shorter link; a
+# panic's stack trace keeps its function names, files and lines).
 build_into() {
 	local dir=$1 tmp
 	shift
 	tmp=$(mktemp -d "$(dirname "$dir")/.build.XXXXXX")
-	if (cd "$here" && CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' go build -trimpath -o "$tmp/" "$@"); then
+	if (cd "$here" && CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' go build -trimpath -ldflags='-s -w' -o "$tmp/" "$@"); then
 		rm -rf "$dir"
 		mv "$tmp" "$dir"
 	else
@@ -85,7 +88,7 @@ build_into() {
 }
 
 mkdir -p "$cache_dir/applytest"
-cp_dir=$cache_dir/applytest/k8s-$K8S_VERSION-$(hash_of "$here/go.mod" "$here/go.sum" "$here"/cmd/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}/main.go)
+cp_dir=$cache_dir/applytest/k8s-$K8S_VERSION-$(hash_of "$here/go.mod" "$here/go.sum" "$here"/cmd/controlplane/main.go)
 check_dir=$cache_dir/applytest/applycheck-$(hash_of "$here/go.mod" "$here/go.sum" "$here"/cmd/applycheck/*.go)
 kwok_dir=$cache_dir/applytest/kwok-$KWOK_VERSION
 
@@ -95,8 +98,10 @@ if [[ -x $cp_dir/kube-apiserver && -x $cp_dir/kube-controller-manager && -x $cp_
 else
 	echo "building into $cp_dir (many minutes on the first run)"
 	start=$SECONDS
-	build_into "$cp_dir" ./cmd/etcd ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ||
-		fatal "building the control plane failed (see go output above)"
+	build_into "$cp_dir" ./cmd/controlplane || fatal "building the control plane failed (see go output above)"
+	for name in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+		ln -sf controlplane "$cp_dir/$name"
+	done
 	echo "built in $((SECONDS - start))s"
 fi
 if [[ -x $kwok_dir/kwok ]]; then
@@ -107,7 +112,7 @@ else
 	mkdir -p "$kwok_dir.tmp"
 	# kwok has no replace directives: go install pkg@version builds it with its own go.mod.
 	(cd "$kwok_dir.tmp" && GOBIN="$kwok_dir.tmp" CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-		go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION") || fatal "building kwok failed"
+		go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION") || fatal "building kwok failed"
 	rm -rf "$kwok_dir"
 	mv "$kwok_dir.tmp" "$kwok_dir"
 	echo "built in $((SECONDS - start))s"
