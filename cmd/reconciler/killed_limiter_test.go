@@ -176,9 +176,9 @@ func TestKilledLimiterIsBilledExactly(t *testing.T) {
 	}
 	t.Logf("allowed %d; killed %v before the window's end; complete %v after it", allowed,
 		windowEnd.Sub(killedAt).Round(time.Millisecond), completeAt.Sub(windowEnd).Round(time.Millisecond))
-	if res.Totals.Spent != allowed || res.ClosedByReconciler < 1 {
-		t.Fatalf("/v1/usage spent %d, closed_by_reconciler %d; want the %d allowed, at least one window closed",
-			res.Totals.Spent, res.ClosedByReconciler, allowed)
+	if res.Totals.Net != allowed || res.ClosedByReconciler < 1 {
+		t.Fatalf("/v1/usage net %d, closed_by_reconciler %d; want the %d allowed, at least one window closed",
+			res.Totals.Net, res.ClosedByReconciler, allowed)
 	}
 	if late := completeAt.Sub(windowEnd); late < closeAfter || late > closeAfter+slack {
 		t.Fatalf("complete %v after the window's end; want within --close-after %v plus %v", late, closeAfter, slack)

@@ -319,7 +319,7 @@ func TestOverflowingKeyDoesNotBreakBilling(t *testing.T) {
 	for _, g := range []billing.Granularity{billing.Hour, billing.Day, billing.Window} {
 		q := billing.Query{Key: "normal", From: t0.Truncate(time.Hour), To: t0.Truncate(time.Hour).Add(24 * time.Hour), Granularity: g}
 		res, err := led.Usage(ctx, q)
-		if err != nil || res.Totals.Spent != 7 {
+		if err != nil || res.Totals.Net != 7 {
 			t.Fatalf("%s usage of the other key: %+v, %v; want spent 7", g, res.Totals, err)
 		}
 		q.Key = "hostile"

@@ -215,9 +215,9 @@ func TestCloserCompletesADeadProcessesPeriod(t *testing.T) {
 	}
 
 	res := env.getUsage(t, key, month, month.AddDate(0, 1, 0))
-	if !res.Complete || res.Totals.Spent != 400 || res.ClosedByReconciler != 50 {
-		t.Fatalf("/v1/usage: complete %v, spent %d, closed_by_reconciler %d; want true, 400, 50",
-			res.Complete, res.Totals.Spent, res.ClosedByReconciler)
+	if !res.Complete || res.Totals.Net != 400 || res.ClosedByReconciler != 50 {
+		t.Fatalf("/v1/usage: complete %v, net %d, closed_by_reconciler %d; want true, 400, 50",
+			res.Complete, res.Totals.Net, res.ClosedByReconciler)
 	}
 	row := env.exportRow(t, key, month, now)
 	if !row.Complete || row.Billed != 400 || row.ClosedByReconciler != 50 || row.Windows != 50 {
@@ -287,7 +287,7 @@ JOIN usage_closed_windows c USING (key, window_start, process_id) WHERE r.key = 
 	if spent != 14 || seq != 5 || !final || !lateReport {
 		t.Fatalf("row after the late report: spent %d seq %d final %v late_report %v; want 14, 5, true, true", spent, seq, final, lateReport)
 	}
-	if u := env.getUsage(t, key, month, month.AddDate(0, 1, 0)); !u.Complete || u.Totals.Spent != 14 || u.ClosedByReconciler != 1 {
+	if u := env.getUsage(t, key, month, month.AddDate(0, 1, 0)); !u.Complete || u.Totals.Net != 14 || u.ClosedByReconciler != 1 {
 		t.Fatalf("/v1/usage after the late report: %+v", u)
 	}
 	st, err := env.pub.Run(ctx, month, month.AddDate(0, 1, 0), time.Now())
