@@ -1,21 +1,51 @@
 package testserver
 
 import (
+	"math/rand/v2"
 	"net"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// and that this process has not handed out before.
+//
+// It is taken below Linux's ephemeral range (32768–60999), not from it:
+// a port from the ephemeral range can be taken, between this call and the
+// server's bind, as the local port of any outgoing connection on the
+// machine (a clean-clone CI run lost a limiter of the harness that way:
+// "bind: address already in use").
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testserver: find a free port: %v", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 200 {
+		port := portLow + rand.IntN(portHigh-portLow)
+		if portsGiven[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // taken
+		}
+		l.Close()
+		portsGiven[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("testserver: no free port in [%d, %d) after 200 tries", portLow, portHigh)
+	return 0
 }
+
+// The range FreePort draws from: below the ephemeral range, above the
+// ports services usually listen on.
+const portLow, portHigh = 20000, 32768
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{} // guarded by portsMu
+)
 
 // WaitFor polls cond every interval until it returns nil or timeout passes,
 // then fails the test with cond's last error. It is the way to wait for an
