@@ -216,6 +216,21 @@ func TestShippedRoles(t *testing.T) {
 		}
 		refused(t, c.errs, "$JS.API.STREAM.CREATE.QUOTA_USAGE")
 	}
+	// reconciler stream-migrate updates and deletes the usage stream: only
+	// the reconciler's credentials may; a limiter's or the control plane's
+	// are refused.
+	for _, c := range []struct {
+		name string
+		nc   *nats.Conn
+		errs <-chan error
+	}{{"limiter", limNC, limErrs}, {"control plane", cpNC, cpErrs}} {
+		for _, subject := range []string{"$JS.API.STREAM.UPDATE.QUOTA_USAGE", "$JS.API.STREAM.DELETE.QUOTA_USAGE"} {
+			if err := c.nc.Publish(subject, []byte("{}")); err != nil {
+				t.Fatalf("%s: publish %s: %v", c.name, subject, err)
+			}
+			refused(t, c.errs, subject)
+		}
+	}
 
 	// Usage: the limiter's Reporter publishes on its own subject, the
 	// reconciler ingests it. The limiter cannot publish as another region.
