@@ -18,10 +18,11 @@ var lookPath = exec.LookPath
 
 // Redis is a private redis-server process.
 type Redis struct {
-	Addr string // host:port
-	cmd  *exec.Cmd
-	dir  string
-	args []string
+	Addr   string // host:port
+	cmd    *exec.Cmd
+	exited chan error // cmd.Wait's result, once it has exited
+	dir    string
+	args   []string
 }
 
 // RedisOptions adjusts StartRedis.
@@ -50,7 +51,10 @@ func StartRedisWith(t testing.TB, o RedisOptions) *Redis {
 	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
 		"--dir", dir, "--daemonize", "no", "--loglevel", "warning", "--logfile", filepath.Join(dir, "redis.log")}
 	if o.Cluster {
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
+		// The bus port would default to port+10000, which lies in the
+		// ephemeral range where another process may hold it; draw it too.
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-port", strconv.Itoa(FreePort(t)))
 	}
 	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, args: append([]string{bin}, args...)}
 	r.start(t)
@@ -81,7 +85,16 @@ func (r *Redis) start(t testing.TB) {
 		t.Fatalf("testserver: start redis-server: %v", err)
 	}
 	r.cmd = cmd
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	r.exited = exited
 	WaitFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("testserver: redis-server exited at start (%v); its log:\n%s", err, r.LogTail())
+		default:
+		}
 		_, err := r.Do("PING")
 		return err
 	})
@@ -93,7 +106,7 @@ func (r *Redis) Stop() {
 		return
 	}
 	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
+	<-r.exited
 	r.cmd = nil
 }
 
