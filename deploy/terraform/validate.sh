@@ -21,8 +21,21 @@
 #   5. go test ./deploy/terraform/ (HCL reference check, covers examples/eks which needs the AWS
 #      provider and therefore cannot be validated by terraform here)
 #
+# With --prepare it only builds the provider into the cache (if missing) and exits: .ci/run starts
+# that at low priority beside the tests, so a new machine's build uses their idle time.
+#
 # Environment: TERRAFORM (default /usr/local/bin/terraform), QUOTA_CACHE_DIR, GOPROXY as usual.
 set -euo pipefail
+
+prepare=false
+case "${1:-}" in
+"") ;;
+--prepare) prepare=true ;;
+*)
+	echo "usage: validate.sh [--prepare]" >&2
+	exit 2
+	;;
+esac
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -100,6 +113,7 @@ else
 	build_provider || fatal "building $PROVIDER_MODULE $PROVIDER_MODULE_VERSION failed (see go output above)"
 	echo "built in $((SECONDS - start))s"
 fi
+$prepare && exit 0
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

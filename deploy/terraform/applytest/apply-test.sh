@@ -39,7 +39,18 @@
 #
 # Environment: TERRAFORM (default /usr/local/bin/terraform), QUOTA_CACHE_DIR, GOPROXY as usual,
 # APPLYTEST_TIMEOUT (each wait's deadline, default 5m), APPLYTEST_KEEP=1 keeps the work dir.
+# With --prepare it only builds the binaries into the cache (if missing) and exits (.ci/run).
 set -euo pipefail
+
+prepare=false
+case "${1:-}" in
+"") ;;
+--prepare) prepare=true ;;
+*)
+	echo "usage: apply-test.sh [--prepare]" >&2
+	exit 2
+	;;
+esac
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tfsrc=$(cd "$here/.." && pwd)
@@ -65,7 +76,7 @@ command -v go >/dev/null || fatal "go not found in PATH"
 for tool in openssl curl jq; do
 	command -v "$tool" >/dev/null || fatal "$tool not found in PATH (Debian package $tool)"
 done
-ls "$mirror"/registry.terraform.io/hashicorp/kubernetes/"$PROVIDER_VERSION"/*/terraform-provider-kubernetes_v"$PROVIDER_VERSION" >/dev/null 2>&1 ||
+$prepare || ls "$mirror"/registry.terraform.io/hashicorp/kubernetes/"$PROVIDER_VERSION"/*/terraform-provider-kubernetes_v"$PROVIDER_VERSION" >/dev/null 2>&1 ||
 	fatal "the kubernetes provider $PROVIDER_VERSION is not in $mirror: run make tf-validate first (it builds it)"
 
 # hash_of FILES...: a short hash of the files' contents, the cache key of what they build.
@@ -125,6 +136,7 @@ else
 		fatal "go test ./cmd/applycheck failed"
 	build_into "$check_dir" ./cmd/applycheck || fatal "building applycheck failed"
 fi
+$prepare && exit 0
 bin=$cp_dir
 check=$check_dir/applycheck
 
