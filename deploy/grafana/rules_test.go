@@ -2,6 +2,7 @@ package grafana
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,23 +19,37 @@ type alertRule struct {
 	Annotations map[string]string `yaml:"annotations"`
 }
 
+// loadAlerts reads the alerting rules of every rules file in
+// deploy/prometheus (promtool's *.test.yaml unit tests excepted).
 func loadAlerts(t *testing.T) []alertRule {
 	t.Helper()
-	b, err := os.ReadFile("../prometheus/quota-rules.yaml")
+	files, err := filepath.Glob("../prometheus/*.y*ml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rf struct {
-		Groups []struct {
-			Rules []alertRule `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(b, &rf); err != nil {
-		t.Fatal(err)
-	}
 	var out []alertRule
-	for _, g := range rf.Groups {
-		out = append(out, g.Rules...)
+	for _, name := range files {
+		if strings.Contains(filepath.Base(name), ".test.") {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rf struct {
+			Groups []struct {
+				Rules []alertRule `yaml:"rules"`
+			} `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &rf); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, g := range rf.Groups {
+			out = append(out, g.Rules...)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no alerting rules in deploy/prometheus")
 	}
 	return out
 }
@@ -93,8 +108,10 @@ func TestSignalsHaveAlerts(t *testing.T) {
 	}
 }
 
-// Every alert has a summary and a runbook_url pointing at its own section
-// of deploy/RUNBOOK.md "Alerts runbook", and that section exists.
+// Every alert has a summary and a runbook_url pointing at its own row of
+// deploy/RUNBOOK.md "Alerts runbook": a table row that names the alert and
+// carries the anchor <a id="lowercased name"></a>, once, and every anchor
+// there is an alert's.
 func TestAlertRunbooks(t *testing.T) {
 	b, err := os.ReadFile("../RUNBOOK.md")
 	if err != nil {
@@ -107,28 +124,39 @@ func TestAlertRunbooks(t *testing.T) {
 	if i := strings.Index(runbook, "\n## "); i >= 0 {
 		runbook = runbook[:i]
 	}
-	anchors := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^### (\S+)\s*$`).FindAllStringSubmatch(runbook, -1) {
-		anchors[strings.ToLower(m[1])] = true
+	anchor := regexp.MustCompile(`<a id="([^"]+)"></a>`)
+	rows := map[string]string{} // anchor → its table row
+	for _, line := range strings.Split(runbook, "\n") {
+		for _, m := range anchor.FindAllStringSubmatch(line, -1) {
+			if !strings.HasPrefix(line, "|") {
+				t.Errorf("deploy/RUNBOOK.md: anchor %s is outside the table", m[1])
+			}
+			if _, dup := rows[m[1]]; dup {
+				t.Errorf("deploy/RUNBOOK.md: anchor %s is in two rows", m[1])
+			}
+			rows[m[1]] = line
+		}
 	}
-	alerts := loadAlerts(t)
-	for _, a := range alerts {
+	for _, a := range loadAlerts(t) {
 		if a.Alert == "" {
 			continue
 		}
 		if a.Annotations["summary"] == "" || a.Annotations["description"] == "" {
 			t.Errorf("alert %s lacks a summary or description", a.Alert)
 		}
-		anchor, ok := strings.CutPrefix(a.Annotations["runbook_url"], runbookPrefix)
-		if !ok || anchor != strings.ToLower(a.Alert) {
+		id, ok := strings.CutPrefix(a.Annotations["runbook_url"], runbookPrefix)
+		if !ok || id != strings.ToLower(a.Alert) {
 			t.Errorf("alert %s: runbook_url %q, want %s%s", a.Alert, a.Annotations["runbook_url"], runbookPrefix, strings.ToLower(a.Alert))
 		}
-		if !anchors[anchor] {
-			t.Errorf("alert %s: deploy/RUNBOOK.md \"Alerts runbook\" has no section ### %s", a.Alert, a.Alert)
+		row, ok := rows[id]
+		if !ok {
+			t.Errorf(`alert %s: deploy/RUNBOOK.md "Alerts runbook" has no row with <a id=%q></a>`, a.Alert, id)
+		} else if !strings.Contains(row, "`"+a.Alert+"`") {
+			t.Errorf("alert %s: its runbook row does not name it: %s", a.Alert, row)
 		}
-		delete(anchors, anchor)
+		delete(rows, id)
 	}
-	for a := range anchors {
-		t.Errorf("deploy/RUNBOOK.md \"Alerts runbook\" has a section for %s, which is no alert", a)
+	for id := range rows {
+		t.Errorf(`deploy/RUNBOOK.md "Alerts runbook" has a row for %s, which is no alert`, id)
 	}
 }
