@@ -115,10 +115,15 @@ tf-apply-test: ## apply the 3-region deploy to a loopback Kubernetes control pla
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck (pinned; go run fetches it through the module proxy)
+lint: ## gofmt, go vet, staticcheck (pinned; go run fetches it through the module proxy) and docs-check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
+	scripts/docs-budget.sh
+
+.PHONY: docs-check
+docs-check: ## the docs budget: Markdown words per Go code line <= 1.0, no .md over 20 KB, every relative link resolves
+	scripts/docs-budget.sh
 
 .PHONY: tidy
 tidy: ## check that go.mod and go.sum are tidy
