@@ -84,9 +84,11 @@ fuzz: ## fuzz the wire formats and HTTP input for 20 s each
 	$(GO) test -run '^$$' -fuzz FuzzBatch -fuzztime 20s ./ledger/reconcile/
 	$(GO) test -run '^$$' -fuzz FuzzBillingAuth -fuzztime 20s ./ledger/billing/
 
+# Reports the harness and the soak write: generated, untracked (.gitignore).
+REPORT_DIR ?= out
 .PHONY: multiregion
-multiregion: ## full multi-region harness (90 s runs, 30 s faults); writes docs/multiregion.md and docs/img/
-	QUOTA_MULTIREGION=full QUOTA_MULTIREGION_REPORT=docs/multiregion.md $(GO) test -count=1 -timeout 60m -v ./test/multiregion/
+multiregion: ## full multi-region harness (90 s runs, 30 s faults); writes out/multiregion/report.md and its plots
+	QUOTA_MULTIREGION=full QUOTA_MULTIREGION_REPORT=$(REPORT_DIR)/multiregion/report.md $(GO) test -count=1 -timeout 60m -v ./test/multiregion/
 
 .PHONY: multiregion-short
 multiregion-short: ## the harness's CI form (about 5 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
@@ -136,5 +138,6 @@ build: ## build both daemons into bin/
 	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/regional-limiter ./cmd/reconciler
 
 .PHONY: soak
-soak: ## 10-minute soak: one limiter with Redis and the reconciler at 100,000 keys; writes docs/soak.md
-	QUOTA_SOAK=$${QUOTA_SOAK:-10m} QUOTA_SOAK_REPORT=$${QUOTA_SOAK_REPORT:-docs/soak.md} $(GO) test -count=1 -timeout 40m -v -run '^TestSoak$$' ./test/multiregion/
+soak: ## 10-minute soak: one limiter with Redis and the reconciler at 100,000 keys; writes out/soak.md
+	mkdir -p $(REPORT_DIR)
+	QUOTA_SOAK=$${QUOTA_SOAK:-10m} QUOTA_SOAK_REPORT=$${QUOTA_SOAK_REPORT:-$(CURDIR)/$(REPORT_DIR)/soak.md} $(GO) test -count=1 -timeout 40m -v -run '^TestSoak$$' ./test/multiregion/
