@@ -124,7 +124,7 @@ lint: ## gofmt, go vet, staticcheck (pinned; go run fetches it through the modul
 	scripts/docs-budget.sh
 
 .PHONY: docs-check
-docs-check: ## the docs budget: Markdown words per Go code line <= 1.0, no .md over 20 KB, every relative link resolves
+docs-check: ## the docs budget: Markdown words per Go code line <= 1.0, no .md over 20 KB, links and cited design decisions resolve
 	scripts/docs-budget.sh
 
 .PHONY: tidy

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The documentation budget (make docs-check, run by make lint): Markdown
 # words per line of Go code at most 1.0, no Markdown file over 20,000
-# bytes, and every relative link and #anchor resolving. Words: wc -w over
+# bytes, every relative link and #anchor resolving, and every decision
+# cited as "docs/design.md [name]" a heading there. Words: wc -w over
 # the tracked .md files. Lines: the tracked non-test .go files' lines that
 # are neither blank nor a // comment. Prints the figures; exits 1 on any
 # breach, naming it.

@@ -1,8 +1,10 @@
 // Command doclinks checks that every relative link in the repository's
-// Markdown files points at a tracked file or directory, and that every
-// #anchor into a Markdown file names one of its headings. Docs move; a
-// link that silently stops resolving is how a reader gets lost, so
-// scripts/docs-budget.sh (make docs-check, part of make lint) runs it.
+// Markdown files points at a tracked file or directory, that every
+// #anchor into a Markdown file names one of its headings, and that every
+// decision the code and docs cite as "docs/design.md [name]" is a heading
+// "## [name] …" of docs/design.md. Docs move; a link that silently stops
+// resolving is how a reader gets lost, so scripts/docs-budget.sh (make
+// docs-check, part of make lint) runs it.
 //
 // Usage: go run ./internal/doclinks [file.md ...] (default: every tracked
 // .md file, from git ls-files). It exits 1 and lists each broken link.
@@ -43,14 +45,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "doclinks:", err)
 		os.Exit(2)
 	}
+	cited, err := citations(os.DirFS("."), tracked)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "doclinks:", err)
+		os.Exit(2)
+	}
+	problems = append(problems, cited...)
 	for _, p := range problems {
 		fmt.Println(p)
 	}
 	if len(problems) > 0 {
-		fmt.Printf("doclinks: %d broken links in %d Markdown files\n", len(problems), len(files))
+		fmt.Printf("doclinks: %d broken links or citations (%d Markdown files checked)\n", len(problems), len(files))
 		os.Exit(1)
 	}
-	fmt.Printf("doclinks: every relative link of %d Markdown files resolves\n", len(files))
+	fmt.Printf("doclinks: every relative link of %d Markdown files resolves, every cited decision exists\n", len(files))
 }
 
 // gitFiles lists the tracked files: a link must resolve in a fresh clone,
@@ -239,6 +247,54 @@ func check(fsys fs.FS, tracked, files []string) ([]string, error) {
 			}
 			if !a[frag] {
 				problems = append(problems, fmt.Sprintf("%s:%d: %s: %s has no heading with anchor #%s", name, l.line, l.target, target, frag))
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems, nil
+}
+
+// designDoc is the design document whose decisions are cited by name.
+const designDoc = "docs/design.md"
+
+var (
+	// "docs/design.md [name]" or "[name] in docs/design.md", also with the
+	// path as a Markdown link; a Go comment may wrap between the two.
+	citeAfter    = regexp.MustCompile(`design\.md\)?\s*\[([a-z][a-z-]*)\]`)
+	citeBefore   = regexp.MustCompile(`\[([a-z][a-z-]*)\] in \[?(?:\.\./)*docs/design\.md`)
+	commentWrap  = regexp.MustCompile(`\n\s*(//\s*)?`)
+	decisionHead = regexp.MustCompile(`(?m)^## \[([a-z][a-z-]*)\]`)
+)
+
+// citations returns one line per citation of a decision of designDoc, in
+// the tracked .go and .md files, that designDoc has no heading for.
+func citations(fsys fs.FS, tracked []string) ([]string, error) {
+	doc, err := fs.ReadFile(fsys, designDoc)
+	if err != nil {
+		return nil, err
+	}
+	decisions := map[string]bool{}
+	for _, m := range decisionHead.FindAllSubmatch(doc, -1) {
+		decisions[string(m[1])] = true
+	}
+	var problems []string
+	for _, name := range tracked {
+		if name == designDoc || strings.HasPrefix(name, "internal/doclinks/") ||
+			!(strings.HasSuffix(name, ".go") || strings.HasSuffix(name, ".md")) {
+			continue
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		text := commentWrap.ReplaceAllString(string(b), " ")
+		seen := map[string]bool{}
+		for _, re := range []*regexp.Regexp{citeAfter, citeBefore} {
+			for _, m := range re.FindAllStringSubmatch(text, -1) {
+				if d := m[1]; !decisions[d] && !seen[d] {
+					seen[d] = true
+					problems = append(problems, fmt.Sprintf("%s: cites %s [%s], which has no heading ## [%s]", name, designDoc, d, d))
+				}
 			}
 		}
 	}

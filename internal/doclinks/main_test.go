@@ -63,3 +63,26 @@ func sortedCopy(s []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+func TestCitations(t *testing.T) {
+	fsys := fstest.MapFS{
+		"docs/design.md":  {Data: []byte("# Design\nCite as `docs/design.md [name]`.\n## [leasing] Leases\n## [quotas] Quotas\n")},
+		"region/lease.go": {Data: []byte("// Leases (docs/design.md [leasing]) and\n// quotas (docs/design.md\n// [quotas]), not [gone] in docs/design.md.\n")},
+		"ledger/x.go":     {Data: []byte("// see docs/design.md\n// [renamed], twice: docs/design.md [renamed]\n")},
+		"README.md":       {Data: []byte("([quotas] in [docs/design.md](docs/design.md)), [old] in [../docs/design.md](x)\n")},
+		"notes.txt":       {Data: []byte("docs/design.md [ignored]\n")},
+	}
+	tracked := []string{"README.md", "docs/design.md", "ledger/x.go", "notes.txt", "region/lease.go"}
+	got, err := citations(fsys, tracked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"README.md: cites docs/design.md [old], which has no heading ## [old]",
+		"ledger/x.go: cites docs/design.md [renamed], which has no heading ## [renamed]",
+		"region/lease.go: cites docs/design.md [gone], which has no heading ## [gone]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
