@@ -459,7 +459,7 @@ func (q *quotaRun) phaseNotes(evs []Observed) {
 			r, down[2], lastAfter.Seconds(), (lastAfter - q.back).Seconds())
 	}
 	if degRejected > 0 {
-		q.note("%s rejected %d checks degraded during the outage, the first answered at %.1f s (degraded answers carry no quota fields: see the notes in docs/multiregion.md)",
+		q.note("%s rejected %d checks degraded during the outage, the first answered at %.1f s (degraded answers carry no quota fields)",
 			r, degRejected, firstDegRejected.Seconds())
 	}
 }
