@@ -18,6 +18,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/natsrole"
+	"github.com/quotaplatform/quota/region"
 )
 
 // Hostile is what a holder of one region's limiter NATS credentials
@@ -438,19 +439,19 @@ type IDSquat struct {
 // random bytes (hex), which no limiter can read.
 const squatNonce = "00000000000000000000000000000000"
 
-// SquatMessageIDs publishes, with region's limiter credentials, `{}` on
-// HostileForgedSubject(region) under the message IDs victims' next reports
+// SquatMessageIDs publishes, with attacker's limiter credentials, `{}` on
+// HostileForgedSubject(attacker) under the message IDs victims' next reports
 // of keys would have (issue 37, item 3): for each victim process, the
 // report IDs (ledger.Report.MsgID) of its next ahead reports of each key in
-// its latest window and of its first ahead in the window after, and ahead
-// IDs namespaced for its subject. JetStream's duplicate window spans the
+// the key's current window and of its first ahead in the window after, and
+// ahead IDs namespaced for its subject. JetStream's duplicate window spans the
 // stream, so before IDs carried a nonce and were bound to their subject,
 // each squat made a victim's report a duplicate: dropped, and counted
 // delivered. The victims' process ids and windows are read from the ledger
 // (waiting until each has reported): the attacker is granted what it
 // could otherwise only guess. victims should report with
 // --usage-encoding json, the encoding whose IDs were the report's.
-func (c *Cluster) SquatMessageIDs(ctx context.Context, region string, victims []*Node, keys []string, ahead int) (IDSquat, error) {
+func (c *Cluster) SquatMessageIDs(ctx context.Context, attacker string, victims []*Node, keys []string, ahead int) (IDSquat, error) {
 	var out IDSquat
 	var rows []reportedRow
 	for {
@@ -472,13 +473,11 @@ func (c *Cluster) SquatMessageIDs(ctx context.Context, region string, victims []
 		case <-time.After(100 * time.Millisecond): // poll interval of a deadline-bounded wait
 		}
 	}
-	latest := map[string]time.Time{} // by process: its latest window
+	procs := map[string]bool{}
 	for _, r := range rows {
-		if r.start.After(latest[r.proc]) {
-			latest[r.proc] = r.start
-		}
+		procs[r.proc] = true
 	}
-	nc, err := c.hostileConn(region)
+	nc, err := c.hostileConn(attacker)
 	if err != nil {
 		return out, fmt.Errorf("id squat: %w", err)
 	}
@@ -489,27 +488,31 @@ func (c *Cluster) SquatMessageIDs(ctx context.Context, region string, victims []
 	}
 	var futures []jetstream.PubAckFuture
 	squat := func(id string) error {
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: HostileForgedSubject(region), Data: []byte("{}")}, jetstream.WithMsgID(id))
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: HostileForgedSubject(attacker), Data: []byte("{}")}, jetstream.WithMsgID(id))
 		if err != nil {
 			return fmt.Errorf("id squat: publish under %q: %w", id, err)
 		}
 		futures = append(futures, f)
 		return nil
 	}
-	for _, proc := range sortedKeys(latest) {
+	now := time.Now()
+	for _, proc := range sortedKeys(procs) {
 		out.Victims = append(out.Victims, proc)
-		start := latest[proc]
-		seq := map[string]int64{}
-		for _, r := range rows {
-			if r.proc == proc && r.start.Equal(start) {
-				seq[r.key] = r.seq
-			}
-		}
 		for _, k := range keys {
+			// Each key's windows start at its own offset, to the
+			// nanosecond (region.WindowStart); the ledger keeps
+			// microseconds.
+			start := region.WindowStart(k, now, c.spec.Window)
+			var seq int64
+			for _, r := range rows {
+				if r.proc == proc && r.key == k && region.WindowStart(k, r.start.Add(time.Microsecond), c.spec.Window).Equal(start) {
+					seq = r.seq
+				}
+			}
 			for _, w := range []struct {
 				start time.Time
 				from  int64
-			}{{start, seq[k]}, {start.Add(c.spec.Window), 0}} {
+			}{{start, seq}, {start.Add(c.spec.Window), 0}} {
 				for i := range int64(ahead) {
 					rep := ledger.Report{Region: victims[0].Region, ProcessID: proc, Key: k, WindowStart: w.start, Seq: w.from + 1 + i}
 					if err := squat(rep.MsgID()); err != nil {
