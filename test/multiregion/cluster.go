@@ -84,6 +84,7 @@ type Node struct {
 	down     bool          // being restarted: clients route around it; guarded by mu
 	killedAt time.Time     // when CrashProcess killed it; guarded by mu
 	restarts int           // guarded by mu
+	flags    []string      // appended to the daemon's next runs (SetFlags); guarded by mu
 }
 
 // Start builds the binaries (once per test binary) and starts a cluster as
@@ -422,6 +423,7 @@ func (n *Node) launch(skew time.Duration, join []string) error {
 			args = append(args, "--grpc-listen", n.grpcListen)
 		}
 		args = append(args, s.ExtraFlags...)
+		args = append(args, n.flags...)
 	}
 	p := newProc(name, bin, n.c.dir, args, env)
 	if err := p.start(); err != nil {

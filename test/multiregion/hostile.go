@@ -18,6 +18,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/natsrole"
+	"github.com/quotaplatform/quota/region"
 )
 
 // Hostile is what a holder of one region's limiter NATS credentials
@@ -65,6 +66,31 @@ type Hostile struct {
 	// the overflow guard their sum overflowed bigint and broke the key's
 	// /v1/usage and every key's export of the month.
 	OverflowKey string
+	// RefundKey, if set, is the key of one forged report (published once,
+	// at the start, as JSON on HostileForgedSubject) of the current window
+	// that spends nothing and refunds reconcile.MaxCounter (issue 37, item
+	// 2): before refunds were bounded by spent + charged it took the key's
+	// net, quota base and bill below zero in every region.
+	RefundKey string
+	// ForeverKey, if set, is the key of one forged report (published with
+	// RefundKey's) of the previous window, not final, ending at
+	// HostileForever (item 4): before windows were bounded the closer never
+	// closed its row and the key's month never completed.
+	ForeverKey string
+}
+
+// HostileForgedProcess is the process the forged single reports
+// (Hostile.RefundKey, ForeverKey) and the message-id squats
+// (SquatMessageIDs) are published as.
+const HostileForgedProcess = "hostile-forged"
+
+// HostileForever is the window_end of Hostile.ForeverKey's report.
+var HostileForever = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// HostileForgedSubject is the subject of region's forged reports and
+// message-id squats.
+func HostileForgedSubject(region string) string {
+	return ledger.DefaultStreamConfig().Subject(region, HostileForgedProcess)
 }
 
 // HostileBatchProcess is the process the hostile usage batches are
@@ -79,12 +105,9 @@ const HostileBatchReports = 2000
 // and returns how many messages it published.
 func (c *Cluster) StartHostile(h Hostile) (stop func() int) {
 	c.t.Helper()
-	c.Region(h.Region)
-	user := clientUser(h.Region, false)
-	nc, err := nats.Connect(c.nats.URL(h.Region), nats.UserInfo(user, c.nats.Password(user)), nats.Timeout(5*time.Second),
-		natsrole.Inbox(user))
+	nc, err := c.hostileConn(h.Region)
 	if err != nil {
-		c.t.Fatalf("multiregion: hostile %s: connect as %s: %v", h.Region, user, err)
+		c.t.Fatalf("multiregion: hostile %s: %v", h.Region, err)
 	}
 	batches, err := c.publishHostileBatches(nc, h)
 	if err != nil {
@@ -147,6 +170,19 @@ func (c *Cluster) StartHostile(h Hostile) (stop func() int) {
 	}
 }
 
+// hostileConn connects to region's NATS server with the region's limiter
+// credentials.
+func (c *Cluster) hostileConn(region string) (*nats.Conn, error) {
+	c.Region(region)
+	user := clientUser(region, false)
+	nc, err := nats.Connect(c.nats.URL(region), nats.UserInfo(user, c.nats.Password(user)), nats.Timeout(5*time.Second),
+		natsrole.Inbox(user))
+	if err != nil {
+		return nil, fmt.Errorf("connect as %s: %w", user, err)
+	}
+	return nc, nil
+}
+
 // hostileRound publishes one interval's messages of h, of the given gossip
 // epoch, and returns how many.
 func (c *Cluster) hostileRound(nc *nats.Conn, h Hostile, shot int, epoch uint64) (int, error) {
@@ -202,9 +238,10 @@ func publishDigests(nc *nats.Conn, digests []gossip.Digest) (int, error) {
 	return len(digests), nc.Flush()
 }
 
-// publishHostileBatches publishes h's usage batches (MonthsKey,
-// OverflowKey) with JetStream acknowledgement, encoded as the Reporter
-// encodes them, and returns how many it published.
+// publishHostileBatches publishes h's forged reports (RefundKey,
+// ForeverKey; JSON) and usage batches (MonthsKey, OverflowKey; encoded as
+// the Reporter encodes them), each with JetStream acknowledgement, and
+// returns how many messages it published.
 func (c *Cluster) publishHostileBatches(nc *nats.Conn, h Hostile) (int, error) {
 	now := time.Now().UTC()
 	var batches [][]ledger.Report
@@ -228,17 +265,41 @@ func (c *Cluster) publishHostileBatches(nc *nats.Conn, h Hostile) (int, error) {
 		}
 		batches = append(batches, reps)
 	}
-	if len(batches) == 0 {
+	var forged []ledger.Report
+	if h.RefundKey != "" {
+		start := now.Truncate(c.spec.Window)
+		forged = append(forged, ledger.Report{Key: h.RefundKey, WindowStart: start, WindowEnd: start.Add(c.spec.Window),
+			ProcessID: HostileForgedProcess, Region: h.Region, Refunded: reconcile.MaxCounter, Final: true, Seq: 1, SentAt: now})
+	}
+	if h.ForeverKey != "" {
+		start := now.Truncate(c.spec.Window).Add(-c.spec.Window)
+		forged = append(forged, ledger.Report{Key: h.ForeverKey, WindowStart: start, WindowEnd: HostileForever,
+			ProcessID: HostileForgedProcess, Region: h.Region, Seq: 1, SentAt: now})
+	}
+	if len(batches)+len(forged) == 0 {
 		return 0, nil
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, fmt.Errorf("usage batches: %w", err)
 	}
+	for i := range forged {
+		body, err := forged[i].Encode()
+		if err != nil {
+			return i, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = js.PublishMsg(ctx, &nats.Msg{Subject: HostileForgedSubject(h.Region), Data: body})
+		cancel()
+		if err != nil {
+			return i, fmt.Errorf("publish forged report of %s on %s: %w", forged[i].Key, HostileForgedSubject(h.Region), err)
+		}
+	}
+	sent := len(forged)
 	for i, reps := range batches {
 		body, id, err := ledger.EncodeBatch(reps)
 		if err != nil {
-			return i, fmt.Errorf("usage batch of %s: %w", reps[0].Key, err)
+			return sent + i, fmt.Errorf("usage batch of %s: %w", reps[0].Key, err)
 		}
 		msg := &nats.Msg{Subject: HostileBatchSubject(h.Region), Data: body, Header: nats.Header{}}
 		msg.Header.Set(ledger.HeaderEncoding, ledger.EncodingBatch)
@@ -247,10 +308,10 @@ func (c *Cluster) publishHostileBatches(nc *nats.Conn, h Hostile) (int, error) {
 		_, err = js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 		cancel()
 		if err != nil {
-			return i, fmt.Errorf("publish usage batch of %s on %s: %w", reps[0].Key, msg.Subject, err)
+			return sent + i, fmt.Errorf("publish usage batch of %s on %s: %w", reps[0].Key, msg.Subject, err)
 		}
 	}
-	return len(batches), nil
+	return sent + len(batches), nil
 }
 
 // HostileBatchSubject is the subject the hostile usage batches of region
@@ -349,4 +410,229 @@ func (c *Cluster) ExportMonth(ctx context.Context) ([]export.Row, error) {
 		return out, fmt.Errorf("export %s: %w", from.Format("2006-01"), err)
 	}
 	return out, nil
+}
+
+// SetFlags sets flags appended to node n's daemon command line from its
+// next run on (RestartProcess); no flags restores the cluster's own.
+func (c *Cluster) SetFlags(n *Node, flags ...string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.flags = append([]string(nil), flags...)
+}
+
+// IDSquat is what SquatMessageIDs published.
+type IDSquat struct {
+	// Victims are the reporting process ids (incarnation included) whose
+	// ids were squatted.
+	Victims []string
+	// Predictable counts the messages published under the IDs the victims'
+	// next reports had before issue 37 (ledger.Report.MsgID, easy to
+	// guess); Namespaced those under IDs namespaced for a victim's subject
+	// with a guessed nonce.
+	Predictable, Namespaced int
+	// Duplicates counts the squats JetStream took for duplicates: the ID
+	// was already used.
+	Duplicates int
+}
+
+// squatNonce is the nonce SquatMessageIDs guesses: the Reporter's is 16
+// random bytes (hex), which no limiter can read.
+const squatNonce = "00000000000000000000000000000000"
+
+// SquatMessageIDs publishes, with attacker's limiter credentials, `{}` on
+// HostileForgedSubject(attacker) under the message IDs victims' next reports
+// of keys would have (issue 37, item 3): for each victim process, the
+// report IDs (ledger.Report.MsgID) of its next ahead reports of each key in
+// the key's current window and of its first ahead in the window after, and
+// ahead IDs namespaced for its subject. JetStream's duplicate window spans the
+// stream, so before IDs carried a nonce and were bound to their subject,
+// each squat made a victim's report a duplicate: dropped, and counted
+// delivered. The victims' process ids and windows are read from the ledger
+// (waiting until each has reported): the attacker is granted what it
+// could otherwise only guess. victims should report with
+// --usage-encoding json, the encoding whose IDs were the report's.
+func (c *Cluster) SquatMessageIDs(ctx context.Context, attacker string, victims []*Node, keys []string, ahead int) (IDSquat, error) {
+	var out IDSquat
+	var rows []reportedRow
+	for {
+		var err error
+		rows, err = c.latestRows(ctx, victims, keys)
+		seen := map[string]bool{}
+		for _, r := range rows {
+			seen[strings.SplitN(r.proc, "@", 2)[0]] = true
+		}
+		if err == nil && len(seen) == len(victims) {
+			break
+		}
+		if err == nil {
+			err = fmt.Errorf("%d of %d victims have reported", len(seen), len(victims))
+		}
+		select {
+		case <-ctx.Done():
+			return out, fmt.Errorf("id squat: victims' rows: %w (%w)", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond): // poll interval of a deadline-bounded wait
+		}
+	}
+	procs := map[string]bool{}
+	for _, r := range rows {
+		procs[r.proc] = true
+	}
+	nc, err := c.hostileConn(attacker)
+	if err != nil {
+		return out, fmt.Errorf("id squat: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
+	if err != nil {
+		return out, fmt.Errorf("id squat: %w", err)
+	}
+	var futures []jetstream.PubAckFuture
+	squat := func(id string) error {
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: HostileForgedSubject(attacker), Data: []byte("{}")}, jetstream.WithMsgID(id))
+		if err != nil {
+			return fmt.Errorf("id squat: publish under %q: %w", id, err)
+		}
+		futures = append(futures, f)
+		return nil
+	}
+	now := time.Now()
+	for _, proc := range sortedKeys(procs) {
+		out.Victims = append(out.Victims, proc)
+		for _, k := range keys {
+			// Each key's windows start at its own offset, to the
+			// nanosecond (region.WindowStart); the ledger keeps
+			// microseconds.
+			start := region.WindowStart(k, now, c.spec.Window)
+			var seq int64
+			for _, r := range rows {
+				if r.proc == proc && r.key == k && region.WindowStart(k, r.start.Add(time.Microsecond), c.spec.Window).Equal(start) {
+					seq = r.seq
+				}
+			}
+			for _, w := range []struct {
+				start time.Time
+				from  int64
+			}{{start, seq}, {start.Add(c.spec.Window), 0}} {
+				for i := range int64(ahead) {
+					rep := ledger.Report{Region: victims[0].Region, ProcessID: proc, Key: k, WindowStart: w.start, Seq: w.from + 1 + i}
+					if err := squat(rep.MsgID()); err != nil {
+						return out, err
+					}
+					out.Predictable++
+				}
+			}
+		}
+		subject := ledger.DefaultStreamConfig().Subject(victims[0].Region, proc)
+		for i := range uint64(ahead) {
+			if err := squat(subject + "|" + squatNonce + "|" + strconv.FormatUint(i+1, 36)); err != nil {
+				return out, err
+			}
+			out.Namespaced++
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return out, fmt.Errorf("id squat: acks: %w", ctx.Err())
+	}
+	for _, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				out.Duplicates++
+			}
+		case err := <-f.Err():
+			return out, fmt.Errorf("id squat: publish under %q: %w", f.Msg().Header.Get(nats.MsgIdHdr), err)
+		}
+	}
+	return out, nil
+}
+
+// reportedRow is one row of usage_reports as SquatMessageIDs reads it.
+type reportedRow struct {
+	proc, key string
+	start     time.Time
+	seq       int64
+}
+
+// latestRows reads the ledger's rows of keys reported by victims' current
+// runs (late rows left out): process id, key, window start and seq.
+func (c *Cluster) latestRows(ctx context.Context, victims []*Node, keys []string) ([]reportedRow, error) {
+	ids := make([]string, len(victims))
+	for i, n := range victims {
+		ids[i] = n.ID()
+	}
+	conn, err := pgx.Connect(ctx, c.pgURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT process_id, key, window_start, max(seq) FROM usage_reports
+		WHERE region = $1 AND split_part(process_id, '@', 1) = ANY($2) AND strpos(process_id, '~') = 0 AND key = ANY($3)
+		GROUP BY 1, 2, 3`, victims[0].Region, ids, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []reportedRow
+	for rows.Next() {
+		var r reportedRow
+		if err := rows.Scan(&r.proc, &r.key, &r.start, &r.seq); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ForgedOutcome is what the ledger made of a Hostile's forged reports and
+// of SquatMessageIDs.
+type ForgedOutcome struct {
+	// DeadLetters counts HostileForgedSubject's dead letters by reason.
+	DeadLetters map[string]int
+	// RefundRows are HostileForgedProcess's rows of RefundKey; Refunded the
+	// largest refunded among them.
+	RefundRows int
+	Refunded   int64
+	// LongRows counts the ledger's rows whose window is longer than
+	// reconcile.MaxWindow.
+	LongRows int
+}
+
+// ReadForged reads what the ledger made of h's forged reports and the
+// message-id squats on HostileForgedSubject(h.Region).
+func (c *Cluster) ReadForged(ctx context.Context, h Hostile) (ForgedOutcome, error) {
+	out := ForgedOutcome{DeadLetters: map[string]int{}}
+	conn, err := pgx.Connect(ctx, c.pgURL)
+	if err != nil {
+		return out, fmt.Errorf("forged reports: %w", err)
+	}
+	defer conn.Close(ctx)
+	err = conn.QueryRow(ctx, `SELECT count(*)::int, coalesce(max(refunded), 0)::bigint FROM usage_reports
+		WHERE key = $1 AND process_id = $2`, h.RefundKey, HostileForgedProcess).Scan(&out.RefundRows, &out.Refunded)
+	if err != nil {
+		return out, fmt.Errorf("forged reports: usage_reports: %w", err)
+	}
+	err = conn.QueryRow(ctx, `SELECT count(*)::int FROM usage_reports WHERE window_end - window_start > make_interval(secs => $1)`,
+		reconcile.MaxWindow.Seconds()).Scan(&out.LongRows)
+	if err != nil {
+		return out, fmt.Errorf("forged reports: usage_reports: %w", err)
+	}
+	rows, err := conn.Query(ctx, `SELECT reason, count(*)::int FROM usage_dead_letters WHERE subject = $1 GROUP BY reason`,
+		HostileForgedSubject(h.Region))
+	if err != nil {
+		return out, fmt.Errorf("forged reports: usage_dead_letters: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			reason string
+			n      int
+		)
+		if err := rows.Scan(&reason, &n); err != nil {
+			return out, fmt.Errorf("forged reports: usage_dead_letters: %w", err)
+		}
+		out.DeadLetters[reason] = n
+	}
+	return out, rows.Err()
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
 
@@ -372,19 +374,30 @@ func redisKilled(region string) scenario {
 // process hears the invented ones first); and, at the start of that third,
 // the two hostile usage batches (Hostile.MonthsKey, OverflowKey) on keys
 // outside the scenario's prefix, which the ledger check sums (every
-// process's rows of every key with the prefix). The run's usual checks
-// (admitted ≤ 1.01 × limit, wrongly rejected ≤ 1 %, ledger = clients:
-// ingestion went on) must hold: before bounded trust, eu and ap dropped us
-// and split every limit between them while us kept enforcing its share;
-// before crowded regions counted as claiming their maximum, the restarted
-// eu processes refused the real us processes, counted us at zero demand
-// and took 1 − floor of every key; before the ingestion bounds, the months
-// batch stalled ingestion for ever and the overflow batch broke every
-// key's export of the month.
+// process's rows of every key with the prefix), a forged refund of the
+// largest counter and a row whose window never ends, both on eu's busiest
+// key. eu's limiters come back from the rollout with --usage-encoding
+// json, and us then squats the message IDs of their next reports of the
+// three busiest keys (SquatMessageIDs). The run's usual checks (admitted ≤
+// 1.01 × limit, wrongly rejected ≤ 1 %, ledger = clients: ingestion went
+// on, and eu's reports all landed) must hold: before bounded trust, eu and
+// ap dropped us and split every limit between them while us kept
+// enforcing its share; before crowded regions counted as claiming their
+// maximum, the restarted eu processes refused the real us processes,
+// counted us at zero demand and took 1 − floor of every key; before the
+// ingestion bounds, the months batch stalled ingestion for ever and the
+// overflow batch broke every key's export of the month; before issue 37's
+// fixes the refund took the key's bill to zero, the open row kept its
+// month open for ever and the squats made eu's reports duplicates,
+// dropped.
 func hostileGossip() scenario {
 	var (
-		stop func() int
-		h    Hostile
+		stop    func() int
+		h       Hostile
+		eu      []*Node
+		sq      IDSquat
+		sqErr   error
+		rollout time.Duration
 	)
 	return scenario{
 		name:    "hostile-gossip",
@@ -395,38 +408,148 @@ func hostileGossip() scenario {
 			h = Hostile{Region: "us", Goodbyes: true, OneShots: true, Squat: true,
 				Claims:      []string{s.prefix + "hostile-a", s.prefix + "hostile-b"},
 				MonthsKey:   "hostile-batch-" + s.prefix + "months",
-				OverflowKey: "hostile-batch-" + s.prefix + "overflow"}
+				OverflowKey: "hostile-batch-" + s.prefix + "overflow",
+				RefundKey:   s.watch, ForeverKey: s.watch}
 			stop = s.c.StartHostile(h)
 			g.At(s.D/3 + s.F/5)
 			// A rollout, one process at a time; clients route around each
 			// from the start, as this scenario is about gossip, not drains.
-			rollout := g.Elapsed()
-			eu := s.c.Region("eu").Nodes()
+			rollout = g.Elapsed()
+			eu = s.c.Region("eu").Nodes()
 			for _, n := range eu {
+				s.c.SetFlags(n, "--usage-encoding", ledger.EncodingJSON)
 				s.c.RestartProcess(n, 0)
 			}
 			rolled := g.Elapsed()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			sq, sqErr = s.c.SquatMessageIDs(ctx, "us", eu, squatKeys(s), squatAhead)
+			cancel()
+			squatted := g.Elapsed()
 			g.At(s.D/3 + s.F)
 			sent := stop()
 			stop = nil
-			s.note("us's limiter credentials published %d forged goodbyes, absurd claims, one-shot digests, squatting digests and two usage batches from %.1f s to %.1f s; eu's %d limiters restarted one by one from %.1f s to %.1f s",
-				sent, from.Seconds(), g.Elapsed().Seconds(), len(eu), rollout.Seconds(), rolled.Seconds())
+			s.note("us's limiter credentials published %d forged goodbyes, absurd claims, one-shot digests, squatting digests, two usage batches and two forged reports from %.1f s to %.1f s; "+
+				"eu's %d limiters restarted one by one (with --usage-encoding json) from %.1f s to %.1f s; us squatted their next message IDs from %.1f s to %.1f s",
+				sent, from.Seconds(), g.Elapsed().Seconds(), len(eu), rollout.Seconds(), rolled.Seconds(), rolled.Seconds(), squatted.Seconds())
 		},
-		check: func(s *scenarioRun, rec *Record, f *Figures) { hostileBatchChecks(s, h, f) },
+		check: func(s *scenarioRun, rec *Record, f *Figures) {
+			rows := hostileBatchChecks(s, h, f)
+			began := time.Now()
+			slotSquatChecks(s, rec, f, rollout)
+			forgedChecks(s, h, f, rows, sq, sqErr)
+			s.note("the slot-squatting, forged-report and id-squatting checks took %.2f s", time.Since(began).Seconds())
+		},
 		after: func(s *scenarioRun) {
 			if stop != nil { // the run ended early
 				stop()
 				stop = nil
 			}
+			// The next restart (cold-start's) runs eu on the cluster's
+			// encoding again.
+			for _, n := range eu {
+				s.c.SetFlags(n)
+			}
 		},
 	}
+}
+
+// squatAhead is how many of each victim row's next reports (and of the
+// next window's first) SquatMessageIDs squats: a 10 s window reported
+// every second has about 11.
+const squatAhead = 12
+
+// squatKeys are the keys whose message IDs hostile-gossip squats: the three
+// busiest.
+func squatKeys(s *scenarioRun) []string {
+	return []string{s.prefix + "k-0", s.prefix + "k-1", s.prefix + "k-2"}
+}
+
+// slotSquatChecks reports, from the rollout (when the squatted eu
+// processes start) to the end of the run, the worst key's admitted cost
+// over its bound (rate × time + capacity), and the largest sum of the
+// regions' own shares of the watched key: with the old slot cap, eu 0.95
+// + us 0.50 = 1.45 of the bound.
+func slotSquatChecks(s *scenarioRun, rec *Record, f *Figures, from time.Duration) {
+	secs := rec.Seconds()
+	a, b := int(from/time.Second), secs-1
+	worst, worstKey, worstAdm, worstLim := 0.0, "", 0.0, 0.0
+	for key, phases := range s.plans {
+		adm := admittedOver(rec, key, time.Duration(a)*time.Second, time.Duration(b)*time.Second)
+		lim := limitOver(phases, a, b, f.Duration.Seconds())
+		if r := adm / lim; r > worst || worstKey == "" {
+			worst, worstKey, worstAdm, worstLim = r, key, adm, lim
+		}
+	}
+	var during []ShareSample
+	for _, sm := range rec.Samples(s.watch) {
+		if sm.At >= from {
+			during = append(during, sm)
+		}
+	}
+	f.check("slot squatting: admitted / bound from the rollout on, worst key", worstKey != "" && worst <= 1.0,
+		fmt.Sprintf("%.3f (%s: %.0f of %.0f, seconds %d to %d); largest Σ of the regions' own shares of %s: %.3f",
+			worst, worstKey, worstAdm, worstLim, a, b, s.watch, largestShareSum(during)), "≤ 1.0")
+}
+
+// forgedChecks waits (up to 30 s) until the ledger has dead-lettered h's
+// forged reports and sq's squats, then asserts each refusal: the refund cut
+// to what its row spent (refund_exceeds_spent) and the watched key's
+// export row (of rows) net of nothing refunded; the open-for-ever row
+// refused (long_window), none in the ledger; every squat dead-lettered
+// (invalid for the report IDs, subject for those namespaced for eu's
+// subjects) and none a duplicate. That eu's reports all landed is the
+// run's ledger check.
+func forgedChecks(s *scenarioRun, h Hostile, f *Figures, rows []export.Row, sq IDSquat, sqErr error) {
+	var (
+		o   ForgedOutcome
+		err error
+	)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		o, err = s.c.ReadForged(ctx, h)
+		cancel()
+		d := o.DeadLetters
+		if err == nil && d[string(reconcile.ReasonRefundExceeds)] > 0 && d[string(reconcile.ReasonLongWindow)] > 0 &&
+			d[string(reconcile.ReasonInvalid)]+d[string(reconcile.ReasonSubject)] >= sq.Predictable+sq.Namespaced-sq.Duplicates ||
+			time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond) // poll interval of a deadline-bounded wait
+	}
+	if err != nil {
+		f.check("forged reports read", false, err.Error(), "read")
+		return
+	}
+	d := o.DeadLetters
+	var victim export.Row
+	for _, r := range rows {
+		if r.Key == h.RefundKey {
+			victim = r
+		}
+	}
+	f.check("forged refund of 2^53−1: cut and dead-lettered", d[string(reconcile.ReasonRefundExceeds)] == 1 && o.RefundRows == 1 && o.Refunded == 0 &&
+		victim.Refunded == 0 && victim.Net == victim.Allowed && victim.Allowed > 0,
+		fmt.Sprintf("refund_exceeds_spent %d; its row refunds %d; export of %s: allowed %d, refunded %d, net %d, billed %d",
+			d[string(reconcile.ReasonRefundExceeds)], o.Refunded, h.RefundKey, victim.Allowed, victim.Refunded, victim.Net, victim.Billed),
+		"1 letter, 0 refunded, net = allowed")
+	f.check("open-for-ever row (window_end "+HostileForever.Format(time.DateOnly)+") refused", d[string(reconcile.ReasonLongWindow)] == 1 && o.LongRows == 0,
+		fmt.Sprintf("long_window %d; rows longer than %v in the ledger: %d", d[string(reconcile.ReasonLongWindow)], reconcile.MaxWindow, o.LongRows),
+		"1 letter, 0 rows")
+	got := fmt.Sprintf("%d squats under eu's report IDs (%d dead-lettered invalid), %d under IDs namespaced for eu's subjects (%d dead-lettered subject), %d taken for duplicates; victims %s",
+		sq.Predictable, d[string(reconcile.ReasonInvalid)], sq.Namespaced, d[string(reconcile.ReasonSubject)], sq.Duplicates, strings.Join(sq.Victims, ", "))
+	if sqErr != nil {
+		got = sqErr.Error()
+	}
+	f.check("message-id squatting (eu on --usage-encoding json): every squat refused", sqErr == nil && sq.Predictable > 0 && sq.Duplicates == 0 &&
+		d[string(reconcile.ReasonInvalid)] == sq.Predictable && d[string(reconcile.ReasonSubject)] == sq.Namespaced, got, "all, no duplicate")
 }
 
 // hostileBatchChecks waits (up to a minute) until the ledger has written
 // or dead-lettered every report of h's usage batches, then asserts that
 // the overflow key is flagged and that the current month still exports
-// for every key.
-func hostileBatchChecks(s *scenarioRun, h Hostile, f *Figures) {
+// for every key, and returns its rows.
+func hostileBatchChecks(s *scenarioRun, h Hostile, f *Figures) []export.Row {
 	var (
 		o   HostileBatchOutcome
 		err error
@@ -471,4 +594,5 @@ func hostileBatchChecks(s *scenarioRun, h Hostile, f *Figures) {
 		got = err.Error()
 	}
 	f.check("current month's export over every key", err == nil && saturated && len(rows) > 1, got, "succeeds")
+	return rows
 }
