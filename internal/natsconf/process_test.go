@@ -132,7 +132,7 @@ func TestProcessCredentialRefusedOnAnotherProcessesSubject(t *testing.T) {
 	if _, err := nats.Connect(n.URL("eu"), nats.UserInfo(natsrole.Limiter("eu"), n.Passwords[eu1])); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("the region-wide limiter user connects: %v", err)
 	}
-	t.Logf("eu-1's credential: %d stream messages, all on its own subject; 9 forgeries refused by the server", got["quota.usage.eu.eu-1"])
+	t.Logf("eu-1's credential: %d stream messages, all on its own subject; 9 attempts on other processes' subjects refused by the server", got["quota.usage.eu.eu-1"])
 }
 
 // Process names become users, subjects and environment variables: the
