@@ -114,12 +114,26 @@ func (c *StreamConfig) validate() error {
 func CheckClusterName(name string) error { return natsname.CheckCluster(name) }
 
 // Subject returns the subject a report of process in region is published
-// on. A late row ("<process>~late…") goes on its base process's subject,
-// and a spooled report of an earlier incarnation on that incarnation's, so
-// that the subject always names the process that wrote the report (the
-// reconciler checks it).
+// on: <prefix>.<region>.<Identity(process)>. Every incarnation and late row
+// of one process goes on that process's subject, which its own NATS
+// credential alone may publish on (internal/natsconf, Params.Processes), and
+// the reconciler checks the report names that process.
 func (c StreamConfig) Subject(region, process string) string {
-	return c.SubjectPrefix + "." + region + "." + subjectProcess(process)
+	return c.SubjectPrefix + "." + region + "." + Identity(process)
+}
+
+// Identity is the process a report's ProcessID belongs to, as its subject
+// names it: the ProcessID without a late row's suffix ("~late…") and
+// without the incarnation the Reporter appends ("@<start>", see
+// Config.AppendIncarnation). A process's credential is bound to its
+// identity (a pod name), not to one incarnation, which NATS permissions
+// could not name (a wildcard is a whole subject token).
+func Identity(process string) string {
+	process = subjectProcess(process)
+	if i := strings.LastIndexByte(process, '@'); i > 0 {
+		return process[:i]
+	}
+	return process
 }
 
 // lateMark starts the suffix of a late row's process ID.

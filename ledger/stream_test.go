@@ -226,8 +226,10 @@ func TestStreamConfigChecksTheClusterName(t *testing.T) {
 func TestStreamSubject(t *testing.T) {
 	cfg := ledger.DefaultStreamConfig()
 	for _, tc := range []struct{ region, process, want string }{
-		{"eu", "eu-1@kx2", "quota.usage.eu.eu-1@kx2"},
-		{"eu", "eu-1@kx2~late1a.3", "quota.usage.eu.eu-1@kx2"},
+		{"eu", "eu-1@kx2", "quota.usage.eu.eu-1"},
+		{"eu", "eu-1@kx2~late1a.3", "quota.usage.eu.eu-1"},
+		{"eu", "eu-1~late1a.3", "quota.usage.eu.eu-1"},
+		{"eu", "eu-1", "quota.usage.eu.eu-1"},
 		{"us-west", "pod.a", "quota.usage.us-west.pod.a"},
 	} {
 		if got := cfg.Subject(tc.region, tc.process); got != tc.want {

@@ -13,6 +13,7 @@ import (
 func ExampleInboxPrefix() {
 	for _, user := range []string{
 		natsrole.LimiterOrControlPlane("eu", false),
+		natsrole.LimiterProcess("eu", "limiter-eu-0"),
 		natsrole.LimiterOrControlPlane("eu", true),
 		natsrole.Reconciler,
 	} {
@@ -20,6 +21,7 @@ func ExampleInboxPrefix() {
 	}
 	// Output:
 	// limiter-eu _INBOX.limiter-eu.>
+	// limiter-eu.limiter-eu-0 _INBOX.limiter-eu.limiter-eu-0.>
 	// control-plane _INBOX.control-plane.>
 	// reconciler _INBOX.reconciler.>
 }

@@ -31,6 +31,15 @@ const (
 // processes share it). region is a NATS subject token (no '.', '*', '>').
 func Limiter(region string) string { return "limiter-" + region }
 
+// LimiterProcess is the user of one limiter process of region when the
+// configuration gives each process its own credential
+// (internal/natsconf, Params.Processes): "limiter-<region>.<process>",
+// process being its identity (ledger.Identity: a pod name), a subject
+// token. Its inbox prefix lies under its region's (Limiter), so that
+// replies addressed to the region's limiters reach it, and another
+// process's inboxes do not.
+func LimiterProcess(region, process string) string { return Limiter(region) + "." + process }
+
 // LimiterOrControlPlane is the user of a limiter process of region:
 // ControlPlane when it writes the catalogue, else Limiter(region).
 func LimiterOrControlPlane(region string, controlPlane bool) string {

@@ -79,9 +79,14 @@ func dialNATS(o *Options, log *slog.Logger) (*natsLink, error) {
 		opts = append(opts, srv.ConnectOption())
 		l.log.Info("started embedded NATS server with JetStream", "store_dir", cfg.StoreDir)
 	}
-	// The role's own inboxes: the shipped NATS configuration lets a
-	// limiter subscribe under its role's prefix only (natsrole).
-	opts = append(opts, natsrole.Inbox(natsrole.LimiterOrControlPlane(o.Region, o.ControlPlane)))
+	// The process's own inboxes: the shipped NATS configuration lets a
+	// limiter subscribe under its process's prefix only (natsrole), which
+	// lies under its region's, so that a region-wide credential works too.
+	inbox := natsrole.ControlPlane
+	if !o.ControlPlane {
+		inbox = natsrole.LimiterProcess(o.Region, gossipProcessName(o.ProcessID))
+	}
+	opts = append(opts, natsrole.Inbox(inbox))
 	opts = append(opts, o.NATSOptions...)
 	nc, err := nats.Connect(o.NATSURL, opts...)
 	if err != nil {

@@ -55,9 +55,9 @@ type Options struct {
 	// NATS, when set, is the caller's connection; the participant neither
 	// drains nor closes it. NATSURL, with NATS nil, is dialed with
 	// NATSOptions (credentials and TLS: nats.UserInfo, nats.UserCredentials,
-	// nats.RootCAs, nats.ClientCert) after the role's inbox prefix
-	// (natsrole.Inbox of natsrole.LimiterOrControlPlane(Region,
-	// ControlPlane)), which the shipped NATS configuration requires: a
+	// nats.RootCAs, nats.ClientCert) after the process's inbox prefix
+	// (natsrole.Inbox of natsrole.LimiterProcess(Region, ProcessID), or of
+	// natsrole.ControlPlane), which the shipped NATS configuration requires: a
 	// caller's connection must be dialed with it too. Dialing never blocks
 	// on an unreachable server, it keeps retrying. Both empty: an embedded
 	// NATS server with JetStream in DataDir/nats, which nothing outside the

@@ -39,8 +39,8 @@ func declare(o *Options) *settings.Set {
 		Doc("`--redis` is a comma-separated list of cluster seed URLs")
 	s.String(&o.NATS, "nats", "", "NATS URL (comma-separated list allowed); empty = embedded NATS server with JetStream in --data-dir").
 		Doc("NATS URL(s); empty = embedded NATS with JetStream in `--data-dir`")
-	s.String(&o.NATSAuth.User, "nats-user", "", "NATS user (its role: limiter-<region>, or control-plane with --control-plane); needs --nats-password").
-		Doc("the NATS user of this process's role (`limiter-<region>`, or `control-plane` with `--control-plane`); needs `--nats-password`. Only with `--nats` (the embedded server has no users)")
+	s.String(&o.NATSAuth.User, "nats-user", "", "NATS user: limiter-<region>.<process-id> (its own), limiter-<region> (its region's), or control-plane with --control-plane; needs --nats-password").
+		Doc("the NATS user of this process: `limiter-<region>.<process-id>` where the NATS configuration lists the process, else its region's `limiter-<region>`, or `control-plane` with `--control-plane`; needs `--nats-password`. Only with `--nats` (the embedded server has no users)")
 	s.Var(&o.NATSAuth.Password, "nats-password", "password of --nats-user (use the environment: QUOTA_NATS_PASSWORD)").
 		Doc("password of `--nats-user`: give it in the environment (`QUOTA_NATS_PASSWORD`), never on the command line")
 	s.String(&o.NATSAuth.Creds, "nats-creds", "", "NATS credentials file (JWT auth), instead of --nats-user")

@@ -191,6 +191,7 @@ locals {
     catalog_bucket = "quota-catalog"
     quota_base_subject = "quota.base"
     quota_base_queue   = "quota-base"
+    processes          = { ap = [], eu = [], us = [] }
   }
   tls = { cert_file = "$dir/tls/tls.crt", key_file = "$dir/tls/tls.key", ca_file = "$dir/tls/ca.crt" }
 }

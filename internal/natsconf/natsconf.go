@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -60,6 +61,15 @@ type Params struct {
 	LameDuckDuration    string // default "30s"
 	LameDuckGracePeriod string // default "10s"
 
+	// Processes lists, by region, the limiter processes (their identities:
+	// pod names, ledger.Identity) that each get their own user,
+	// natsrole.LimiterProcess, allowed to publish usage and gossip only on
+	// that process's subjects; the control plane may not publish on them.
+	// A region not listed has one user for all its limiters,
+	// natsrole.Limiter, which may publish as any of them. Names are DNS
+	// labels (lower-case letters, digits, '-'). Default none.
+	Processes map[string][]string
+
 	UsageSubject  string // default "quota.usage"
 	GossipSubject string // default "quota.gossip"
 	UsageStream   string // default "QUOTA_USAGE"
@@ -74,18 +84,58 @@ type Params struct {
 // Users are the users the template defines for regions, in order: one
 // limiter per region, then the control plane and the reconciler.
 // Each subscribes only under its own inbox prefix (natsrole.InboxPrefix).
-func Users(regions []string) []string {
+func Users(regions []string) []string { return UsersOf(regions, nil) }
+
+// UsersOf are the users the template defines for regions and processes
+// (Params.Processes), in order: each region's limiter processes, or its
+// one limiter user when none are listed, then the control plane and the
+// reconciler.
+func UsersOf(regions []string, processes map[string][]string) []string {
 	var out []string
 	for _, r := range regions {
-		out = append(out, natsrole.Limiter(r))
+		if len(processes[r]) == 0 {
+			out = append(out, natsrole.Limiter(r))
+		}
+		for _, p := range processes[r] {
+			out = append(out, natsrole.LimiterProcess(r, p))
+		}
 	}
 	return append(out, natsrole.ControlPlane, natsrole.Reconciler)
 }
 
 // PasswordEnv is the environment variable nats-server reads the password of
-// user (one of Users, or "gateway") from.
+// user (one of UsersOf, or "gateway") from.
 func PasswordEnv(user string) string {
-	return "QUOTA_NATS_PASSWORD_" + strings.ToUpper(strings.ReplaceAll(user, "-", "_"))
+	return "QUOTA_NATS_PASSWORD_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(user))
+}
+
+// processName is what Params.Processes may hold: a DNS label, so a subject
+// token whose password variable (PasswordEnv) no other name shares.
+var processName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// checkProcesses reports every bad entry of p.Processes, naming it.
+func (p *Params) checkProcesses() error {
+	var errs []error
+	regions := map[string]bool{}
+	for _, r := range p.Regions {
+		regions[r] = true
+	}
+	for r, ps := range p.Processes {
+		if !regions[r] {
+			errs = append(errs, fmt.Errorf("natsconf: Processes[%q]: not one of Regions %v", r, p.Regions))
+		}
+		seen := map[string]bool{}
+		for _, name := range ps {
+			switch {
+			case !processName.MatchString(name):
+				errs = append(errs, fmt.Errorf("natsconf: Processes[%q]: %q is not a DNS label (lower-case letters, digits, '-')", r, name))
+			case seen[name]:
+				errs = append(errs, fmt.Errorf("natsconf: Processes[%q]: %q listed twice", r, name))
+			}
+			seen[name] = true
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // TemplatePath is the template's path in this source tree.
@@ -115,6 +165,9 @@ func RenderSource(src []byte, name string, p Params) (string, error) {
 	p.defaults()
 	if p.Name == "" || len(p.Regions) == 0 || p.ControlRegion == "" || p.StoreDir == "" {
 		return "", errors.New("natsconf: Name, Regions, ControlRegion and StoreDir are required")
+	}
+	if err := p.checkProcesses(); err != nil {
+		return "", err
 	}
 	expr, diags := hclsyntax.ParseTemplate(src, name, hcl.InitialPos)
 	if diags.HasErrors() {
@@ -184,7 +237,16 @@ func (p *Params) vars() map[string]cty.Value {
 			"cert_file": cty.StringVal(p.TLS.CertFile), "key_file": cty.StringVal(p.TLS.KeyFile), "ca_file": cty.StringVal(p.TLS.CAFile),
 		})
 	}
+	// Every region has an entry, empty when its processes are not listed.
+	procs := make(map[string]cty.Value, len(p.Regions))
+	for _, r := range p.Regions {
+		procs[r] = strs(p.Processes[r])
+	}
+	if _, ok := procs[p.ControlRegion]; !ok {
+		procs[p.ControlRegion] = strs(nil)
+	}
 	return map[string]cty.Value{
+		"processes":      cty.MapVal(procs),
 		"name":           cty.StringVal(p.Name),
 		"regions":        strs(p.Regions),
 		"control_region": cty.StringVal(p.ControlRegion),
@@ -217,6 +279,7 @@ func (p *Params) vars() map[string]cty.Value {
 func functions() map[string]function.Function {
 	return map[string]function.Function{
 		"jsonencode": stdlib.JSONEncodeFunc,
+		"length":     stdlib.LengthFunc,
 		"upper":      stdlib.UpperFunc,
 		"replace":    stdlib.ReplaceFunc,
 	}

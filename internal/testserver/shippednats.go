@@ -24,7 +24,7 @@ import (
 // gateway authorization, with a fresh random password per user. The
 // servers form a super-cluster by gateways, as the deploy's do.
 type ShippedNATS struct {
-	Passwords map[string]string // by user (natsconf.Users, "gateway")
+	Passwords map[string]string // by user (natsconf.UsersOf, "gateway")
 	servers   map[string]*shippedServer
 }
 
@@ -46,6 +46,13 @@ type shippedServer struct {
 // leads to itself (the server recognises and drops it).
 func StartShippedNATS(t testing.TB, regions ...string) *ShippedNATS {
 	t.Helper()
+	return StartShippedNATSProcesses(t, nil, regions...)
+}
+
+// StartShippedNATSProcesses is StartShippedNATS with a user per limiter
+// process of the regions processes lists (natsconf.Params.Processes).
+func StartShippedNATSProcesses(t testing.TB, processes map[string][]string, regions ...string) *ShippedNATS {
+	t.Helper()
 	bin := RequireBinary(t, "nats-server", "nats-server")
 	if len(regions) < 2 {
 		t.Fatalf("testserver: StartShippedNATS needs at least two regions, got %v", regions)
@@ -54,7 +61,7 @@ func StartShippedNATS(t testing.TB, regions ...string) *ShippedNATS {
 	sort.Strings(regions)
 	n := &ShippedNATS{Passwords: map[string]string{}, servers: map[string]*shippedServer{}}
 	env := os.Environ()
-	for _, u := range append(natsconf.Users(regions), "gateway") {
+	for _, u := range append(natsconf.UsersOf(regions, processes), "gateway") {
 		n.Passwords[u] = randomPassword(t)
 		env = append(env, natsconf.PasswordEnv(u)+"="+n.Passwords[u])
 	}
@@ -79,6 +86,7 @@ func StartShippedNATS(t testing.TB, regions ...string) *ShippedNATS {
 			MaxFileStore: "4GB", // a limit, not an allocation: the usage stream asks for 1 GiB
 			Advertise:    "127.0.0.1:" + strconv.Itoa(gwPorts[r]),
 			Gateways:     gws,
+			Processes:    processes,
 		})
 		n.servers[r] = s
 		t.Cleanup(s.stop)

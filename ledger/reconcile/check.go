@@ -229,23 +229,23 @@ func checkMsgID(prefix, subject, id string) error {
 // rows ("<process>~late…", see ledger.Reporter).
 const lateMark = "~late"
 
-// checkSubject checks that a report was published on a subject of its own
-// region and process. Two layouts are accepted under prefix (the stream's
-// SubjectPrefix):
+// checkSubject checks that a report was published on the subject of its
+// own region and process, under prefix (the stream's SubjectPrefix):
 //
 //	<prefix>.<region>.<process>  ledger.StreamConfig.Subject
-//	<prefix>.<region>            limiters before per-process subjects, so
-//	                             that a rolling upgrade loses nothing
 //
 // The region is the subject's first token after prefix and must equal the
-// report's Region: the NATS roles let a limiter publish only on its own
-// region's subjects, so a region can write only its own rows of the
-// ledger (whose key holds the region). Region names are subject tokens, so
-// a report whose region has a dot is refused (on eu's subject
-// <prefix>.eu.west.p1 it would otherwise claim a region "eu.west"). When
-// the subject names a process (the rest, which may contain dots), it must
-// equal the report's ProcessID or, for a late row ("<process>~late…"),
-// its base process.
+// report's Region. The rest names the process and must equal the report's
+// ledger.Identity (its ProcessID without incarnation or late-row suffix),
+// or, from Reporters before identities, its ProcessID without the late-row
+// suffix. The shipped NATS configuration lets a limiter publish only on its
+// own process's subject (Params.Processes; its region's, without them), so
+// one process's credential writes only that process's rows. A subject
+// without a process (<prefix>.<region>, limiters before per-process
+// subjects) is refused: it would let a report claim any process of its
+// region. Region names are subject tokens, so a report whose region has a
+// dot is refused (on eu's subject <prefix>.eu.west.p1 it would otherwise
+// claim a region "eu.west").
 func checkSubject(prefix, subject string, r *ledger.Report) error {
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok || rest == "" {
@@ -255,7 +255,10 @@ func checkSubject(prefix, subject string, r *ledger.Report) error {
 	if region != r.Region {
 		return fmt.Errorf("%w: subject %q is region %q, the report's region is %q", errSubject, subject, region, r.Region)
 	}
-	if !hasProcess || process == r.ProcessID || strings.HasPrefix(r.ProcessID, process+lateMark) {
+	if !hasProcess {
+		return fmt.Errorf("%w: subject %q names no process, the report's process is %q", errSubject, subject, r.ProcessID)
+	}
+	if process == ledger.Identity(r.ProcessID) || process == r.ProcessID || strings.HasPrefix(r.ProcessID, process+lateMark) {
 		return nil
 	}
 	return fmt.Errorf("%w: subject %q is process %q, the report's process is %q", errSubject, subject, process, r.ProcessID)

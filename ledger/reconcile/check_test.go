@@ -21,13 +21,22 @@ func TestCheckSubject(t *testing.T) {
 		name, subject, region, process string
 		ok                             bool
 	}{
-		{"region layout", "quota.usage.eu", "eu", "p1", true},
+		// A subject without a process would let a report claim any
+		// process of its region (issue 37, item 6).
+		{"region layout", "quota.usage.eu", "eu", "p1", false},
 		{"region layout, other region", "quota.usage.us", "eu", "p1", false},
 		{"region layout, region prefix of another", "quota.usage.eu", "eu-west", "p1", false},
 		{"process layout", "quota.usage.eu.p1", "eu", "p1", true},
+		{"incarnation under its identity", "quota.usage.eu.p1", "eu", "p1@kx2", true},
+		{"late row of an incarnation under its identity", "quota.usage.eu.p1", "eu", "p1@kx2~latelx3k.1", true},
+		{"incarnation of another process", "quota.usage.eu.p1", "eu", "p2@kx2", false},
+		{"incarnation subject of before identities", "quota.usage.eu.p1@kx2", "eu", "p1@kx2", true},
+		{"another incarnation's subject", "quota.usage.eu.p1@kx2", "eu", "p1@kx3", false},
+		{"identity is not a prefix", "quota.usage.eu.p1", "eu", "p10@kx2", false},
 		{"process layout, other process", "quota.usage.eu.p2", "eu", "p1", false},
 		{"process layout, other region", "quota.usage.us.p1", "eu", "p1", false},
 		{"process with dots", "quota.usage.eu.ip-10-0-0-1.ec2.internal@x1", "eu", "ip-10-0-0-1.ec2.internal@x1", true},
+		{"process with dots, its identity", "quota.usage.eu.ip-10-0-0-1.ec2.internal", "eu", "ip-10-0-0-1.ec2.internal@x1", true},
 		{"process with dots, other", "quota.usage.eu.ip-10-0-0-1.ec2", "eu", "ip-10-0-0-1.ec2.internal@x1", false},
 		{"late row under its process", "quota.usage.eu.p1", "eu", "p1~latelx3k.1", true},
 		{"late row of another process", "quota.usage.eu.p2", "eu", "p1~latelx3k.1", false},
@@ -76,27 +85,27 @@ func TestCheck(t *testing.T) {
 		data    []byte
 		reason  Reason // "" = accepted
 	}{
-		{"valid", "quota.usage.eu", encode(keep), ""},
-		{"valid, process subject", "quota.usage.eu.p1", encode(keep), ""},
-		{"not JSON", "quota.usage.eu", []byte("{not json"), ReasonInvalid},
-		{"empty body", "quota.usage.eu", nil, ReasonInvalid},
-		{"fails Validate", "quota.usage.eu", encode(func(r *ledger.Report) { r.Seq = 0 }), ReasonInvalid},
-		{"negative spent", "quota.usage.eu", encode(func(r *ledger.Report) { r.Spent = -1 }), ReasonInvalid},
-		{"window empty in microseconds", "quota.usage.eu", encode(func(r *ledger.Report) {
+		{"valid", "quota.usage.eu.p1", encode(keep), ""},
+		{"region subject, no process", "quota.usage.eu", encode(keep), ReasonSubject},
+		{"not JSON", "quota.usage.eu.p1", []byte("{not json"), ReasonInvalid},
+		{"empty body", "quota.usage.eu.p1", nil, ReasonInvalid},
+		{"fails Validate", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Seq = 0 }), ReasonInvalid},
+		{"negative spent", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Spent = -1 }), ReasonInvalid},
+		{"window empty in microseconds", "quota.usage.eu.p1", encode(func(r *ledger.Report) {
 			r.WindowStart = start.Add(100 * time.Nanosecond)
 			r.WindowEnd = start.Add(900 * time.Nanosecond)
 		}), ReasonInvalid},
-		{"spent at the maximum", "quota.usage.eu", encode(func(r *ledger.Report) { r.Spent = MaxCounter }), ""},
-		{"spent above the maximum", "quota.usage.eu", encode(func(r *ledger.Report) { r.Spent = MaxCounter + 1 }), ReasonOutOfRange},
-		{"rejected above the maximum", "quota.usage.eu", encode(func(r *ledger.Report) { r.Rejected = 1 << 62 }), ReasonOutOfRange},
-		{"degraded above the maximum", "quota.usage.eu", encode(func(r *ledger.Report) {
+		{"spent at the maximum", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Spent = MaxCounter }), ""},
+		{"spent above the maximum", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Spent = MaxCounter + 1 }), ReasonOutOfRange},
+		{"rejected above the maximum", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Rejected = 1 << 62 }), ReasonOutOfRange},
+		{"degraded above the maximum", "quota.usage.eu.p1", encode(func(r *ledger.Report) {
 			r.Spent, r.Degraded = 1<<62, 1<<62
 		}), ReasonOutOfRange},
-		{"leased negative", "quota.usage.eu", encode(func(r *ledger.Report) { r.Leased = -7 }), ""},
-		{"leased below the minimum", "quota.usage.eu", encode(func(r *ledger.Report) { r.Leased = -MaxCounter - 1 }), ReasonOutOfRange},
-		{"leased above the maximum", "quota.usage.eu", encode(func(r *ledger.Report) { r.Leased = MaxCounter + 1 }), ReasonOutOfRange},
-		{"spent above leased", "quota.usage.eu", encode(func(r *ledger.Report) { r.Spent, r.Leased = 100, 0 }), ""},
-		{"region differs from subject", "quota.usage.us", encode(keep), ReasonSubject},
+		{"leased negative", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Leased = -7 }), ""},
+		{"leased below the minimum", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Leased = -MaxCounter - 1 }), ReasonOutOfRange},
+		{"leased above the maximum", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Leased = MaxCounter + 1 }), ReasonOutOfRange},
+		{"spent above leased", "quota.usage.eu.p1", encode(func(r *ledger.Report) { r.Spent, r.Leased = 100, 0 }), ""},
+		{"region differs from subject", "quota.usage.us.p1", encode(keep), ReasonSubject},
 		{"process differs from subject", "quota.usage.eu.p2", encode(keep), ReasonSubject},
 	}
 	for _, tt := range tests {

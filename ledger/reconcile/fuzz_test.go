@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -201,8 +202,9 @@ func FuzzBatch(f *testing.F) {
 					t.Fatal(err)
 				}
 				subject := ledger.DefaultStreamConfig().Subject(rep.Region, rep.ProcessID)
-				if rep.Seq%2 == 0 { // the region-only layout of limiters before per-process subjects
-					subject = ledger.DefaultSubjectPrefix + "." + rep.Region
+				if rep.Seq%2 == 0 { // the layout of Reporters before identities: the incarnation in the subject
+					process, _, _ := strings.Cut(rep.ProcessID, "~late")
+					subject = ledger.DefaultSubjectPrefix + "." + rep.Region + "." + process
 				}
 				m := &fakeMsg{subject: subject, data: body, seq: uint64(len(all) + 1), published: fuzzBase}
 				all = append(all, m)

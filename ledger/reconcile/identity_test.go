@@ -169,3 +169,87 @@ func nextMsgID(t *testing.T, last string, next ledger.Report) string {
 	}
 	return ns + "|" + nonce + "|" + strconv.FormatUint(i+1, 36)
 }
+
+// A process cannot write another process's rows (issue 37, item 6). The
+// shipped NATS configuration gives each limiter process its own credential,
+// allowed to publish usage only on its own subject (internal/natsconf,
+// TestProcessCredentialRefusedOnAnotherProcessesSubject); here eu-2, on
+// real JetStream through the reconciler into Postgres, claims eu-1's rows
+// every way the subject check could let through. Each forgery is
+// dead-lettered for its subject and eu-1's row stays as eu-1 reported it,
+// while eu-2's own reports, its incarnations' included, land under its
+// identity's subject.
+func TestProcessCannotWriteAnotherProcessesRows(t *testing.T) {
+	pool := migratedPool(t, testserver.NewDatabase(t))
+	js := connect(t, testserver.StartNATS(t).URL)
+	startReconciler(t, js, reconcile.NewWriter(pool), nil)
+	ctx := context.Background()
+
+	genuine := rep("acct-victim", "eu-1@kx2", 1, 40, 40, false)
+	publishOn(t, js, "quota.usage.eu.eu-1", genuine)
+	forge := func(process string) ledger.Report {
+		f := genuine
+		f.ProcessID, f.Seq, f.Final, f.Spent, f.Leased = process, 1<<62, true, 1_000_000, 1_000_000
+		return f
+	}
+	forgeries := []struct {
+		name, subject string
+		rep           ledger.Report
+	}{
+		{"eu-1's row on eu-2's subject", "quota.usage.eu.eu-2", forge("eu-1@kx2")},
+		{"eu-1's identity on eu-2's subject", "quota.usage.eu.eu-2", forge("eu-1")},
+		{"eu-1's row on the region's subject", "quota.usage.eu", forge("eu-1@kx2")},
+		{"eu-1's late row on eu-2's subject", "quota.usage.eu.eu-2", forge("eu-1@kx2~latelx3k.1")},
+	}
+	for _, f := range forgeries {
+		publishOn(t, js, f.subject, f.rep)
+	}
+	own := rep("acct-own", "eu-2@kx9", 1, 7, 7, false)
+	publishOn(t, js, "quota.usage.eu.eu-2", own)
+
+	type row struct {
+		process string
+		spent   int64
+		seq     int64
+	}
+	testserver.WaitFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		got, err := reasonCounts(pool)
+		if err != nil || got["subject"] != len(forgeries) || len(got) != 1 {
+			return fmt.Errorf("dead letters %v (%v), want the %d forgeries refused for their subject", got, err, len(forgeries))
+		}
+		rows, err := pool.Query(ctx, `SELECT process_id, spent, seq FROM usage_reports ORDER BY process_id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var have []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.process, &r.spent, &r.seq); err != nil {
+				return err
+			}
+			have = append(have, r)
+		}
+		want := []row{{"eu-1@kx2", 40, 1}, {"eu-2@kx9", 7, 1}}
+		if fmt.Sprint(have) != fmt.Sprint(want) {
+			return fmt.Errorf("ledger rows %v, want %v", have, want)
+		}
+		return nil
+	})
+	t.Logf("%d forgeries by eu-2 of eu-1's rows: all dead-lettered (reason subject); eu-1's row spent 40, seq 1", len(forgeries))
+}
+
+// publishOn publishes rep on subject, as a holder of that subject's
+// credential could, and waits for the stream's acknowledgement.
+func publishOn(t *testing.T, js jetstream.JetStream, subject string, rep ledger.Report) {
+	t.Helper()
+	data, err := rep.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(subject+"|"+rep.MsgID())); err != nil {
+		t.Fatalf("publish on %s: %v", subject, err)
+	}
+}

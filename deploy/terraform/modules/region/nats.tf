@@ -98,6 +98,11 @@ locals {
     quota_base_queue       = "quota-base"
     usage_stream           = "QUOTA_USAGE"
     catalog_bucket         = "quota-catalog"
+    # Limiter processes with a user each (natsconf.Params.Processes): none yet, so each region's
+    # limiters share limiter-<region>. The pods of one StatefulSet share one pod template, so a
+    # Secret per pod needs a StatefulSet per pod or a NATS auth callout checking the pod's bound
+    # service-account token (docs/security.md).
+    processes = { for r in local.nats_regions : r => [] }
   })
 }
 
