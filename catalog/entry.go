@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/period"
-	"github.com/quotaplatform/quota/region"
 )
 
 // Kind names a kind of catalogue entry.
@@ -39,13 +39,13 @@ type Entry struct {
 
 	Rate     float64 `json:"rate,omitempty"`     // KindPlan: cost units per second
 	Capacity float64 `json:"capacity,omitempty"` // KindPlan: burst, cost units
-	// KindPlan: the plan's semantics (region.Plan), each omitted when it
+	// KindPlan: the plan's semantics (limit.Plan), each omitted when it
 	// is the default: "failure_policy" ("degraded", "open", "closed"),
 	// "mode" ("leased", "exact"), "shadow" and "concurrency" (slots).
-	FailurePolicy region.FailurePolicy `json:"failure_policy,omitempty"`
-	Mode          region.Mode          `json:"mode,omitempty"`
-	Shadow        bool                 `json:"shadow,omitempty"`
-	Concurrency   int                  `json:"concurrency,omitempty"`
+	FailurePolicy limit.FailurePolicy `json:"failure_policy,omitempty"`
+	Mode          limit.Mode          `json:"mode,omitempty"`
+	Shadow        bool                `json:"shadow,omitempty"`
+	Concurrency   int                 `json:"concurrency,omitempty"`
 	// KindPlan: the plan's calendar quotas (docs/design.md [quotas]),
 	// shortest period first, and their calendar: "time_zone" (IANA, ""
 	// is UTC) and "anchor_day" (the day months start on; 0 is the 1st).
@@ -83,27 +83,27 @@ type Quota struct {
 	Limit  int64       `json:"limit"`
 }
 
-// RegionPlan returns a plan entry as a region.Plan, named after the entry.
+// RegionPlan returns a plan entry as a limit.Plan, named after the entry.
 // Quotas that do not make a plan (too many, a period twice) are left out:
 // validate refuses such an entry, and RegionPlan is for valid ones.
-func (e Entry) RegionPlan() region.Plan {
-	p := region.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity,
+func (e Entry) RegionPlan() limit.Plan {
+	p := limit.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity,
 		FailurePolicy: e.FailurePolicy, Mode: e.Mode, Shadow: e.Shadow, Concurrency: e.Concurrency,
 		TimeZone: e.TimeZone, AnchorDay: e.AnchorDay}
-	p.Quotas, _ = region.NewQuotas(e.regionQuotas())
+	p.Quotas, _ = limit.NewQuotas(e.regionQuotas())
 	return p
 }
 
-func (e Entry) regionQuotas() []region.Quota {
-	qs := make([]region.Quota, len(e.Quotas))
+func (e Entry) regionQuotas() []limit.Quota {
+	qs := make([]limit.Quota, len(e.Quotas))
 	for i, q := range e.Quotas {
-		qs[i] = region.Quota{Period: q.Period, Limit: q.Limit}
+		qs[i] = limit.Quota{Period: q.Period, Limit: q.Limit}
 	}
 	return qs
 }
 
 // planEntry is p as a plan entry called name.
-func planEntry(name string, p region.Plan, actor string) Entry {
+func planEntry(name string, p limit.Plan, actor string) Entry {
 	e := Entry{Kind: KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
 		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency,
 		TimeZone: p.TimeZone, AnchorDay: p.AnchorDay, Actor: actor}
@@ -172,7 +172,7 @@ func (e Entry) validate() error {
 	}
 	switch e.Kind {
 	case KindPlan:
-		if _, err := region.NewQuotas(e.regionQuotas()); err != nil {
+		if _, err := limit.NewQuotas(e.regionQuotas()); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidValue, err)
 		}
 		if err := e.RegionPlan().Validate(); err != nil {
@@ -198,10 +198,10 @@ func (e Entry) validate() error {
 }
 
 // CheckName reports whether s can name a plan, key, endpoint or domain: the rule of
-// region.CheckKey (1 to store.MaxKeyLen bytes of printable ASCII without
+// limit.CheckKey (1 to store.MaxKeyLen bytes of printable ASCII without
 // spaces), so that every assigned key is one the limiter accepts. The error
 // wraps ErrInvalidName and names field.
-func CheckName(field, s string) error { return region.CheckName(ErrInvalidName, field, s) }
+func CheckName(field, s string) error { return limit.CheckName(ErrInvalidName, field, s) }
 
 // logName is an entry's name as a log line above debug carries it: a
 // plan's, endpoint's or domain's as it is, a customer's key as "<key>"

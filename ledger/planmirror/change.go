@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/catalog"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/region/store"
 )
 
@@ -22,8 +22,8 @@ type change struct {
 	revision uint64
 	deleted  bool
 
-	plan region.Plan // KindPlan: TimeZone, AnchorDay and Quotas are mirrored
-	to   string      // KindKey: the assigned plan
+	plan limit.Plan // KindPlan: TimeZone, AnchorDay and Quotas are mirrored
+	to   string     // KindKey: the assigned plan
 }
 
 // errSkip marks an entry of a kind the mirror does not keep.
@@ -75,11 +75,11 @@ func (c *change) fill(e catalog.Entry) error {
 		c.to = e.Plan
 		return nil
 	}
-	qs := make([]region.Quota, len(e.Quotas))
+	qs := make([]limit.Quota, len(e.Quotas))
 	for i, q := range e.Quotas {
-		qs[i] = region.Quota{Period: q.Period, Limit: q.Limit}
+		qs[i] = limit.Quota{Period: q.Period, Limit: q.Limit}
 	}
-	if _, err := region.NewQuotas(qs); err != nil {
+	if _, err := limit.NewQuotas(qs); err != nil {
 		return err
 	}
 	p := e.RegionPlan()
@@ -92,7 +92,7 @@ func (c *change) fill(e catalog.Entry) error {
 
 // quotaJSON is a plan's quotas as quota_plans.quotas holds them, shortest
 // period first: [{"period":"month","limit":1000000}].
-func quotaJSON(p region.Plan) string {
+func quotaJSON(p limit.Plan) string {
 	qs := make([]catalog.Quota, 0, store.MaxQuotaPeriods)
 	for _, q := range p.QuotaList() {
 		qs = append(qs, catalog.Quota{Period: q.Period, Limit: q.Limit})
