@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/limit"
-	"github.com/quotaplatform/quota/period"
 )
 
 // Kind names a kind of catalogue entry.
@@ -77,11 +76,9 @@ func (k Kind) field() string {
 }
 
 // Quota is one calendar quota of a plan entry: at most Limit cost units
-// per Period ("hour", "day", "week" or "month").
-type Quota struct {
-	Period period.Unit `json:"period"`
-	Limit  int64       `json:"limit"`
-}
+// per Period ("hour", "day", "week" or "month"); limit.Quota, whose JSON
+// form the entry stores.
+type Quota = limit.Quota
 
 // RegionPlan returns a plan entry as a limit.Plan, named after the entry.
 // Quotas that do not make a plan (too many, a period twice) are left out:
@@ -90,16 +87,8 @@ func (e Entry) RegionPlan() limit.Plan {
 	p := limit.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity,
 		FailurePolicy: e.FailurePolicy, Mode: e.Mode, Shadow: e.Shadow, Concurrency: e.Concurrency,
 		TimeZone: e.TimeZone, AnchorDay: e.AnchorDay}
-	p.Quotas, _ = limit.NewQuotas(e.regionQuotas())
+	p.Quotas, _ = limit.NewQuotas(e.Quotas)
 	return p
-}
-
-func (e Entry) regionQuotas() []limit.Quota {
-	qs := make([]limit.Quota, len(e.Quotas))
-	for i, q := range e.Quotas {
-		qs[i] = limit.Quota{Period: q.Period, Limit: q.Limit}
-	}
-	return qs
 }
 
 // planEntry is p as a plan entry called name.
@@ -107,8 +96,8 @@ func planEntry(name string, p limit.Plan, actor string) Entry {
 	e := Entry{Kind: KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
 		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency,
 		TimeZone: p.TimeZone, AnchorDay: p.AnchorDay, Actor: actor}
-	for _, q := range p.QuotaList() {
-		e.Quotas = append(e.Quotas, Quota{Period: q.Period, Limit: q.Limit})
+	if p.HasQuotas() {
+		e.Quotas = p.QuotaList()
 	}
 	return e
 }
@@ -151,15 +140,18 @@ func decodeEntry(k string, value []byte, rev uint64) (Entry, error) {
 	if e.Kind != kind || e.Name != name {
 		return Entry{}, fmt.Errorf("catalog: value of %q says %s %q", k, e.Kind, e.Name)
 	}
-	if err := e.validate(); err != nil {
+	if err := e.Validate(); err != nil {
 		return Entry{}, fmt.Errorf("catalog: value of %q: %w", k, err)
 	}
 	e.Revision = rev
 	return e, nil
 }
 
-// validate checks the fields of e's kind.
-func (e Entry) validate() error {
+// Validate checks the fields of e's kind by the rules of their owners
+// (limit.Plan.Validate for a plan, limit.CheckName for names); the error
+// wraps ErrInvalidName or ErrInvalidValue. The catalogue refuses to write
+// or read an entry that fails it, and planmirror to mirror one.
+func (e Entry) Validate() error {
 	field := e.Kind.field()
 	if field == "" {
 		return fmt.Errorf("%w: kind %q", ErrInvalidValue, e.Kind)
@@ -172,7 +164,7 @@ func (e Entry) validate() error {
 	}
 	switch e.Kind {
 	case KindPlan:
-		if _, err := limit.NewQuotas(e.regionQuotas()); err != nil {
+		if _, err := limit.NewQuotas(e.Quotas); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidValue, err)
 		}
 		if err := e.RegionPlan().Validate(); err != nil {

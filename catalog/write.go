@@ -111,7 +111,7 @@ func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
 	}
 	e.At = time.Now().UTC()
 	e.Revision = 0
-	if err := e.validate(); err != nil {
+	if err := e.Validate(); err != nil {
 		return 0, err
 	}
 	kvp, err := c.bucket()

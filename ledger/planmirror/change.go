@@ -11,7 +11,6 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/limit"
-	"github.com/quotaplatform/quota/region/store"
 )
 
 // change is one mirrored entry at one bucket revision: a plan's quota
@@ -68,35 +67,20 @@ func decode(kve jetstream.KeyValueEntry) (change, error) {
 // fill takes the mirrored fields of a live entry, validated as the
 // catalogue validates them.
 func (c *change) fill(e catalog.Entry) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
 	if c.kind == catalog.KindKey {
-		if err := catalog.CheckName("plan", e.Plan); err != nil {
-			return err
-		}
 		c.to = e.Plan
-		return nil
+	} else {
+		c.plan = e.RegionPlan()
 	}
-	qs := make([]limit.Quota, len(e.Quotas))
-	for i, q := range e.Quotas {
-		qs[i] = limit.Quota{Period: q.Period, Limit: q.Limit}
-	}
-	if _, err := limit.NewQuotas(qs); err != nil {
-		return err
-	}
-	p := e.RegionPlan()
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	c.plan = p
 	return nil
 }
 
 // quotaJSON is a plan's quotas as quota_plans.quotas holds them, shortest
 // period first: [{"period":"month","limit":1000000}].
 func quotaJSON(p limit.Plan) string {
-	qs := make([]catalog.Quota, 0, store.MaxQuotaPeriods)
-	for _, q := range p.QuotaList() {
-		qs = append(qs, catalog.Quota{Period: q.Period, Limit: q.Limit})
-	}
-	b, _ := json.Marshal(qs) // a slice of strings and integers always encodes
+	b, _ := json.Marshal(p.QuotaList()) // never nil, so [] when none; strings and integers always encode
 	return string(b)
 }
