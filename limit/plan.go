@@ -26,7 +26,7 @@ import (
 type Plan struct {
 	// Name names the plan, for the RateLimit-Policy response field; the
 	// catalogue fills it in, and the Limiter hands it back with every
-	// decision (Decision.Plan).
+	// decision (region.Decision.Plan).
 	// It plays no part in deciding. Default "" (unnamed).
 	Name string
 	// Rate is the refill rate in cost units per second, in [MinRate,
@@ -49,12 +49,12 @@ type Plan struct {
 	Mode Mode
 	// Shadow computes, counts and reports decisions as usual but allows
 	// every check: a check the plan would have rejected is allowed with
-	// Decision.ShadowRejected set, and its cost is counted in
+	// region.Decision.ShadowRejected set, and its cost is counted in
 	// Usage.WouldReject instead of Usage.Rejected. Default false.
 	Shadow bool
 	// Concurrency, when positive, is the most slots (in-flight requests)
-	// a key may hold at once in this region, taken with Limiter.Acquire
-	// and given back with Limiter.Release. It is independent of the token
+	// a key may hold at once in this region, taken with region.Limiter.Acquire
+	// and given back with Release. It is independent of the token
 	// bucket, which Allow alone spends. At most MaxConcurrency. Default 0
 	// (Acquire refuses the key's plan).
 	Concurrency int

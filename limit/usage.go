@@ -4,7 +4,7 @@ import "time"
 
 // Usage is what one process did with one key in one accounting window since
 // the previous Usage for that key and window: deltas, not totals. The sink
-// adds them up; the Limiter hands each delta over exactly once.
+// adds them up; the region.Limiter hands each delta over exactly once.
 type Usage struct {
 	Key string
 	// WindowStart is the start of the key's accounting window on the store's
@@ -27,17 +27,17 @@ type Usage struct {
 	// are in neither Spent nor Rejected. What clients of a shadow plan
 	// were allowed is Spent + WouldReject.
 	WouldReject int64
-	// Refunded is the cost given back by refunds (Limiter.Refund) in the
+	// Refunded is the cost given back by refunds (region.Limiter.Refund) in the
 	// window: requests that failed upstream. What billing bills is
 	// Spent + Charged − Refunded.
 	Refunded int64
-	// Charged is the cost taken by post-hoc charges (Limiter.Charge) in
+	// Charged is the cost taken by post-hoc charges (region.Limiter.Charge) in
 	// the window: usage known only after a request was served, not part of
 	// Spent.
 	Charged int64
 }
 
-// UsageSink receives usage deltas. Record is called from the Limiter's
+// UsageSink receives usage deltas. Record is called from the region.Limiter's
 // background loop (Run) and from Flush, never on the decision path; it must
 // not block for long and must not lose what it accepted. The batch is the
 // Limiter's and is reused once Record returns: a sink that keeps deltas
