@@ -31,7 +31,7 @@ func loadCache(path string) (*cacheFile, error) {
 		return nil, fmt.Errorf("catalog: parse cache %s: %w", path, err)
 	}
 	for i, e := range cf.Entries {
-		if err := e.validate(); err != nil {
+		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("catalog: cache %s entry %d: %w", path, i, err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/catalog/follow"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // DefaultPlanName is the plan of a key with no assignment.
@@ -49,8 +49,8 @@ type Catalog struct {
 }
 
 var (
-	_ region.PlanResolver = (*Catalog)(nil)
-	_ region.CostResolver = (*Catalog)(nil)
+	_ limit.PlanResolver = (*Catalog)(nil)
+	_ limit.CostResolver = (*Catalog)(nil)
 )
 
 // New returns a Catalog holding the last known good copy from
@@ -182,16 +182,16 @@ func (c *Catalog) Loaded() bool {
 	return c.synced || c.fromCache
 }
 
-// Plan implements region.PlanResolver.
-func (c *Catalog) Plan(key string) (region.Plan, error) {
+// Plan implements limit.PlanResolver.
+func (c *Catalog) Plan(key string) (limit.Plan, error) {
 	_, p, err := c.Resolve(key)
 	return p, err
 }
 
 // Resolve returns the name and limits of key's plan: its assignment, else
 // the plan named "default", else the built-in default. It wraps
-// region.ErrUnknownPlan when there is none.
-func (c *Catalog) Resolve(key string) (string, region.Plan, error) {
+// limit.ErrUnknownPlan when there is none.
+func (c *Catalog) Resolve(key string) (string, limit.Plan, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	name := DefaultPlanName
@@ -202,16 +202,16 @@ func (c *Catalog) Resolve(key string) (string, region.Plan, error) {
 		return name, p.RegionPlan(), nil
 	}
 	if name == DefaultPlanName {
-		return "", region.Plan{}, fmt.Errorf("%w: key %q has no plan assignment and there is no %q plan", region.ErrUnknownPlan, key, DefaultPlanName)
+		return "", limit.Plan{}, fmt.Errorf("%w: key %q has no plan assignment and there is no %q plan", limit.ErrUnknownPlan, key, DefaultPlanName)
 	}
-	return "", region.Plan{}, fmt.Errorf("%w: key %q is assigned plan %q, which does not exist", region.ErrUnknownPlan, key, name)
+	return "", limit.Plan{}, fmt.Errorf("%w: key %q is assigned plan %q, which does not exist", limit.ErrUnknownPlan, key, name)
 }
 
 func (c *Catalog) planLocked(name string) (Entry, bool) {
 	if p, ok := c.st.plans[name]; ok {
 		return p, true
 	}
-	if name == DefaultPlanName && c.cfg.DefaultPlan != (region.Plan{}) {
+	if name == DefaultPlanName && c.cfg.DefaultPlan != (limit.Plan{}) {
 		return planEntry(name, c.cfg.DefaultPlan, BuiltinActor), true
 	}
 	return Entry{}, false
@@ -240,7 +240,7 @@ func (c *Catalog) CostEntry(endpoint string) (Entry, bool) {
 	return e, ok
 }
 
-// Cost implements region.CostResolver.
+// Cost implements limit.CostResolver.
 func (c *Catalog) Cost(endpoint string) (int64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -16,7 +16,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 func connect(t *testing.T, url string) jetstream.JetStream {
@@ -33,7 +33,7 @@ func connect(t *testing.T, url string) jetstream.JetStream {
 	return js
 }
 
-func start(t *testing.T, url, cache string, def region.Plan) *catalog.Catalog {
+func start(t *testing.T, url, cache string, def limit.Plan) *catalog.Catalog {
 	t.Helper()
 	cfg := catalog.DefaultConfig()
 	cfg.CachePath = cache
@@ -62,30 +62,30 @@ func waitSynced(t *testing.T, c *catalog.Catalog) {
 	})
 }
 
-// TestPutPlanChecksRange: a plan out of region.Plan's range is refused
+// TestPutPlanChecksRange: a plan out of limit.Plan's range is refused
 // with ErrInvalidValue, naming the field, and never reaches the bucket.
 func TestPutPlanChecksRange(t *testing.T) {
 	ns := testserver.StartNATS(t)
-	c := start(t, ns.URL, "", region.Plan{})
+	c := start(t, ns.URL, "", limit.Plan{})
 	waitSynced(t, c)
 	ctx := context.Background()
 	cases := []struct {
 		name  string
-		plan  region.Plan
+		plan  limit.Plan
 		field string // "" = accepted
 	}{
-		{"slowest plan", region.Plan{Rate: region.MinRate, Capacity: 1}, ""},
-		{"largest plan", region.Plan{Rate: region.MaxRate, Capacity: region.MaxCapacity}, ""},
-		{"zero rate", region.Plan{Rate: 0, Capacity: 1}, "rate"},
-		{"rate below the minimum", region.Plan{Rate: 1e-9, Capacity: 1}, "rate"},
-		{"rate above the maximum", region.Plan{Rate: 1e16, Capacity: 1}, "rate"},
-		{"capacity below 1", region.Plan{Rate: 1, Capacity: 0.5}, "capacity"},
-		{"capacity above the maximum", region.Plan{Rate: 1, Capacity: 1e16}, "capacity"},
-		{"every semantics field", region.Plan{Rate: 1, Capacity: 1, FailurePolicy: region.FailOpen, Shadow: true, Concurrency: 4}, ""},
-		{"unknown failure policy", region.Plan{Rate: 1, Capacity: 1, FailurePolicy: "fail-soft"}, "failure_policy"},
-		{"unknown mode", region.Plan{Rate: 1, Capacity: 1, Mode: "fuzzy"}, "mode"},
-		{"exact plan failing open", region.Plan{Rate: 1, Capacity: 1, Mode: region.ModeExact, FailurePolicy: region.FailOpen}, "failure_policy"},
-		{"negative concurrency", region.Plan{Rate: 1, Capacity: 1, Concurrency: -2}, "concurrency"},
+		{"slowest plan", limit.Plan{Rate: limit.MinRate, Capacity: 1}, ""},
+		{"largest plan", limit.Plan{Rate: limit.MaxRate, Capacity: limit.MaxCapacity}, ""},
+		{"zero rate", limit.Plan{Rate: 0, Capacity: 1}, "rate"},
+		{"rate below the minimum", limit.Plan{Rate: 1e-9, Capacity: 1}, "rate"},
+		{"rate above the maximum", limit.Plan{Rate: 1e16, Capacity: 1}, "rate"},
+		{"capacity below 1", limit.Plan{Rate: 1, Capacity: 0.5}, "capacity"},
+		{"capacity above the maximum", limit.Plan{Rate: 1, Capacity: 1e16}, "capacity"},
+		{"every semantics field", limit.Plan{Rate: 1, Capacity: 1, FailurePolicy: limit.FailOpen, Shadow: true, Concurrency: 4}, ""},
+		{"unknown failure policy", limit.Plan{Rate: 1, Capacity: 1, FailurePolicy: "fail-soft"}, "failure_policy"},
+		{"unknown mode", limit.Plan{Rate: 1, Capacity: 1, Mode: "fuzzy"}, "mode"},
+		{"exact plan failing open", limit.Plan{Rate: 1, Capacity: 1, Mode: limit.ModeExact, FailurePolicy: limit.FailOpen}, "failure_policy"},
+		{"negative concurrency", limit.Plan{Rate: 1, Capacity: 1, Concurrency: -2}, "concurrency"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,23 +109,23 @@ func TestPutPlanChecksRange(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	ns := testserver.StartNATS(t)
-	c := start(t, ns.URL, "", region.Plan{})
+	c := start(t, ns.URL, "", limit.Plan{})
 	waitSynced(t, c)
 	ctx := context.Background()
 
-	if _, _, err := c.Resolve("acct_1"); !errors.Is(err, region.ErrUnknownPlan) {
+	if _, _, err := c.Resolve("acct_1"); !errors.Is(err, limit.ErrUnknownPlan) {
 		t.Fatalf("no default plan: err = %v, want ErrUnknownPlan", err)
 	}
-	if _, err := c.Assign(ctx, "admin", "acct_1", "pro"); !errors.Is(err, region.ErrUnknownPlan) {
+	if _, err := c.Assign(ctx, "admin", "acct_1", "pro"); !errors.Is(err, limit.ErrUnknownPlan) {
 		t.Fatalf("assign to missing plan: err = %v", err)
 	}
-	mustPut := func(name string, p region.Plan) {
+	mustPut := func(name string, p limit.Plan) {
 		if _, err := c.PutPlan(ctx, "admin", name, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mustPut("default", region.Plan{Rate: 1, Capacity: 10})
-	mustPut("pro", region.Plan{Rate: 100, Capacity: 1000})
+	mustPut("default", limit.Plan{Rate: 1, Capacity: 10})
+	mustPut("pro", limit.Plan{Rate: 100, Capacity: 1000})
 	if _, err := c.Assign(ctx, "alice", "acct:1/ü?", "pro"); !errors.Is(err, catalog.ErrInvalidName) {
 		t.Fatalf("non-printable key: err = %v", err)
 	}
@@ -135,16 +135,16 @@ func TestResolve(t *testing.T) {
 	if _, err := c.PutCost(ctx, "admin", "search", 5); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutPlan(ctx, "admin", "bad", region.Plan{Rate: 0, Capacity: 1}); !errors.Is(err, catalog.ErrInvalidValue) {
+	if _, err := c.PutPlan(ctx, "admin", "bad", limit.Plan{Rate: 0, Capacity: 1}); !errors.Is(err, catalog.ErrInvalidValue) {
 		t.Fatalf("bad plan: err = %v", err)
 	}
 
 	tests := []struct {
 		key, plan string
-		want      region.Plan
+		want      limit.Plan
 	}{
-		{"acct:1/*>", "pro", region.Plan{Name: "pro", Rate: 100, Capacity: 1000}},
-		{"other", "default", region.Plan{Name: "default", Rate: 1, Capacity: 10}},
+		{"acct:1/*>", "pro", limit.Plan{Name: "pro", Rate: 100, Capacity: 1000}},
+		{"other", "default", limit.Plan{Name: "default", Rate: 1, Capacity: 10}},
 	}
 	for _, tt := range tests {
 		name, p, err := c.Resolve(tt.key)
@@ -162,7 +162,7 @@ func TestResolve(t *testing.T) {
 	if a.Actor != "alice" || a.At.IsZero() {
 		t.Errorf("assignment actor/time = %q %v", a.Actor, a.At)
 	}
-	mustPut("pro", region.Plan{Rate: 200, Capacity: 2000})
+	mustPut("pro", limit.Plan{Rate: 200, Capacity: 2000})
 	h, err := c.History(ctx, catalog.KindPlan, "pro")
 	if err != nil || len(h) != 2 || h[0].Rate != 100 || h[1].Rate != 200 || h[1].Actor != "admin" {
 		t.Fatalf("History = %+v, %v", h, err)
@@ -170,7 +170,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestBuiltinDefault(t *testing.T) {
-	c := start(t, "", "", region.Plan{Rate: 5, Capacity: 50})
+	c := start(t, "", "", limit.Plan{Rate: 5, Capacity: 50})
 	name, p, err := c.Resolve("anyone")
 	if err != nil || name != "default" || p.Rate != 5 {
 		t.Fatalf("Resolve = %q %v %v", name, p, err)
@@ -179,7 +179,7 @@ func TestBuiltinDefault(t *testing.T) {
 	if !ok || e.Actor != catalog.BuiltinActor {
 		t.Fatalf("PlanEntry(default) = %+v %v", e, ok)
 	}
-	if _, err := c.PutPlan(context.Background(), "admin", "x", region.Plan{Rate: 1, Capacity: 1}); !errors.Is(err, catalog.ErrUnavailable) {
+	if _, err := c.PutPlan(context.Background(), "admin", "x", limit.Plan{Rate: 1, Capacity: 1}); !errors.Is(err, catalog.ErrUnavailable) {
 		t.Fatalf("write without NATS: err = %v", err)
 	}
 }
@@ -189,15 +189,15 @@ func TestBuiltinDefault(t *testing.T) {
 func TestPushAndCache(t *testing.T) {
 	ns := testserver.StartNATS(t)
 	dir := t.TempDir()
-	a := start(t, ns.URL, filepath.Join(dir, "a.json"), region.Plan{})
-	b := start(t, ns.URL, filepath.Join(dir, "b.json"), region.Plan{})
+	a := start(t, ns.URL, filepath.Join(dir, "a.json"), limit.Plan{})
+	b := start(t, ns.URL, filepath.Join(dir, "b.json"), limit.Plan{})
 	waitSynced(t, a)
 	waitSynced(t, b)
 	changed := make(chan struct{}, 16)
 	b.OnChange(func() { changed <- struct{}{} })
 
 	t0 := time.Now()
-	if _, err := a.PutPlan(context.Background(), "admin", "gold", region.Plan{Rate: 7, Capacity: 70}); err != nil {
+	if _, err := a.PutPlan(context.Background(), "admin", "gold", limit.Plan{Rate: 7, Capacity: 70}); err != nil {
 		t.Fatal(err)
 	}
 	testserver.WaitFor(t, 2*time.Second, time.Millisecond, func() error {
@@ -218,7 +218,7 @@ func TestPushAndCache(t *testing.T) {
 	// Restart during an outage: the cache answers.
 	b.Stop()
 	ns.Stop()
-	c := start(t, "", filepath.Join(dir, "b.json"), region.Plan{})
+	c := start(t, "", filepath.Join(dir, "b.json"), limit.Plan{})
 	if e, ok := c.PlanEntry("gold"); !ok || e.Rate != 7 {
 		t.Fatalf("cached plan = %+v %v", e, ok)
 	}
@@ -233,12 +233,12 @@ func TestPushAndCache(t *testing.T) {
 func TestPlanSemanticsPushed(t *testing.T) {
 	ns := testserver.StartNATS(t)
 	dir := t.TempDir()
-	a := start(t, ns.URL, "", region.Plan{})
-	b := start(t, ns.URL, filepath.Join(dir, "b.json"), region.Plan{})
+	a := start(t, ns.URL, "", limit.Plan{})
+	b := start(t, ns.URL, filepath.Join(dir, "b.json"), limit.Plan{})
 	waitSynced(t, a)
 	waitSynced(t, b)
 	ctx := context.Background()
-	want := region.Plan{Name: "partner", Rate: 2, Capacity: 5, Mode: region.ModeExact, FailurePolicy: region.FailClosed, Shadow: true, Concurrency: 3}
+	want := limit.Plan{Name: "partner", Rate: 2, Capacity: 5, Mode: limit.ModeExact, FailurePolicy: limit.FailClosed, Shadow: true, Concurrency: 3}
 	if _, err := a.PutPlan(ctx, "admin", "partner", want); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestPlanSemanticsPushed(t *testing.T) {
 		t.Fatalf("Resolve on the other process = %+v, %v; want %+v", p, err, want)
 	}
 	b.Stop()
-	c := start(t, "", filepath.Join(dir, "b.json"), region.Plan{})
+	c := start(t, "", filepath.Join(dir, "b.json"), limit.Plan{})
 	if _, p, err := c.Resolve("acct_1"); err != nil || p != want {
 		t.Fatalf("Resolve from the cache = %+v, %v; want %+v", p, err, want)
 	}
@@ -262,15 +262,15 @@ func TestPlanSemanticsPushed(t *testing.T) {
 // The watch comes back after NATS restarts and picks up changes made there.
 func TestReconnect(t *testing.T) {
 	ns := testserver.StartNATS(t)
-	a := start(t, ns.URL, "", region.Plan{})
-	b := start(t, ns.URL, "", region.Plan{})
+	a := start(t, ns.URL, "", limit.Plan{})
+	b := start(t, ns.URL, "", limit.Plan{})
 	waitSynced(t, a)
 	waitSynced(t, b)
 	ns.Restart(t)
 	ctx := context.Background()
 	for i := range 3 {
 		testserver.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-			_, err := a.PutPlan(ctx, "admin", fmt.Sprintf("p%d", i), region.Plan{Rate: 1, Capacity: 1})
+			_, err := a.PutPlan(ctx, "admin", fmt.Sprintf("p%d", i), limit.Plan{Rate: 1, Capacity: 1})
 			return err
 		})
 	}
@@ -328,7 +328,7 @@ func TestSubscribe(t *testing.T) {
 		})
 	}
 	wait(1) // the first read of the bucket
-	if _, err := c.PutPlan(ctx, "admin", "pro", region.Plan{Rate: 1, Capacity: 1}); err != nil {
+	if _, err := c.PutPlan(ctx, "admin", "pro", limit.Plan{Rate: 1, Capacity: 1}); err != nil {
 		t.Fatal(err)
 	}
 	wait(2)
@@ -350,14 +350,14 @@ func TestSubscribe(t *testing.T) {
 func TestDelete(t *testing.T) {
 	ns := testserver.StartNATS(t)
 	dir := t.TempDir()
-	a := start(t, ns.URL, filepath.Join(dir, "a.json"), region.Plan{Rate: 1, Capacity: 1})
-	b := start(t, ns.URL, filepath.Join(dir, "b.json"), region.Plan{Rate: 1, Capacity: 1})
+	a := start(t, ns.URL, filepath.Join(dir, "a.json"), limit.Plan{Rate: 1, Capacity: 1})
+	b := start(t, ns.URL, filepath.Join(dir, "b.json"), limit.Plan{Rate: 1, Capacity: 1})
 	waitSynced(t, a)
 	waitSynced(t, b)
 	ctx := context.Background()
 	for _, err := range []error{
 		func() error {
-			_, err := a.PutPlan(ctx, "alice", "gold", region.Plan{Rate: 5, Capacity: 50})
+			_, err := a.PutPlan(ctx, "alice", "gold", limit.Plan{Rate: 5, Capacity: 50})
 			return err
 		}(),
 		func() error { _, err := a.Assign(ctx, "alice", "acct_1", "gold"); return err }(),
@@ -411,7 +411,7 @@ func TestDelete(t *testing.T) {
 	}
 	// A restart from the cache file alone does not bring them back.
 	b.Stop()
-	c := start(t, "", filepath.Join(dir, "b.json"), region.Plan{})
+	c := start(t, "", filepath.Join(dir, "b.json"), limit.Plan{})
 	if _, ok := c.PlanEntry("gold"); ok || c.Version() < last {
 		t.Fatalf("after a restart from the cache: gold present %v, version %d (want ≥ %d)", ok, c.Version(), last)
 	}

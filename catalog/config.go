@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotaplatform/quota/internal/natsname"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // Config configures a Catalog. Start from DefaultConfig; New validates a copy.
@@ -43,7 +43,7 @@ type Config struct {
 	// DefaultPlan is the built-in default plan: used for keys with no
 	// assignment while the bucket holds no plan named "default". A zero Plan
 	// means there is none, and such keys have no plan. Default zero.
-	DefaultPlan region.Plan
+	DefaultPlan limit.Plan
 
 	// WriteTimeout bounds one write: the KV put and the wait for this
 	// process's watch to apply it. Default 2s.
@@ -88,7 +88,7 @@ func (c *Config) validate() error {
 	}
 	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive, got %v", c.WriteTimeout)
 	check(c.RetryInterval > 0, "RetryInterval", "must be positive, got %v", c.RetryInterval)
-	if c.DefaultPlan != (region.Plan{}) {
+	if c.DefaultPlan != (limit.Plan{}) {
 		if err := c.DefaultPlan.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("catalog: config DefaultPlan: %w", err))
 		}

@@ -3,7 +3,7 @@
 // shadow flag, concurrency), key → plan assignments, endpoint cost
 // weights, and the rules of Envoy's rate limit service (one entry per
 // domain holding its envoyproxy/ratelimit YAML, KindRLS; package rls
-// parses them). It implements region.PlanResolver and region.CostResolver.
+// parses them). It implements limit.PlanResolver and limit.CostResolver.
 //
 // What it owns: the catalogue's in-memory copy, the NATS JetStream
 // key-value bucket that carries it (one entry per plan, assignment, weight

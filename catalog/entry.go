@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotaplatform/quota/period"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // Kind names a kind of catalogue entry.
@@ -39,13 +38,13 @@ type Entry struct {
 
 	Rate     float64 `json:"rate,omitempty"`     // KindPlan: cost units per second
 	Capacity float64 `json:"capacity,omitempty"` // KindPlan: burst, cost units
-	// KindPlan: the plan's semantics (region.Plan), each omitted when it
+	// KindPlan: the plan's semantics (limit.Plan), each omitted when it
 	// is the default: "failure_policy" ("degraded", "open", "closed"),
 	// "mode" ("leased", "exact"), "shadow" and "concurrency" (slots).
-	FailurePolicy region.FailurePolicy `json:"failure_policy,omitempty"`
-	Mode          region.Mode          `json:"mode,omitempty"`
-	Shadow        bool                 `json:"shadow,omitempty"`
-	Concurrency   int                  `json:"concurrency,omitempty"`
+	FailurePolicy limit.FailurePolicy `json:"failure_policy,omitempty"`
+	Mode          limit.Mode          `json:"mode,omitempty"`
+	Shadow        bool                `json:"shadow,omitempty"`
+	Concurrency   int                 `json:"concurrency,omitempty"`
 	// KindPlan: the plan's calendar quotas (docs/design.md [quotas]),
 	// shortest period first, and their calendar: "time_zone" (IANA, ""
 	// is UTC) and "anchor_day" (the day months start on; 0 is the 1st).
@@ -77,38 +76,28 @@ func (k Kind) field() string {
 }
 
 // Quota is one calendar quota of a plan entry: at most Limit cost units
-// per Period ("hour", "day", "week" or "month").
-type Quota struct {
-	Period period.Unit `json:"period"`
-	Limit  int64       `json:"limit"`
-}
+// per Period ("hour", "day", "week" or "month"); limit.Quota, whose JSON
+// form the entry stores.
+type Quota = limit.Quota
 
-// RegionPlan returns a plan entry as a region.Plan, named after the entry.
+// RegionPlan returns a plan entry as a limit.Plan, named after the entry.
 // Quotas that do not make a plan (too many, a period twice) are left out:
 // validate refuses such an entry, and RegionPlan is for valid ones.
-func (e Entry) RegionPlan() region.Plan {
-	p := region.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity,
+func (e Entry) RegionPlan() limit.Plan {
+	p := limit.Plan{Name: e.Name, Rate: e.Rate, Capacity: e.Capacity,
 		FailurePolicy: e.FailurePolicy, Mode: e.Mode, Shadow: e.Shadow, Concurrency: e.Concurrency,
 		TimeZone: e.TimeZone, AnchorDay: e.AnchorDay}
-	p.Quotas, _ = region.NewQuotas(e.regionQuotas())
+	p.Quotas, _ = limit.NewQuotas(e.Quotas)
 	return p
 }
 
-func (e Entry) regionQuotas() []region.Quota {
-	qs := make([]region.Quota, len(e.Quotas))
-	for i, q := range e.Quotas {
-		qs[i] = region.Quota{Period: q.Period, Limit: q.Limit}
-	}
-	return qs
-}
-
 // planEntry is p as a plan entry called name.
-func planEntry(name string, p region.Plan, actor string) Entry {
+func planEntry(name string, p limit.Plan, actor string) Entry {
 	e := Entry{Kind: KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
 		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency,
 		TimeZone: p.TimeZone, AnchorDay: p.AnchorDay, Actor: actor}
-	for _, q := range p.QuotaList() {
-		e.Quotas = append(e.Quotas, Quota{Period: q.Period, Limit: q.Limit})
+	if p.HasQuotas() {
+		e.Quotas = p.QuotaList()
 	}
 	return e
 }
@@ -151,15 +140,18 @@ func decodeEntry(k string, value []byte, rev uint64) (Entry, error) {
 	if e.Kind != kind || e.Name != name {
 		return Entry{}, fmt.Errorf("catalog: value of %q says %s %q", k, e.Kind, e.Name)
 	}
-	if err := e.validate(); err != nil {
+	if err := e.Validate(); err != nil {
 		return Entry{}, fmt.Errorf("catalog: value of %q: %w", k, err)
 	}
 	e.Revision = rev
 	return e, nil
 }
 
-// validate checks the fields of e's kind.
-func (e Entry) validate() error {
+// Validate checks the fields of e's kind by the rules of their owners
+// (limit.Plan.Validate for a plan, limit.CheckName for names); the error
+// wraps ErrInvalidName or ErrInvalidValue. The catalogue refuses to write
+// or read an entry that fails it, and planmirror to mirror one.
+func (e Entry) Validate() error {
 	field := e.Kind.field()
 	if field == "" {
 		return fmt.Errorf("%w: kind %q", ErrInvalidValue, e.Kind)
@@ -172,7 +164,7 @@ func (e Entry) validate() error {
 	}
 	switch e.Kind {
 	case KindPlan:
-		if _, err := region.NewQuotas(e.regionQuotas()); err != nil {
+		if _, err := limit.NewQuotas(e.Quotas); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidValue, err)
 		}
 		if err := e.RegionPlan().Validate(); err != nil {
@@ -198,10 +190,10 @@ func (e Entry) validate() error {
 }
 
 // CheckName reports whether s can name a plan, key, endpoint or domain: the rule of
-// region.CheckKey (1 to store.MaxKeyLen bytes of printable ASCII without
+// limit.CheckKey (1 to store.MaxKeyLen bytes of printable ASCII without
 // spaces), so that every assigned key is one the limiter accepts. The error
 // wraps ErrInvalidName and names field.
-func CheckName(field, s string) error { return region.CheckName(ErrInvalidName, field, s) }
+func CheckName(field, s string) error { return limit.CheckName(ErrInvalidName, field, s) }
 
 // logName is an entry's name as a log line above debug carries it: a
 // plan's, endpoint's or domain's as it is, a customer's key as "<key>"

@@ -3,15 +3,15 @@ package catalog
 import "errors"
 
 // Errors returned by the Catalog, wrapped with context naming the field.
-// An unknown plan is region.ErrUnknownPlan.
+// An unknown plan is limit.ErrUnknownPlan.
 var (
 	// ErrInvalidName: a plan, key or endpoint name is empty, longer than
 	// store.MaxKeyLen bytes, or holds a byte that is not printable ASCII.
 	ErrInvalidName = errors.New("invalid name")
 	// ErrInvalidValue: a plan's rate or capacity, or an endpoint's cost, is
-	// out of range. A plan's range is region.Plan's: rate in
-	// [region.MinRate, region.MaxRate], capacity in [1, region.MaxCapacity];
-	// the error wraps region.ErrInvalidPlan and names the field.
+	// out of range. A plan's range is limit.Plan's: rate in
+	// [limit.MinRate, limit.MaxRate], capacity in [1, limit.MaxCapacity];
+	// the error wraps limit.ErrInvalidPlan and names the field.
 	ErrInvalidValue = errors.New("invalid value")
 	// ErrUnavailable: the key-value bucket cannot be reached (NATS is down or
 	// the catalogue has not started); reads still answer from the last known

@@ -12,7 +12,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // TestKeysLoggedAtDebugOnly: a key's assignment written, applied, read
@@ -37,7 +37,7 @@ func TestKeysLoggedAtDebugOnly(t *testing.T) {
 	waitSynced(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.PutPlan(ctx, "admin", "pro", region.Plan{Rate: 10, Capacity: 20}); err != nil {
+	if _, err := c.PutPlan(ctx, "admin", "pro", limit.Plan{Rate: 10, Capacity: 20}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Assign(ctx, "admin", key, "pro"); err != nil {

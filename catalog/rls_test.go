@@ -10,7 +10,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 const edgeYAML = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
@@ -20,7 +20,7 @@ const edgeYAML = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {un
 // reaches the bucket. (The YAML's content is package rls's to check.)
 func TestPutRLSChecks(t *testing.T) {
 	ns := testserver.StartNATS(t)
-	c := start(t, ns.URL, "", region.Plan{})
+	c := start(t, ns.URL, "", limit.Plan{})
 	waitSynced(t, c)
 	cases := []struct {
 		name, domain, yaml string
@@ -63,8 +63,8 @@ func TestPutRLSChecks(t *testing.T) {
 func TestRLSPushedAndCached(t *testing.T) {
 	ns := testserver.StartNATS(t)
 	dir := t.TempDir()
-	a := start(t, ns.URL, "", region.Plan{})
-	b := start(t, ns.URL, filepath.Join(dir, "b.json"), region.Plan{})
+	a := start(t, ns.URL, "", limit.Plan{})
+	b := start(t, ns.URL, filepath.Join(dir, "b.json"), limit.Plan{})
 	waitSynced(t, a)
 	waitSynced(t, b)
 	changed := make(chan struct{}, 16)
@@ -115,7 +115,7 @@ func TestRLSPushedAndCached(t *testing.T) {
 	}
 
 	b.Stop()
-	c := start(t, "", filepath.Join(dir, "b.json"), region.Plan{})
+	c := start(t, "", filepath.Join(dir, "b.json"), limit.Plan{})
 	if got := c.RLSEntries(); len(got) != 2 || got[0].Name != "api" || got[1].YAML != edgeYAML {
 		t.Fatalf("RLSEntries from the cache file = %+v", got)
 	}

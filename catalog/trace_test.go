@@ -11,7 +11,7 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // A write is a span with its kind and revision, and the push that applies
@@ -33,7 +33,7 @@ func TestWritesAndPushesAreTraced(t *testing.T) {
 	t.Cleanup(c.Stop)
 	waitSynced(t, c)
 	ctx := context.Background()
-	if _, err := c.PutPlan(ctx, "test", "gold", region.Plan{Rate: 10, Capacity: 20}); err != nil {
+	if _, err := c.PutPlan(ctx, "test", "gold", limit.Plan{Rate: 10, Capacity: 20}); err != nil {
 		t.Fatal(err)
 	}
 	rev, err := c.Assign(ctx, "test", "acct_secretive", "gold")

@@ -14,14 +14,14 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // PutPlan creates or replaces plan name, recording actor as its writer, and
 // returns the new catalogue version. Every field of p but its Name is
-// stored; p must pass region.Plan.Validate (the error wraps
+// stored; p must pass limit.Plan.Validate (the error wraps
 // ErrInvalidValue and names the field).
-func (c *Catalog) PutPlan(ctx context.Context, actor, name string, p region.Plan) (uint64, error) {
+func (c *Catalog) PutPlan(ctx context.Context, actor, name string, p limit.Plan) (uint64, error) {
 	return c.put(ctx, planEntry(name, p, actor))
 }
 
@@ -32,7 +32,7 @@ func (c *Catalog) Assign(ctx context.Context, actor, key, plan string) (uint64, 
 		return 0, err
 	}
 	if _, ok := c.PlanEntry(plan); !ok {
-		return 0, fmt.Errorf("%w: plan %q does not exist", region.ErrUnknownPlan, plan)
+		return 0, fmt.Errorf("%w: plan %q does not exist", limit.ErrUnknownPlan, plan)
 	}
 	return c.put(ctx, Entry{Kind: KindKey, Name: key, Plan: plan, Actor: actor})
 }
@@ -111,7 +111,7 @@ func (c *Catalog) put(ctx context.Context, e Entry) (uint64, error) {
 	}
 	e.At = time.Now().UTC()
 	e.Revision = 0
-	if err := e.validate(); err != nil {
+	if err := e.Validate(); err != nil {
 		return 0, err
 	}
 	kvp, err := c.bucket()

@@ -6,7 +6,7 @@
 // # What a Node does
 //
 // A Node is one limiter process's gossip agent. The daemon tees the
-// limiter's usage stream into it (Node implements region.UsageSink), hands
+// limiter's usage stream into it (Node implements limit.UsageSink), hands
 // it to the limiter as the ShareSource, and passes Limiter.Reshare as
 // Config.OnChange. Every Config.Interval, on interval boundaries of the
 // clock (so that all processes tick together), the Node

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/memstore"
@@ -64,9 +65,9 @@ func Example_wiring() {
 	lcfg := region.DefaultConfig()
 	lcfg.Region = "eu"
 	lcfg.Shares = node       // region.ShareSource
-	lcfg.Usage = node        // region.UsageSink (tee it with the ledger's sink)
+	lcfg.Usage = node        // limit.UsageSink (tee it with the ledger's sink)
 	lcfg.Processes = members // region.ProcessCounter
-	lim, err = region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 100, Capacity: 100}}, lcfg)
+	lim, err = region.New(memstore.New(nil), limit.StaticPlans{Default: limit.Plan{Rate: 100, Capacity: 100}}, lcfg)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/redisstore"
@@ -36,7 +37,7 @@ type proc struct {
 	mem    *membership.Membership
 }
 
-func startFleet(t *testing.T, perRegion int, plans region.PlanResolver, mod func(*region.Config)) *fleet {
+func startFleet(t *testing.T, perRegion int, plans limit.PlanResolver, mod func(*region.Config)) *fleet {
 	t.Helper()
 	weights := map[string]float64{"eu": 0.7, "us": 0.2, "ap": 0.1}
 	if v := os.Getenv("QUOTA_MEASURE_WEIGHTS"); v != "" { // e.g. "eu=1,us=1,ap=1": history that is wrong
@@ -236,7 +237,7 @@ func measure(t *testing.T, cut bool) {
 		t.Skip("measurement: set QUOTA_MEASURE_SECONDS (e.g. 20) to run it")
 	}
 	const rate, capacity = 1000.0, 1000.0
-	plans := region.StaticPlans{Default: region.Plan{Rate: rate, Capacity: capacity}}
+	plans := limit.StaticPlans{Default: limit.Plan{Rate: rate, Capacity: capacity}}
 	f := startFleet(t, 2, plans, nil)
 
 	split := map[string]float64{"eu": 0.7, "us": 0.2, "ap": 0.1}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // HotKeys merges the latest digests of every process: a key at 80 % of the
@@ -28,11 +28,11 @@ func TestHotKeysMergeDigests(t *testing.T) {
 	// cold-0 … cold-3 5 each on one process.
 	for range 5 {
 		for i, n := range ls.nodes {
-			n.Record([]region.Usage{{Key: "hot", Spent: []int64{40, 20, 15}[i], Rejected: []int64{0, 0, 5}[i]}})
+			n.Record([]limit.Usage{{Key: "hot", Spent: []int64{40, 20, 15}[i], Rejected: []int64{0, 0, 5}[i]}})
 		}
-		ls.nodes[0].Record([]region.Usage{{Key: "cold-0", Spent: 5}, {Key: "cold-1", Spent: 5}})
-		ls.nodes[1].Record([]region.Usage{{Key: "cold-2", Spent: 5}})
-		ls.nodes[2].Record([]region.Usage{{Key: "cold-3", Spent: 5}})
+		ls.nodes[0].Record([]limit.Usage{{Key: "cold-0", Spent: 5}, {Key: "cold-1", Spent: 5}})
+		ls.nodes[1].Record([]limit.Usage{{Key: "cold-2", Spent: 5}})
+		ls.nodes[2].Record([]limit.Usage{{Key: "cold-3", Spent: 5}})
 		ls.step("none", []float64{0, 0, 0}, nil)
 	}
 	near := func(got, want float64) bool { return math.Abs(got-want) <= 0.02*want }

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/partition"
-	"github.com/quotaplatform/quota/region"
 )
 
 // zeroBelow: smoothed rates at or below this (cost units per second) count
@@ -30,8 +30,7 @@ const zeroBelow = 1e-3
 const inboxSize = 1024
 
 var (
-	_ region.ShareSource = (*Node)(nil)
-	_ region.UsageSink   = (*Node)(nil)
+	_ limit.UsageSink = (*Node)(nil)
 )
 
 // Node is one process's gossip agent. Create it with New, start Run (or
@@ -217,9 +216,9 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Record implements region.UsageSink: it adds usage deltas to the demand
+// Record implements limit.UsageSink: it adds usage deltas to the demand
 // (spent + rejected) and admitted cost (spent) of the current interval.
-func (n *Node) Record(batch []region.Usage) {
+func (n *Node) Record(batch []limit.Usage) {
 	n.accMu.Lock()
 	defer n.accMu.Unlock()
 	for _, u := range batch {

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/partition"
-	"github.com/quotaplatform/quota/region"
 )
 
 func TestMain(m *testing.M) {
@@ -101,13 +101,13 @@ func (f *feeder) run() {
 			last = now
 			f.mu.Lock()
 			for n, keys := range f.rates {
-				var batch []region.Usage
+				var batch []limit.Usage
 				for key, rate := range keys {
 					f.owed[n][key] += rate * dt
 					c := int64(f.owed[n][key])
 					f.owed[n][key] -= float64(c)
 					if c > 0 {
-						batch = append(batch, region.Usage{Key: key, Spent: c})
+						batch = append(batch, limit.Usage{Key: key, Spent: c})
 					}
 				}
 				n.Record(batch)

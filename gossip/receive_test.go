@@ -9,7 +9,7 @@ import (
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // manualFleet is nodes that Run on real NATS and one manual clock: step
@@ -46,7 +46,7 @@ func startManualFleetWith(t *testing.T, url string, regions []string, mod func(*
 func (f *manualFleet) step(key string, rates ...float64) {
 	f.t.Helper()
 	for i, n := range f.nodes {
-		n.Record([]region.Usage{{Key: key, Spent: int64(rates[i] * testInterval.Seconds())}})
+		n.Record([]limit.Usage{{Key: key, Spent: int64(rates[i] * testInterval.Seconds())}})
 	}
 	f.clock.BlockUntil(len(f.nodes)) // every Run waits for its next tick
 	f.clock.Advance(testInterval)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // stepHeardOrRefused is manualFleet.step for a fleet under attack: it waits
@@ -20,7 +20,7 @@ func (f *manualFleet) stepHeardOrRefused(key string, rates ...float64) {
 		n.mu.Lock()
 		refused[i] = n.rejected[rejectProcesses]
 		n.mu.Unlock()
-		n.Record([]region.Usage{{Key: key, Spent: int64(rates[i] * testInterval.Seconds())}})
+		n.Record([]limit.Usage{{Key: key, Spent: int64(rates[i] * testInterval.Seconds())}})
 	}
 	f.clock.BlockUntil(len(f.nodes))
 	f.clock.Advance(testInterval)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/partition"
-	"github.com/quotaplatform/quota/region"
 )
 
 // lockstep drives nodes tick by tick on a manual clock, delivering digests
@@ -64,7 +64,7 @@ func (ls *lockstep) step(key string, rates []float64, hears func(from, to int) b
 	iv := DefaultConfig().Interval
 	for i, n := range ls.nodes {
 		if rates[i] > 0 {
-			n.Record([]region.Usage{{Key: key, Spent: int64(rates[i] * iv.Seconds())}})
+			n.Record([]limit.Usage{{Key: key, Spent: int64(rates[i] * iv.Seconds())}})
 		}
 	}
 	ls.now = ls.now.Add(iv)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/region"
 )
 
@@ -34,14 +35,16 @@ const (
 	HeaderDegraded = "X-Ratelimit-Degraded"
 )
 
-// degradedValues are the HeaderDegraded values, one shared slice each: a
-// degraded decision adds no allocation. Capacity-limited so that an
-// Add by a handler copies instead of writing into them.
-var degradedValues = map[region.FailurePolicy][]string{
-	region.FailDegraded: []string{string(region.FailDegraded)}[:1:1],
-	region.FailOpen:     []string{string(region.FailOpen)}[:1:1],
-	region.FailClosed:   []string{string(region.FailClosed)}[:1:1],
-}
+// degradedValues are the HeaderDegraded values, one shared slice per
+// failure policy: a degraded decision adds no allocation. Capacity-limited
+// so that an Add by a handler copies instead of writing into them.
+var degradedValues = func() map[limit.FailurePolicy][]string {
+	m := make(map[limit.FailurePolicy][]string, len(limit.FailurePolicies))
+	for _, f := range limit.FailurePolicies {
+		m[f] = []string{string(f)}[:1:1]
+	}
+	return m
+}()
 
 // WriteHeaders sets the rate-limit response fields of d on h. Retry-After
 // is set only when d is a rejection, and is at least one second;
@@ -104,7 +107,7 @@ func WriteHeaders(h http.Header, p Policy, d region.Decision) {
 	if d.Degraded {
 		v, ok := degradedValues[d.FailurePolicy()]
 		if !ok { // a Decision the Limiter did not make carries no plan
-			v = degradedValues[region.FailDegraded]
+			v = degradedValues[limit.FailDegraded]
 		}
 		h[HeaderDegraded] = v
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // On one region's NATS of three servers, the usage stream and the
@@ -83,13 +83,13 @@ func TestReplicatedStreamAndBucketOutliveALostServer(t *testing.T) {
 
 	// Everything works with three servers.
 	window := time.Now().UTC().Truncate(time.Minute)
-	rep.Record([]region.Usage{{Key: "k-before", WindowStart: window, Spent: 5}})
+	rep.Record([]limit.Usage{{Key: "k-before", WindowStart: window, Spent: 5}})
 	ledgertest.FlushAcked(t, rep, metrics, 1)
-	putPlan(t, writer, region.Plan{Name: "pro", Rate: 10, Capacity: 20})
+	putPlan(t, writer, limit.Plan{Name: "pro", Rate: 10, Capacity: 20})
 	if _, err := writer.Assign(ctx, "admin", "acct_1", "pro"); err != nil {
 		t.Fatal(err)
 	}
-	waitPlan(t, reader, region.Plan{Name: "pro", Rate: 10, Capacity: 20})
+	waitPlan(t, reader, limit.Plan{Name: "pro", Rate: 10, Capacity: 20})
 	waitLedger(t, pool, map[string]int64{"k-before": 5})
 
 	// The stream's leader goes.
@@ -97,11 +97,11 @@ func TestReplicatedStreamAndBucketOutliveALostServer(t *testing.T) {
 	cl.Stop(lost)
 	t.Logf("stopped %s-%d, the usage stream's leader", cl.Name(), lost)
 
-	rep.Record([]region.Usage{{Key: "k-after", WindowStart: window, Spent: 7}})
+	rep.Record([]limit.Usage{{Key: "k-after", WindowStart: window, Spent: 7}})
 	ledgertest.FlushAcked(t, rep, metrics, 2)
 	t.Logf("report acknowledged %v after the loss", time.Since(start).Round(time.Millisecond))
-	putPlan(t, writer, region.Plan{Name: "pro", Rate: 30, Capacity: 60})
-	waitPlan(t, reader, region.Plan{Name: "pro", Rate: 30, Capacity: 60})
+	putPlan(t, writer, limit.Plan{Name: "pro", Rate: 30, Capacity: 60})
+	waitPlan(t, reader, limit.Plan{Name: "pro", Rate: 30, Capacity: 60})
 	t.Logf("catalogue write applied by the reader %v after the loss", time.Since(start).Round(time.Millisecond))
 	waitLedger(t, pool, map[string]int64{"k-before": 5, "k-after": 7})
 	t.Logf("usage in Postgres %v after the loss", time.Since(start).Round(time.Millisecond))
@@ -166,7 +166,7 @@ func connectOrdered(t *testing.T, cl *testserver.JetStreamCluster, first int) je
 
 // putPlan writes plan "pro", retrying while the bucket's group elects a
 // leader.
-func putPlan(t *testing.T, c *catalog.Catalog, p region.Plan) {
+func putPlan(t *testing.T, c *catalog.Catalog, p limit.Plan) {
 	t.Helper()
 	testserver.WaitFor(t, 20*time.Second, 50*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -176,7 +176,7 @@ func putPlan(t *testing.T, c *catalog.Catalog, p region.Plan) {
 	})
 }
 
-func waitPlan(t *testing.T, c *catalog.Catalog, want region.Plan) {
+func waitPlan(t *testing.T, c *catalog.Catalog, want limit.Plan) {
 	t.Helper()
 	testserver.WaitFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		got, err := c.Plan("acct_1")

@@ -1,7 +1,7 @@
 // Package ledger carries exact per-window usage from limiter processes to the
 // billing ledger.
 //
-// On the limiter side, a Reporter implements region.UsageSink: it adds the
+// On the limiter side, a Reporter implements limit.UsageSink: it adds the
 // Limiter's usage deltas into cumulative counters per (key, accounting
 // window) for this process and publishes them as Reports to a JetStream
 // stream, many to a message (EncodeBatch) — periodically, as a final report

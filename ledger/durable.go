@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // ErrReporterClosed is returned by RecordDurable after Close: nothing
 // recorded now is sent.
 var ErrReporterClosed = errors.New("ledger: reporter closed")
-
-var _ region.DurableUsageSink = (*Reporter)(nil)
 
 // RecordDurable is Record, then a flush of the (key, window) counters the
 // batch names (zero deltas name them too) that returns once the
@@ -30,7 +28,7 @@ var _ region.DurableUsageSink = (*Reporter)(nil)
 // report could be neither published nor spooled (spool full and NATS
 // away); the usage stays in memory for the next flush. After Close it
 // returns ErrReporterClosed.
-func (r *Reporter) RecordDurable(ctx context.Context, batch []region.Usage) error {
+func (r *Reporter) RecordDurable(ctx context.Context, batch []limit.Usage) error {
 	r.Record(batch)
 	keys := make([]entryKey, 0, len(batch))
 	for i := range batch {

@@ -16,7 +16,7 @@ import (
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // RecordDurable returns once the window's cumulative report, the delta
@@ -33,8 +33,8 @@ func TestRecordDurableBeforeReturning(t *testing.T) {
 	r, m := newReporter(t, js, clk, spoolIn)
 	ctx := context.Background()
 
-	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 5, Leased: 5}})
-	if err := r.RecordDurable(ctx, []region.Usage{{Key: "a", WindowStart: t0, Refunded: 2}}); err != nil {
+	r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 5, Leased: 5}})
+	if err := r.RecordDurable(ctx, []limit.Usage{{Key: "a", WindowStart: t0, Refunded: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := reportOf(t, js, "a"); got.Spent != 5 || got.Refunded != 2 || got.Final {
@@ -45,7 +45,7 @@ func TestRecordDurableBeforeReturning(t *testing.T) {
 	}
 	// Nothing new: no message.
 	_, before := latest(t, js)
-	if err := r.RecordDurable(ctx, []region.Usage{{Key: "a", WindowStart: t0}}); err != nil {
+	if err := r.RecordDurable(ctx, []limit.Usage{{Key: "a", WindowStart: t0}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, after := latest(t, js); after != before {
@@ -60,7 +60,7 @@ func TestRecordDurableBeforeReturning(t *testing.T) {
 		}
 		return nil
 	})
-	if err := r.RecordDurable(ctx, []region.Usage{{Key: "a", WindowStart: t0, Charged: 7}}); err != nil {
+	if err := r.RecordDurable(ctx, []limit.Usage{{Key: "a", WindowStart: t0, Charged: 7}}); err != nil {
 		t.Fatalf("RecordDurable while NATS is away: %v", err)
 	}
 	if n := val(m.SpoolReports); n != 1 {
@@ -87,7 +87,7 @@ func TestRecordDurableBeforeReturning(t *testing.T) {
 	if err := r2.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.RecordDurable(ctx, []region.Usage{{Key: "a", WindowStart: t0, Refunded: 1}}); !errors.Is(err, ledger.ErrReporterClosed) {
+	if err := r2.RecordDurable(ctx, []limit.Usage{{Key: "a", WindowStart: t0, Refunded: 1}}); !errors.Is(err, ledger.ErrReporterClosed) {
 		t.Fatalf("RecordDurable after Close: %v, want ErrReporterClosed", err)
 	}
 }
@@ -110,7 +110,7 @@ func TestReporterCreatesTheStreamOnlyWhenAllowed(t *testing.T) {
 				t.Fatal(err)
 			}
 			r, m := newReporter(t, js, clock.NewManual(t0.Add(time.Second)), func(c *ledger.Config) { c.CreateStream = create })
-			r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 3}})
+			r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 3}})
 			if err := r.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -199,7 +199,7 @@ func BenchmarkRecordDurable(b *testing.B) {
 			r, _ := newReporter(b, js, clock.NewManual(t0.Add(time.Second)), nil)
 			defer r.Close(context.Background())
 			ctx := context.Background()
-			u := []region.Usage{{Key: "a", WindowStart: t0, Refunded: 1}}
+			u := []limit.Usage{{Key: "a", WindowStart: t0, Refunded: 1}}
 			b.ResetTimer()
 			for range b.N {
 				if err := r.RecordDurable(ctx, u); err != nil {
@@ -232,11 +232,11 @@ func TestFullStreamRefusalsAreSpooled(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, m := newReporter(t, js, clock.NewManual(t0.Add(time.Second)), nil)
-	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
+	r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 2}})
+	r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 2}})
 	if err := r.Flush(ctx); err != nil {
 		t.Fatalf("Flush into a full stream: %v", err)
 	}

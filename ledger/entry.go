@@ -3,7 +3,7 @@ package ledger
 import (
 	"time"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // entryKey names one of a Reporter's entries: a key's accounting window.
@@ -42,7 +42,7 @@ type built struct {
 }
 
 // add adds one usage delta to the counters.
-func (e *entry) add(u *region.Usage) {
+func (e *entry) add(u *limit.Usage) {
 	e.spent += u.Spent
 	e.leased += u.Leased
 	e.rejected += u.Rejected

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // Refunded and charged cost travel in both encodings, and a message from
@@ -84,10 +84,10 @@ func TestRefundedAndChargedTravel(t *testing.T) {
 // The Reporter adds refunded and charged deltas to the window's report.
 func TestReporterCountsRefundsAndCharges(t *testing.T) {
 	e := &entry{key: "k"}
-	e.add(&region.Usage{Key: "k", Spent: 4, Leased: 4})
-	e.add(&region.Usage{Key: "k", Refunded: 3})
-	e.add(&region.Usage{Key: "k", Charged: 7})
-	e.add(&region.Usage{Key: "k", Refunded: 1, Charged: 1})
+	e.add(&limit.Usage{Key: "k", Spent: 4, Leased: 4})
+	e.add(&limit.Usage{Key: "k", Refunded: 3})
+	e.add(&limit.Usage{Key: "k", Charged: 7})
+	e.add(&limit.Usage{Key: "k", Refunded: 1, Charged: 1})
 	c := DefaultConfig()
 	b := e.report(&c, validReport().SentAt, false)
 	if b.rep.Spent != 4 || b.rep.Refunded != 4 || b.rep.Charged != 8 {

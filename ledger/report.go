@@ -32,11 +32,11 @@ type Report struct {
 	// Degraded is the cost allowed in degraded mode, a part of Spent.
 	Degraded int64 `json:"degraded"`
 	// WouldReject is the cost of checks a shadow plan would have rejected
-	// (region.Usage.WouldReject): they were allowed without spending, so
+	// (limit.Usage.WouldReject): they were allowed without spending, so
 	// they are in neither Spent nor Rejected.
 	WouldReject int64 `json:"would_reject,omitempty"`
-	// Refunded is the cost given back by refunds (region.Usage.Refunded);
-	// Charged the cost taken by post-hoc charges (region.Usage.Charged),
+	// Refunded is the cost given back by refunds (limit.Usage.Refunded);
+	// Charged the cost taken by post-hoc charges (limit.Usage.Charged),
 	// not part of Spent. Billing bills Spent + Charged − Refunded. A
 	// report from before refunds carries neither: zero.
 	Refunded int64 `json:"refunded,omitempty"`

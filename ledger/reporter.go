@@ -23,7 +23,7 @@ import (
 
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/scratch"
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // Config configures a Reporter. Start from DefaultConfig; NewReporter
@@ -163,7 +163,7 @@ func (c *Config) validate() error {
 }
 
 // Reporter turns a Limiter's usage deltas into cumulative usage reports on
-// JetStream. It implements region.UsageSink.
+// JetStream. It implements limit.UsageSink.
 //
 // Record only updates in-memory counters under a mutex. Publishing happens
 // on the Reporter's goroutine (Start … Close) or in Flush. Counters stay in
@@ -221,7 +221,7 @@ type Reporter struct {
 	done chan struct{}
 }
 
-var _ region.UsageSink = (*Reporter)(nil)
+var _ limit.UsageSink = (*Reporter)(nil)
 
 // NewReporter returns a Reporter publishing on js. It opens the spool file
 // and sends nothing until Start or Flush. Until its flushes find the
@@ -270,7 +270,7 @@ func NewReporter(js jetstream.JetStream, cfg Config) (*Reporter, error) {
 // blocks on I/O. It is safe for concurrent use. Usage recorded after Close
 // is never sent. When it leaves Config.MaxKeys windows or more held, it
 // asks the loop for an early flush.
-func (r *Reporter) Record(batch []region.Usage) {
+func (r *Reporter) Record(batch []limit.Usage) {
 	if len(batch) == 0 {
 		return
 	}
@@ -307,7 +307,7 @@ func (r *Reporter) Record(batch []region.Usage) {
 // final was accepted and Retention passed, or early, past MaxKeys. What
 // comes for it now is reported under a row of its own, so that cumulative
 // values never go backwards.
-func (r *Reporter) newEntryLocked(k entryKey, u *region.Usage, now time.Time) *entry {
+func (r *Reporter) newEntryLocked(k entryKey, u *limit.Usage, now time.Time) *entry {
 	e := &entry{key: u.Key, start: u.WindowStart.UTC(), processID: r.cfg.ProcessID}
 	if now.After(e.start.Add(r.cfg.Window+r.cfg.FinalGrace+r.cfg.Retention)) || k.start <= r.freedThrough {
 		r.lateN++

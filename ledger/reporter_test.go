@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/memstore"
 )
@@ -116,18 +117,18 @@ func TestReporterCumulativeAndFinal(t *testing.T) {
 	steps := []struct {
 		name   string
 		at     time.Duration // clock offset from t0
-		record []region.Usage
+		record []limit.Usage
 		msgs   int // total reports in the stream after Flush
 		want   map[string]want
 	}{
-		{"first deltas", time.Second, []region.Usage{
+		{"first deltas", time.Second, []limit.Usage{
 			{Key: "a", WindowStart: w, Spent: 3, Leased: 5},
 			{Key: "b", WindowStart: w, Spent: 1, Leased: 1, Rejected: 2},
 			{Key: "a", WindowStart: w, Spent: 2, Leased: 0},
 		}, 2, map[string]want{"a": {5, 5, false, 1}, "b": {1, 1, false, 1}}},
 		{"no change, nothing sent", 2 * time.Second, nil, 2,
 			map[string]want{"a": {5, 5, false, 1}, "b": {1, 1, false, 1}}},
-		{"leased goes down", 10 * time.Second, []region.Usage{{Key: "a", WindowStart: w, Spent: 1, Leased: -2}}, 3,
+		{"leased goes down", 10 * time.Second, []limit.Usage{{Key: "a", WindowStart: w, Spent: 1, Leased: -2}}, 3,
 			map[string]want{"a": {6, 3, false, 2}, "b": {1, 1, false, 1}}},
 		{"window over, in grace", time.Minute + time.Second, nil, 3,
 			map[string]want{"a": {6, 3, false, 2}, "b": {1, 1, false, 1}}},
@@ -135,7 +136,7 @@ func TestReporterCumulativeAndFinal(t *testing.T) {
 			map[string]want{"a": {6, 3, true, 3}, "b": {1, 1, true, 2}}},
 		{"finals are not repeated", time.Minute + 5*time.Second, nil, 5,
 			map[string]want{"a": {6, 3, true, 3}, "b": {1, 1, true, 2}}},
-		{"late delta: final again", time.Minute + 6*time.Second, []region.Usage{{Key: "b", WindowStart: w, Spent: 1}}, 6,
+		{"late delta: final again", time.Minute + 6*time.Second, []limit.Usage{{Key: "b", WindowStart: w, Spent: 1}}, 6,
 			map[string]want{"a": {6, 3, true, 3}, "b": {2, 1, true, 3}}},
 	}
 	for _, st := range steps {
@@ -171,7 +172,7 @@ func TestReporterLoopReportsOnClockTicks(t *testing.T) {
 	clk := clock.NewManual(t0.Add(time.Second))
 	r, m := newReporter(t, js, clk, nil)
 	iv := ledger.DefaultConfig().ReportInterval
-	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 2}})
+	r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 2}})
 	r.Start()
 	clk.BlockUntil(1) // the loop's ticker
 
@@ -220,7 +221,7 @@ func TestReporterLateDeltaAfterRetentionGetsOwnRow(t *testing.T) {
 	clk := clock.NewManual(t0)
 	r, m := newReporter(t, js, clk, func(c *ledger.Config) { c.Retention = 10 * time.Second })
 	ctx := context.Background()
-	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 4}})
+	r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 4}})
 	clk.Set(t0.Add(time.Minute + 3*time.Second))
 	if err := r.Flush(ctx); err != nil { // final
 		t.Fatal(err)
@@ -229,7 +230,7 @@ func TestReporterLateDeltaAfterRetentionGetsOwnRow(t *testing.T) {
 	if err := r.Flush(ctx); err != nil { // forgets the window
 		t.Fatal(err)
 	}
-	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
+	r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestReporterSpoolsWhileNATSDown(t *testing.T) {
 	r, m := newReporter(t, js, clk, nil)
 	ctx := context.Background()
 
-	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
+	r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 1}})
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestReporterSpoolsWhileNATSDown(t *testing.T) {
 	})
 	for i := range 5 {
 		clk.Set(t0.Add(time.Duration(i+1) * time.Second))
-		r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}, {Key: "b", WindowStart: t0, Spent: 2}})
+		r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 1}, {Key: "b", WindowStart: t0, Spent: 2}})
 		if err := r.Flush(ctx); err != nil {
 			t.Fatalf("Flush while NATS is down: %v", err)
 		}
@@ -312,9 +313,9 @@ func TestReporterSpoolFullKeepsUsageInMemory(t *testing.T) {
 		}
 		return nil
 	})
-	var batch []region.Usage
+	var batch []limit.Usage
 	for i := range 100 {
-		batch = append(batch, region.Usage{Key: "key-" + string(rune('A'+i%26)) + string(rune('a'+i/26)), WindowStart: t0, Spent: int64(i + 1)})
+		batch = append(batch, limit.Usage{Key: "key-" + string(rune('A'+i%26)) + string(rune('a'+i/26)), WindowStart: t0, Spent: int64(i + 1)})
 	}
 	r.Record(batch)
 	if err := r.Flush(ctx); !errors.Is(err, ledger.ErrSpoolFull) {
@@ -373,7 +374,7 @@ func TestReporterCarriesLargeCountsExactly(t *testing.T) {
 	const big = 5 << 30 // 5,368,709,120 > 2^32
 	cfg := region.DefaultConfig()
 	cfg.Usage = r
-	lim, err := region.New(memstore.New(nil), region.StaticPlans{Default: region.Plan{Rate: 1, Capacity: region.MaxCapacity}}, cfg)
+	lim, err := region.New(memstore.New(nil), limit.StaticPlans{Default: limit.Plan{Rate: 1, Capacity: limit.MaxCapacity}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestReporterCarriesLargeCountsExactly(t *testing.T) {
 	lim.Drain(ctx) // hands its usage to r
 
 	const most = 1<<53 - 1
-	r.Record([]region.Usage{{Key: "huge", WindowStart: t0, Spent: most, Leased: -most, Rejected: most - 2, Degraded: most}})
+	r.Record([]limit.Usage{{Key: "huge", WindowStart: t0, Spent: most, Leased: -most, Rejected: most - 2, Degraded: most}})
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +428,7 @@ func TestReporterCapFreesWindowsEarly(t *testing.T) {
 				})
 			}
 			want := map[string]int64{}
-			record := func(batch ...region.Usage) {
+			record := func(batch ...limit.Usage) {
 				t.Helper()
 				fresh := 0
 				for _, u := range batch {
@@ -450,16 +451,16 @@ func TestReporterCapFreesWindowsEarly(t *testing.T) {
 			}
 			key := func(i int) string { return fmt.Sprintf("key-%02d", i) }
 			for i := range keys - 20 {
-				record(region.Usage{Key: key(i), WindowStart: t0, Spent: int64(i + 1)})
+				record(limit.Usage{Key: key(i), WindowStart: t0, Spent: int64(i + 1)})
 				if i >= maxKeys+2 && i%4 == 3 {
 					// A window freed early (more than MaxKeys newer ones
 					// since) gets more usage: a row of its own.
-					record(region.Usage{Key: key(i - maxKeys - 2), WindowStart: t0, Spent: 100})
+					record(limit.Usage{Key: key(i - maxKeys - 2), WindowStart: t0, Spent: 100})
 				}
 			}
-			var batch []region.Usage // 20 new keys in one Record
+			var batch []limit.Usage // 20 new keys in one Record
 			for i := keys - 20; i < keys; i++ {
-				batch = append(batch, region.Usage{Key: key(i), WindowStart: t0, Spent: int64(i + 1)})
+				batch = append(batch, limit.Usage{Key: key(i), WindowStart: t0, Spent: int64(i + 1)})
 			}
 			record(batch...)
 			if val(m.CapFlushes) == 0 || val(m.FreedEarly) < keys-maxKeys {
@@ -520,9 +521,9 @@ func TestReporterBatchesMessages(t *testing.T) {
 			js := connect(t, testserver.StartNATS(t).URL)
 			clk := clock.NewManual(t0.Add(time.Second))
 			r, m := newReporter(t, js, clk, func(c *ledger.Config) { c.Encoding = tt.encoding; c.MaxKeys = 4 * keys })
-			usage := make([]region.Usage, keys)
+			usage := make([]limit.Usage, keys)
 			for i := range usage {
-				usage[i] = region.Usage{Key: fmt.Sprintf("acct-%05d", i), WindowStart: t0, Spent: int64(i), Leased: int64(i) + 1, WouldReject: int64(i % 3)}
+				usage[i] = limit.Usage{Key: fmt.Sprintf("acct-%05d", i), WindowStart: t0, Spent: int64(i), Leased: int64(i) + 1, WouldReject: int64(i % 3)}
 			}
 			r.Record(usage)
 			if err := r.Flush(context.Background()); err != nil {
@@ -557,7 +558,7 @@ func TestReporterTracesFlushes(t *testing.T) {
 	js := connect(t, testserver.StartNATS(t).URL)
 	clk := clock.NewManual(t0.Add(time.Second))
 	r, _ := newReporter(t, js, clk, func(c *ledger.Config) { c.Tracer = tp.Tracer("test") })
-	r.Record([]region.Usage{{Key: "a", WindowStart: t0, Spent: 1}, {Key: "b", WindowStart: t0, Spent: 2}})
+	r.Record([]limit.Usage{{Key: "a", WindowStart: t0, Spent: 1}, {Key: "b", WindowStart: t0, Spent: 2}})
 	ctx := context.Background()
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)

@@ -62,8 +62,8 @@ func (m *memCatalog) PlanEntry(name string) (catalog.Entry, bool) {
 	e := catalog.Entry{Kind: catalog.KindPlan, Name: name, Rate: p.Rate, Capacity: p.Capacity,
 		FailurePolicy: p.FailurePolicy, Mode: p.Mode, Shadow: p.Shadow, Concurrency: p.Concurrency,
 		TimeZone: p.TimeZone, AnchorDay: p.AnchorDay}
-	for _, q := range p.QuotaList() {
-		e.Quotas = append(e.Quotas, catalog.Quota{Period: q.Period, Limit: q.Limit})
+	if p.HasQuotas() {
+		e.Quotas = p.QuotaList()
 	}
 	return e, ok
 }

@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/period"
-	"github.com/quotaplatform/quota/region"
-	"github.com/quotaplatform/quota/region/store"
 )
 
 // writeError answers a failed catalogue write. key is the key the write
@@ -22,7 +21,7 @@ func (a *API) writeError(w http.ResponseWriter, err error, field, key string) {
 	case errors.Is(err, catalog.ErrUnavailable):
 		a.logFailure(slog.LevelWarn, "catalogue write failed", err, key)
 		(&apiError{status: http.StatusServiceUnavailable, msg: "the catalogue cannot be written now (NATS unreachable); retry later"}).write(w)
-	case errors.Is(err, region.ErrUnknownPlan):
+	case errors.Is(err, limit.ErrUnknownPlan):
 		(&apiError{status: http.StatusBadRequest, field: "plan", msg: err.Error()}).write(w)
 	case errors.Is(err, catalog.ErrInvalidName), errors.Is(err, catalog.ErrInvalidValue):
 		badRequest(field, "%v", err).write(w)
@@ -64,31 +63,23 @@ type quotaBody struct {
 	Limit  *int64  `json:"limit"`
 }
 
-// planQuota is one quota as plan and key answers show it.
-type planQuota struct {
-	Period period.Unit `json:"period"`
-	Limit  int64       `json:"limit"`
-}
-
 // planSemantics is a plan's semantics as plan and key answers show them
 // (docs/design.md [plan-semantics]), with the defaults spelled out.
 type planSemantics struct {
-	FailurePolicy region.FailurePolicy `json:"failure_policy"`
-	Mode          region.Mode          `json:"mode"`
-	Shadow        bool                 `json:"shadow"`
-	Concurrency   int                  `json:"concurrency"`
+	FailurePolicy limit.FailurePolicy `json:"failure_policy"`
+	Mode          limit.Mode          `json:"mode"`
+	Shadow        bool                `json:"shadow"`
+	Concurrency   int                 `json:"concurrency"`
 	// Quotas, with their calendar: absent when the plan has none.
-	Quotas    []planQuota `json:"quotas,omitempty"`
-	TimeZone  string      `json:"time_zone,omitempty"`
-	AnchorDay int         `json:"anchor_day,omitempty"`
+	Quotas    []limit.Quota `json:"quotas,omitempty"`
+	TimeZone  string        `json:"time_zone,omitempty"`
+	AnchorDay int           `json:"anchor_day,omitempty"`
 }
 
-func semanticsOf(p region.Plan) planSemantics {
-	s := planSemantics{FailurePolicy: p.Policy(), Mode: cmp.Or(p.Mode, region.ModeLeased), Shadow: p.Shadow, Concurrency: p.Concurrency}
-	for _, q := range p.QuotaList() {
-		s.Quotas = append(s.Quotas, planQuota{Period: q.Period, Limit: q.Limit})
-	}
-	if len(s.Quotas) > 0 {
+func semanticsOf(p limit.Plan) planSemantics {
+	s := planSemantics{FailurePolicy: p.Policy(), Mode: cmp.Or(p.Mode, limit.ModeLeased), Shadow: p.Shadow, Concurrency: p.Concurrency}
+	if p.HasQuotas() {
+		s.Quotas = p.QuotaList()
 		s.TimeZone, s.AnchorDay = cmp.Or(p.TimeZone, "UTC"), max(p.AnchorDay, 1)
 	}
 	return s
@@ -119,18 +110,14 @@ func (a *API) putPlan(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case b.Rate == nil:
 		e = badRequest("rate", "rate is required (cost units per second)")
-	case !(*b.Rate >= region.MinRate) || *b.Rate > region.MaxRate: // NaN fails both
-		e = badRequest("rate", "rate must be a number in [%g, %g] (cost units per second), got %v", float64(region.MinRate), float64(region.MaxRate), *b.Rate)
 	case b.Capacity == nil:
 		e = badRequest("capacity", "capacity is required (burst, cost units)")
-	case !(*b.Capacity >= 1) || *b.Capacity > region.MaxCapacity:
-		e = badRequest("capacity", "capacity must be a number in [1, %g], got %v", float64(region.MaxCapacity), *b.Capacity)
 	}
 	if e != nil {
 		e.write(w)
 		return
 	}
-	p, e := b.semantics(region.Plan{Rate: *b.Rate, Capacity: *b.Capacity})
+	p, e := b.plan()
 	if e != nil {
 		e.write(w)
 		return
@@ -142,87 +129,54 @@ func (a *API) putPlan(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// semantics adds the body's optional plan fields to p (docs/design.md
-// [plan-semantics]), each checked and named when bad.
-func (b planBody) semantics(p region.Plan) (region.Plan, *apiError) {
+// plan is the body as a plan, checked by limit's rules (Plan.Validate,
+// NewQuotas): the answer names the field they name. Only what JSON
+// cannot say by itself (a field present) is checked here.
+func (b planBody) plan() (limit.Plan, *apiError) {
+	p := limit.Plan{Rate: *b.Rate, Capacity: *b.Capacity}
 	if b.FailurePolicy != nil {
-		p.FailurePolicy = region.FailurePolicy(*b.FailurePolicy)
-		switch p.FailurePolicy {
-		case region.FailDegraded, region.FailOpen, region.FailClosed:
-		default:
-			return p, badRequest("failure_policy", "failure_policy must be %q, %q or %q, got %q",
-				region.FailDegraded, region.FailOpen, region.FailClosed, *b.FailurePolicy)
-		}
+		p.FailurePolicy = limit.FailurePolicy(*b.FailurePolicy)
 	}
 	if b.Mode != nil {
-		p.Mode = region.Mode(*b.Mode)
-		switch p.Mode {
-		case region.ModeLeased, region.ModeExact:
-		default:
-			return p, badRequest("mode", "mode must be %q or %q, got %q", region.ModeLeased, region.ModeExact, *b.Mode)
-		}
-	}
-	if p.Mode == region.ModeExact && p.Policy() != region.FailClosed {
-		return p, badRequest("failure_policy", "failure_policy must be %q for an exact plan (it never admits what the store did not grant), got %q",
-			region.FailClosed, string(p.FailurePolicy))
+		p.Mode = limit.Mode(*b.Mode)
 	}
 	if b.Shadow != nil {
 		p.Shadow = *b.Shadow
 	}
 	if b.Concurrency != nil {
-		if *b.Concurrency < 0 || *b.Concurrency > region.MaxConcurrency {
-			return p, badRequest("concurrency", "concurrency must be an integer in [0, %d] (slots; 0: none), got %d", region.MaxConcurrency, *b.Concurrency)
-		}
 		p.Concurrency = *b.Concurrency
 	}
-	return b.quotas(p)
-}
-
-// quotas adds the body's quotas and their calendar to p, each checked and
-// named when bad: quotas[i].period, quotas[i].limit, time_zone,
-// anchor_day.
-func (b planBody) quotas(p region.Plan) (region.Plan, *apiError) {
-	if len(b.Quotas) > store.MaxQuotaPeriods {
-		return p, badRequest("quotas", "quotas: at most %d (one per period: hour, day, week, month), got %d", store.MaxQuotaPeriods, len(b.Quotas))
-	}
-	qs := make([]region.Quota, len(b.Quotas))
-	seen := map[period.Unit]bool{}
-	for i, q := range b.Quotas {
-		field := fmt.Sprintf("quotas[%d]", i)
-		if q.Period == nil {
-			return p, badRequest(field+".period", "%s.period is required: hour, day, week or month", field)
-		}
-		u, err := period.ParseUnit(*q.Period)
-		if err != nil {
-			return p, badRequest(field+".period", "%s.period must be hour, day, week or month, got %q", field, *q.Period)
-		}
-		if seen[u] {
-			return p, badRequest(field+".period", "%s.period %q appears twice: one quota per period", field, u)
-		}
-		seen[u] = true
-		if q.Limit == nil || *q.Limit < 1 || *q.Limit > region.MaxQuota {
-			return p, badRequest(field+".limit", "%s.limit is required: an integer in [1, %d] cost units per period", field, int64(region.MaxQuota))
-		}
-		qs[i] = region.Quota{Period: u, Limit: *q.Limit}
-	}
 	if b.TimeZone != nil {
-		if _, err := period.NewCalendar(*b.TimeZone, 0); err != nil {
-			return p, badRequest("time_zone", "time_zone must be an IANA time zone such as Europe/Paris (\"\" is UTC), got %q", *b.TimeZone)
-		}
 		p.TimeZone = *b.TimeZone
 	}
 	if b.AnchorDay != nil {
-		if *b.AnchorDay < 1 || *b.AnchorDay > 31 {
-			return p, badRequest("anchor_day", "anchor_day must be a day of the month, 1 to 31, got %d", *b.AnchorDay)
-		}
 		p.AnchorDay = *b.AnchorDay
 	}
-	if len(qs) > 0 && p.Mode == region.ModeExact {
-		return p, badRequest("quotas", "quotas are not supported on an exact plan: use mode %q", region.ModeLeased)
+	qs := make([]limit.Quota, len(b.Quotas))
+	for i, q := range b.Quotas {
+		field := fmt.Sprintf("quotas[%d]", i)
+		switch {
+		case q.Period == nil:
+			return p, badRequest(field+".period", "%s.period is required: hour, day, week or month", field)
+		case q.Limit == nil:
+			return p, badRequest(field+".limit", "%s.limit is required: an integer in [1, %d] cost units per period", field, int64(limit.MaxQuota))
+		}
+		qs[i] = limit.Quota{Period: period.Unit(*q.Period), Limit: *q.Limit}
 	}
-	var err error
-	if p.Quotas, err = region.NewQuotas(qs); err != nil {
-		return p, badRequest("quotas", "%v", err)
+	// The bucket's fields first, as a client reads the body, then the
+	// quotas, then the two together (no quotas on an exact plan).
+	err := p.Validate()
+	if err == nil {
+		if p.Quotas, err = limit.NewQuotas(qs); err == nil {
+			err = p.Validate()
+		}
+	}
+	if err != nil {
+		var fe *limit.FieldError
+		if errors.As(err, &fe) {
+			return p, badRequest(fe.Field, "%s", fe.Reason)
+		}
+		return p, badRequest("plan", "%v", err)
 	}
 	return p, nil
 }
@@ -363,8 +317,8 @@ func (a *API) putCost(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case b.Cost == nil:
 		e = badRequest("cost", "cost is required (a positive integer)")
-	case *b.Cost < 1 || *b.Cost > region.MaxCapacity:
-		e = badRequest("cost", "cost must be an integer in [1, %g], got %d", float64(region.MaxCapacity), *b.Cost)
+	case *b.Cost < 1 || *b.Cost > limit.MaxCapacity:
+		e = badRequest("cost", "cost must be an integer in [1, %g], got %d", float64(limit.MaxCapacity), *b.Cost)
 	}
 	if e != nil {
 		e.write(w)

@@ -12,11 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-
-	"github.com/quotaplatform/quota/region"
 )
-
-var _ region.ProcessCounter = (*Membership)(nil)
 
 // Config configures a Membership. Start from DefaultConfig; New validates a
 // copy.

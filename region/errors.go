@@ -3,24 +3,26 @@ package region
 import (
 	"errors"
 	"fmt"
+
+	"github.com/quotaplatform/quota/limit"
 )
 
 // Errors returned by the Limiter. A rejection is not an error: an error means
 // the Limiter could not decide. Each is wrapped with context naming the field.
 var (
 	// ErrInvalidKey: the key is empty, longer than store.MaxKeyLen bytes, or holds a
-	// byte that is not printable ASCII.
-	ErrInvalidKey = errors.New("invalid key")
+	// byte that is not printable ASCII (limit.ErrInvalidKey).
+	ErrInvalidKey = limit.ErrInvalidKey
 	// ErrInvalidCost: the cost is zero or negative.
 	ErrInvalidCost = errors.New("invalid cost")
 	// ErrCostExceedsCapacity: the cost is larger than the plan's capacity, so
 	// no amount of waiting could admit it.
 	ErrCostExceedsCapacity = errors.New("cost exceeds capacity")
-	// ErrUnknownPlan: the key resolves to no plan.
-	ErrUnknownPlan = errors.New("unknown plan")
-	// ErrInvalidPlan: a plan's rate or capacity is out of its range (see
-	// Plan: rate in [MinRate, MaxRate], capacity in [1, MaxCapacity]).
-	ErrInvalidPlan = errors.New("invalid plan")
+	// ErrUnknownPlan: the key resolves to no plan (limit.ErrUnknownPlan).
+	ErrUnknownPlan = limit.ErrUnknownPlan
+	// ErrInvalidPlan: a plan's field is out of its range (Plan.Validate;
+	// limit.ErrInvalidPlan). The error is a *limit.FieldError naming it.
+	ErrInvalidPlan = limit.ErrInvalidPlan
 	// ErrUnknownEndpoint: AllowEndpoint was given an endpoint with no weight
 	// while Config.Costs is set and has no default.
 	ErrUnknownEndpoint = errors.New("unknown endpoint")

@@ -1,281 +1,64 @@
 package region
 
 import (
-	"errors"
-	"fmt"
-	"sync"
-	"time"
-
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region/store"
 )
 
-// Plan is a token bucket: Rate cost units per second refill a bucket holding
-// at most Capacity cost units. A plan holds for one key across all processes
-// and all regions together.
-//
-// Rate is at least MinRate (1e-6 per second, about 31 cost units a year):
-// a slower plan is not a rate limit, and the store's arithmetic (the
-// bucket's expiry, twice its time to fill) must stay finite. A bucket that
-// takes longer than store.MaxBucketTTL/2 to fill (Capacity/Rate above 183 days)
-// is forgotten by the store after store.MaxBucketTTL without a write, and comes
-// back full. Rate and Capacity are at most MaxRate and MaxCapacity (1e12):
-// one accounting window's usage (rate·60 s + capacity, about 6.1e13) then
-// stays below the reconciler's per-report bound (2^53 − 1, exact in JSON),
-// and a month of such windows still sums within Postgres' bigint.
-type Plan struct {
-	// Name names the plan, for the RateLimit-Policy response field; the
-	// catalogue fills it in, and the Limiter hands it back with every
-	// decision (Decision.Plan).
-	// It plays no part in deciding. Default "" (unnamed).
-	Name string
-	// Rate is the refill rate in cost units per second, in [MinRate,
-	// MaxRate].
-	Rate float64
-	// Capacity is the burst size in cost units, in [1, MaxCapacity].
-	Capacity float64
+// The plan vocabulary is package limit's, so that the catalogue, the
+// ledger and the reconciler speak of plans without linking the engine;
+// region re-exports it under the names its callers have always used.
 
-	// FailurePolicy is what the key's decisions do while the regional
-	// store is unavailable (docs/design.md [plan-semantics]): decide from
-	// the traffic-weighted local bucket (FailDegraded, the default for a
-	// leased plan), allow (FailOpen) or reject (FailClosed, the only
-	// policy of an exact plan). Every such decision is flagged Degraded.
-	// Default "" (FailDegraded, or FailClosed when Mode is ModeExact).
-	FailurePolicy FailurePolicy
-	// Mode is how the key's decisions reach the store: ModeLeased spends
-	// leased permits locally; ModeExact makes one atomic store call per
-	// decision and never admits past the region's part of the limit, under
-	// any fault. Default "" (ModeLeased).
-	Mode Mode
-	// Shadow computes, counts and reports decisions as usual but allows
-	// every check: a check the plan would have rejected is allowed with
-	// Decision.ShadowRejected set, and its cost is counted in
-	// Usage.WouldReject instead of Usage.Rejected. Default false.
-	Shadow bool
-	// Concurrency, when positive, is the most slots (in-flight requests)
-	// a key may hold at once in this region, taken with Limiter.Acquire
-	// and given back with Limiter.Release. It is independent of the token
-	// bucket, which Allow alone spends. At most MaxConcurrency. Default 0
-	// (Acquire refuses the key's plan).
-	Concurrency int
+// Plan is a key's token bucket and its semantics: see limit.Plan.
+type Plan = limit.Plan
 
-	// Quotas are the plan's calendar quotas (docs/design.md [quotas]): at
-	// most Limit cost units per period, for the key across all regions,
-	// beside the bucket. A check is allowed only if the bucket and every
-	// quota can afford it. Used entries come first, shortest period
-	// first (NewQuotas orders them), each period at most once; the rest
-	// are zero. Default none.
-	Quotas [store.MaxQuotaPeriods]Quota
-	// TimeZone is the IANA zone whose calendar the quotas' periods
-	// follow. Default "" (UTC).
-	TimeZone string
-	// AnchorDay is the day of the month the quotas' months start on, 1 to
-	// 31 (a shorter month starts on its last day). Default 0 (the 1st).
-	AnchorDay int
-}
-
-// Quota is one calendar quota of a plan: at most Limit cost units per
-// Period, in the plan's calendar.
-type Quota struct {
-	Period period.Unit
-	Limit  int64 // 1 to MaxQuota
-}
-
-// MaxQuota is the largest quota limit: exact in a Lua number.
-const MaxQuota = store.MaxCount
-
-// NewQuotas orders qs as Plan.Quotas holds them (shortest period first)
-// and checks each, naming the bad one's field as quotas[i].period or
-// quotas[i].limit by its place in qs.
-func NewQuotas(qs []Quota) ([store.MaxQuotaPeriods]Quota, error) {
-	var out [store.MaxQuotaPeriods]Quota
-	if len(qs) > store.MaxQuotaPeriods {
-		return out, fmt.Errorf("%w: quotas: at most %d (one per period), got %d", ErrInvalidPlan, store.MaxQuotaPeriods, len(qs))
-	}
-	var errs []error
-	seen := map[period.Unit]int{}
-	for i, q := range qs {
-		if _, err := period.ParseUnit(string(q.Period)); err != nil {
-			errs = append(errs, fmt.Errorf("%w: quotas[%d].period must be one of hour, day, week, month, got %q", ErrInvalidPlan, i, q.Period))
-		} else if j, dup := seen[q.Period]; dup {
-			errs = append(errs, fmt.Errorf("%w: quotas[%d].period %q repeats quotas[%d]", ErrInvalidPlan, i, q.Period, j))
-		}
-		seen[q.Period] = i
-		if q.Limit < 1 || q.Limit > MaxQuota {
-			errs = append(errs, fmt.Errorf("%w: quotas[%d].limit must be an integer in [1, %d] cost units, got %d", ErrInvalidPlan, i, int64(MaxQuota), q.Limit))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return out, err
-	}
-	n := 0
-	for _, u := range period.Units {
-		if i, ok := seen[u]; ok {
-			out[n] = qs[i]
-			n++
-		}
-	}
-	return out, nil
-}
-
-// QuotaList returns the plan's quotas, shortest period first.
-func (p Plan) QuotaList() []Quota {
-	n := p.quotaCount()
-	return p.Quotas[:n:n]
-}
-
-func (p Plan) quotaCount() int {
-	n := 0
-	for n < store.MaxQuotaPeriods && p.Quotas[n].Period != "" {
-		n++
-	}
-	return n
-}
-
-// HasQuotas reports whether the plan has a quota.
-func (p Plan) HasQuotas() bool { return p.Quotas[0].Period != "" }
-
-// Calendar returns the calendar of the plan's quotas: its TimeZone and
-// AnchorDay. Zones are loaded once per process.
-func (p Plan) Calendar() (period.Calendar, error) {
-	if p.AnchorDay < 0 || p.AnchorDay > 31 {
-		return period.Calendar{}, fmt.Errorf("%w: anchor_day must be 1 to 31 (0: the 1st), got %d", ErrInvalidPlan, p.AnchorDay)
-	}
-	loc, err := loadZone(p.TimeZone)
-	if err != nil {
-		return period.Calendar{}, err
-	}
-	return period.Calendar{Location: loc, AnchorDay: p.AnchorDay}, nil
-}
-
-// zones caches loaded time zones (name → *time.Location): loading reads
-// the zone database, and plans are validated on every slow path.
-var zones sync.Map
-
-func loadZone(name string) (*time.Location, error) {
-	if name == "" || name == "UTC" {
-		return time.UTC, nil
-	}
-	if l, ok := zones.Load(name); ok {
-		return l.(*time.Location), nil
-	}
-	c, err := period.NewCalendar(name, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
-	}
-	zones.Store(name, c.Location)
-	return c.Location, nil
-}
+// Quota is one calendar quota of a plan: see limit.Quota.
+type Quota = limit.Quota
 
 // FailurePolicy is a plan's behaviour while the regional store is
-// unavailable. The zero value is the default: FailDegraded for a leased
-// plan, FailClosed for an exact one (Plan.Policy).
-type FailurePolicy string
+// unavailable: see limit.FailurePolicy.
+type FailurePolicy = limit.FailurePolicy
 
-// The failure policies.
+// Mode is how a plan's decisions reach the store: see limit.Mode.
+type Mode = limit.Mode
+
+// PlanResolver maps a key to its plan. The Limiter calls it on the slow path
+// only and caches the answer with the key's lease (it comes back with every
+// Decision: Decision.Plan); call Limiter.InvalidateAll after the catalogue
+// changes. See limit.PlanResolver.
+type PlanResolver = limit.PlanResolver
+
+// CostResolver maps an endpoint name to its cost weight: see
+// limit.CostResolver.
+type CostResolver = limit.CostResolver
+
+// StaticPlans is a fixed PlanResolver: see limit.StaticPlans.
+type StaticPlans = limit.StaticPlans
+
+// StaticCosts is a fixed CostResolver: see limit.StaticCosts.
+type StaticCosts = limit.StaticCosts
+
+// The failure policies and modes: see limit.
 const (
-	// FailDegraded decides from a local bucket at the region's rate times
-	// this process's share of the key's traffic (docs/design.md
-	// [degraded-share]); what it allows is charged to the store after
-	// recovery (docs/design.md [degraded-debt]).
-	FailDegraded FailurePolicy = "degraded"
-	// FailOpen allows every check, flagged. Nothing is charged back.
-	FailOpen FailurePolicy = "open"
-	// FailClosed rejects every check, flagged, with RetryAfter until the
-	// breaker's next probe.
-	FailClosed FailurePolicy = "closed"
+	FailDegraded = limit.FailDegraded
+	FailOpen     = limit.FailOpen
+	FailClosed   = limit.FailClosed
+	ModeLeased   = limit.ModeLeased
+	ModeExact    = limit.ModeExact
 )
 
-// Mode is how a plan's decisions reach the store.
-type Mode string
-
-// The modes.
+// Plan bounds, checked by Plan.Validate: see limit.
 const (
-	// ModeLeased spends permits leased from the store (docs/design.md
-	// [leasing]).
-	ModeLeased Mode = "leased"
-	// ModeExact makes one atomic store call per decision, with no lease:
-	// the region's bucket is never over-spent (docs/design.md
-	// [plan-semantics]). A check that the last call shows cannot be paid,
-	// even with a full refill since, is rejected without a call.
-	ModeExact Mode = "exact"
+	MinRate        = limit.MinRate
+	MaxRate        = limit.MaxRate
+	MaxCapacity    = limit.MaxCapacity
+	MaxConcurrency = limit.MaxConcurrency
+	MaxQuota       = limit.MaxQuota
 )
 
-// MaxConcurrency is the most slots a plan's Concurrency may hold.
-const MaxConcurrency = 1_000_000
-
-// Policy is the failure policy that applies to p: FailurePolicy, or its
-// default for p's mode.
-func (p Plan) Policy() FailurePolicy {
-	switch {
-	case p.FailurePolicy != "":
-		return p.FailurePolicy
-	case p.Mode == ModeExact:
-		return FailClosed
-	}
-	return FailDegraded
-}
-
-// Exact reports whether p is in exact mode.
-func (p Plan) Exact() bool { return p.Mode == ModeExact }
-
-// Plan bounds, checked by Plan.Validate.
-const (
-	// MinRate is the slowest refill a plan may have, in cost units per
-	// second: one unit every 11.6 days.
-	MinRate = 1e-6
-	// MaxRate is the fastest refill a plan may have, in cost units per
-	// second.
-	MaxRate = 1e12
-	// MaxCapacity is the largest burst a plan may have, in cost units, and
-	// so the largest cost a decision may ask for.
-	MaxCapacity = 1e12
-)
-
-// Validate reports whether p is usable, naming the offending field.
-func (p Plan) Validate() error {
-	switch {
-	case !(p.Rate >= MinRate && p.Rate <= MaxRate): // NaN fails both
-		return fmt.Errorf("%w: rate must be a number in [%g, %g] cost units per second, got %v", ErrInvalidPlan, float64(MinRate), float64(MaxRate), p.Rate)
-	case !(p.Capacity >= 1 && p.Capacity <= MaxCapacity):
-		return fmt.Errorf("%w: capacity must be a number in [1, %g] cost units, got %v", ErrInvalidPlan, float64(MaxCapacity), p.Capacity)
-	case p.FailurePolicy != "" && p.FailurePolicy != FailDegraded && p.FailurePolicy != FailOpen && p.FailurePolicy != FailClosed:
-		return fmt.Errorf("%w: failure_policy must be %q, %q or %q, got %q", ErrInvalidPlan, FailDegraded, FailOpen, FailClosed, string(p.FailurePolicy))
-	case p.Mode != "" && p.Mode != ModeLeased && p.Mode != ModeExact:
-		return fmt.Errorf("%w: mode must be %q or %q, got %q", ErrInvalidPlan, ModeLeased, ModeExact, string(p.Mode))
-	case p.Mode == ModeExact && p.Policy() != FailClosed:
-		return fmt.Errorf("%w: failure_policy must be %q for an exact plan (exact never admits what the store did not grant), got %q", ErrInvalidPlan, FailClosed, string(p.FailurePolicy))
-	case p.Concurrency < 0 || p.Concurrency > MaxConcurrency:
-		return fmt.Errorf("%w: concurrency must be an integer in [0, %d] slots, got %d", ErrInvalidPlan, MaxConcurrency, p.Concurrency)
-	}
-	return p.validateQuotas()
-}
-
-// validateQuotas checks the quota fields: packed and ordered as NewQuotas
-// leaves them, and a calendar that loads.
-func (p Plan) validateQuotas() error {
-	if !p.HasQuotas() && p.TimeZone == "" && p.AnchorDay == 0 {
-		return nil
-	}
-	n := p.quotaCount()
-	for i := n; i < store.MaxQuotaPeriods; i++ {
-		if p.Quotas[i] != (Quota{}) {
-			return fmt.Errorf("%w: quotas[%d] follows an empty quota: use NewQuotas", ErrInvalidPlan, i)
-		}
-	}
-	ordered, err := NewQuotas(p.Quotas[:n])
-	if err != nil {
-		return err
-	}
-	if ordered != p.Quotas {
-		return fmt.Errorf("%w: quotas must be ordered shortest period first: use NewQuotas", ErrInvalidPlan)
-	}
-	if n > 0 && p.Mode == ModeExact {
-		return fmt.Errorf("%w: quotas are not supported on an exact plan (mode %q): use a leased plan", ErrInvalidPlan, ModeExact)
-	}
-	_, err = p.Calendar()
-	return err
-}
+// NewQuotas orders qs as Plan.Quotas holds them: limit.NewQuotas.
+func NewQuotas(qs []Quota) ([store.MaxQuotaPeriods]Quota, error) { return limit.NewQuotas(qs) }
 
 // planRef is a resolved plan as the entries of its keys share it, with its
 // capacity as the integer limit the decision path compares costs with.
@@ -285,47 +68,4 @@ type planRef struct {
 	stats *planCounters   // the counters of the plan's name and policy, kept across InvalidateAll
 	cal   period.Calendar // the quotas' calendar (Plan.Calendar)
 	Plan
-}
-
-// PlanResolver maps a key to its plan. The Limiter calls it on the slow path
-// only and caches the answer with the key's lease (it comes back with every
-// Decision: Decision.Plan); call Limiter.InvalidateAll after the catalogue
-// changes. Implementations must be safe for concurrent use and must not
-// block on I/O. An unknown key must yield an error wrapping ErrUnknownPlan.
-type PlanResolver interface {
-	Plan(key string) (Plan, error)
-}
-
-// CostResolver maps an endpoint name to its cost weight. Implementations must
-// be safe for concurrent use and must not block on I/O.
-type CostResolver interface {
-	// Cost returns the endpoint's weight and whether one is configured.
-	Cost(endpoint string) (int64, bool)
-}
-
-// StaticPlans is a fixed PlanResolver: Keys maps a key to its plan, and every
-// other key gets Default. A zero Default means unknown keys have no plan.
-type StaticPlans struct {
-	Default Plan
-	Keys    map[string]Plan
-}
-
-// Plan implements PlanResolver.
-func (s StaticPlans) Plan(key string) (Plan, error) {
-	if p, ok := s.Keys[key]; ok {
-		return p, nil
-	}
-	if s.Default == (Plan{}) {
-		return Plan{}, fmt.Errorf("%w: key %q has no plan and there is no default", ErrUnknownPlan, key)
-	}
-	return s.Default, nil
-}
-
-// StaticCosts is a fixed CostResolver from endpoint name to weight.
-type StaticCosts map[string]int64
-
-// Cost implements CostResolver.
-func (s StaticCosts) Cost(endpoint string) (int64, bool) {
-	c, ok := s[endpoint]
-	return c, ok
 }

@@ -22,8 +22,8 @@ import (
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/period"
-	"github.com/quotaplatform/quota/region"
 )
 
 // serve mirrors the catalogue (started after it, with the bucket created
@@ -50,12 +50,12 @@ func TestServeBillsByPeriod(t *testing.T) {
 	ccfg := catalog.DefaultConfig()
 	ccfg.RetryInterval, ccfg.Logger = 50*time.Millisecond, slog.New(slog.DiscardHandler)
 	cat := catalogtest.Start(t, js, ccfg)
-	qs, err := region.NewQuotas([]region.Quota{{Period: period.Month, Limit: 1000}, {Period: period.Day, Limit: 100}})
+	qs, err := limit.NewQuotas([]limit.Quota{{Period: period.Month, Limit: 1000}, {Period: period.Day, Limit: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, zone := range map[string]string{"pro": "Asia/Kolkata", "team": "America/Santiago"} {
-		if _, err := cat.PutPlan(ctx, "test", name, region.Plan{Rate: 10, Capacity: 10, Quotas: qs, TimeZone: zone, AnchorDay: 31}); err != nil {
+		if _, err := cat.PutPlan(ctx, "test", name, limit.Plan{Rate: 10, Capacity: 10, Quotas: qs, TimeZone: zone, AnchorDay: 31}); err != nil {
 			t.Fatal(err)
 		}
 	}

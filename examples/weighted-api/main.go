@@ -26,9 +26,9 @@ import (
 
 	"github.com/quotaplatform/quota/bearer"
 	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/participant"
-	"github.com/quotaplatform/quota/region"
 )
 
 func main() {
@@ -117,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if o.Redis != "" && !set["default-rate"] && !set["default-capacity"] {
 		rate, capacity = 0, 0
 	}
-	o.DefaultPlan = region.Plan{Rate: rate, Capacity: capacity}
+	o.DefaultPlan = limit.Plan{Rate: rate, Capacity: capacity}
 	if natsPassword == "" {
 		natsPassword = os.Getenv("QUOTA_NATS_PASSWORD")
 	}

@@ -10,8 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/catalog"
-	"github.com/quotaplatform/quota/region"
-	"github.com/quotaplatform/quota/region/store"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // change is one mirrored entry at one bucket revision: a plan's quota
@@ -22,8 +21,8 @@ type change struct {
 	revision uint64
 	deleted  bool
 
-	plan region.Plan // KindPlan: TimeZone, AnchorDay and Quotas are mirrored
-	to   string      // KindKey: the assigned plan
+	plan limit.Plan // KindPlan: TimeZone, AnchorDay and Quotas are mirrored
+	to   string     // KindKey: the assigned plan
 }
 
 // errSkip marks an entry of a kind the mirror does not keep.
@@ -68,35 +67,20 @@ func decode(kve jetstream.KeyValueEntry) (change, error) {
 // fill takes the mirrored fields of a live entry, validated as the
 // catalogue validates them.
 func (c *change) fill(e catalog.Entry) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
 	if c.kind == catalog.KindKey {
-		if err := catalog.CheckName("plan", e.Plan); err != nil {
-			return err
-		}
 		c.to = e.Plan
-		return nil
+	} else {
+		c.plan = e.RegionPlan()
 	}
-	qs := make([]region.Quota, len(e.Quotas))
-	for i, q := range e.Quotas {
-		qs[i] = region.Quota{Period: q.Period, Limit: q.Limit}
-	}
-	if _, err := region.NewQuotas(qs); err != nil {
-		return err
-	}
-	p := e.RegionPlan()
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	c.plan = p
 	return nil
 }
 
 // quotaJSON is a plan's quotas as quota_plans.quotas holds them, shortest
 // period first: [{"period":"month","limit":1000000}].
-func quotaJSON(p region.Plan) string {
-	qs := make([]catalog.Quota, 0, store.MaxQuotaPeriods)
-	for _, q := range p.QuotaList() {
-		qs = append(qs, catalog.Quota{Period: q.Period, Limit: q.Limit})
-	}
-	b, _ := json.Marshal(qs) // a slice of strings and integers always encodes
+func quotaJSON(p limit.Plan) string {
+	b, _ := json.Marshal(p.QuotaList()) // never nil, so [] when none; strings and integers always encode
 	return string(b)
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger/planmirror"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/migrations"
 	"github.com/quotaplatform/quota/period"
-	"github.com/quotaplatform/quota/region"
 )
 
 // env is a private NATS with the catalogue bucket, a control-plane
@@ -138,11 +138,11 @@ func (e *env) revision(t *testing.T, table, column, name string) int64 {
 	return rev
 }
 
-func quotaPlan(t *testing.T, zone string, anchor int, qs ...region.Quota) region.Plan {
+func quotaPlan(t *testing.T, zone string, anchor int, qs ...limit.Quota) limit.Plan {
 	t.Helper()
-	p := region.Plan{Rate: 10, Capacity: 100, TimeZone: zone, AnchorDay: anchor}
+	p := limit.Plan{Rate: 10, Capacity: 100, TimeZone: zone, AnchorDay: anchor}
 	var err error
-	if p.Quotas, err = region.NewQuotas(qs); err != nil {
+	if p.Quotas, err = limit.NewQuotas(qs); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -178,12 +178,12 @@ func TestMirrorFollowsCatalogue(t *testing.T) {
 		INSERT INTO quota_key_plans (key, plan, revision) VALUES ('acct_gone', 'gone', 1)`); err != nil {
 		t.Fatal(err)
 	}
-	ok(w.PutPlan(ctx, "test", "pro", quotaPlan(t, "Europe/Paris", 31, region.Quota{Period: period.Month, Limit: 1_000_000},
-		region.Quota{Period: period.Day, Limit: 50_000})))
-	ok(w.PutPlan(ctx, "test", "free", quotaPlan(t, "", 0, region.Quota{Period: period.Month, Limit: 1000})))
-	ok(w.PutPlan(ctx, "test", "plain", region.Plan{Rate: 1, Capacity: 1}))
-	ok(w.PutPlan(ctx, "test", "future", region.Plan{Rate: 1, Capacity: 1}))
-	ok(w.PutPlan(ctx, "test", "old", region.Plan{Rate: 1, Capacity: 1}))
+	ok(w.PutPlan(ctx, "test", "pro", quotaPlan(t, "Europe/Paris", 31, limit.Quota{Period: period.Month, Limit: 1_000_000},
+		limit.Quota{Period: period.Day, Limit: 50_000})))
+	ok(w.PutPlan(ctx, "test", "free", quotaPlan(t, "", 0, limit.Quota{Period: period.Month, Limit: 1000})))
+	ok(w.PutPlan(ctx, "test", "plain", limit.Plan{Rate: 1, Capacity: 1}))
+	ok(w.PutPlan(ctx, "test", "future", limit.Plan{Rate: 1, Capacity: 1}))
+	ok(w.PutPlan(ctx, "test", "old", limit.Plan{Rate: 1, Capacity: 1}))
 	ok(w.Delete(ctx, "test", catalog.KindPlan, "old"))
 	ok(w.Assign(ctx, "test", "acct_1", "pro"))
 	ok(w.Assign(ctx, "test", "acct_2", "free"))
@@ -220,7 +220,7 @@ func TestMirrorFollowsCatalogue(t *testing.T) {
 		{"delete an assignment", func() uint64 { return ok(w.Delete(ctx, "test", catalog.KindKey, "acct_2")) }, []string{`key|acct_2|deleted`}},
 		{"assign again", func() uint64 { return ok(w.Assign(ctx, "test", "acct_2", "pro")) }, []string{`key|acct_2|pro`}},
 		{"change a plan's quotas", func() uint64 {
-			return ok(w.PutPlan(ctx, "test", "free", quotaPlan(t, "America/Santiago", 15, region.Quota{Period: period.Week, Limit: 70})))
+			return ok(w.PutPlan(ctx, "test", "free", quotaPlan(t, "America/Santiago", 15, limit.Quota{Period: period.Week, Limit: 70})))
 		}, []string{`plan|free|[{"limit": 70, "period": "week"}]|America/Santiago|15`}},
 		{"a delete marker from another tool", func() uint64 {
 			kv, err := e.js.KeyValue(ctx, "quota-catalog")
@@ -274,7 +274,7 @@ func TestMirrorFollowsCatalogue(t *testing.T) {
 	// mirror starts from; starting again without changes writes nothing.
 	stop()
 	ok(w.Delete(ctx, "test", catalog.KindKey, "acct_1"))
-	rev = ok(w.PutPlan(ctx, "test", "new", quotaPlan(t, "Asia/Kolkata", 29, region.Quota{Period: period.Hour, Limit: 9})))
+	rev = ok(w.PutPlan(ctx, "test", "new", quotaPlan(t, "Asia/Kolkata", 29, limit.Quota{Period: period.Hour, Limit: 9})))
 	m, stop = e.start(t)
 	wait(t, m, rev)
 	for _, r := range []string{`key|acct_1|deleted`, `plan|new|[{"limit": 9, "period": "hour"}]|Asia/Kolkata|29`} {
@@ -330,7 +330,7 @@ func TestMirrorWaitsForBucket(t *testing.T) {
 	e := &env{js: js, pool: pool}
 	m, _ := e.start(t)
 	w := catalogtest.Start(t, js, quietCatalog())
-	if _, err := w.PutPlan(ctx, "test", "pro", region.Plan{Rate: 1, Capacity: 1}); err != nil {
+	if _, err := w.PutPlan(ctx, "test", "pro", limit.Plan{Rate: 1, Capacity: 1}); err != nil {
 		t.Fatal(err)
 	}
 	rev, err := w.Assign(ctx, "test", "acct_1", "pro")
@@ -373,7 +373,7 @@ func TestMirrorRecoversFromLedgerFailure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ok := must(t)
-	ok(e.writer.PutPlan(ctx, "test", "pro", region.Plan{Rate: 1, Capacity: 1}))
+	ok(e.writer.PutPlan(ctx, "test", "pro", limit.Plan{Rate: 1, Capacity: 1}))
 	m, _ := e.start(t)
 	wait(t, m, ok(e.writer.Assign(ctx, "test", "acct_1", "pro")))
 	if _, err := e.pool.Exec(ctx, `ALTER TABLE quota_key_plans RENAME TO quota_key_plans_away`); err != nil {

@@ -9,11 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // Client reads quota bases from the reconcilers over NATS: a
-// region.QuotaBases. It is safe for concurrent use.
+// limit.QuotaBases. It is safe for concurrent use.
 type Client struct {
 	nc      *nats.Conn
 	subject string
@@ -35,7 +35,7 @@ func DefaultClientConfig() ClientConfig {
 	return ClientConfig{Subject: DefaultSubject, Timeout: time.Second}
 }
 
-var _ region.QuotaBases = (*Client)(nil)
+var _ limit.QuotaBases = (*Client)(nil)
 
 // NewClient returns a Client that sends requests on nc.
 func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
@@ -60,10 +60,10 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 // *FieldError (errors.Is ErrInvalidRequest) names the bad field; ErrBusy,
 // ErrUnavailable and ErrNoReconciler are the reconcilers' side; a context
 // error is the caller's. None quotes the key.
-func (c *Client) QuotaBase(ctx context.Context, key string, start, end time.Time) (region.QuotaBase, error) {
+func (c *Client) QuotaBase(ctx context.Context, key string, start, end time.Time) (limit.QuotaBase, error) {
 	data, err := json.Marshal(NewRequest(key, start, end))
 	if err != nil {
-		return region.QuotaBase{}, fmt.Errorf("quotabase: encode request: %w", err)
+		return limit.QuotaBase{}, fmt.Errorf("quotabase: encode request: %w", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -71,28 +71,28 @@ func (c *Client) QuotaBase(ctx context.Context, key string, start, end time.Time
 	switch {
 	case err == nil:
 	case errors.Is(err, nats.ErrNoResponders):
-		return region.QuotaBase{}, fmt.Errorf("%w: no responders on %s (is a reconciler serving quota bases?)", ErrNoReconciler, c.subject)
+		return limit.QuotaBase{}, fmt.Errorf("%w: no responders on %s (is a reconciler serving quota bases?)", ErrNoReconciler, c.subject)
 	case ctx.Err() != nil: // the caller's deadline or cancellation
-		return region.QuotaBase{}, fmt.Errorf("quotabase: request on %s: %w", c.subject, ctx.Err())
+		return limit.QuotaBase{}, fmt.Errorf("quotabase: request on %s: %w", c.subject, ctx.Err())
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return region.QuotaBase{}, fmt.Errorf("%w: no reply on %s within %v", ErrNoReconciler, c.subject, c.timeout)
+		return limit.QuotaBase{}, fmt.Errorf("%w: no reply on %s within %v", ErrNoReconciler, c.subject, c.timeout)
 	default:
-		return region.QuotaBase{}, fmt.Errorf("quotabase: request on %s: %w", c.subject, err)
+		return limit.QuotaBase{}, fmt.Errorf("quotabase: request on %s: %w", c.subject, err)
 	}
 	var r Reply
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		return region.QuotaBase{}, fmt.Errorf("quotabase: reply on %s is not JSON: %w", c.subject, err)
+		return limit.QuotaBase{}, fmt.Errorf("quotabase: reply on %s is not JSON: %w", c.subject, err)
 	}
 	switch {
 	case r.Error == "":
-		return region.QuotaBase{Total: r.Total, ByRegion: r.ByRegion, AsOf: r.AsOf}, nil
+		return limit.QuotaBase{Total: r.Total, ByRegion: r.ByRegion, AsOf: r.AsOf}, nil
 	case r.Field != "":
-		return region.QuotaBase{}, &FieldError{Field: r.Field, Msg: r.Error}
+		return limit.QuotaBase{}, &FieldError{Field: r.Field, Msg: r.Error}
 	case r.Error == msgBusy:
-		return region.QuotaBase{}, ErrBusy
+		return limit.QuotaBase{}, ErrBusy
 	case r.Error == msgUnavailable:
-		return region.QuotaBase{}, ErrUnavailable
+		return limit.QuotaBase{}, ErrUnavailable
 	default:
-		return region.QuotaBase{}, fmt.Errorf("quotabase: the reconciler answered: %s", r.Error)
+		return limit.QuotaBase{}, fmt.Errorf("quotabase: the reconciler answered: %s", r.Error)
 	}
 }

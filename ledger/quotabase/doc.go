@@ -7,7 +7,7 @@
 // reconcilers share them, from the Postgres ledger (usage_reports, read by
 // package pgledger), one query per request, partition-pruned on
 // window_start and one index range on the key. A Client, in the limiters,
-// implements region.QuotaBases over a NATS connection: a request and its
+// implements limit.QuotaBases over a NATS connection: a request and its
 // reply cross the NATS gateways from every region to the ledger region's
 // reconcilers. This package links no Postgres driver (pgledger does), so
 // the limiters that import it for the Client do not either.

@@ -14,6 +14,7 @@ import (
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/quotabase"
+	"github.com/quotaplatform/quota/limit"
 	"github.com/quotaplatform/quota/period"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/redisstore"
@@ -46,11 +47,11 @@ func TestQuotaRebuiltFromTheLedger(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rsrv.Addr})
 	t.Cleanup(func() { rdb.Close() })
 
-	qs, err := region.NewQuotas([]region.Quota{{Period: period.Month, Limit: 1000}})
+	qs, err := limit.NewQuotas([]limit.Quota{{Period: period.Month, Limit: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := region.Plan{Name: "metered", Rate: 1e6, Capacity: 1e6, Quotas: qs}
+	plan := limit.Plan{Name: "metered", Rate: 1e6, Capacity: 1e6, Quotas: qs}
 	key := fmt.Sprintf("acct-rebuild-%d", time.Now().UnixNano())
 
 	// process starts one limiter process of region eu: its reporter and
@@ -62,7 +63,7 @@ func TestQuotaRebuiltFromTheLedger(t *testing.T) {
 		cfg.StoreTimeout = 2 * time.Second // about wiring, not latency
 		cfg.Usage = rep
 		cfg.QuotaBases = newClient(t, nc, 2*time.Second)
-		lim, err := region.New(redisstore.New(rdb, "q:"), region.StaticPlans{Default: plan}, cfg)
+		lim, err := region.New(redisstore.New(rdb, "q:"), limit.StaticPlans{Default: plan}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // Ledger is what a Server reads bases from: pgledger.Ledger, on the
@@ -252,13 +252,13 @@ func (s *Server) answer(msg *nats.Msg, arrived time.Time, key string, start, end
 }
 
 // read reads key's base in [start, end) under Config.StatementTimeout.
-func (s *Server) read(key string, start, end time.Time) (region.QuotaBase, error) {
+func (s *Server) read(key string, start, end time.Time) (limit.QuotaBase, error) {
 	ctx, cancel := context.WithTimeout(s.base, s.cfg.StatementTimeout)
 	defer cancel()
-	out := region.QuotaBase{AsOf: time.Now().UTC()}
+	out := limit.QuotaBase{AsOf: time.Now().UTC()}
 	byRegion, err := s.ledger.SpentByRegion(ctx, key, start, end)
 	if err != nil {
-		return region.QuotaBase{}, err
+		return limit.QuotaBase{}, err
 	}
 	for r, spent := range byRegion {
 		// A region's base is what it spent, never less than nothing (a

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotaplatform/quota/region"
+	"github.com/quotaplatform/quota/limit"
 )
 
 // DefaultSubject is the NATS subject quota-base requests travel on, and
@@ -87,13 +87,13 @@ func NewRequest(key string, start, end time.Time) Request {
 }
 
 // parseRequest decodes and validates a request body: the key as
-// region.CheckKey takes it, start < end, end − start ≤ MaxSpan.
+// limit.CheckKey takes it, start < end, end − start ≤ MaxSpan.
 func parseRequest(data []byte) (key string, start, end time.Time, err error) {
 	var req Request
 	if err := json.Unmarshal(data, &req); err != nil {
 		return "", start, end, &FieldError{Msg: "not a JSON request object"}
 	}
-	if err := region.CheckKey(req.Key); err != nil {
+	if err := limit.CheckKey(req.Key); err != nil {
 		// CheckKey's message names the field and never quotes the key.
 		return "", start, end, &FieldError{Field: "key", Msg: checkKeyMsg(err)}
 	}
@@ -122,11 +122,11 @@ func parseRequest(data []byte) (key string, start, end time.Time, err error) {
 	return req.Key, start, end, nil
 }
 
-// checkKeyMsg is region.CheckKey's message without its kind's prefix
+// checkKeyMsg is limit.CheckKey's message without its kind's prefix
 // ("invalid key: key must not be empty" → "must not be empty").
 func checkKeyMsg(err error) string {
 	msg := err.Error()
-	for _, prefix := range []string{region.ErrInvalidKey.Error() + ": ", "key "} {
+	for _, prefix := range []string{limit.ErrInvalidKey.Error() + ": ", "key "} {
 		if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
 			msg = msg[len(prefix):]
 		}
