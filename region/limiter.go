@@ -24,13 +24,12 @@ type Limiter struct {
 	// The store's optional capabilities, found once by New; nil when it
 	// lacks one (New refuses what needs it; plans with quotas, ids or
 	// concurrency degrade, flagged, on a store without them).
-	quotaStore   store.QuotaStore
-	requestStore store.RequestStore
-	slotStore    store.SlotStore
-	plans        PlanResolver
-	cfg          Config
-	clock        clock.Clock // Config.Clock, or clock.System()
-	seed         maphash.Seed
+	quotaStore store.QuotaStore
+	slotStore  store.SlotStore
+	plans      PlanResolver
+	cfg        Config
+	clock      clock.Clock // Config.Clock, or clock.System()
+	seed       maphash.Seed
 
 	start     time.Time // origin of limiter time, read from clock
 	system    bool      // Config.Clock is nil: decisions read the coarse clock, or time.Since
@@ -69,11 +68,6 @@ type Limiter struct {
 	shards [shardCount]shard
 	slow   [slowStripes]sync.Mutex
 
-	// horizon is Config.IdempotencyHorizon, or what SetIdempotencyHorizon
-	// set since, in nanoseconds. Last, so that the fields the decision path
-	// reads keep their places.
-	horizon atomic.Int64
-
 	// flushBuf is Flush's batch, reused: 10,000 keys changed a second make
 	// a 10,000-delta batch a second. Guarded by flushMu.
 	flushMu  sync.Mutex
@@ -82,6 +76,11 @@ type Limiter struct {
 	// inMemory is set when the store answers without I/O (inProcess):
 	// its calls get no deadline (callStoreWithin).
 	inMemory bool
+
+	// The capabilities, each owning its state and its part of the store
+	// contract (TestStatesOwnTheirFields). Last, so that the fields the
+	// decision path reads keep their places.
+	idem idempotency
 }
 
 // inProcess is a store that answers without I/O (memstore.Store).
@@ -118,9 +117,9 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		system:    system,
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
-	l.horizon.Store(int64(cfg.IdempotencyHorizon))
 	l.quotaStore, _ = st.(store.QuotaStore)
-	l.requestStore, _ = st.(store.RequestStore)
+	rs, _ := st.(store.RequestStore)
+	l.idem.init(l, rs, cfg.IdempotencyHorizon)
 	l.slotStore, _ = st.(store.SlotStore)
 	if ip, ok := st.(inProcess); ok {
 		l.inMemory = ip.InProcess()
