@@ -54,7 +54,7 @@ func (l *Limiter) degradedVerdictLocked(m *miss, r renewal) degradedVerdict {
 	open := v.policy == FailOpen
 	quotaOK := true
 	if m.q != nil && (open || b.tokens >= float64(cost)) {
-		quotaOK = l.degradedQuotaLocked(m, local, open)
+		quotaOK = l.quotas.degradedLocked(m, local, open)
 	}
 	switch {
 	case open:

@@ -38,7 +38,7 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 		return false, nil
 	}
 	if e.quota {
-		l.quotaDecisionLocked(sh, key, e, now, d)
+		l.quotas.decisionLocked(sh, key, e, now, d)
 	}
 	return true, nil
 }
@@ -79,7 +79,7 @@ func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decisi
 		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
 	}
 	if e.quota {
-		l.quotaDecisionLocked(sh, m.key, e, now, &d)
+		l.quotas.decisionLocked(sh, m.key, e, now, &d)
 	}
 	return d
 }
@@ -123,70 +123,15 @@ func (l *Limiter) degradedDecisionLocked(m *miss, v degradedVerdict, now int64) 
 	d.quotaOut = v.quotaOut
 	d.Reset = refillTime(v.capacity-v.tokens, v.rate)
 	if e.quota {
-		l.degradedQuotaViewLocked(m, &d)
+		l.quotas.degradedViewLocked(m, &d)
 	}
 	return d
-}
-
-// quotaDecisionLocked adds the key's quotas to a decision: the tightest
-// of the bucket and every quota gives Remaining and Reset, and a check
-// refused for a quota waits until that quota's period ends.
-func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64, d *Decision) {
-	q := sh.quotas[key]
-	v := q.counters()
-	if v == nil {
-		return
-	}
-	d.quota, d.quotaHeld = v, q.quotaLease(e)
-	sn := l.storeNanos(now)
-	for i := range v.n {
-		rem := max(0, v.q[i].left+d.quotaHeld)
-		if rem < d.Remaining {
-			d.Remaining = rem
-			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
-			d.quotaTight = int8(i + 1)
-		}
-	}
-	if q.spent(now) && (!d.Allowed || d.ShadowRejected) {
-		d.quotaOut = true
-		if d.ShadowRejected {
-			return
-		}
-		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[v.exhausted].end.UnixNano()-sn), time.Millisecond)
-	}
-}
-
-// degradedQuotaViewLocked adds the key's quotas to a degraded decision:
-// the counters as the last quota call saw them, less this process's
-// degraded spend since, so that a degraded answer lists its quotas and
-// says which one refused it like any other.
-func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
-	v := m.q.counters()
-	if v == nil {
-		return
-	}
-	d.quota = v
-	d.quotaHeld = m.q.quotaLease(m.e)
-	if left, set := m.q.degradedBudget(); set {
-		// What this process may still spend of the quotas while degraded,
-		// as a holding on top of the region's room at the last call:
-		// Quotas then shows the tightest room less the degraded spend.
-		d.quotaHeld = left - max(v.q[v.exhausted].left, 0)
-	}
-	sn := l.storeNanos(l.now())
-	for i := range v.n {
-		if rem := max(0, v.q[i].left+d.quotaHeld); rem < d.Remaining {
-			d.Remaining = rem
-			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
-			d.quotaTight = int8(i + 1)
-		}
-	}
 }
 
 // The entry arithmetic every path shares.
 
 // spendLocked allows cost from e's lease. The caller adds the key's
-// quotas to d (quotaDecisionLocked).
+// quotas to d (quotas.decisionLocked).
 func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
 	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
 	e.permits -= cost
@@ -200,7 +145,7 @@ func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, 
 }
 
 // rejectLocked rejects cost from e's estimate of the region's bucket. The
-// caller adds the key's quotas to d (quotaDecisionLocked).
+// caller adds the key's quotas to d (quotas.decisionLocked).
 func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
 	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
 	e.addDemand(cost)

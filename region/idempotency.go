@@ -100,7 +100,7 @@ func (im *idempotency) allow(ctx context.Context, key string, cost int64, id str
 	if m.q.spent(now) {
 		deny = true
 	} else if m.plan.HasQuotas() {
-		switch took, back := im.l.requestQuotaLocked(ctx, &m, now); took {
+		switch took, back := im.l.quotas.requestLocked(ctx, &m, now); took {
 		case quotaUnavailable:
 			return im.l.degradedLocked(&m, im.l.now()), nil
 		case quotaSpent:
@@ -147,13 +147,13 @@ func (im *idempotency) allow(ctx context.Context, key string, cost int64, id str
 		e.spent += cost
 		sh.allowed++
 		if e.quota {
-			im.l.quotaDecisionLocked(sh, key, e, now, &d)
+			im.l.quotas.decisionLocked(sh, key, e, now, &d)
 		}
 		return d, nil
 	}
 	refuseLocked(sh, e, cost, &d)
 	if e.quota {
-		im.l.quotaDecisionLocked(sh, key, e, now, &d)
+		im.l.quotas.decisionLocked(sh, key, e, now, &d)
 	}
 	return d, nil
 }
@@ -252,7 +252,7 @@ func (im *idempotency) adjust(ctx context.Context, op store.RequestOp, key strin
 	}
 	sh.mu.Lock()
 	if plan.HasQuotas() {
-		sh.returns = append(sh.returns, im.l.quotaAdjustment(key, plan, share, op, cost, now))
+		sh.returns = append(sh.returns, im.l.quotas.adjustment(key, plan, share, op, cost, now))
 	}
 	if op == store.RequestRefund {
 		u.Refunded = cost
@@ -342,7 +342,7 @@ func pastTense(op store.RequestOp) string {
 	return "charged"
 }
 
-// callRequest makes one request id call (storeCall) and tells the
+// call makes one request id call (storeCall) and tells the
 // breaker how it went (a refusal about the call is an answer).
 func (im *idempotency) call(ctx context.Context, call store.RequestCall) (store.RequestReply, error) {
 	op := storeOp[store.RequestReply]{span: "quota.store.request", want: call.Cost,

@@ -52,12 +52,7 @@ type Limiter struct {
 	local   localSlots // slots granted under FailDegraded while the store was unavailable
 
 	storeCalls atomic.Int64
-	// quotaCalls counts the quota counter calls among storeCalls;
-	// baseFetches and baseFailures the ledger base requests and those that
-	// failed; fetches the base requests in flight, for Run to wait on.
-	quotaCalls, baseFetches, baseFailures atomic.Int64
-	fetches                               sync.WaitGroup
-	keyErrors                             atomic.Int64 // store calls refused for their key's own reason (store.ErrStoreRejected)
+	keyErrors  atomic.Int64 // store calls refused for their key's own reason (store.ErrStoreRejected)
 	// bgProbes is set while Run probes an open breaker in the background
 	// (Config.Clock nil): misses then never probe themselves.
 	bgProbes  atomic.Bool
@@ -80,7 +75,8 @@ type Limiter struct {
 	// The capabilities, each owning its state and its part of the store
 	// contract (TestStatesOwnTheirFields). Last, so that the fields the
 	// decision path reads keep their places.
-	idem idempotency
+	idem   idempotency
+	quotas quotas
 }
 
 // inProcess is a store that answers without I/O (memstore.Store).
@@ -117,7 +113,8 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		system:    system,
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
-	l.quotaStore, _ = st.(store.QuotaStore)
+	qs, _ := st.(store.QuotaStore)
+	l.quotas.init(l, qs)
 	rs, _ := st.(store.RequestStore)
 	l.idem.init(l, rs, cfg.IdempotencyHorizon)
 	l.slotStore, _ = st.(store.SlotStore)

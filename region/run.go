@@ -33,7 +33,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 		defer l.probes.Wait()
 		defer l.bgProbes.Store(false)
 	}
-	defer l.fetches.Wait() // quota base requests in flight (QuotaBaseTimeout at most)
+	defer l.quotas.wait() // quota base requests in flight (QuotaBaseTimeout at most)
 	sweeps := l.clock.NewTicker(l.cfg.SweepInterval)
 	defer sweeps.Stop()
 	flushes := l.clock.NewTicker(l.cfg.FlushInterval)
@@ -192,7 +192,7 @@ func (l *Limiter) collectReturns(sh *shard, batch []pendingReturn, all, chargeDe
 		}
 		live := l.leaseLive(e, now)
 		if q := sh.quotas[k]; q != nil {
-			if r, ok := l.collectQuotaLocked(k, e, q, debt, now, all, live, chargeDebts); ok {
+			if r, ok := l.quotas.collectLocked(k, e, q, debt, now, all, live, chargeDebts); ok {
 				batch = append(batch, r)
 			}
 			continue
@@ -232,7 +232,7 @@ func (l *Limiter) sendReturn(ctx context.Context, r *pendingReturn, probe bool) 
 	if r.quota != nil {
 		// The quota part goes first and then leaves r, so that a retry of
 		// a rate part that fails after it does not send it twice.
-		if l.sendQuotaReturn(ctx, *r) == returnFailed {
+		if l.quotas.sendReturn(ctx, *r) == returnFailed {
 			return returnFailed
 		}
 		r.quota = nil
@@ -338,16 +338,14 @@ type Stats struct {
 // metric-scrape rates, not per decision.
 func (l *Limiter) Stats() Stats {
 	s := Stats{
-		StoreCalls:        l.storeCalls.Load(),
-		BreakerFailures:   l.breaker.failuresTotal(),
-		KeyErrors:         l.keyErrors.Load(),
-		QuotaCalls:        l.quotaCalls.Load(),
-		QuotaBaseRequests: l.baseFetches.Load(),
-		QuotaBaseFailures: l.baseFailures.Load(),
-		Breaker:           l.breaker.current(),
-		ClockOffset:       time.Duration(l.offset.get()),
-		Processes:         l.processes(),
+		StoreCalls:      l.storeCalls.Load(),
+		BreakerFailures: l.breaker.failuresTotal(),
+		KeyErrors:       l.keyErrors.Load(),
+		Breaker:         l.breaker.current(),
+		ClockOffset:     time.Duration(l.offset.get()),
+		Processes:       l.processes(),
 	}
+	l.quotas.stats(&s)
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()

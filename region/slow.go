@@ -67,7 +67,7 @@ func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidat
 	case !ok:
 		return renewal{out: leaseUnavailable, now: now}
 	case m.q != nil:
-		return l.leaseQuotaLocked(ctx, m, now, invalidated)
+		return l.quotas.leaseLocked(ctx, m, now, invalidated)
 	}
 	return l.leaseLocked(ctx, m, now, invalidated)
 }
