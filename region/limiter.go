@@ -49,7 +49,6 @@ type Limiter struct {
 	planStats sync.Map
 
 	breaker breaker
-	local   localSlots // slots granted under FailDegraded while the store was unavailable
 
 	storeCalls atomic.Int64
 	keyErrors  atomic.Int64 // store calls refused for their key's own reason (store.ErrStoreRejected)
@@ -77,6 +76,7 @@ type Limiter struct {
 	// decision path reads keep their places.
 	idem   idempotency
 	quotas quotas
+	slots  slots
 }
 
 // inProcess is a store that answers without I/O (memstore.Store).
@@ -117,7 +117,8 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 	l.quotas.init(l, qs)
 	rs, _ := st.(store.RequestStore)
 	l.idem.init(l, rs, cfg.IdempotencyHorizon)
-	l.slotStore, _ = st.(store.SlotStore)
+	ss, _ := st.(store.SlotStore)
+	l.slots = slots{l: l, store: ss}
 	if ip, ok := st.(inProcess); ok {
 		l.inMemory = ip.InProcess()
 	}

@@ -183,7 +183,7 @@ func implementsStoreMethod(m *types.Func, methods map[*types.Func]bool) bool {
 }
 
 // ownedStates are the types whose fields only their own methods use.
-var ownedStates = []string{"quotaState", "localSlots", "idempotency", "quotas"}
+var ownedStates = []string{"quotaState", "localSlots", "idempotency", "quotas", "slots"}
 
 // receiverType names the type of fn's pointer receiver; "" for a function
 // or another receiver.

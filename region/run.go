@@ -107,7 +107,7 @@ func (l *Limiter) probeInBackground(ctx context.Context) {
 // charges what degraded buckets allowed, and returns how many permits went
 // back. While the breaker is open it calls the store only as the probe.
 func (l *Limiter) sweep(ctx context.Context) int64 {
-	l.local.sweep(l.now())
+	l.slots.sweep(l.now())
 	return l.giveBack(ctx, false)
 }
 
