@@ -66,9 +66,9 @@ func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decisi
 	case r.out == leaseFailClosed:
 		// Nothing of an exact plan is allowed without the store, and it
 		// keeps no degraded bucket.
-		return l.degradedDecisionLocked(m, degradedVerdict{policy: FailClosed}, now)
+		return l.degraded.decisionLocked(m, degradedVerdict{policy: FailClosed}, now)
 	case r.degraded():
-		return l.degradedDecisionLocked(m, v, now)
+		return l.degraded.decisionLocked(m, v, now)
 	case r.out == leaseAnswered:
 		e.leaseLive = false // nothing is leased: every check of an exact plan calls the store
 	}
@@ -80,50 +80,6 @@ func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decisi
 	}
 	if e.quota {
 		l.quotas.decisionLocked(sh, m.key, e, now, &d)
-	}
-	return d
-}
-
-// degradedDecisionLocked applies a degraded verdict to the entry: the
-// check is flagged Degraded and counted, allowed or refused as v says
-// (docs/design.md [plan-semantics]). A refusal that only the store can
-// lift (FailClosed, every failure of an exact plan, a spent degraded
-// quota budget) waits until the breaker's next probe.
-func (l *Limiter) degradedDecisionLocked(m *miss, v degradedVerdict, now int64) Decision {
-	e, sh, cost := m.e, m.sh, m.cost
-	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
-	e.referenced = true
-	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded, Remaining: int64(v.tokens)}
-	if e.syncAt != 0 {
-		d.Stale = time.Duration(now - e.syncAt)
-	}
-	e.addDemand(cost)
-	sh.degraded++
-	switch {
-	case v.allowed:
-		e.spent += cost
-		e.degraded += cost
-		sh.allowed++
-		e.plan.stats.degradedAllowed.Add(1)
-		d.Allowed = true
-		if v.policy == FailOpen {
-			return d // nothing is charged back to the bucket: Reset stays 0
-		}
-	default:
-		d.RetryAfter = retryAfter(float64(cost)-v.tokens, v.rate)
-		if v.policy == FailClosed || v.quotaOut {
-			d.RetryAfter = max(l.breaker.untilProbe(now), time.Millisecond)
-		}
-		e.plan.stats.degradedRejected.Add(1)
-		refuseLocked(sh, e, cost, &d)
-		if v.policy == FailClosed {
-			return d // no degraded budget to report
-		}
-	}
-	d.quotaOut = v.quotaOut
-	d.Reset = refillTime(v.capacity-v.tokens, v.rate)
-	if e.quota {
-		l.quotas.degradedViewLocked(m, &d)
 	}
 	return d
 }
@@ -177,23 +133,10 @@ func (l *Limiter) grantLocked(m *miss, req store.LeaseRequest, rep store.LeaseRe
 	e, sh := m.e, m.sh
 	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
 	if e.inDegraded {
-		l.settleDebtLocked(m, req.Debt)
+		l.degraded.settleDebtLocked(m, req.Debt)
 	}
 	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
 	sh.outstanding += rep.Granted - req.Return
-}
-
-// settleDebtLocked leaves the key's degraded bucket owing what it allowed
-// after the debt a successful store call charged; a bucket that owes
-// nothing more is dropped and the key leaves degraded mode.
-func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
-	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
-		b.debt -= charged
-		b.refusedAt = 0
-		return
-	}
-	delete(m.sh.buckets, m.key)
-	m.e.inDegraded = false
 }
 
 // makeRoomLocked moves key's usage deltas to pending when adding n to

@@ -90,7 +90,7 @@ func (im *idempotency) allow(ctx context.Context, key string, cost int64, id str
 	now := im.l.now()
 	im.l.attachLocked(&m)
 	if im.l.breaker.current() != BreakerClosed {
-		return im.l.degradedLocked(&m, now), nil
+		return im.l.degraded.decideLocked(&m, now), nil
 	}
 	// A key whose quota is spent still asks the store, with Deny: a known
 	// id replays its first decision, a new one is recorded as rejected.
@@ -102,7 +102,7 @@ func (im *idempotency) allow(ctx context.Context, key string, cost int64, id str
 	} else if m.plan.HasQuotas() {
 		switch took, back := im.l.quotas.requestLocked(ctx, &m, now); took {
 		case quotaUnavailable:
-			return im.l.degradedLocked(&m, im.l.now()), nil
+			return im.l.degraded.decideLocked(&m, im.l.now()), nil
 		case quotaSpent:
 			deny = true
 		default:
@@ -121,7 +121,7 @@ func (im *idempotency) allow(ctx context.Context, key string, cost int64, id str
 		sh.returns = append(sh.returns, pendingReturn{key: key, quota: quotaBack})
 	}
 	if err != nil {
-		return im.l.degradedLocked(&m, now), nil
+		return im.l.degraded.decideLocked(&m, now), nil
 	}
 	e := m.e
 	im.l.rollLocked(sh, key, e, now)

@@ -36,10 +36,7 @@ func (l *Limiter) leaseLive(e *entry, now int64) bool {
 // (docs/design.md [degraded-debt]), and the demand counted since the last
 // call.
 func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) store.LeaseRequest {
-	var debt int64
-	if b := m.sh.buckets[m.key]; b != nil && l.breaker.healthy() {
-		debt = b.debt
-	}
+	debt := l.degraded.debtLocked(m)
 	capCost := l.leaseCap(m.rate(), m.procs)
 	e := m.e
 	live := l.leaseLive(e, now)

@@ -77,6 +77,8 @@ type Limiter struct {
 	idem   idempotency
 	quotas quotas
 	slots  slots
+	// degraded decides without the store.
+	degraded degradedMode
 }
 
 // inProcess is a store that answers without I/O (memstore.Store).
@@ -119,6 +121,7 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 	l.idem.init(l, rs, cfg.IdempotencyHorizon)
 	ss, _ := st.(store.SlotStore)
 	l.slots = slots{l: l, store: ss}
+	l.degraded = degradedMode{l}
 	if ip, ok := st.(inProcess); ok {
 		l.inMemory = ip.InProcess()
 	}

@@ -107,7 +107,7 @@ func (q *quotaState) unfold(e *entry, ps *[store.MaxQuotaPeriods]store.QuotaPeri
 	return rate, held, rolled
 }
 
-// degradedLocked decides a degraded check's quotas: what a degraded
+// degradedMode.decideLocked decides a degraded check's quotas: what a degraded
 // decision may spend of them is the quota lease this process held, plus
 // its local share of what the region could still lease at the last call
 // (its whole quota lease's worth when it never made one), so that the

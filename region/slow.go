@@ -33,7 +33,7 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	}
 	var v degradedVerdict
 	if r.degraded() {
-		v = l.degradedVerdictLocked(&m, r)
+		v = l.degraded.verdictLocked(&m, r)
 	}
 	return l.decideMissLocked(&m, r, v), nil
 }
@@ -59,7 +59,7 @@ func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidat
 	switch {
 	case m.plan.Exact():
 		return l.exactLocked(ctx, m, now)
-	case l.refusedLocked(m, now):
+	case l.degraded.refusedLocked(m, now):
 		return renewal{out: leaseUnavailable, now: now}
 	}
 	now, ok := l.mayCallStoreLocked(ctx, m, now)
@@ -103,6 +103,6 @@ const (
 	leaseGranted                         // a lease call answered: decide from the entry's permits
 	leaseAnswered                        // an exact call answered: likewise, keeping no lease
 	leaseUnavailable                     // the store was not called or did not answer: decide degraded
-	leaseRefused                         // the store refused the key's call: degraded (degradedVerdictLocked)
+	leaseRefused                         // the store refused the key's call: degraded (degradedMode.verdictLocked)
 	leaseFailClosed                      // an exact plan's call could not decide: reject until the next probe
 )

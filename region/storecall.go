@@ -190,13 +190,3 @@ func recordStoreSpan[R any](span trace.Span, op storeOp[R], rep R, granted int64
 		span.SetStatus(codes.Error, "store call failed")
 	}
 }
-
-// refusedLocked reports whether the store refused the key's last call for
-// a reason of the key's own (store.ErrStoreRejected) less than BreakerCooldown
-// ago: until then the key is decided from its degraded bucket without a
-// store call, so that a broken key costs one store call per cooldown, not
-// one per decision.
-func (l *Limiter) refusedLocked(m *miss, now int64) bool {
-	b := m.sh.buckets[m.key]
-	return b != nil && b.refusing(now, l.cfg.BreakerCooldown)
-}
