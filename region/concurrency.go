@@ -77,10 +77,10 @@ func (ss *slots) acquire(ctx context.Context, key, id string) (Slot, error) {
 	s := Slot{ID: id, Limit: plan.Concurrency}
 	if ss.storeUsable() {
 		req := store.SlotRequest{Key: key, ID: id, Limit: plan.Concurrency, TTL: ss.l.cfg.SlotTTL}
-		rep, lat, err := storeCall(ctx, ss.l, storeOp[store.SlotReply]{span: "quota.store.acquire"}, func(ctx context.Context) (store.SlotReply, error) {
+		rep, lat, err := storeCall(ctx, &ss.l.calls, storeOp[store.SlotReply]{span: "quota.store.acquire"}, func(ctx context.Context) (store.SlotReply, error) {
 			return ss.store.AcquireSlot(ctx, req)
 		})
-		ss.l.tellBreaker(lat, err)
+		ss.l.calls.tellBreaker(lat, err)
 		if err == nil {
 			s.Allowed, s.Held, s.Expires = rep.Acquired, rep.Held, rep.TTL
 			if !s.Allowed {
@@ -115,10 +115,10 @@ func (ss *slots) release(ctx context.Context, key, id string) (bool, error) {
 	var held bool
 	if ss.storeUsable() {
 		var lat time.Duration
-		held, lat, err = storeCall(ctx, ss.l, storeOp[bool]{span: "quota.store.release"}, func(ctx context.Context) (bool, error) {
+		held, lat, err = storeCall(ctx, &ss.l.calls, storeOp[bool]{span: "quota.store.release"}, func(ctx context.Context) (bool, error) {
 			return ss.store.ReleaseSlot(ctx, key, id)
 		})
-		ss.l.tellBreaker(lat, err)
+		ss.l.calls.tellBreaker(lat, err)
 	}
 	switch {
 	case err == nil:
@@ -161,7 +161,7 @@ func (ss *slots) storeUsable() bool {
 	if ss.l.breaker.current() == BreakerClosed {
 		return true
 	}
-	return !ss.l.bgProbes.Load() && ss.l.breaker.allow(ss.l.now())
+	return !ss.l.calls.inBackground() && ss.l.breaker.allow(ss.l.now())
 }
 
 // degraded decides an Acquire the store could not, by the plan's

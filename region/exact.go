@@ -18,7 +18,7 @@ import (
 // It returns what the call came to: an answer is a grant for the decision
 // to apply. The shard is unlocked for the call.
 func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) renewal {
-	now, ok := l.mayCallStoreLocked(ctx, m, now)
+	now, ok := l.calls.mayCallLocked(ctx, m, now)
 	if !ok {
 		return renewal{out: leaseFailClosed, now: now}
 	}
@@ -35,7 +35,7 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) renewal {
 		Grace:    l.cfg.DebtGrace,
 	}
 	sh.mu.Unlock()
-	rep, lat, err := l.callStore(ctx, req)
+	rep, lat, err := l.calls.lease(ctx, req)
 	sh.mu.Lock()
 	e.busy = false
 	now = l.now()

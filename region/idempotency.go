@@ -355,10 +355,10 @@ func (im *idempotency) call(ctx context.Context, call store.RequestCall) (store.
 		op.granted = checkGranted
 	}
 	op = op.withDetail(attribute.String("quota.op", call.Op.String()))
-	rep, lat, err := storeCall(ctx, im.l, op, func(ctx context.Context) (store.RequestReply, error) {
+	rep, lat, err := storeCall(ctx, &im.l.calls, op, func(ctx context.Context) (store.RequestReply, error) {
 		return im.store.Request(ctx, call)
 	})
-	im.l.tellBreaker(lat, err)
+	im.l.calls.tellBreaker(lat, err)
 	return rep, err
 }
 

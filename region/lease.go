@@ -18,7 +18,7 @@ import (
 func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
 	req := l.leaseRequestLocked(m, now, invalidated)
 	m.sh.mu.Unlock()
-	rep, lat, err := l.callStore(ctx, req)
+	rep, lat, err := l.calls.lease(ctx, req)
 	m.sh.mu.Lock()
 	m.e.busy = false
 	return l.leaseReplyLocked(m, req, rep, lat, err, l.now())

@@ -50,15 +50,6 @@ type Limiter struct {
 
 	breaker breaker
 
-	storeCalls atomic.Int64
-	keyErrors  atomic.Int64 // store calls refused for their key's own reason (store.ErrStoreRejected)
-	// bgProbes is set while Run probes an open breaker in the background
-	// (Config.Clock nil): misses then never probe themselves.
-	bgProbes  atomic.Bool
-	inflight  atomic.Int32   // background probes in flight
-	lastProbe atomic.Int64   // limiter ns the last background probe started
-	probes    sync.WaitGroup // background probes in flight, for Run to wait on
-
 	shards [shardCount]shard
 	slow   [slowStripes]sync.Mutex
 
@@ -67,13 +58,10 @@ type Limiter struct {
 	flushMu  sync.Mutex
 	flushBuf scratch.Buffer[Usage]
 
-	// inMemory is set when the store answers without I/O (inProcess):
-	// its calls get no deadline (callStoreWithin).
-	inMemory bool
-
 	// The capabilities, each owning its state and its part of the store
 	// contract (TestStatesOwnTheirFields). Last, so that the fields the
 	// decision path reads keep their places.
+	calls  storeClient
 	idem   idempotency
 	quotas quotas
 	slots  slots
@@ -122,9 +110,8 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 	ss, _ := st.(store.SlotStore)
 	l.slots = slots{l: l, store: ss}
 	l.degraded = degradedMode{l}
-	if ip, ok := st.(inProcess); ok {
-		l.inMemory = ip.InProcess()
-	}
+	ip, ok := st.(inProcess)
+	l.calls.init(l, ok && ip.InProcess())
 	if cfg.Observer != nil {
 		l.breaker.onChange = cfg.Observer.BreakerState
 	}

@@ -69,7 +69,7 @@ func (qs *quotas) callLocked(ctx context.Context, m *miss, q *quotaState, ps *[s
 		// New refuses a plan with quotas on such a store (Validate of the
 		// resolver's plans happens per key): degrade, flagged, and let the
 		// key's refusal show in the key errors.
-		qs.l.keyErrors.Add(1)
+		qs.l.calls.keyError()
 		return held, false
 	}
 	qs.awaitBaseLocked(ctx, m, q)
@@ -112,7 +112,7 @@ func (qs *quotas) call(ctx context.Context, call store.QuotaCall) (store.QuotaRe
 	op := storeOp[store.QuotaReply]{span: "quota.store.quota", want: call.Want,
 		granted: func(r store.QuotaReply) int64 { return r.Granted }}
 	op = op.withDetail(attribute.Int64("quota.charge", call.Charge)).withDetail(attribute.Int("quota.periods", len(call.Periods)))
-	return storeCall(ctx, qs.l, op, func(ctx context.Context) (store.QuotaReply, error) {
+	return storeCall(ctx, &qs.l.calls, op, func(ctx context.Context) (store.QuotaReply, error) {
 		return qs.store.LeaseQuota(ctx, call)
 	})
 }
@@ -144,7 +144,7 @@ func (qs *quotas) sendLocked(ctx context.Context, m *miss, call store.QuotaCall)
 	rep, lat, err := qs.call(ctx, call)
 	m.sh.mu.Lock()
 	m.e.busy = false
-	qs.l.tellBreaker(lat, err)
+	qs.l.calls.tellBreaker(lat, err)
 	return rep, err == nil
 }
 

@@ -33,7 +33,7 @@ func (qs *quotas) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 		req := qs.l.leaseRequestLocked(m, now, invalidated)
 		rateWant = req.Want
 		m.sh.mu.Unlock()
-		rep, lat, err := qs.l.callStore(ctx, req)
+		rep, lat, err := qs.l.calls.lease(ctx, req)
 		m.sh.mu.Lock()
 		e.busy = false
 		r = qs.l.leaseReplyLocked(m, req, rep, lat, err, qs.l.now())

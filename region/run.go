@@ -29,9 +29,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 		tick = t.C()
 		l.coarse.Store(int64(time.Since(l.start)) + 1)
 		defer l.coarse.Store(0)
-		l.bgProbes.Store(true)
-		defer l.probes.Wait()
-		defer l.bgProbes.Store(false)
+		defer l.calls.runProbes()()
 	}
 	defer l.quotas.wait() // quota base requests in flight (QuotaBaseTimeout at most)
 	sweeps := l.clock.NewTicker(l.cfg.SweepInterval)
@@ -42,7 +40,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 		select {
 		case <-tick:
 			l.coarse.Store(int64(time.Since(l.start)) + 1)
-			l.probeInBackground(ctx)
+			l.calls.probeInBackground(ctx)
 		case <-sweeps.C():
 			l.sweep(ctx)
 		case <-flushes.C():
@@ -62,46 +60,6 @@ const probeKey = "quota-breaker-probe"
 
 // maxProbes bounds the background probes in flight.
 const maxProbes = 4
-
-// probeInBackground starts a probe every BreakerCooldown while the breaker
-// is not closed, up to maxProbes at once: a probe whose connection hangs
-// on a store that is still away (a proxy that accepts and then waits) does
-// not hold up the next. A probe's first call may take ProbeTimeout: after
-// a store restart the client dials anew and the store reloads its script,
-// which a decision must not wait for and which alone may exceed
-// StoreTimeout. Its second call is the test: the breaker closes only when
-// the store answers that within StoreTimeout, so a store that is up but
-// slow stays bypassed. Both calls only read.
-func (l *Limiter) probeInBackground(ctx context.Context) {
-	if l.breaker.current() == BreakerClosed || l.inflight.Load() >= maxProbes {
-		return
-	}
-	now := l.now()
-	last := l.lastProbe.Load()
-	if last != 0 && time.Duration(now-last) < l.cfg.BreakerCooldown || !l.lastProbe.CompareAndSwap(last, now) {
-		return
-	}
-	l.inflight.Add(1)
-	l.probes.Add(1)
-	go func() {
-		defer l.probes.Done()
-		defer l.inflight.Add(-1)
-		req := store.LeaseRequest{Key: probeKey, Rate: 1, Capacity: 1, Spread: 1}
-		_, _, err := l.callStoreWithin(ctx, req, max(l.cfg.ProbeTimeout, l.cfg.StoreTimeout))
-		var lat time.Duration
-		if !store.IsTransient(err) {
-			_, lat, err = l.callStore(ctx, req)
-		}
-		switch {
-		case !store.IsTransient(err) && lat <= l.cfg.StoreTimeout:
-			l.breaker.success()
-		case l.breaker.current() != BreakerClosed:
-			// A probe that failed after another closed the breaker says
-			// nothing about the store now.
-			l.breaker.failure(l.now())
-		}
-	}()
-}
 
 // sweep gives back the unspent permits of expired leases and of evicted keys,
 // charges what degraded buckets allowed, and returns how many permits went
@@ -126,7 +84,7 @@ func (l *Limiter) Drain(ctx context.Context) {
 func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 	probing := false
 	if l.breaker.current() != BreakerClosed {
-		if l.bgProbes.Load() && !all {
+		if l.calls.inBackground() && !all {
 			return 0 // the background probe closes the breaker first
 		}
 		probing = l.breaker.allow(l.now())
@@ -226,7 +184,7 @@ func (l *Limiter) sendReturn(ctx context.Context, r *pendingReturn, probe bool) 
 	// A probe writes nothing: a return or a debt sent to a store that is
 	// still slow may run there after the call timed out, and would then be
 	// sent again.
-	if probe && !l.probe(ctx, r.key, r.rate, r.capacity) {
+	if probe && !l.calls.probe(ctx, r.key, r.rate, r.capacity) {
 		return returnFailed
 	}
 	if r.quota != nil {
@@ -240,7 +198,7 @@ func (l *Limiter) sendReturn(ctx context.Context, r *pendingReturn, probe bool) 
 	if r.permits == 0 && r.debt == 0 {
 		return returnSent
 	}
-	_, _, err := l.callStore(ctx, store.LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
+	_, _, err := l.calls.lease(ctx, store.LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
 	if store.IsTransient(err) {
 		l.breaker.failure(l.now())
 		return returnFailed
@@ -338,13 +296,12 @@ type Stats struct {
 // metric-scrape rates, not per decision.
 func (l *Limiter) Stats() Stats {
 	s := Stats{
-		StoreCalls:      l.storeCalls.Load(),
 		BreakerFailures: l.breaker.failuresTotal(),
-		KeyErrors:       l.keyErrors.Load(),
 		Breaker:         l.breaker.current(),
 		ClockOffset:     time.Duration(l.offset.get()),
 		Processes:       l.processes(),
 	}
+	l.calls.stats(&s)
 	l.quotas.stats(&s)
 	for i := range l.shards {
 		sh := &l.shards[i]

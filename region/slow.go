@@ -62,7 +62,7 @@ func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidat
 	case l.degraded.refusedLocked(m, now):
 		return renewal{out: leaseUnavailable, now: now}
 	}
-	now, ok := l.mayCallStoreLocked(ctx, m, now)
+	now, ok := l.calls.mayCallLocked(ctx, m, now)
 	switch {
 	case !ok:
 		return renewal{out: leaseUnavailable, now: now}
