@@ -141,12 +141,9 @@ func (ss *slots) plan(key, id string, acquiring bool) (Plan, error) {
 			return Plan{}, err
 		}
 	}
-	plan, err := ss.l.plans.Plan(key)
+	plan, err := ss.l.plans.resolve(key)
 	if err != nil {
-		return Plan{}, fmt.Errorf("region: plan for key %q: %w", key, err)
-	}
-	if err := plan.Validate(); err != nil {
-		return Plan{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+		return Plan{}, err
 	}
 	if acquiring && plan.Concurrency == 0 {
 		return Plan{}, fmt.Errorf("%w: key %q's plan %q has no concurrency limit", ErrNoConcurrency, key, plan.Name)
@@ -174,7 +171,7 @@ func (ss *slots) degraded(key string, plan Plan, s Slot) Slot {
 	case FailClosed:
 		s.RetryAfter = max(ss.l.breaker.untilProbe(ss.l.now()), time.Millisecond)
 	default:
-		limit := (plan.Concurrency + ss.l.processes() - 1) / ss.l.processes()
+		limit := (plan.Concurrency + ss.l.leases.processes() - 1) / ss.l.leases.processes()
 		s.Allowed, s.Held = ss.local.acquire(key, s.ID, limit, ss.l.now(), ss.l.cfg.SlotTTL)
 		if s.Allowed {
 			s.Expires = ss.l.cfg.SlotTTL

@@ -94,7 +94,7 @@ func (dm *degradedMode) verdictLocked(m *miss, r renewal) degradedVerdict {
 // unavailable (AllowRequest), as allowSlow does any check.
 func (dm *degradedMode) decideLocked(m *miss, now int64) Decision {
 	r := renewal{out: leaseUnavailable, now: now}
-	return dm.l.decideMissLocked(m, r, dm.verdictLocked(m, r))
+	return dm.l.leases.decideMissLocked(m, r, dm.verdictLocked(m, r))
 }
 
 // bucketLocked returns the key's degraded bucket refilled to now,

@@ -26,7 +26,7 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 		l.rollLocked(sh, key, e, now)
 	}
 	switch {
-	case e.permits >= cost && l.leaseLive(e, now):
+	case e.permits >= cost && l.leases.live(e, now):
 		l.spendLocked(sh, key, e, now, cost, d)
 	case e.syncAt != 0 && !e.inDegraded && e.regionalAt(now) < e.refillTarget(cost):
 		// Even with every token refilled since the last sync the region
@@ -53,11 +53,11 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 // the verdict was taken before the grant is applied here: its bucket
 // starts from the last sync before the call, and the grant settles only
 // the debt the call carried, so the verdict's own debt stays.
-func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decision {
+func (ls *leases) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decision {
 	e, sh, now := m.e, m.sh, r.now
-	l.rollLocked(sh, m.key, e, now)
+	ls.l.rollLocked(sh, m.key, e, now)
 	if r.granted {
-		l.grantLocked(m, r.req, r.rep, now)
+		ls.grantLocked(m, r.req, r.rep, now)
 	}
 	if r.split {
 		e.permits = r.permits
@@ -66,20 +66,20 @@ func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decisi
 	case r.out == leaseFailClosed:
 		// Nothing of an exact plan is allowed without the store, and it
 		// keeps no degraded bucket.
-		return l.degraded.decisionLocked(m, degradedVerdict{policy: FailClosed}, now)
+		return ls.l.degraded.decisionLocked(m, degradedVerdict{policy: FailClosed}, now)
 	case r.degraded():
-		return l.degraded.decisionLocked(m, v, now)
+		return ls.l.degraded.decisionLocked(m, v, now)
 	case r.out == leaseAnswered:
 		e.leaseLive = false // nothing is leased: every check of an exact plan calls the store
 	}
 	var d Decision
-	if e.permits >= m.cost && (r.out != leaseLocal || l.leaseLive(e, now)) {
-		l.spendLocked(sh, m.key, e, now, m.cost, &d)
+	if e.permits >= m.cost && (r.out != leaseLocal || ls.live(e, now)) {
+		ls.l.spendLocked(sh, m.key, e, now, m.cost, &d)
 	} else {
-		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
+		ls.l.rejectLocked(sh, m.key, e, now, m.cost, &d)
 	}
 	if e.quota {
-		l.quotas.decisionLocked(sh, m.key, e, now, &d)
+		ls.l.quotas.decisionLocked(sh, m.key, e, now, &d)
 	}
 	return d
 }
@@ -129,13 +129,13 @@ func refuseLocked(sh *shard, e *entry, cost int64, d *Decision) {
 // grantLocked applies a store call's grant to the entry: the call took
 // back the returned permits, charged the key's degraded debt (req.Debt)
 // and granted new permits. Exact calls and lease calls share it.
-func (l *Limiter) grantLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, now int64) {
+func (ls *leases) grantLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, now int64) {
 	e, sh := m.e, m.sh
-	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
+	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, ls.l.cfg.Window)
 	if e.inDegraded {
-		l.degraded.settleDebtLocked(m, req.Debt)
+		ls.l.degraded.settleDebtLocked(m, req.Debt)
 	}
-	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
+	e.applyGrant(rep, req.Return, req.Demand, now, ls.l.cfg.LocalShareHalfLife)
 	sh.outstanding += rep.Granted - req.Return
 }
 

@@ -80,7 +80,7 @@ func (im *idempotency) allow(ctx context.Context, key string, cost int64, id str
 		return Decision{}, fmt.Errorf("%w: %T", ErrNoIdempotency, im.l.store)
 	}
 	h := maphash.String(im.l.seed, key)
-	m, err := im.l.newMiss(key, h, cost)
+	m, err := im.l.leases.newMiss(key, h, cost)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -88,7 +88,7 @@ func (im *idempotency) allow(ctx context.Context, key string, cost int64, id str
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := im.l.now()
-	im.l.attachLocked(&m)
+	im.l.leases.attachLocked(&m)
 	if im.l.breaker.current() != BreakerClosed {
 		return im.l.degraded.decideLocked(&m, now), nil
 	}
@@ -115,7 +115,7 @@ func (im *idempotency) allow(ctx context.Context, key string, cost int64, id str
 	rep, err := im.call(ctx, call)
 	sh.mu.Lock()
 	now = im.l.now()
-	im.l.attachLocked(&m) // the entry may have been evicted meanwhile
+	im.l.leases.attachLocked(&m) // the entry may have been evicted meanwhile
 	if quotaBack != nil && (err != nil || !rep.Allowed || rep.Status == store.RequestReplayed) {
 		// Not charged now: the quota cost goes back with the next sweep.
 		sh.returns = append(sh.returns, pendingReturn{key: key, quota: quotaBack})
@@ -199,17 +199,14 @@ func (im *idempotency) adjust(ctx context.Context, op store.RequestOp, key strin
 	if im.store == nil {
 		return Adjustment{}, fmt.Errorf("%w: %T", ErrNoIdempotency, im.l.store)
 	}
-	plan, err := im.l.plans.Plan(key)
-	if err == nil {
-		err = plan.Validate()
-	}
+	plan, err := im.l.plans.resolve(key)
 	if err != nil {
-		return Adjustment{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+		return Adjustment{}, err
 	}
 	if im.l.breaker.current() != BreakerClosed {
 		return Adjustment{}, fmt.Errorf("%w: the regional store is unavailable; %s not applied, send it again", store.ErrStoreUnavailable, op)
 	}
-	share := im.l.share(key)
+	share := im.l.leases.share(key)
 	call := store.RequestCall{Op: op, Key: key, ID: id, Rate: plan.Rate * share, Capacity: plan.Capacity * share,
 		Cost: cost, Horizon: im.currentHorizon(), Grace: im.l.cfg.DebtGrace}
 	rep, err := im.call(ctx, call)

@@ -26,7 +26,7 @@ type Limiter struct {
 	// concurrency degrade, flagged, on a store without them).
 	quotaStore store.QuotaStore
 	slotStore  store.SlotStore
-	plans      PlanResolver
+	plans      planCache
 	cfg        Config
 	clock      clock.Clock // Config.Clock, or clock.System()
 	seed       maphash.Seed
@@ -38,15 +38,6 @@ type Limiter struct {
 	epoch  atomic.Uint32 // bumped by InvalidateAll: cached plans are stale
 	coarse atomic.Int64  // limiter time kept by Run every coarseTick; 0 when Run is not running
 	offset clockOffset   // store clock minus local clock
-
-	// planRefs holds one copy of each plan in use (Plan → *planRef), which
-	// the entries of its keys point to: an entry carries its plan for the
-	// Decision without growing by a Plan. Cleared by InvalidateAll.
-	planRefs sync.Map
-	// planStats holds the decision counters of each plan name and failure
-	// policy (planKey → *planCounters), for PlanStats. Never cleared: there
-	// are as many as the catalogue has had plans.
-	planStats sync.Map
 
 	breaker breaker
 
@@ -61,10 +52,12 @@ type Limiter struct {
 	// The capabilities, each owning its state and its part of the store
 	// contract (TestStatesOwnTheirFields). Last, so that the fields the
 	// decision path reads keep their places.
-	calls  storeClient
-	idem   idempotency
-	quotas quotas
-	slots  slots
+	leases  leases
+	sweeper sweeper
+	calls   storeClient
+	idem    idempotency
+	quotas  quotas
+	slots   slots
 	// degraded decides without the store.
 	degraded degradedMode
 }
@@ -94,7 +87,7 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 	start := clk.Now()
 	l := &Limiter{
 		store:     st,
-		plans:     plans,
+		plans:     planCache{resolver: plans},
 		cfg:       cfg,
 		clock:     clk,
 		seed:      maphash.MakeSeed(),
@@ -110,6 +103,8 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 	ss, _ := st.(store.SlotStore)
 	l.slots = slots{l: l, store: ss}
 	l.degraded = degradedMode{l}
+	l.leases = leases{l}
+	l.sweeper = sweeper{l}
 	ip, ok := st.(inProcess)
 	l.calls.init(l, ok && ip.InProcess())
 	if cfg.Observer != nil {
@@ -228,7 +223,7 @@ func (l *Limiter) endLease(key string, onlyConstrained bool) {
 // InvalidateAll ends every lease, for a catalogue change.
 func (l *Limiter) InvalidateAll() {
 	l.epoch.Add(1)
-	l.planRefs.Clear() // entries keep their copies until they re-resolve
+	l.plans.clear() // entries keep their copies until they re-resolve
 }
 
 func mapHash(l *Limiter, key string) uint64 { return maphash.String(l.seed, key) }

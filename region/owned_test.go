@@ -190,7 +190,7 @@ func implementsStoreMethod(m *types.Func, methods map[*types.Func]bool) bool {
 var ownerFuncs = map[string]string{"storeCall": "storeClient"}
 
 // ownedStates are the types whose fields only their own methods use.
-var ownedStates = []string{"quotaState", "localSlots", "idempotency", "quotas", "slots", "storeClient"}
+var ownedStates = []string{"quotaState", "localSlots", "idempotency", "quotas", "slots", "storeClient", "planCache"}
 
 // receiverType names the type of fn's pointer receiver; "" for a function
 // or another receiver.

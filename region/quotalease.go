@@ -23,20 +23,20 @@ func (qs *quotas) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 	e, q := m.e, m.q
 	var ps [store.MaxQuotaPeriods]store.QuotaPeriod
 	n, rate, held, rolled := qs.unfoldLocked(m, q, now, &ps)
-	needRate := invalidated || !qs.l.leaseLive(e, now) || rate < m.cost
+	needRate := invalidated || !qs.l.leases.live(e, now) || rate < m.cost
 	needQuota := rolled || held < m.cost || q.owesCounters() || q.refusalOver(now)
 
 	r := renewal{out: leaseGranted, now: now, split: true}
 	rateWant := m.cost
 	if needRate {
 		e.permits = rate // the call sizes the next lease on it and returns it (takeLease)
-		req := qs.l.leaseRequestLocked(m, now, invalidated)
+		req := qs.l.leases.requestLocked(m, now, invalidated)
 		rateWant = req.Want
 		m.sh.mu.Unlock()
 		rep, lat, err := qs.l.calls.lease(ctx, req)
 		m.sh.mu.Lock()
 		e.busy = false
-		r = qs.l.leaseReplyLocked(m, req, rep, lat, err, qs.l.now())
+		r = qs.l.leases.replyLocked(m, req, rep, lat, err, qs.l.now())
 		r.split, rate = true, r.rep.Granted
 		if !r.granted {
 			r.permits = q.split(0, held)

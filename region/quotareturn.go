@@ -44,7 +44,7 @@ func (q *quotaState) release(permits int64) (rate int64, qr *quotaReturn) {
 	return rate, qr
 }
 
-// sendReturn gives r's quota permits back to the counters they came
+// sweeper.send gives r's quota permits back to the counters they came
 // from and charges its cost, in one quota call that leases nothing. Once
 // sent, r carries no quota part: a retry of r (the rate part failed
 // after) does not send it twice.
@@ -90,7 +90,7 @@ func (qs *quotas) adjustment(key string, plan Plan, share float64, op store.Requ
 	return pendingReturn{key: key, quota: qr}
 }
 
-// collectLocked is collectReturns for a key with quotas: an expired
+// collectLocked is sweeper.collect for a key with quotas: an expired
 // rate lease goes back as any other, but the quota lease stays for
 // QuotaRebase after its call (renewing it with every rate lease would
 // double the key's store calls), then goes back once the key is idle,
