@@ -207,3 +207,36 @@ func receiverType(fn *ast.FuncDecl) string {
 	}
 	return ""
 }
+
+// maxMethods bounds the methods of any one type in the package, exported
+// and unexported: a capability is a type of its own, composed by a thin
+// Limiter, not another file of one engine type (x/time/rate's Limiter
+// has 22).
+const maxMethods = 30
+
+// TestNoTypeOverMaxMethods: no type of the package declares more than
+// maxMethods methods.
+func TestNoTypeOverMaxMethods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the package from source")
+	}
+	_, _, _, pkg := typeCheckRegion(t)
+	checked := 0
+	for _, name := range pkg.Scope().Names() {
+		tn, ok := pkg.Scope().Lookup(name).(*types.TypeName)
+		if !ok {
+			continue
+		}
+		named, ok := tn.Type().(*types.Named)
+		if !ok {
+			continue
+		}
+		checked++
+		if n := named.NumMethods(); n > maxMethods {
+			t.Errorf("%s has %d methods, more than %d: move a capability into a type of its own", name, n, maxMethods)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no type checked")
+	}
+}
