@@ -77,10 +77,9 @@ func (ss *slots) acquire(ctx context.Context, key, id string) (Slot, error) {
 	s := Slot{ID: id, Limit: plan.Concurrency}
 	if ss.storeUsable() {
 		req := store.SlotRequest{Key: key, ID: id, Limit: plan.Concurrency, TTL: ss.l.cfg.SlotTTL}
-		rep, lat, err := storeCall(ctx, &ss.l.calls, storeOp[store.SlotReply]{span: "quota.store.acquire"}, func(ctx context.Context) (store.SlotReply, error) {
+		rep, _, err := storeCall(ctx, &ss.l.calls, storeOp[store.SlotReply]{span: "quota.store.acquire", verdict: judgeAnswer}, func(ctx context.Context) (store.SlotReply, error) {
 			return ss.store.AcquireSlot(ctx, req)
 		})
-		ss.l.calls.tellBreaker(lat, err)
 		if err == nil {
 			s.Allowed, s.Held, s.Expires = rep.Acquired, rep.Held, rep.TTL
 			if !s.Allowed {
@@ -114,11 +113,9 @@ func (ss *slots) release(ctx context.Context, key, id string) (bool, error) {
 	err := fmt.Errorf("the breaker is open")
 	var held bool
 	if ss.storeUsable() {
-		var lat time.Duration
-		held, lat, err = storeCall(ctx, &ss.l.calls, storeOp[bool]{span: "quota.store.release"}, func(ctx context.Context) (bool, error) {
+		held, _, err = storeCall(ctx, &ss.l.calls, storeOp[bool]{span: "quota.store.release", verdict: judgeAnswer}, func(ctx context.Context) (bool, error) {
 			return ss.store.ReleaseSlot(ctx, key, id)
 		})
-		ss.l.calls.tellBreaker(lat, err)
 	}
 	switch {
 	case err == nil:

@@ -35,18 +35,10 @@ func (ls *leases) exactLocked(ctx context.Context, m *miss, now int64) renewal {
 		Grace:    ls.l.cfg.DebtGrace,
 	}
 	sh.mu.Unlock()
-	rep, lat, err := ls.l.calls.lease(ctx, req)
+	rep, _, err := ls.l.calls.lease(ctx, req, judgeAnswer)
 	sh.mu.Lock()
 	e.busy = false
 	now = ls.l.now()
-	switch {
-	case err != nil && store.IsTransient(err):
-		ls.l.breaker.failure(now)
-	case lat > ls.l.cfg.StoreTimeout:
-		ls.l.breaker.failure(now)
-	default:
-		ls.l.breaker.success()
-	}
 	if err != nil {
 		sh.outstanding -= req.Return // lost: under-admits
 		return renewal{out: leaseFailClosed, now: now}

@@ -352,10 +352,9 @@ func (im *idempotency) call(ctx context.Context, call store.RequestCall) (store.
 		op.granted = checkGranted
 	}
 	op = op.withDetail(attribute.String("quota.op", call.Op.String()))
-	rep, lat, err := storeCall(ctx, &im.l.calls, op, func(ctx context.Context) (store.RequestReply, error) {
+	rep, _, err := storeCall(ctx, &im.l.calls, op, func(ctx context.Context) (store.RequestReply, error) {
 		return im.store.Request(ctx, call)
 	})
-	im.l.calls.tellBreaker(lat, err)
 	return rep, err
 }
 

@@ -26,7 +26,7 @@ type leases struct{ l *Limiter }
 func (ls *leases) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
 	req := ls.requestLocked(m, now, invalidated)
 	m.sh.mu.Unlock()
-	rep, lat, err := ls.l.calls.lease(ctx, req)
+	rep, lat, err := ls.l.calls.lease(ctx, req, judgeAnswer)
 	m.sh.mu.Lock()
 	m.e.busy = false
 	return ls.replyLocked(m, req, rep, lat, err, ls.l.now())
@@ -86,16 +86,10 @@ func (ls *leases) replyLocked(m *miss, req store.LeaseRequest, rep store.LeaseRe
 		// The returned permits may or may not have reached the store; they
 		// count as lost, which under-admits and is safe.
 		sh.outstanding -= req.Return
-		ls.l.breaker.failure(now)
 		return renewal{out: leaseUnavailable, now: now}
 	}
-	if lat > ls.l.cfg.StoreTimeout {
-		// The store answered, but slower than allowed: use the answer and
-		// count the call against the store's health.
-		ls.l.breaker.failure(now)
-	} else {
-		ls.l.breaker.success()
-	}
+	// An answer slower than StoreTimeout is used, though the call counted
+	// against the store's health (judgeAnswer).
 	if err != nil {
 		// Refused: the call wrote nothing, so the permits it returned are
 		// lost (under-admission).

@@ -240,3 +240,41 @@ func TestNoTypeOverMaxMethods(t *testing.T) {
 		t.Fatal("no type checked")
 	}
 }
+
+// TestOneBreakerVerdict: the breaker hears how store calls went from
+// storeCall alone (by the call's verdict), and from the background probe,
+// whose rule is its own: no capability judges a call itself.
+func TestOneBreakerVerdict(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the package from source")
+	}
+	fset, files, info, _ := typeCheckRegion(t)
+	allowed := map[string]bool{"storeCall": true, "probeInBackground": true}
+	found := 0
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "failure" && sel.Sel.Name != "success" {
+					return true
+				}
+				s := info.Selections[sel]
+				if s == nil || s.Kind() != types.MethodVal || !strings.HasSuffix(s.Recv().String(), ".breaker") {
+					return true
+				}
+				found++
+				if !allowed[fn.Name.Name] {
+					t.Errorf("%s: %s tells the breaker itself: give its storeCall a verdict instead", fset.Position(sel.Pos()), fn.Name.Name)
+				}
+				return true
+			})
+		}
+	}
+	if found < 2 {
+		t.Fatalf("found %d breaker verdicts, want storeCall's at least", found)
+	}
+}

@@ -106,10 +106,10 @@ func (qs *quotas) callLocked(ctx context.Context, m *miss, q *quotaState, ps *[s
 	return rep.Granted, true
 }
 
-// call makes one quota counter call (storeCall).
-func (qs *quotas) call(ctx context.Context, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
+// call makes one quota counter call (storeCall), telling the breaker by v.
+func (qs *quotas) call(ctx context.Context, call store.QuotaCall, v verdict) (store.QuotaReply, time.Duration, error) {
 	qs.calls.Add(1)
-	op := storeOp[store.QuotaReply]{span: "quota.store.quota", want: call.Want,
+	op := storeOp[store.QuotaReply]{span: "quota.store.quota", want: call.Want, verdict: v,
 		granted: func(r store.QuotaReply) int64 { return r.Granted }}
 	op = op.withDetail(attribute.Int64("quota.charge", call.Charge)).withDetail(attribute.Int("quota.periods", len(call.Periods)))
 	return storeCall(ctx, &qs.l.calls, op, func(ctx context.Context) (store.QuotaReply, error) {
@@ -137,14 +137,13 @@ func (qs *quotas) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
 }
 
 // sendLocked makes one quota call with the shard unlocked and
-// tells the breaker how it went; it reports whether the store answered.
+// reports whether the store answered.
 func (qs *quotas) sendLocked(ctx context.Context, m *miss, call store.QuotaCall) (store.QuotaReply, bool) {
 	m.e.busy = true
 	m.sh.mu.Unlock()
-	rep, lat, err := qs.call(ctx, call)
+	rep, _, err := qs.call(ctx, call, judgeAnswer)
 	m.sh.mu.Lock()
 	m.e.busy = false
-	qs.l.calls.tellBreaker(lat, err)
 	return rep, err == nil
 }
 

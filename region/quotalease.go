@@ -33,7 +33,7 @@ func (qs *quotas) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 		req := qs.l.leases.requestLocked(m, now, invalidated)
 		rateWant = req.Want
 		m.sh.mu.Unlock()
-		rep, lat, err := qs.l.calls.lease(ctx, req)
+		rep, lat, err := qs.l.calls.lease(ctx, req, judgeAnswer)
 		m.sh.mu.Lock()
 		e.busy = false
 		r = qs.l.leases.replyLocked(m, req, rep, lat, err, qs.l.now())

@@ -56,12 +56,10 @@ func (qs *quotas) sendReturn(ctx context.Context, r pendingReturn) returnOutcome
 		return returnRefused
 	}
 	call := store.QuotaCall{Key: r.key, Periods: r.quota.periods[:r.quota.n], Charge: r.quota.charge}
-	_, _, err := qs.call(ctx, call)
+	_, _, err := qs.call(ctx, call, judgeReach)
 	if store.IsTransient(err) {
-		qs.l.breaker.failure(qs.l.now())
 		return returnFailed
 	}
-	qs.l.breaker.success()
 	if err != nil {
 		return returnRefused
 	}

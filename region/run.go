@@ -205,12 +205,11 @@ func (sw *sweeper) send(ctx context.Context, r *pendingReturn, probe bool) retur
 	if r.permits == 0 && r.debt == 0 {
 		return returnSent
 	}
-	_, _, err := sw.l.calls.lease(ctx, store.LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: sw.l.cfg.DebtGrace})
+	req := store.LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: sw.l.cfg.DebtGrace}
+	_, _, err := sw.l.calls.lease(ctx, req, judgeReach)
 	if store.IsTransient(err) {
-		sw.l.breaker.failure(sw.l.now())
 		return returnFailed
 	}
-	sw.l.breaker.success()
 	if err != nil {
 		return returnRefused
 	}

@@ -88,13 +88,8 @@ func (sc *storeClient) mayCallLocked(ctx context.Context, m *miss, now int64) (i
 // store answered within the timeout, telling the breaker either way. A
 // refusal about the probe's key (store.ErrStoreRejected) is an answer.
 func (sc *storeClient) probe(ctx context.Context, key string, rate, capacity float64) bool {
-	_, lat, err := sc.lease(ctx, store.LeaseRequest{Key: key, Rate: rate, Capacity: capacity, Spread: 1})
-	if store.IsTransient(err) || lat > sc.l.cfg.StoreTimeout {
-		sc.l.breaker.failure(sc.l.now())
-		return false
-	}
-	sc.l.breaker.success()
-	return true
+	_, lat, err := sc.lease(ctx, store.LeaseRequest{Key: key, Rate: rate, Capacity: capacity, Spread: 1}, judgeAnswer)
+	return !store.IsTransient(err) && lat <= sc.l.cfg.StoreTimeout
 }
 
 // storeOp is what one store call of any capability (leases, quota
@@ -116,7 +111,25 @@ type storeOp[R any] struct {
 	detail     [2]attribute.KeyValue
 	details    int
 	replyAttrs func(R) []attribute.KeyValue // the reply's; nil: none
+	// verdict is how the call tells the breaker how it went.
+	verdict verdict
 }
+
+// verdict is a store call's rule for telling the breaker how it went.
+type verdict uint8
+
+const (
+	// judgeAnswer: a transient error or an answer later than StoreTimeout
+	// is a failure, anything else (a refusal about the call included) a
+	// success. Decisions, probes and capability calls judge so.
+	judgeAnswer verdict = iota
+	// judgeReach: only a transient error is a failure. Returns judge so:
+	// they are sent off the decision path, where a late answer costs
+	// nothing.
+	judgeReach
+	// judgeNone: the caller tells the breaker (a background probe).
+	judgeNone
+)
 
 // withDetail returns op with kv among its span's attributes.
 func (op storeOp[R]) withDetail(kv attribute.KeyValue) storeOp[R] {
@@ -132,10 +145,9 @@ var clientSpan = trace.WithSpanKind(trace.SpanKindClient)
 // the hard timeout (no deadline for an in-process store, which does no
 // I/O), timed, counted, observed, traced, bounds-checked, learning the
 // clock offset when the reply carries the store's time, and counting a
-// refusal about the call (store.ErrStoreRejected) as a key error. Telling
-// the breaker is the caller's (tellBreaker, or its own rule): a probe, a
-// renewal and a background return judge an answer differently. It is the
-// only place that calls the store (TestOneStoreCall).
+// refusal about the call (store.ErrStoreRejected) as a key error, and
+// telling the breaker by op.verdict. It is the only place that calls the
+// store (TestOneStoreCall).
 func storeCall[R any](ctx context.Context, sc *storeClient, op storeOp[R], do func(context.Context) (R, error)) (R, time.Duration, error) {
 	var span trace.Span
 	if sc.l.cfg.Tracer != nil {
@@ -171,13 +183,20 @@ func storeCall[R any](ctx context.Context, sc *storeClient, op storeOp[R], do fu
 		}
 		span.End()
 	}
-	sc.l.calls.storeCalls.Add(1)
+	sc.storeCalls.Add(1)
 	if sc.l.cfg.Observer != nil {
 		sc.l.cfg.Observer.StoreCall(lat, op.want, granted, err)
 	}
+	switch {
+	case op.verdict == judgeNone:
+	case store.IsTransient(err) || op.verdict == judgeAnswer && lat > sc.l.cfg.StoreTimeout:
+		sc.l.breaker.failure(sc.l.now())
+	default:
+		sc.l.breaker.success()
+	}
 	if err != nil {
 		if !store.IsTransient(err) {
-			sc.l.calls.keyErrors.Add(1)
+			sc.keyErrors.Add(1)
 		}
 		var zero R
 		return zero, lat, err
@@ -189,36 +208,23 @@ func storeCall[R any](ctx context.Context, sc *storeClient, op storeOp[R], do fu
 	return rep, lat, nil
 }
 
-// tellBreaker tells the breaker how a store call went: a transient error
-// or an answer later than StoreTimeout is a failure, anything else (a
-// refusal about the call included) a success.
-func (sc *storeClient) tellBreaker(lat time.Duration, err error) {
-	if store.IsTransient(err) || lat > sc.l.cfg.StoreTimeout {
-		sc.l.breaker.failure(sc.l.now())
-		return
-	}
-	sc.l.breaker.success()
-}
-
 // leaseOp is a lease call's storeOp.
-func (sc *storeClient) leaseOp(req store.LeaseRequest, timeout time.Duration) storeOp[store.LeaseReply] {
-	op := storeOp[store.LeaseReply]{span: "quota.store.call", want: req.Want, timeout: timeout,
+func (sc *storeClient) leaseOp(req store.LeaseRequest, timeout time.Duration, v verdict) storeOp[store.LeaseReply] {
+	op := storeOp[store.LeaseReply]{span: "quota.store.call", want: req.Want, timeout: timeout, verdict: v,
 		granted:   func(r store.LeaseReply) int64 { return r.Granted },
 		storeTime: func(r store.LeaseReply) time.Time { return r.StoreTime }}
 	return op.withDetail(attribute.Int64("quota.return", req.Return))
 }
 
-// lease makes one lease call under the hard timeout and learns the
-// clock offset from its reply (docs/design.md [store-clock]). It counts the
-// calls the store refused for their key (store.ErrStoreRejected); telling the
-// breaker is the caller's.
-func (sc *storeClient) lease(ctx context.Context, req store.LeaseRequest) (store.LeaseReply, time.Duration, error) {
-	return sc.leaseWithin(ctx, req, sc.l.cfg.StoreTimeout)
+// lease makes one lease call (storeCall) under StoreTimeout, telling the
+// breaker by v.
+func (sc *storeClient) lease(ctx context.Context, req store.LeaseRequest, v verdict) (store.LeaseReply, time.Duration, error) {
+	return sc.leaseWithin(ctx, req, sc.l.cfg.StoreTimeout, v)
 }
 
 // leaseWithin is storeClient.lease under timeout instead of StoreTimeout.
-func (sc *storeClient) leaseWithin(ctx context.Context, req store.LeaseRequest, timeout time.Duration) (store.LeaseReply, time.Duration, error) {
-	return storeCall(ctx, sc, sc.leaseOp(req, timeout), func(ctx context.Context) (store.LeaseReply, error) {
+func (sc *storeClient) leaseWithin(ctx context.Context, req store.LeaseRequest, timeout time.Duration, v verdict) (store.LeaseReply, time.Duration, error) {
+	return storeCall(ctx, sc, sc.leaseOp(req, timeout, v), func(ctx context.Context) (store.LeaseReply, error) {
 		return sc.l.store.Lease(ctx, req)
 	})
 }
@@ -263,10 +269,10 @@ func (sc *storeClient) probeInBackground(ctx context.Context) {
 		defer sc.probes.Done()
 		defer sc.inflight.Add(-1)
 		req := store.LeaseRequest{Key: probeKey, Rate: 1, Capacity: 1, Spread: 1}
-		_, _, err := sc.leaseWithin(ctx, req, max(sc.l.cfg.ProbeTimeout, sc.l.cfg.StoreTimeout))
+		_, _, err := sc.leaseWithin(ctx, req, max(sc.l.cfg.ProbeTimeout, sc.l.cfg.StoreTimeout), judgeNone)
 		var lat time.Duration
 		if !store.IsTransient(err) {
-			_, lat, err = sc.lease(ctx, req)
+			_, lat, err = sc.lease(ctx, req, judgeNone)
 		}
 		switch {
 		case !store.IsTransient(err) && lat <= sc.l.cfg.StoreTimeout:
