@@ -19,17 +19,17 @@ const slowStripes = 1024
 
 // Limiter decides locally by spending leased permits. Create it with New,
 // run its background loop with Run, and call Allow from any goroutine.
+//
+// It holds what every capability shares (configuration, clocks, the
+// shards of per-key entries, the breaker) and the fast path; the
+// capabilities are types of their own that it composes (leases, sweeper,
+// storeClient, idempotency, quotas, slots, degradedMode, planCache).
 type Limiter struct {
 	store store.Store
-	// The store's optional capabilities, found once by New; nil when it
-	// lacks one (New refuses what needs it; plans with quotas, ids or
-	// concurrency degrade, flagged, on a store without them).
-	quotaStore store.QuotaStore
-	slotStore  store.SlotStore
-	plans      planCache
-	cfg        Config
-	clock      clock.Clock // Config.Clock, or clock.System()
-	seed       maphash.Seed
+	plans planCache
+	cfg   Config
+	clock clock.Clock // Config.Clock, or clock.System()
+	seed  maphash.Seed
 
 	start     time.Time // origin of limiter time, read from clock
 	system    bool      // Config.Clock is nil: decisions read the coarse clock, or time.Since
@@ -50,8 +50,12 @@ type Limiter struct {
 	flushBuf scratch.Buffer[Usage]
 
 	// The capabilities, each owning its state and its part of the store
-	// contract (TestStatesOwnTheirFields). Last, so that the fields the
-	// decision path reads keep their places.
+	// contract (TestStatesOwnTheirFields): the store's optional interfaces
+	// are found once, by New, and held by the capability that calls them
+	// (nil when the store lacks one: plans with quotas, ids or concurrency
+	// then degrade, flagged, or fail with ErrNoIdempotency or
+	// ErrNoConcurrency). Last, so that the fields the decision path reads
+	// keep their places.
 	leases  leases
 	sweeper sweeper
 	calls   storeClient
@@ -96,17 +100,17 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		system:    system,
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
+	// The store's optional interfaces are asserted here, once, each for
+	// the capability that calls it; no call path asserts them again.
 	qs, _ := st.(store.QuotaStore)
-	l.quotas.init(l, qs)
 	rs, _ := st.(store.RequestStore)
-	l.idem.init(l, rs, cfg.IdempotencyHorizon)
 	ss, _ := st.(store.SlotStore)
-	l.slots = slots{l: l, store: ss}
-	l.degraded = degradedMode{l}
-	l.leases = leases{l}
-	l.sweeper = sweeper{l}
 	ip, ok := st.(inProcess)
 	l.calls.init(l, ok && ip.InProcess())
+	l.quotas.init(l, qs)
+	l.idem.init(l, rs, cfg.IdempotencyHorizon)
+	l.slots = slots{l: l, store: ss}
+	l.leases, l.sweeper, l.degraded = leases{l}, sweeper{l}, degradedMode{l}
 	if cfg.Observer != nil {
 		l.breaker.onChange = cfg.Observer.BreakerState
 	}
