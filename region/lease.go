@@ -3,7 +3,6 @@ package region
 import (
 	"context"
 	"math"
-	"time"
 
 	"github.com/quotaplatform/quota/region/store"
 )
@@ -26,10 +25,10 @@ type leases struct{ l *Limiter }
 func (ls *leases) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
 	req := ls.requestLocked(m, now, invalidated)
 	m.sh.mu.Unlock()
-	rep, lat, err := ls.l.calls.lease(ctx, req, judgeAnswer)
+	rep, _, err := ls.l.calls.lease(ctx, req, judgeAnswer)
 	m.sh.mu.Lock()
 	m.e.busy = false
-	return ls.replyLocked(m, req, rep, lat, err, ls.l.now())
+	return ls.replyLocked(m, req, rep, err, ls.l.now())
 }
 
 // live reports whether e's lease may still be spent at now: it was not
@@ -77,10 +76,11 @@ func (ls *leases) maxLease(regionalRate float64, processes int) int64 {
 	return int64(c)
 }
 
-// replyLocked tells the breaker how a lease call went, at limiter
-// time now, and returns what it came to: on a reply, the grant for the
-// decision to apply (grantLocked).
-func (ls *leases) replyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error, now int64) renewal {
+// replyLocked returns what a lease call came to at limiter time now: on
+// a reply, the grant for the decision to apply (grantLocked). storeCall
+// told the breaker (judgeAnswer): an answer slower than StoreTimeout is
+// used, though it counted against the store's health.
+func (ls *leases) replyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, err error, now int64) renewal {
 	sh := m.sh
 	if err != nil && store.IsTransient(err) {
 		// The returned permits may or may not have reached the store; they
@@ -88,8 +88,6 @@ func (ls *leases) replyLocked(m *miss, req store.LeaseRequest, rep store.LeaseRe
 		sh.outstanding -= req.Return
 		return renewal{out: leaseUnavailable, now: now}
 	}
-	// An answer slower than StoreTimeout is used, though the call counted
-	// against the store's health (judgeAnswer).
 	if err != nil {
 		// Refused: the call wrote nothing, so the permits it returned are
 		// lost (under-admission).

@@ -33,10 +33,10 @@ func (qs *quotas) leaseLocked(ctx context.Context, m *miss, now int64, invalidat
 		req := qs.l.leases.requestLocked(m, now, invalidated)
 		rateWant = req.Want
 		m.sh.mu.Unlock()
-		rep, lat, err := qs.l.calls.lease(ctx, req, judgeAnswer)
+		rep, _, err := qs.l.calls.lease(ctx, req, judgeAnswer)
 		m.sh.mu.Lock()
 		e.busy = false
-		r = qs.l.leases.replyLocked(m, req, rep, lat, err, qs.l.now())
+		r = qs.l.leases.replyLocked(m, req, rep, err, qs.l.now())
 		r.split, rate = true, r.rep.Granted
 		if !r.granted {
 			r.permits = q.split(0, held)
