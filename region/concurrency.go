@@ -37,6 +37,19 @@ type Slot struct {
 	FailurePolicy FailurePolicy
 }
 
+// slots is the concurrency capability (Plan.Concurrency): slots taken
+// from the store for SlotTTL, and, while the store is unavailable, the
+// slots FailDegraded grants in this process. It owns the slot-store part
+// of the store contract and those local slots.
+type slots struct {
+	l     *Limiter
+	store store.SlotStore // nil: the store holds no slots (ErrNoConcurrency)
+	local localSlots      // slots granted under FailDegraded while the store was unavailable
+}
+
+// sweep forgets the local slots expired by limiter time now.
+func (ss *slots) sweep(now int64) { ss.local.sweep(now) }
+
 // Acquire takes a concurrency slot of key's plan (Plan.Concurrency) in
 // this region for Config.SlotTTL, or, when id is a lease id from an earlier
 // Acquire that still holds its slot, renews it; id "" asks for a new slot.
@@ -46,32 +59,36 @@ type Slot struct {
 // processes slots held in this process (rounded up). An error means bad
 // input or a key without a concurrency limit (ErrNoConcurrency).
 func (l *Limiter) Acquire(ctx context.Context, key, id string) (Slot, error) {
-	plan, err := l.slotPlan(key, id, true)
+	return l.slots.acquire(ctx, key, id)
+}
+
+// acquire implements Limiter.Acquire.
+func (ss *slots) acquire(ctx context.Context, key, id string) (Slot, error) {
+	plan, err := ss.plan(key, id, true)
 	if err != nil {
 		return Slot{}, err
 	}
 	if id == "" {
 		id = newLeaseID()
 	}
-	if l.slotStore == nil {
+	if ss.store == nil {
 		return Slot{}, fmt.Errorf("%w: the store holds no slots", ErrNoConcurrency)
 	}
 	s := Slot{ID: id, Limit: plan.Concurrency}
-	if l.slotStoreUsable() {
-		req := store.SlotRequest{Key: key, ID: id, Limit: plan.Concurrency, TTL: l.cfg.SlotTTL}
-		rep, lat, err := storeCall(ctx, l, storeOp[store.SlotReply]{span: "quota.store.acquire"}, func(ctx context.Context) (store.SlotReply, error) {
-			return l.slotStore.AcquireSlot(ctx, req)
+	if ss.storeUsable() {
+		req := store.SlotRequest{Key: key, ID: id, Limit: plan.Concurrency, TTL: ss.l.cfg.SlotTTL}
+		rep, _, err := storeCall(ctx, &ss.l.calls, storeOp[store.SlotReply]{span: "quota.store.acquire", verdict: judgeAnswer}, func(ctx context.Context) (store.SlotReply, error) {
+			return ss.store.AcquireSlot(ctx, req)
 		})
-		l.tellBreaker(lat, err)
 		if err == nil {
 			s.Allowed, s.Held, s.Expires = rep.Acquired, rep.Held, rep.TTL
 			if !s.Allowed {
-				s.RetryAfter = max(l.cfg.SlotTTL/10, time.Millisecond)
+				s.RetryAfter = max(ss.l.cfg.SlotTTL/10, time.Millisecond)
 			}
 			return s, nil
 		}
 	}
-	return l.degradedSlot(key, plan, s), nil
+	return ss.degraded(key, plan, s), nil
 }
 
 // Release frees the slot id of key, and reports whether it held one (a
@@ -81,21 +98,24 @@ func (l *Limiter) Acquire(ctx context.Context, key, id string) (Slot, error) {
 // a slot this process does not hold, the error wraps store.ErrStoreUnavailable:
 // the slot frees itself when it expires.
 func (l *Limiter) Release(ctx context.Context, key, id string) (bool, error) {
-	if _, err := l.slotPlan(key, id, false); err != nil {
+	return l.slots.release(ctx, key, id)
+}
+
+// release implements Limiter.Release.
+func (ss *slots) release(ctx context.Context, key, id string) (bool, error) {
+	if _, err := ss.plan(key, id, false); err != nil {
 		return false, err
 	}
-	local := l.local.release(key, id)
-	if l.slotStore == nil {
+	local := ss.local.release(key, id)
+	if ss.store == nil {
 		return false, fmt.Errorf("%w: the store holds no slots", ErrNoConcurrency)
 	}
 	err := fmt.Errorf("the breaker is open")
 	var held bool
-	if l.slotStoreUsable() {
-		var lat time.Duration
-		held, lat, err = storeCall(ctx, l, storeOp[bool]{span: "quota.store.release"}, func(ctx context.Context) (bool, error) {
-			return l.slotStore.ReleaseSlot(ctx, key, id)
+	if ss.storeUsable() {
+		held, _, err = storeCall(ctx, &ss.l.calls, storeOp[bool]{span: "quota.store.release", verdict: judgeAnswer}, func(ctx context.Context) (bool, error) {
+			return ss.store.ReleaseSlot(ctx, key, id)
 		})
-		l.tellBreaker(lat, err)
 	}
 	switch {
 	case err == nil:
@@ -106,10 +126,10 @@ func (l *Limiter) Release(ctx context.Context, key, id string) (bool, error) {
 	return false, fmt.Errorf("%w: release of %q: %w", store.ErrStoreUnavailable, key, err)
 }
 
-// slotPlan checks key and id and resolves key's plan, which must have a
+// plan checks key and id and resolves key's plan, which must have a
 // concurrency limit when acquiring. An empty id is allowed only when
 // acquiring.
-func (l *Limiter) slotPlan(key, id string, acquiring bool) (Plan, error) {
+func (ss *slots) plan(key, id string, acquiring bool) (Plan, error) {
 	if err := CheckKey(key); err != nil {
 		return Plan{}, err
 	}
@@ -118,12 +138,9 @@ func (l *Limiter) slotPlan(key, id string, acquiring bool) (Plan, error) {
 			return Plan{}, err
 		}
 	}
-	plan, err := l.plans.Plan(key)
+	plan, err := ss.l.plans.resolve(key)
 	if err != nil {
-		return Plan{}, fmt.Errorf("region: plan for key %q: %w", key, err)
-	}
-	if err := plan.Validate(); err != nil {
-		return Plan{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+		return Plan{}, err
 	}
 	if acquiring && plan.Concurrency == 0 {
 		return Plan{}, fmt.Errorf("%w: key %q's plan %q has no concurrency limit", ErrNoConcurrency, key, plan.Name)
@@ -131,32 +148,32 @@ func (l *Limiter) slotPlan(key, id string, acquiring bool) (Plan, error) {
 	return plan, nil
 }
 
-// slotStoreUsable reports whether a slot call may try the store: the
+// storeUsable reports whether a slot call may try the store: the
 // breaker is closed, or it lets this call probe (when Run does not probe
 // in the background).
-func (l *Limiter) slotStoreUsable() bool {
-	if l.breaker.current() == BreakerClosed {
+func (ss *slots) storeUsable() bool {
+	if ss.l.breaker.current() == BreakerClosed {
 		return true
 	}
-	return !l.bgProbes.Load() && l.breaker.allow(l.now())
+	return !ss.l.calls.inBackground() && ss.l.breaker.allow(ss.l.now())
 }
 
-// degradedSlot decides an Acquire the store could not, by the plan's
+// degraded decides an Acquire the store could not, by the plan's
 // failure policy.
-func (l *Limiter) degradedSlot(key string, plan Plan, s Slot) Slot {
+func (ss *slots) degraded(key string, plan Plan, s Slot) Slot {
 	s.Degraded, s.FailurePolicy = true, plan.Policy()
 	switch s.FailurePolicy {
 	case FailOpen:
-		s.Allowed, s.Expires = true, l.cfg.SlotTTL
+		s.Allowed, s.Expires = true, ss.l.cfg.SlotTTL
 	case FailClosed:
-		s.RetryAfter = max(l.breaker.untilProbe(l.now()), time.Millisecond)
+		s.RetryAfter = max(ss.l.breaker.untilProbe(ss.l.now()), time.Millisecond)
 	default:
-		limit := (plan.Concurrency + l.processes() - 1) / l.processes()
-		s.Allowed, s.Held = l.local.acquire(key, s.ID, limit, l.now(), l.cfg.SlotTTL)
+		limit := (plan.Concurrency + ss.l.leases.processes() - 1) / ss.l.leases.processes()
+		s.Allowed, s.Held = ss.local.acquire(key, s.ID, limit, ss.l.now(), ss.l.cfg.SlotTTL)
 		if s.Allowed {
-			s.Expires = l.cfg.SlotTTL
+			s.Expires = ss.l.cfg.SlotTTL
 		} else {
-			s.RetryAfter = max(l.cfg.SlotTTL/10, time.Millisecond)
+			s.RetryAfter = max(ss.l.cfg.SlotTTL/10, time.Millisecond)
 		}
 	}
 	return s

@@ -51,6 +51,13 @@
 // bucket, and tries the store again after BreakerCooldown. Stats counts
 // both (BreakerFailures, KeyErrors).
 //
+// Structure: Limiter is the fast path and what is shared; each capability
+// (leases, quotas, idempotency, slots, degraded mode, the sweeper, the plan
+// cache) is a type that owns its state and its part of the store contract,
+// and every store call goes through one generic storeCall (deadline,
+// timing, metrics, tracing, breaker verdict, clock offset). Tests in
+// owned_test.go hold these lines.
+//
 // Concurrency: every exported method of Limiter is safe for concurrent use.
 // Per-key state lives in shards, each behind its own mutex; store calls for
 // one key are serialised so that concurrent misses share one lease.

@@ -17,8 +17,8 @@ import (
 // than StoreTimeout counts against the breaker, but its answer stands.
 // It returns what the call came to: an answer is a grant for the decision
 // to apply. The shard is unlocked for the call.
-func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) renewal {
-	now, ok := l.mayCallStoreLocked(ctx, m, now)
+func (ls *leases) exactLocked(ctx context.Context, m *miss, now int64) renewal {
+	now, ok := ls.l.calls.mayCallLocked(ctx, m, now)
 	if !ok {
 		return renewal{out: leaseFailClosed, now: now}
 	}
@@ -32,21 +32,13 @@ func (l *Limiter) exactLocked(ctx context.Context, m *miss, now int64) renewal {
 		Return:   e.takeLease(), // a lease left from before the plan turned exact
 		Spread:   1,
 		Demand:   int64(e.demand),
-		Grace:    l.cfg.DebtGrace,
+		Grace:    ls.l.cfg.DebtGrace,
 	}
 	sh.mu.Unlock()
-	rep, lat, err := l.callStore(ctx, req)
+	rep, _, err := ls.l.calls.lease(ctx, req, judgeAnswer)
 	sh.mu.Lock()
 	e.busy = false
-	now = l.now()
-	switch {
-	case err != nil && store.IsTransient(err):
-		l.breaker.failure(now)
-	case lat > l.cfg.StoreTimeout:
-		l.breaker.failure(now)
-	default:
-		l.breaker.success()
-	}
+	now = ls.l.now()
 	if err != nil {
 		sh.outstanding -= req.Return // lost: under-admits
 		return renewal{out: leaseFailClosed, now: now}

@@ -26,7 +26,7 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 		l.rollLocked(sh, key, e, now)
 	}
 	switch {
-	case e.permits >= cost && l.leaseLive(e, now):
+	case e.permits >= cost && l.leases.live(e, now):
 		l.spendLocked(sh, key, e, now, cost, d)
 	case e.syncAt != 0 && !e.inDegraded && e.regionalAt(now) < e.refillTarget(cost):
 		// Even with every token refilled since the last sync the region
@@ -38,7 +38,7 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 		return false, nil
 	}
 	if e.quota {
-		l.quotaDecisionLocked(sh, key, e, now, d)
+		l.quotas.decisionLocked(sh, key, e, now, d)
 	}
 	return true, nil
 }
@@ -53,11 +53,11 @@ func (l *Limiter) decideLocked(sh *shard, key string, e *entry, now, cost int64,
 // the verdict was taken before the grant is applied here: its bucket
 // starts from the last sync before the call, and the grant settles only
 // the debt the call carried, so the verdict's own debt stays.
-func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decision {
+func (ls *leases) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decision {
 	e, sh, now := m.e, m.sh, r.now
-	l.rollLocked(sh, m.key, e, now)
+	ls.l.rollLocked(sh, m.key, e, now)
 	if r.granted {
-		l.grantLocked(m, r.req, r.rep, now)
+		ls.grantLocked(m, r.req, r.rep, now)
 	}
 	if r.split {
 		e.permits = r.permits
@@ -66,127 +66,28 @@ func (l *Limiter) decideMissLocked(m *miss, r renewal, v degradedVerdict) Decisi
 	case r.out == leaseFailClosed:
 		// Nothing of an exact plan is allowed without the store, and it
 		// keeps no degraded bucket.
-		return l.degradedDecisionLocked(m, degradedVerdict{policy: FailClosed}, now)
+		return ls.l.degraded.decisionLocked(m, degradedVerdict{policy: FailClosed}, now)
 	case r.degraded():
-		return l.degradedDecisionLocked(m, v, now)
+		return ls.l.degraded.decisionLocked(m, v, now)
 	case r.out == leaseAnswered:
 		e.leaseLive = false // nothing is leased: every check of an exact plan calls the store
 	}
 	var d Decision
-	if e.permits >= m.cost && (r.out != leaseLocal || l.leaseLive(e, now)) {
-		l.spendLocked(sh, m.key, e, now, m.cost, &d)
+	if e.permits >= m.cost && (r.out != leaseLocal || ls.live(e, now)) {
+		ls.l.spendLocked(sh, m.key, e, now, m.cost, &d)
 	} else {
-		l.rejectLocked(sh, m.key, e, now, m.cost, &d)
+		ls.l.rejectLocked(sh, m.key, e, now, m.cost, &d)
 	}
 	if e.quota {
-		l.quotaDecisionLocked(sh, m.key, e, now, &d)
+		ls.l.quotas.decisionLocked(sh, m.key, e, now, &d)
 	}
 	return d
-}
-
-// degradedDecisionLocked applies a degraded verdict to the entry: the
-// check is flagged Degraded and counted, allowed or refused as v says
-// (docs/design.md [plan-semantics]). A refusal that only the store can
-// lift (FailClosed, every failure of an exact plan, a spent degraded
-// quota budget) waits until the breaker's next probe.
-func (l *Limiter) degradedDecisionLocked(m *miss, v degradedVerdict, now int64) Decision {
-	e, sh, cost := m.e, m.sh, m.cost
-	sh.makeRoomLocked(m.key, e, cost, l.cfg.Window)
-	e.referenced = true
-	d := Decision{Limit: e.limit(), plan: e.plan, Degraded: true, Path: PathDegraded, Remaining: int64(v.tokens)}
-	if e.syncAt != 0 {
-		d.Stale = time.Duration(now - e.syncAt)
-	}
-	e.addDemand(cost)
-	sh.degraded++
-	switch {
-	case v.allowed:
-		e.spent += cost
-		e.degraded += cost
-		sh.allowed++
-		e.plan.stats.degradedAllowed.Add(1)
-		d.Allowed = true
-		if v.policy == FailOpen {
-			return d // nothing is charged back to the bucket: Reset stays 0
-		}
-	default:
-		d.RetryAfter = retryAfter(float64(cost)-v.tokens, v.rate)
-		if v.policy == FailClosed || v.quotaOut {
-			d.RetryAfter = max(l.breaker.untilProbe(now), time.Millisecond)
-		}
-		e.plan.stats.degradedRejected.Add(1)
-		refuseLocked(sh, e, cost, &d)
-		if v.policy == FailClosed {
-			return d // no degraded budget to report
-		}
-	}
-	d.quotaOut = v.quotaOut
-	d.Reset = refillTime(v.capacity-v.tokens, v.rate)
-	if e.quota {
-		l.degradedQuotaViewLocked(m, &d)
-	}
-	return d
-}
-
-// quotaDecisionLocked adds the key's quotas to a decision: the tightest
-// of the bucket and every quota gives Remaining and Reset, and a check
-// refused for a quota waits until that quota's period ends.
-func (l *Limiter) quotaDecisionLocked(sh *shard, key string, e *entry, now int64, d *Decision) {
-	q := sh.quotas[key]
-	v := q.counters()
-	if v == nil {
-		return
-	}
-	d.quota, d.quotaHeld = v, q.quotaLease(e)
-	sn := l.storeNanos(now)
-	for i := range v.n {
-		rem := max(0, v.q[i].left+d.quotaHeld)
-		if rem < d.Remaining {
-			d.Remaining = rem
-			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
-			d.quotaTight = int8(i + 1)
-		}
-	}
-	if q.spent(now) && (!d.Allowed || d.ShadowRejected) {
-		d.quotaOut = true
-		if d.ShadowRejected {
-			return
-		}
-		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[v.exhausted].end.UnixNano()-sn), time.Millisecond)
-	}
-}
-
-// degradedQuotaViewLocked adds the key's quotas to a degraded decision:
-// the counters as the last quota call saw them, less this process's
-// degraded spend since, so that a degraded answer lists its quotas and
-// says which one refused it like any other.
-func (l *Limiter) degradedQuotaViewLocked(m *miss, d *Decision) {
-	v := m.q.counters()
-	if v == nil {
-		return
-	}
-	d.quota = v
-	d.quotaHeld = m.q.quotaLease(m.e)
-	if left, set := m.q.degradedBudget(); set {
-		// What this process may still spend of the quotas while degraded,
-		// as a holding on top of the region's room at the last call:
-		// Quotas then shows the tightest room less the degraded spend.
-		d.quotaHeld = left - max(v.q[v.exhausted].left, 0)
-	}
-	sn := l.storeNanos(l.now())
-	for i := range v.n {
-		if rem := max(0, v.q[i].left+d.quotaHeld); rem < d.Remaining {
-			d.Remaining = rem
-			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
-			d.quotaTight = int8(i + 1)
-		}
-	}
 }
 
 // The entry arithmetic every path shares.
 
 // spendLocked allows cost from e's lease. The caller adds the key's
-// quotas to d (quotaDecisionLocked).
+// quotas to d (quotas.decisionLocked).
 func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
 	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
 	e.permits -= cost
@@ -200,7 +101,7 @@ func (l *Limiter) spendLocked(sh *shard, key string, e *entry, now, cost int64, 
 }
 
 // rejectLocked rejects cost from e's estimate of the region's bucket. The
-// caller adds the key's quotas to d (quotaDecisionLocked).
+// caller adds the key's quotas to d (quotas.decisionLocked).
 func (l *Limiter) rejectLocked(sh *shard, key string, e *entry, now, cost int64, d *Decision) {
 	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
 	e.addDemand(cost)
@@ -228,27 +129,14 @@ func refuseLocked(sh *shard, e *entry, cost int64, d *Decision) {
 // grantLocked applies a store call's grant to the entry: the call took
 // back the returned permits, charged the key's degraded debt (req.Debt)
 // and granted new permits. Exact calls and lease calls share it.
-func (l *Limiter) grantLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, now int64) {
+func (ls *leases) grantLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, now int64) {
 	e, sh := m.e, m.sh
-	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, l.cfg.Window)
+	sh.makeRoomLocked(m.key, e, rep.Granted+req.Return, ls.l.cfg.Window)
 	if e.inDegraded {
-		l.settleDebtLocked(m, req.Debt)
+		ls.l.degraded.settleDebtLocked(m, req.Debt)
 	}
-	e.applyGrant(rep, req.Return, req.Demand, now, l.cfg.LocalShareHalfLife)
+	e.applyGrant(rep, req.Return, req.Demand, now, ls.l.cfg.LocalShareHalfLife)
 	sh.outstanding += rep.Granted - req.Return
-}
-
-// settleDebtLocked leaves the key's degraded bucket owing what it allowed
-// after the debt a successful store call charged; a bucket that owes
-// nothing more is dropped and the key leaves degraded mode.
-func (l *Limiter) settleDebtLocked(m *miss, charged int64) {
-	if b := m.sh.buckets[m.key]; b != nil && b.debt > charged {
-		b.debt -= charged
-		b.refusedAt = 0
-		return
-	}
-	delete(m.sh.buckets, m.key)
-	m.e.inDegraded = false
 }
 
 // makeRoomLocked moves key's usage deltas to pending when adding n to

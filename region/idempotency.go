@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,6 +29,25 @@ type Adjustment struct {
 	Limit int64
 }
 
+// idempotency is the request-id capability (docs/design.md
+// [idempotency]): checks, refunds and charges that the store records by
+// id, and the horizon it keeps them. It owns the request-store part of the
+// store contract; the lease engine's state (entries, quotas) it reaches
+// through the Limiter's methods.
+type idempotency struct {
+	l     *Limiter
+	store store.RequestStore // nil: the store records no ids (ErrNoIdempotency)
+	// horizon is Config.IdempotencyHorizon, or what SetIdempotencyHorizon
+	// set since, in nanoseconds.
+	horizon atomic.Int64
+}
+
+// init makes the capability l's, calling st (nil: none) with horizon.
+func (im *idempotency) init(l *Limiter, st store.RequestStore, horizon time.Duration) {
+	im.l, im.store = l, st
+	im.horizon.Store(int64(horizon))
+}
+
 // AllowRequest is Allow for a check that carries a request id
 // (docs/design.md [idempotency]): the first check of (key, id) within
 // Config.IdempotencyHorizon is decided and charged by one store call that
@@ -39,8 +59,13 @@ type Adjustment struct {
 // Degraded, and its id is not recorded: a retry is charged again. id ""
 // is Allow.
 func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id string) (Decision, error) {
+	return l.idem.allow(ctx, key, cost, id)
+}
+
+// allow implements Limiter.AllowRequest.
+func (im *idempotency) allow(ctx context.Context, key string, cost int64, id string) (Decision, error) {
 	if id == "" {
-		return l.Allow(ctx, key, cost)
+		return im.l.Allow(ctx, key, cost)
 	}
 	if err := CheckKey(key); err != nil {
 		return Decision{}, err
@@ -51,21 +76,21 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	if err := CheckRequestID(id); err != nil {
 		return Decision{}, err
 	}
-	if l.requestStore == nil {
-		return Decision{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
+	if im.store == nil {
+		return Decision{}, fmt.Errorf("%w: %T", ErrNoIdempotency, im.l.store)
 	}
-	h := maphash.String(l.seed, key)
-	m, err := l.newMiss(key, h, cost)
+	h := maphash.String(im.l.seed, key)
+	m, err := im.l.leases.newMiss(key, h, cost)
 	if err != nil {
 		return Decision{}, err
 	}
 	sh := m.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := l.now()
-	l.attachLocked(&m)
-	if l.breaker.current() != BreakerClosed {
-		return l.degradedLocked(&m, now), nil
+	now := im.l.now()
+	im.l.leases.attachLocked(&m)
+	if im.l.breaker.current() != BreakerClosed {
+		return im.l.degraded.decideLocked(&m, now), nil
 	}
 	// A key whose quota is spent still asks the store, with Deny: a known
 	// id replays its first decision, a new one is recorded as rejected.
@@ -75,9 +100,9 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 	if m.q.spent(now) {
 		deny = true
 	} else if m.plan.HasQuotas() {
-		switch took, back := l.requestQuotaLocked(ctx, &m, now); took {
+		switch took, back := im.l.quotas.requestLocked(ctx, &m, now); took {
 		case quotaUnavailable:
-			return l.degradedLocked(&m, l.now()), nil
+			return im.l.degraded.decideLocked(&m, im.l.now()), nil
 		case quotaSpent:
 			deny = true
 		default:
@@ -85,21 +110,21 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 		}
 	}
 	call := store.RequestCall{Op: store.RequestCheck, Deny: deny, Key: key, ID: id, Rate: m.rate(), Capacity: m.capacity(),
-		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
+		Cost: cost, Horizon: im.currentHorizon(), Grace: im.l.cfg.DebtGrace}
 	sh.mu.Unlock()
-	rep, err := l.callRequest(ctx, call)
+	rep, err := im.call(ctx, call)
 	sh.mu.Lock()
-	now = l.now()
-	l.attachLocked(&m) // the entry may have been evicted meanwhile
+	now = im.l.now()
+	im.l.leases.attachLocked(&m) // the entry may have been evicted meanwhile
 	if quotaBack != nil && (err != nil || !rep.Allowed || rep.Status == store.RequestReplayed) {
 		// Not charged now: the quota cost goes back with the next sweep.
 		sh.returns = append(sh.returns, pendingReturn{key: key, quota: quotaBack})
 	}
 	if err != nil {
-		return l.degradedLocked(&m, now), nil
+		return im.l.degraded.decideLocked(&m, now), nil
 	}
 	e := m.e
-	l.rollLocked(sh, key, e, now)
+	im.l.rollLocked(sh, key, e, now)
 	e.referenced = true
 	d = Decision{Allowed: rep.Allowed, Limit: e.limit(), plan: e.plan, Path: PathSlow, Replayed: rep.Status == store.RequestReplayed}
 	tokens := rep.Tokens
@@ -114,7 +139,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 		}
 		return d, nil
 	}
-	sh.makeRoomLocked(key, e, cost, l.cfg.Window)
+	sh.makeRoomLocked(key, e, cost, im.l.cfg.Window)
 	e.addDemand(cost)
 	if rep.Allowed {
 		// Taken from the store for this check alone: leased and spent.
@@ -122,13 +147,13 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 		e.spent += cost
 		sh.allowed++
 		if e.quota {
-			l.quotaDecisionLocked(sh, key, e, now, &d)
+			im.l.quotas.decisionLocked(sh, key, e, now, &d)
 		}
 		return d, nil
 	}
 	refuseLocked(sh, e, cost, &d)
 	if e.quota {
-		l.quotaDecisionLocked(sh, key, e, now, &d)
+		im.l.quotas.decisionLocked(sh, key, e, now, &d)
 	}
 	return d, nil
 }
@@ -143,7 +168,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, key string, cost int64, id s
 // ErrRefundExceedsCharge, another refund of the same id with another cost
 // ErrRequestConflict.
 func (l *Limiter) Refund(ctx context.Context, key string, cost int64, id string) (Adjustment, error) {
-	return l.adjust(ctx, store.RequestRefund, key, cost, id)
+	return l.idem.adjust(ctx, store.RequestRefund, key, cost, id)
 }
 
 // Charge takes cost from key's bucket after the fact (usage known only
@@ -155,10 +180,10 @@ func (l *Limiter) Refund(ctx context.Context, key string, cost int64, id string)
 // Refund does. This process's lease of the key ends, so that its next
 // check sees the debt.
 func (l *Limiter) Charge(ctx context.Context, key string, cost int64, id string) (Adjustment, error) {
-	return l.adjust(ctx, store.RequestCharge, key, cost, id)
+	return l.idem.adjust(ctx, store.RequestCharge, key, cost, id)
 }
 
-func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, cost int64, id string) (Adjustment, error) {
+func (im *idempotency) adjust(ctx context.Context, op store.RequestOp, key string, cost int64, id string) (Adjustment, error) {
 	if err := CheckKey(key); err != nil {
 		return Adjustment{}, err
 	}
@@ -171,23 +196,20 @@ func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, co
 	if err := CheckRequestID(id); err != nil {
 		return Adjustment{}, err
 	}
-	if l.requestStore == nil {
-		return Adjustment{}, fmt.Errorf("%w: %T", ErrNoIdempotency, l.store)
+	if im.store == nil {
+		return Adjustment{}, fmt.Errorf("%w: %T", ErrNoIdempotency, im.l.store)
 	}
-	plan, err := l.plans.Plan(key)
-	if err == nil {
-		err = plan.Validate()
-	}
+	plan, err := im.l.plans.resolve(key)
 	if err != nil {
-		return Adjustment{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+		return Adjustment{}, err
 	}
-	if l.breaker.current() != BreakerClosed {
+	if im.l.breaker.current() != BreakerClosed {
 		return Adjustment{}, fmt.Errorf("%w: the regional store is unavailable; %s not applied, send it again", store.ErrStoreUnavailable, op)
 	}
-	share := l.share(key)
+	share := im.l.leases.share(key)
 	call := store.RequestCall{Op: op, Key: key, ID: id, Rate: plan.Rate * share, Capacity: plan.Capacity * share,
-		Cost: cost, Horizon: l.IdempotencyHorizon(), Grace: l.cfg.DebtGrace}
-	rep, err := l.callRequest(ctx, call)
+		Cost: cost, Horizon: im.currentHorizon(), Grace: im.l.cfg.DebtGrace}
+	rep, err := im.call(ctx, call)
 	if err != nil {
 		if store.IsTransient(err) {
 			return Adjustment{}, fmt.Errorf("%s not applied, send it again: %w", op, err)
@@ -199,18 +221,18 @@ func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, co
 	switch rep.Status {
 	case store.RequestUnknown:
 		return Adjustment{}, fmt.Errorf("%w: request_id %q of key %q was not charged in this region within the idempotency horizon (%v)",
-			ErrUnknownRequest, id, key, l.IdempotencyHorizon())
+			ErrUnknownRequest, id, key, im.currentHorizon())
 	case store.RequestOverRefund:
 		return Adjustment{}, fmt.Errorf("%w: cost %d is more than request_id %q was charged (%d, %d of it refunded)",
 			ErrRefundExceedsCharge, cost, id, rep.Charged, rep.Refunded)
 	case store.RequestConflict:
 		return Adjustment{}, fmt.Errorf("%w: request_id %q was %s with cost %d, not %d", ErrRequestConflict, id, pastTense(op), rep.Cost, cost)
 	}
-	h := maphash.String(l.seed, key)
-	sh := l.shardOf(h)
-	now := l.now()
-	u := Usage{Key: key, WindowStart: WindowStart(key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)}
-	durable, _ := l.cfg.Usage.(DurableUsageSink)
+	h := maphash.String(im.l.seed, key)
+	sh := im.l.shardOf(h)
+	now := im.l.now()
+	u := Usage{Key: key, WindowStart: WindowStart(key, time.Unix(0, im.l.storeNanos(now)), im.l.cfg.Window)}
+	durable, _ := im.l.cfg.Usage.(DurableUsageSink)
 	if rep.Status == store.RequestReplayed {
 		if durable == nil {
 			return a, nil
@@ -219,7 +241,7 @@ func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, co
 		// (ErrUsageNotDurable): the retry that replays it confirms it. The
 		// adjustment was applied in this window or, for a prompt retry,
 		// the one before; zero deltas only name them.
-		prev := Usage{Key: key, WindowStart: u.WindowStart.Add(-l.cfg.Window)}
+		prev := Usage{Key: key, WindowStart: u.WindowStart.Add(-im.l.cfg.Window)}
 		if err := durable.RecordDurable(ctx, []Usage{prev, u}); err != nil {
 			return Adjustment{}, notDurable(op, err)
 		}
@@ -227,7 +249,7 @@ func (l *Limiter) adjust(ctx context.Context, op store.RequestOp, key string, co
 	}
 	sh.mu.Lock()
 	if plan.HasQuotas() {
-		sh.returns = append(sh.returns, l.quotaAdjustment(key, plan, share, op, cost, now))
+		sh.returns = append(sh.returns, im.l.quotas.adjustment(key, plan, share, op, cost, now))
 	}
 	if op == store.RequestRefund {
 		u.Refunded = cost
@@ -286,17 +308,27 @@ func notDurable(op store.RequestOp, err error) error {
 // IdempotencyHorizon is how long the region's store remembers a request
 // id after its last use: Config.IdempotencyHorizon, or what
 // SetIdempotencyHorizon set since.
-func (l *Limiter) IdempotencyHorizon() time.Duration { return time.Duration(l.horizon.Load()) }
+func (l *Limiter) IdempotencyHorizon() time.Duration {
+	return l.idem.currentHorizon()
+}
+
+// currentHorizon implements Limiter.IdempotencyHorizon.
+func (im *idempotency) currentHorizon() time.Duration { return time.Duration(im.horizon.Load()) }
 
 // SetIdempotencyHorizon changes the idempotency horizon of the calls that
 // follow (at least 1 ms), for a process whose Limiter was configured by a
 // package that does not set Config.IdempotencyHorizon (the daemon's
 // --idempotency-horizon). Records already written keep their expiry.
 func (l *Limiter) SetIdempotencyHorizon(d time.Duration) error {
+	return l.idem.setHorizon(d)
+}
+
+// setHorizon implements Limiter.SetIdempotencyHorizon.
+func (im *idempotency) setHorizon(d time.Duration) error {
 	if d < time.Millisecond {
 		return fmt.Errorf("region: idempotency horizon must be at least 1ms, got %v", d)
 	}
-	l.horizon.Store(int64(d))
+	im.horizon.Store(int64(d))
 	return nil
 }
 
@@ -307,9 +339,9 @@ func pastTense(op store.RequestOp) string {
 	return "charged"
 }
 
-// callRequest makes one request id call (storeCall) and tells the
+// call makes one request id call (storeCall) and tells the
 // breaker how it went (a refusal about the call is an answer).
-func (l *Limiter) callRequest(ctx context.Context, call store.RequestCall) (store.RequestReply, error) {
+func (im *idempotency) call(ctx context.Context, call store.RequestCall) (store.RequestReply, error) {
 	op := storeOp[store.RequestReply]{span: "quota.store.request", want: call.Cost,
 		granted:   requestGranted,
 		storeTime: func(r store.RequestReply) time.Time { return r.StoreTime },
@@ -320,10 +352,9 @@ func (l *Limiter) callRequest(ctx context.Context, call store.RequestCall) (stor
 		op.granted = checkGranted
 	}
 	op = op.withDetail(attribute.String("quota.op", call.Op.String()))
-	rep, lat, err := storeCall(ctx, l, op, func(ctx context.Context) (store.RequestReply, error) {
-		return l.requestStore.Request(ctx, call)
+	rep, _, err := storeCall(ctx, &im.l.calls, op, func(ctx context.Context) (store.RequestReply, error) {
+		return im.store.Request(ctx, call)
 	})
-	l.tellBreaker(lat, err)
 	return rep, err
 }
 

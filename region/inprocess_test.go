@@ -23,8 +23,8 @@ func TestInProcessStoreHasNoDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lim.inMemory != tc.want {
-			t.Errorf("%s: in-process %v, want %v", tc.name, lim.inMemory, tc.want)
+		if lim.calls.inMemory != tc.want {
+			t.Errorf("%s: in-process %v, want %v", tc.name, lim.calls.inMemory, tc.want)
 		}
 	}
 }

@@ -3,10 +3,17 @@ package region
 import (
 	"context"
 	"math"
-	"time"
 
 	"github.com/quotaplatform/quota/region/store"
 )
+
+// leases is the lease engine's slow path (docs/design.md [leasing]): a
+// miss resolves the key's plan and share, attaches the key's entry, and
+// renews its lease (or makes an exact plan's call) through the store
+// client, and its decision applies what that came to. Its state is the
+// entries in the shards; the fast path (Limiter.decideLocked) spends from
+// them without it.
+type leases struct{ l *Limiter }
 
 // The rate lease of a miss: the request that returns the unspent permits
 // and sizes the next lease, the store call, and the reply applied to the
@@ -15,34 +22,31 @@ import (
 // leaseLocked makes the store call that returns the key's unspent permits,
 // charges its degraded debt and leases anew, and returns what it came to.
 // The shard is unlocked for the call.
-func (l *Limiter) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
-	req := l.leaseRequestLocked(m, now, invalidated)
+func (ls *leases) leaseLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
+	req := ls.requestLocked(m, now, invalidated)
 	m.sh.mu.Unlock()
-	rep, lat, err := l.callStore(ctx, req)
+	rep, _, err := ls.l.calls.lease(ctx, req, judgeAnswer)
 	m.sh.mu.Lock()
 	m.e.busy = false
-	return l.leaseReplyLocked(m, req, rep, lat, err, l.now())
+	return ls.replyLocked(m, req, rep, err, ls.l.now())
 }
 
-// leaseLive reports whether e's lease may still be spent at now: it was not
+// live reports whether e's lease may still be spent at now: it was not
 // ended early and LeaseTTL has not passed since it was granted.
-func (l *Limiter) leaseLive(e *entry, now int64) bool {
-	return e.leaseLive && now < e.syncAt+int64(l.cfg.LeaseTTL)
+func (ls *leases) live(e *entry, now int64) bool {
+	return e.leaseLive && now < e.syncAt+int64(ls.l.cfg.LeaseTTL)
 }
 
-// leaseRequestLocked sizes the next lease and takes the current one back
+// requestLocked sizes the next lease and takes the current one back
 // for the call (the entry is busy until the call returns). The call carries
 // the key's degraded debt only when the last store call succeeded
 // (docs/design.md [degraded-debt]), and the demand counted since the last
 // call.
-func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) store.LeaseRequest {
-	var debt int64
-	if b := m.sh.buckets[m.key]; b != nil && l.breaker.healthy() {
-		debt = b.debt
-	}
-	capCost := l.leaseCap(m.rate(), m.procs)
+func (ls *leases) requestLocked(m *miss, now int64, invalidated bool) store.LeaseRequest {
+	debt := ls.l.degraded.debtLocked(m)
+	capCost := ls.maxLease(m.rate(), m.procs)
 	e := m.e
-	live := l.leaseLive(e, now)
+	live := ls.live(e, now)
 	want := e.sizeLease(m.cost, capCost, live, invalidated)
 	return store.LeaseRequest{
 		Key:      m.key,
@@ -54,15 +58,15 @@ func (l *Limiter) leaseRequestLocked(m *miss, now int64, invalidated bool) store
 		Spread:   int64(m.procs),
 		Debt:     debt,
 		Demand:   int64(e.demand),
-		Grace:    l.cfg.DebtGrace,
+		Grace:    ls.l.cfg.DebtGrace,
 	}
 }
 
-// leaseCap is the largest lease one process may hold for a key: all the
+// maxLease is the largest lease one process may hold for a key: all the
 // region's processes together hold at most AccuracyBudget of a horizon's
 // worth of the region's rate.
-func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
-	c := l.cfg.AccuracyBudget * regionalRate * l.cfg.AccuracyHorizon.Seconds() / float64(processes)
+func (ls *leases) maxLease(regionalRate float64, processes int) int64 {
+	c := ls.l.cfg.AccuracyBudget * regionalRate * ls.l.cfg.AccuracyHorizon.Seconds() / float64(processes)
 	if c < 1 {
 		return 1
 	}
@@ -72,24 +76,17 @@ func (l *Limiter) leaseCap(regionalRate float64, processes int) int64 {
 	return int64(c)
 }
 
-// leaseReplyLocked tells the breaker how a lease call went, at limiter
-// time now, and returns what it came to: on a reply, the grant for the
-// decision to apply (grantLocked).
-func (l *Limiter) leaseReplyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, lat time.Duration, err error, now int64) renewal {
+// replyLocked returns what a lease call came to at limiter time now: on
+// a reply, the grant for the decision to apply (grantLocked). storeCall
+// told the breaker (judgeAnswer): an answer slower than StoreTimeout is
+// used, though it counted against the store's health.
+func (ls *leases) replyLocked(m *miss, req store.LeaseRequest, rep store.LeaseReply, err error, now int64) renewal {
 	sh := m.sh
 	if err != nil && store.IsTransient(err) {
 		// The returned permits may or may not have reached the store; they
 		// count as lost, which under-admits and is safe.
 		sh.outstanding -= req.Return
-		l.breaker.failure(now)
 		return renewal{out: leaseUnavailable, now: now}
-	}
-	if lat > l.cfg.StoreTimeout {
-		// The store answered, but slower than allowed: use the answer and
-		// count the call against the store's health.
-		l.breaker.failure(now)
-	} else {
-		l.breaker.success()
 	}
 	if err != nil {
 		// Refused: the call wrote nothing, so the permits it returned are

@@ -19,18 +19,17 @@ const slowStripes = 1024
 
 // Limiter decides locally by spending leased permits. Create it with New,
 // run its background loop with Run, and call Allow from any goroutine.
+//
+// It holds what every capability shares (configuration, clocks, the
+// shards of per-key entries, the breaker) and the fast path; the
+// capabilities are types of their own that it composes (leases, sweeper,
+// storeClient, idempotency, quotas, slots, degradedMode, planCache).
 type Limiter struct {
 	store store.Store
-	// The store's optional capabilities, found once by New; nil when it
-	// lacks one (New refuses what needs it; plans with quotas, ids or
-	// concurrency degrade, flagged, on a store without them).
-	quotaStore   store.QuotaStore
-	requestStore store.RequestStore
-	slotStore    store.SlotStore
-	plans        PlanResolver
-	cfg          Config
-	clock        clock.Clock // Config.Clock, or clock.System()
-	seed         maphash.Seed
+	plans planCache
+	cfg   Config
+	clock clock.Clock // Config.Clock, or clock.System()
+	seed  maphash.Seed
 
 	start     time.Time // origin of limiter time, read from clock
 	system    bool      // Config.Clock is nil: decisions read the coarse clock, or time.Since
@@ -40,48 +39,31 @@ type Limiter struct {
 	coarse atomic.Int64  // limiter time kept by Run every coarseTick; 0 when Run is not running
 	offset clockOffset   // store clock minus local clock
 
-	// planRefs holds one copy of each plan in use (Plan → *planRef), which
-	// the entries of its keys point to: an entry carries its plan for the
-	// Decision without growing by a Plan. Cleared by InvalidateAll.
-	planRefs sync.Map
-	// planStats holds the decision counters of each plan name and failure
-	// policy (planKey → *planCounters), for PlanStats. Never cleared: there
-	// are as many as the catalogue has had plans.
-	planStats sync.Map
-
 	breaker breaker
-	local   localSlots // slots granted under FailDegraded while the store was unavailable
-
-	storeCalls atomic.Int64
-	// quotaCalls counts the quota counter calls among storeCalls;
-	// baseFetches and baseFailures the ledger base requests and those that
-	// failed; fetches the base requests in flight, for Run to wait on.
-	quotaCalls, baseFetches, baseFailures atomic.Int64
-	fetches                               sync.WaitGroup
-	keyErrors                             atomic.Int64 // store calls refused for their key's own reason (store.ErrStoreRejected)
-	// bgProbes is set while Run probes an open breaker in the background
-	// (Config.Clock nil): misses then never probe themselves.
-	bgProbes  atomic.Bool
-	inflight  atomic.Int32   // background probes in flight
-	lastProbe atomic.Int64   // limiter ns the last background probe started
-	probes    sync.WaitGroup // background probes in flight, for Run to wait on
 
 	shards [shardCount]shard
 	slow   [slowStripes]sync.Mutex
-
-	// horizon is Config.IdempotencyHorizon, or what SetIdempotencyHorizon
-	// set since, in nanoseconds. Last, so that the fields the decision path
-	// reads keep their places.
-	horizon atomic.Int64
 
 	// flushBuf is Flush's batch, reused: 10,000 keys changed a second make
 	// a 10,000-delta batch a second. Guarded by flushMu.
 	flushMu  sync.Mutex
 	flushBuf scratch.Buffer[Usage]
 
-	// inMemory is set when the store answers without I/O (inProcess):
-	// its calls get no deadline (callStoreWithin).
-	inMemory bool
+	// The capabilities, each owning its state and its part of the store
+	// contract (TestStatesOwnTheirFields): the store's optional interfaces
+	// are found once, by New, and held by the capability that calls them
+	// (nil when the store lacks one: plans with quotas, ids or concurrency
+	// then degrade, flagged, or fail with ErrNoIdempotency or
+	// ErrNoConcurrency). Last, so that the fields the decision path reads
+	// keep their places.
+	leases  leases
+	sweeper sweeper
+	calls   storeClient
+	idem    idempotency
+	quotas  quotas
+	slots   slots
+	// degraded decides without the store.
+	degraded degradedMode
 }
 
 // inProcess is a store that answers without I/O (memstore.Store).
@@ -109,7 +91,7 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 	start := clk.Now()
 	l := &Limiter{
 		store:     st,
-		plans:     plans,
+		plans:     planCache{resolver: plans},
 		cfg:       cfg,
 		clock:     clk,
 		seed:      maphash.MakeSeed(),
@@ -118,13 +100,17 @@ func New(st store.Store, plans PlanResolver, cfg Config) (*Limiter, error) {
 		system:    system,
 		breaker:   breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
 	}
-	l.horizon.Store(int64(cfg.IdempotencyHorizon))
-	l.quotaStore, _ = st.(store.QuotaStore)
-	l.requestStore, _ = st.(store.RequestStore)
-	l.slotStore, _ = st.(store.SlotStore)
-	if ip, ok := st.(inProcess); ok {
-		l.inMemory = ip.InProcess()
-	}
+	// The store's optional interfaces are asserted here, once, each for
+	// the capability that calls it; no call path asserts them again.
+	qs, _ := st.(store.QuotaStore)
+	rs, _ := st.(store.RequestStore)
+	ss, _ := st.(store.SlotStore)
+	ip, ok := st.(inProcess)
+	l.calls.init(l, ok && ip.InProcess())
+	l.quotas.init(l, qs)
+	l.idem.init(l, rs, cfg.IdempotencyHorizon)
+	l.slots = slots{l: l, store: ss}
+	l.leases, l.sweeper, l.degraded = leases{l}, sweeper{l}, degradedMode{l}
 	if cfg.Observer != nil {
 		l.breaker.onChange = cfg.Observer.BreakerState
 	}
@@ -241,7 +227,7 @@ func (l *Limiter) endLease(key string, onlyConstrained bool) {
 // InvalidateAll ends every lease, for a catalogue change.
 func (l *Limiter) InvalidateAll() {
 	l.epoch.Add(1)
-	l.planRefs.Clear() // entries keep their copies until they re-resolve
+	l.plans.clear() // entries keep their copies until they re-resolve
 }
 
 func mapHash(l *Limiter, key string) uint64 { return maphash.String(l.seed, key) }

@@ -1,7 +1,5 @@
 package region
 
-import "fmt"
-
 // miss is one decision on the slow path: the key, its cost, and what was
 // resolved for it before its stripe was taken.
 type miss struct {
@@ -22,13 +20,10 @@ func (m *miss) rate() float64 { return m.plan.Rate * m.share }
 func (m *miss) capacity() float64 { return m.plan.Capacity * m.share }
 
 // newMiss resolves key's plan, share and process count.
-func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
-	plan, err := l.plans.Plan(key)
+func (ls *leases) newMiss(key string, h uint64, cost int64) (miss, error) {
+	plan, err := ls.l.plans.resolve(key)
 	if err != nil {
-		return miss{}, fmt.Errorf("region: plan for key %q: %w", key, err)
-	}
-	if err := plan.Validate(); err != nil {
-		return miss{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+		return miss{}, err
 	}
 	if limit := int64(plan.Capacity); cost > limit {
 		return miss{}, costError(cost, limit)
@@ -37,10 +32,10 @@ func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
 		key:   key,
 		cost:  cost,
 		plan:  plan,
-		share: l.share(key),
-		procs: l.processes(),
-		epoch: l.epoch.Load(),
-		sh:    l.shardOf(h),
+		share: ls.share(key),
+		procs: ls.processes(),
+		epoch: ls.l.epoch.Load(),
+		sh:    ls.l.shardOf(h),
 	}, nil
 }
 
@@ -50,46 +45,36 @@ func (l *Limiter) newMiss(key string, h uint64, cost int64) (miss, error) {
 // the entry's window (decideMissLocked). The entry and its quota state
 // stay the key's until the shard is unlocked without marking the entry
 // busy (evictLocked passes over busy entries).
-func (l *Limiter) attachLocked(m *miss) (invalidated bool) {
+func (ls *leases) attachLocked(m *miss) (invalidated bool) {
 	e := m.sh.keys[m.key]
 	if e == nil {
-		e = m.sh.insertLocked(m.key, l.cfg.Window)
+		e = m.sh.insertLocked(m.key, ls.l.cfg.Window)
 	}
 	m.e = e
 	m.q = attachQuotaLocked(m.sh, m.key, e, m.plan.HasQuotas())
 	ref := e.plan
 	if ref == nil || ref.Plan != m.plan {
-		ref = l.sharedPlan(m.plan)
+		ref = ls.l.plans.shared(m.plan)
 	}
 	return e.setPlan(ref, m.share, m.epoch)
 }
 
-func (l *Limiter) share(key string) float64 {
-	if l.cfg.Shares == nil {
+func (ls *leases) share(key string) float64 {
+	if ls.l.cfg.Shares == nil {
 		return 1
 	}
-	s := l.cfg.Shares.Share(key)
+	s := ls.l.cfg.Shares.Share(key)
 	if !(s > 0) || s > 1 { // NaN, zero, negative or above one: not a share
 		return 1
 	}
 	return s
 }
 
-func (l *Limiter) processes() int {
-	if l.cfg.Processes != nil {
-		if n := l.cfg.Processes.Processes(); n >= 1 {
+func (ls *leases) processes() int {
+	if ls.l.cfg.Processes != nil {
+		if n := ls.l.cfg.Processes.Processes(); n >= 1 {
 			return n
 		}
 	}
-	return l.cfg.ProcessEstimate
-}
-
-// sharedPlan returns the shared copy of p.
-func (l *Limiter) sharedPlan(p Plan) *planRef {
-	if r, ok := l.planRefs.Load(p); ok {
-		return r.(*planRef)
-	}
-	cal, _ := p.Calendar() // the plan was validated: the zone loads
-	r, _ := l.planRefs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity), stats: l.planCounters(p), cal: cal})
-	return r.(*planRef)
+	return ls.l.cfg.ProcessEstimate
 }

@@ -37,6 +37,9 @@ func TestStatesOwnTheirFields(t *testing.T) {
 				continue
 			}
 			recv := receiverType(fn)
+			if o, ok := ownerFuncs[fn.Name.Name]; ok && fn.Recv == nil {
+				recv = o
+			}
 			ast.Inspect(fn.Body, func(n ast.Node) bool {
 				sel, ok := n.(*ast.SelectorExpr)
 				if !ok {
@@ -182,8 +185,12 @@ func implementsStoreMethod(m *types.Func, methods map[*types.Func]bool) bool {
 	return false
 }
 
+// ownerFuncs are functions that count as methods of a type: Go methods
+// take no type parameters, so storeClient's generic call is a function.
+var ownerFuncs = map[string]string{"storeCall": "storeClient"}
+
 // ownedStates are the types whose fields only their own methods use.
-var ownedStates = []string{"quotaState", "localSlots"}
+var ownedStates = []string{"quotaState", "localSlots", "idempotency", "quotas", "slots", "storeClient", "planCache"}
 
 // receiverType names the type of fn's pointer receiver; "" for a function
 // or another receiver.
@@ -199,4 +206,75 @@ func receiverType(fn *ast.FuncDecl) string {
 		return id.Name
 	}
 	return ""
+}
+
+// maxMethods bounds the methods of any one type in the package, exported
+// and unexported: a capability is a type of its own, composed by a thin
+// Limiter, not another file of one engine type (x/time/rate's Limiter
+// has 22).
+const maxMethods = 30
+
+// TestNoTypeOverMaxMethods: no type of the package declares more than
+// maxMethods methods.
+func TestNoTypeOverMaxMethods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the package from source")
+	}
+	_, _, _, pkg := typeCheckRegion(t)
+	checked := 0
+	for _, name := range pkg.Scope().Names() {
+		tn, ok := pkg.Scope().Lookup(name).(*types.TypeName)
+		if !ok {
+			continue
+		}
+		named, ok := tn.Type().(*types.Named)
+		if !ok {
+			continue
+		}
+		checked++
+		if n := named.NumMethods(); n > maxMethods {
+			t.Errorf("%s has %d methods, more than %d: move a capability into a type of its own", name, n, maxMethods)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no type checked")
+	}
+}
+
+// TestOneBreakerVerdict: the breaker hears how store calls went from
+// storeCall alone (by the call's verdict), and from the background probe,
+// whose rule is its own: no capability judges a call itself.
+func TestOneBreakerVerdict(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the package from source")
+	}
+	fset, files, info, _ := typeCheckRegion(t)
+	allowed := map[string]bool{"storeCall": true, "probeInBackground": true}
+	found := 0
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "failure" && sel.Sel.Name != "success" {
+					return true
+				}
+				s := info.Selections[sel]
+				if s == nil || s.Kind() != types.MethodVal || !strings.HasSuffix(s.Recv().String(), ".breaker") {
+					return true
+				}
+				found++
+				if !allowed[fn.Name.Name] {
+					t.Errorf("%s: %s tells the breaker itself: give its storeCall a verdict instead", fset.Position(sel.Pos()), fn.Name.Name)
+				}
+				return true
+			})
+		}
+	}
+	if found < 2 {
+		t.Fatalf("found %d breaker verdicts, want storeCall's at least", found)
+	}
 }

@@ -21,12 +21,12 @@ import (
 // beside the step that calls it. The lease engine reaches it at these
 // points: a miss attaches the state once (attachQuotaLocked, miss.q); a
 // decision asks whether a quota is spent (quotaState.spent) and adds the
-// quotas to its answer (quotaDecisionLocked, read-only, beside the
+// quotas to its answer (quotas.decisionLocked, read-only, beside the
 // decision in fast.go); renewing a lease renews the quota lease
-// (leaseQuotaLocked, quotalease.go, and the quota call, quotacall.go); a
-// degraded verdict spends a degraded budget (degradedQuotaLocked,
+// (quotas.leaseLocked, quotalease.go, and the quota call, quotacall.go); a
+// degraded verdict spends a degraded budget (quotas.degradedLocked,
 // quotalease.go); a check with a request id takes its cost from the quota
-// lease (requestQuotaLocked); and eviction, the sweep, refunds and charges
+// lease (quotas.requestLocked); and eviction, the sweep, refunds and charges
 // give quota permits back (quotareturn.go).
 type quotaState struct {
 	n       int
@@ -202,3 +202,58 @@ func (q *quotaState) refusalOver(now int64) bool { return q.until != 0 && now >=
 // its checks are rejected locally until the next quota call may find room
 // (a re-base, a refund). A key without quota state (nil) has none spent.
 func (q *quotaState) spent(now int64) bool { return q != nil && q.until != 0 && now < q.until }
+
+// decisionLocked adds the key's quotas to a decision: the tightest
+// of the bucket and every quota gives Remaining and Reset, and a check
+// refused for a quota waits until that quota's period ends.
+func (qs *quotas) decisionLocked(sh *shard, key string, e *entry, now int64, d *Decision) {
+	q := sh.quotas[key]
+	v := q.counters()
+	if v == nil {
+		return
+	}
+	d.quota, d.quotaHeld = v, q.quotaLease(e)
+	sn := qs.l.storeNanos(now)
+	for i := range v.n {
+		rem := max(0, v.q[i].left+d.quotaHeld)
+		if rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
+		}
+	}
+	if q.spent(now) && (!d.Allowed || d.ShadowRejected) {
+		d.quotaOut = true
+		if d.ShadowRejected {
+			return
+		}
+		d.RetryAfter = max(d.RetryAfter, time.Duration(v.q[v.exhausted].end.UnixNano()-sn), time.Millisecond)
+	}
+}
+
+// degradedViewLocked adds the key's quotas to a degraded decision:
+// the counters as the last quota call saw them, less this process's
+// degraded spend since, so that a degraded answer lists its quotas and
+// says which one refused it like any other.
+func (qs *quotas) degradedViewLocked(m *miss, d *Decision) {
+	v := m.q.counters()
+	if v == nil {
+		return
+	}
+	d.quota = v
+	d.quotaHeld = m.q.quotaLease(m.e)
+	if left, set := m.q.degradedBudget(); set {
+		// What this process may still spend of the quotas while degraded,
+		// as a holding on top of the region's room at the last call:
+		// Quotas then shows the tightest room less the degraded spend.
+		d.quotaHeld = left - max(v.q[v.exhausted].left, 0)
+	}
+	sn := qs.l.storeNanos(qs.l.now())
+	for i := range v.n {
+		if rem := max(0, v.q[i].left+d.quotaHeld); rem < d.Remaining {
+			d.Remaining = rem
+			d.Reset = time.Duration(max(0, v.q[i].end.UnixNano()-sn))
+			d.quotaTight = int8(i + 1)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package region
 import (
 	"context"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -10,46 +12,75 @@ import (
 	"github.com/quotaplatform/quota/region/store"
 )
 
-// The quota calls that renew a key's quota lease (leaseQuotaLocked, and
-// requestQuotaLocked for checks with a request id); the ledger bases that
+// The quota calls that renew a key's quota lease (quotas.leaseLocked, and
+// quotas.requestLocked for checks with a request id); the ledger bases that
 // rebuild a counter; and what a degraded key may spend of its quotas
 // while the store is away, kept on those bases.
 
-// quotaWant is the quota lease a process asks for: rateWant, or its part
+// quotas is the quota capability (docs/design.md [quotas]): a key's
+// quota lease beside its rate lease, the quota counter calls that renew
+// and return it, the ledger bases that rebuild a counter, and what a
+// degraded key may spend of its quotas. It owns the quota-store part of
+// the store contract and its counters; a key's quota state lives in its
+// shard (shard.quotas), so that an entry without quotas stays its size.
+type quotas struct {
+	l     *Limiter
+	store store.QuotaStore // nil: the store keeps no quota counters
+	// calls counts the quota counter calls among the store calls;
+	// baseFetches and baseFailures the ledger base requests and those that
+	// failed; fetches the base requests in flight, for Run to wait on.
+	calls, baseFetches, baseFailures atomic.Int64
+	fetches                          sync.WaitGroup
+}
+
+// init makes the capability l's, calling st (nil: none).
+func (qs *quotas) init(l *Limiter, st store.QuotaStore) { qs.l, qs.store = l, st }
+
+// wait waits for the ledger base requests in flight.
+func (qs *quotas) wait() { qs.fetches.Wait() }
+
+// stats adds the capability's counters to s.
+func (qs *quotas) stats(s *Stats) {
+	s.QuotaCalls = qs.calls.Load()
+	s.QuotaBaseRequests = qs.baseFetches.Load()
+	s.QuotaBaseFailures = qs.baseFailures.Load()
+}
+
+// want is the quota lease a process asks for: rateWant, or its part
 // of QuotaAccuracy of the tightest quota when that is more (docs/design.md
 // [quotas]: the bound).
-func (l *Limiter) quotaWant(m *miss, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rateWant int64) int64 {
+func (qs *quotas) want(m *miss, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, rateWant int64) int64 {
 	tightest := ps[0].Limit
 	for i := 1; i < n; i++ {
 		tightest = min(tightest, ps[i].Limit)
 	}
-	c := l.cfg.QuotaAccuracy * float64(tightest) * m.share / float64(m.procs)
+	c := qs.l.cfg.QuotaAccuracy * float64(tightest) * m.share / float64(m.procs)
 	return max(m.cost, rateWant, int64(math.Min(c, store.MaxCount)))
 }
 
-// quotaCallLocked makes the key's quota call: it returns the held quota
+// callLocked makes the key's quota call: it returns the held quota
 // permits, charges what was spent without a grant, sends any fetched
 // base, and leases anew. A counter without a base waits for the base
 // request in flight first. It returns the quota lease held after the
 // call (the old one when the store did not answer), and whether the
 // store answered.
-func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
-	if l.quotaStore == nil {
+func (qs *quotas) callLocked(ctx context.Context, m *miss, q *quotaState, ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n int, held, rateWant int64) (int64, bool) {
+	if qs.store == nil {
 		// New refuses a plan with quotas on such a store (Validate of the
 		// resolver's plans happens per key): degrade, flagged, and let the
 		// key's refusal show in the key errors.
-		l.keyErrors.Add(1)
+		qs.l.calls.keyError()
 		return held, false
 	}
-	l.awaitBaseLocked(ctx, m, q)
+	qs.awaitBaseLocked(ctx, m, q)
 	call := q.call(m.key, ps, n, held)
-	call.Want, call.Min = l.quotaWant(m, ps, n, rateWant), m.cost
-	call.NeedBase = l.cfg.QuotaBases != nil && call.NeedBase
-	rep, ok := l.sendQuotaCallLocked(ctx, m, call)
+	call.Want, call.Min = qs.want(m, ps, n, rateWant), m.cost
+	call.NeedBase = qs.l.cfg.QuotaBases != nil && call.NeedBase
+	rep, ok := qs.sendLocked(ctx, m, call)
 	if !ok {
 		return held, false
 	}
-	q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
+	q.applyReply(ps, n, rep, m.cost, qs.l.now(), qs.l.cfg.LeaseTTL)
 	if rep.Granted == 0 && call.NeedBase && q.holdsNoBase() {
 		// A counter without a base (a new period or region, a store that
 		// lost its state) granted nothing: read the base and ask again,
@@ -58,38 +89,38 @@ func (l *Limiter) quotaCallLocked(ctx context.Context, m *miss, q *quotaState, p
 		// A request in flight may be for the periods before these (it
 		// is then dropped): start one for these after it.
 		for try := 0; try < 2 && q.awaitsBase(); try++ {
-			l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
-			l.awaitBaseLocked(ctx, m, q)
+			qs.maybeRebaseLocked(m, q, qs.l.now(), rep, call.Want)
+			qs.awaitBaseLocked(ctx, m, q)
 		}
 		// Without a base by now (the ledger is slow or away) the counter
 		// grants on what it holds: a quota is not closed for want of a
 		// base.
 		retry := q.call(m.key, ps, n, 0) // the charge went with the first call
 		retry.Want, retry.Min, retry.NeedBase = call.Want, call.Min, false
-		if rep, ok = l.sendQuotaCallLocked(ctx, m, retry); !ok {
+		if rep, ok = qs.sendLocked(ctx, m, retry); !ok {
 			return 0, false
 		}
-		q.applyReply(ps, n, rep, m.cost, l.now(), l.cfg.LeaseTTL)
+		q.applyReply(ps, n, rep, m.cost, qs.l.now(), qs.l.cfg.LeaseTTL)
 	}
-	l.maybeRebaseLocked(m, q, l.now(), rep, call.Want)
+	qs.maybeRebaseLocked(m, q, qs.l.now(), rep, call.Want)
 	return rep.Granted, true
 }
 
-// callQuota makes one quota counter call (storeCall).
-func (l *Limiter) callQuota(ctx context.Context, call store.QuotaCall) (store.QuotaReply, time.Duration, error) {
-	l.quotaCalls.Add(1)
-	op := storeOp[store.QuotaReply]{span: "quota.store.quota", want: call.Want,
+// call makes one quota counter call (storeCall), telling the breaker by v.
+func (qs *quotas) call(ctx context.Context, call store.QuotaCall, v verdict) (store.QuotaReply, time.Duration, error) {
+	qs.calls.Add(1)
+	op := storeOp[store.QuotaReply]{span: "quota.store.quota", want: call.Want, verdict: v,
 		granted: func(r store.QuotaReply) int64 { return r.Granted }}
 	op = op.withDetail(attribute.Int64("quota.charge", call.Charge)).withDetail(attribute.Int("quota.periods", len(call.Periods)))
-	return storeCall(ctx, l, op, func(ctx context.Context) (store.QuotaReply, error) {
-		return l.quotaStore.LeaseQuota(ctx, call)
+	return storeCall(ctx, &qs.l.calls, op, func(ctx context.Context) (store.QuotaReply, error) {
+		return qs.store.LeaseQuota(ctx, call)
 	})
 }
 
 // awaitBaseLocked waits, up to QuotaBaseTimeout, for the base request in
 // flight of a key whose counters hold no base. The shard is unlocked
 // meanwhile.
-func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
+func (qs *quotas) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
 	wait := q.baseInFlight()
 	if wait == nil {
 		return
@@ -98,22 +129,21 @@ func (l *Limiter) awaitBaseLocked(ctx context.Context, m *miss, q *quotaState) {
 	m.sh.mu.Unlock()
 	select {
 	case <-wait:
-	case <-time.After(l.cfg.QuotaBaseTimeout):
+	case <-time.After(qs.l.cfg.QuotaBaseTimeout):
 	case <-ctx.Done():
 	}
 	m.sh.mu.Lock()
 	m.e.busy = false
 }
 
-// sendQuotaCallLocked makes one quota call with the shard unlocked and
-// tells the breaker how it went; it reports whether the store answered.
-func (l *Limiter) sendQuotaCallLocked(ctx context.Context, m *miss, call store.QuotaCall) (store.QuotaReply, bool) {
+// sendLocked makes one quota call with the shard unlocked and
+// reports whether the store answered.
+func (qs *quotas) sendLocked(ctx context.Context, m *miss, call store.QuotaCall) (store.QuotaReply, bool) {
 	m.e.busy = true
 	m.sh.mu.Unlock()
-	rep, lat, err := l.callQuota(ctx, call)
+	rep, _, err := qs.call(ctx, call, judgeAnswer)
 	m.sh.mu.Lock()
 	m.e.busy = false
-	l.tellBreaker(lat, err)
 	return rep, err == nil
 }
 
@@ -162,13 +192,13 @@ func (q *quotaState) applyReply(ps *[store.MaxQuotaPeriods]store.QuotaPeriod, n 
 // is what a stale base over-admits). At most one request per key is in
 // flight, at most one a second, and a key whose requests fail waits
 // longer each time (up to QuotaRebase).
-func (l *Limiter) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep store.QuotaReply, lease int64) {
-	if l.cfg.QuotaBases == nil || !q.rebaseDue(now, l.storeNanos(now), rep, lease, l.cfg.QuotaRebase, l.cfg.QuotaAccuracy) {
+func (qs *quotas) maybeRebaseLocked(m *miss, q *quotaState, now int64, rep store.QuotaReply, lease int64) {
+	if qs.l.cfg.QuotaBases == nil || !q.rebaseDue(now, qs.l.storeNanos(now), rep, lease, qs.l.cfg.QuotaRebase, qs.l.cfg.QuotaAccuracy) {
 		return
 	}
 	done, n, ps := q.startFetch(now)
-	l.fetches.Add(1)
-	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+	qs.fetches.Add(1)
+	go qs.fetchBases(m.key, m.sh, q, n, ps, done)
 }
 
 // rebaseDue reports whether the key's counters need a base request at
@@ -228,25 +258,25 @@ func (q *quotaState) baseInFlight() chan struct{} {
 
 // fetchBases reads the ledger's base of each of a key's periods and leaves
 // them for the key's next quota call.
-func (l *Limiter) fetchBases(key string, sh *shard, q *quotaState, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod, done chan struct{}) {
-	defer l.fetches.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.QuotaBaseTimeout)
+func (qs *quotas) fetchBases(key string, sh *shard, q *quotaState, n int, ps [store.MaxQuotaPeriods]store.QuotaPeriod, done chan struct{}) {
+	defer qs.fetches.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), qs.l.cfg.QuotaBaseTimeout)
 	defer cancel()
 	var got [store.MaxQuotaPeriods]*store.QuotaBaseIn
 	var err error
 	for i := range n {
 		var b QuotaBase
-		if b, err = l.cfg.QuotaBases.QuotaBase(ctx, key, ps[i].Start, ps[i].End); err != nil {
+		if b, err = qs.l.cfg.QuotaBases.QuotaBase(ctx, key, ps[i].Start, ps[i].End); err != nil {
 			break
 		}
-		got[i] = &store.QuotaBaseIn{Total: b.Total, Region: b.ByRegion[l.cfg.Region], AsOf: b.AsOf}
+		got[i] = &store.QuotaBaseIn{Total: b.Total, Region: b.ByRegion[qs.l.cfg.Region], AsOf: b.AsOf}
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	q.endFetch(done, got, n, ps, err, sh.quotas[key] == q)
-	l.baseFetches.Add(1)
+	qs.baseFetches.Add(1)
 	if err != nil {
-		l.baseFailures.Add(1)
+		qs.baseFailures.Add(1)
 	}
 }
 
@@ -311,19 +341,19 @@ func (q *quotaState) sampleDegradedSpent() {
 // the ledger). Without it a long outage spends on the room and the share
 // of the last call before it, while the other regions spend the same
 // room.
-func (l *Limiter) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
-	if l.cfg.QuotaBases == nil {
+func (qs *quotas) degradedRebaseLocked(m *miss, q *quotaState, local float64) {
+	if qs.l.cfg.QuotaBases == nil {
 		return
 	}
-	now := l.now()
+	now := qs.l.now()
 	q.rebaseDegraded(m.share, local)
 	if !q.degradedFetchDue(now) {
 		return
 	}
 	q.sampleDegradedSpent()
 	done, n, ps := q.startFetch(now)
-	l.fetches.Add(1)
-	go l.fetchBases(m.key, m.sh, q, n, ps, done)
+	qs.fetches.Add(1)
+	go qs.fetchBases(m.key, m.sh, q, n, ps, done)
 }
 
 // degradedFetchDue reports whether a degraded key with periods asks for

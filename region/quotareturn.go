@@ -44,36 +44,34 @@ func (q *quotaState) release(permits int64) (rate int64, qr *quotaReturn) {
 	return rate, qr
 }
 
-// sendQuotaReturn gives r's quota permits back to the counters they came
+// sweeper.send gives r's quota permits back to the counters they came
 // from and charges its cost, in one quota call that leases nothing. Once
 // sent, r carries no quota part: a retry of r (the rate part failed
 // after) does not send it twice.
-func (l *Limiter) sendQuotaReturn(ctx context.Context, r pendingReturn) returnOutcome {
+func (qs *quotas) sendReturn(ctx context.Context, r pendingReturn) returnOutcome {
 	if r.quota == nil {
 		return returnSent
 	}
-	if l.quotaStore == nil {
+	if qs.store == nil {
 		return returnRefused
 	}
 	call := store.QuotaCall{Key: r.key, Periods: r.quota.periods[:r.quota.n], Charge: r.quota.charge}
-	_, _, err := l.callQuota(ctx, call)
+	_, _, err := qs.call(ctx, call, judgeReach)
 	if store.IsTransient(err) {
-		l.breaker.failure(l.now())
 		return returnFailed
 	}
-	l.breaker.success()
 	if err != nil {
 		return returnRefused
 	}
 	return returnSent
 }
 
-// quotaAdjustment is a refund's or a post-hoc charge's change to the
+// adjustment is a refund's or a post-hoc charge's change to the
 // key's quota counters of the current periods, for the next sweep to
 // send: a refund returns cost, a charge adds it.
-func (l *Limiter) quotaAdjustment(key string, plan Plan, share float64, op store.RequestOp, cost, now int64) pendingReturn {
+func (qs *quotas) adjustment(key string, plan Plan, share float64, op store.RequestOp, cost, now int64) pendingReturn {
 	cal, _ := plan.Calendar() // validated by the caller
-	at := time.Unix(0, l.storeNanos(now))
+	at := time.Unix(0, qs.l.storeNanos(now))
 	qr := &quotaReturn{}
 	for _, q := range plan.QuotaList() {
 		start, end := cal.Bounds(q.Period, at)
@@ -90,19 +88,19 @@ func (l *Limiter) quotaAdjustment(key string, plan Plan, share float64, op store
 	return pendingReturn{key: key, quota: qr}
 }
 
-// collectQuotaLocked is collectReturns for a key with quotas: an expired
+// collectLocked is sweeper.collect for a key with quotas: an expired
 // rate lease goes back as any other, but the quota lease stays for
 // QuotaRebase after its call (renewing it with every rate lease would
 // double the key's store calls), then goes back once the key is idle,
 // or at once on Drain (all). A charge goes whenever the store is back.
 // It reports whether there is anything to send.
-func (l *Limiter) collectQuotaLocked(key string, e *entry, q *quotaState, debt, now int64, all, live, chargeDebts bool) (pendingReturn, bool) {
+func (qs *quotas) collectLocked(key string, e *entry, q *quotaState, debt, now int64, all, live, chargeDebts bool) (pendingReturn, bool) {
 	r := pendingReturn{key: key, debt: debt, rate: float64(e.rate), capacity: float64(e.capacity)}
 	expired := all || !live
 	if expired {
 		r.permits = q.releaseRate(e)
 	}
-	r.quota = q.collect(expired, all || q.idleFor(now, l.cfg.QuotaRebase), chargeDebts)
+	r.quota = q.collect(expired, all || q.idleFor(now, qs.l.cfg.QuotaRebase), chargeDebts)
 	return r, r.permits > 0 || r.debt > 0 || r.quota != nil
 }
 

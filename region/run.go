@@ -29,11 +29,9 @@ func (l *Limiter) Run(ctx context.Context) error {
 		tick = t.C()
 		l.coarse.Store(int64(time.Since(l.start)) + 1)
 		defer l.coarse.Store(0)
-		l.bgProbes.Store(true)
-		defer l.probes.Wait()
-		defer l.bgProbes.Store(false)
+		defer l.calls.runProbes()()
 	}
-	defer l.fetches.Wait() // quota base requests in flight (QuotaBaseTimeout at most)
+	defer l.quotas.wait() // quota base requests in flight (QuotaBaseTimeout at most)
 	sweeps := l.clock.NewTicker(l.cfg.SweepInterval)
 	defer sweeps.Stop()
 	flushes := l.clock.NewTicker(l.cfg.FlushInterval)
@@ -42,9 +40,9 @@ func (l *Limiter) Run(ctx context.Context) error {
 		select {
 		case <-tick:
 			l.coarse.Store(int64(time.Since(l.start)) + 1)
-			l.probeInBackground(ctx)
+			l.calls.probeInBackground(ctx)
 		case <-sweeps.C():
-			l.sweep(ctx)
+			l.sweeper.sweep(ctx)
 		case <-flushes.C():
 			l.Flush()
 		case <-ctx.Done():
@@ -63,58 +61,25 @@ const probeKey = "quota-breaker-probe"
 // maxProbes bounds the background probes in flight.
 const maxProbes = 4
 
-// probeInBackground starts a probe every BreakerCooldown while the breaker
-// is not closed, up to maxProbes at once: a probe whose connection hangs
-// on a store that is still away (a proxy that accepts and then waits) does
-// not hold up the next. A probe's first call may take ProbeTimeout: after
-// a store restart the client dials anew and the store reloads its script,
-// which a decision must not wait for and which alone may exceed
-// StoreTimeout. Its second call is the test: the breaker closes only when
-// the store answers that within StoreTimeout, so a store that is up but
-// slow stays bypassed. Both calls only read.
-func (l *Limiter) probeInBackground(ctx context.Context) {
-	if l.breaker.current() == BreakerClosed || l.inflight.Load() >= maxProbes {
-		return
-	}
-	now := l.now()
-	last := l.lastProbe.Load()
-	if last != 0 && time.Duration(now-last) < l.cfg.BreakerCooldown || !l.lastProbe.CompareAndSwap(last, now) {
-		return
-	}
-	l.inflight.Add(1)
-	l.probes.Add(1)
-	go func() {
-		defer l.probes.Done()
-		defer l.inflight.Add(-1)
-		req := store.LeaseRequest{Key: probeKey, Rate: 1, Capacity: 1, Spread: 1}
-		_, _, err := l.callStoreWithin(ctx, req, max(l.cfg.ProbeTimeout, l.cfg.StoreTimeout))
-		var lat time.Duration
-		if !store.IsTransient(err) {
-			_, lat, err = l.callStore(ctx, req)
-		}
-		switch {
-		case !store.IsTransient(err) && lat <= l.cfg.StoreTimeout:
-			l.breaker.success()
-		case l.breaker.current() != BreakerClosed:
-			// A probe that failed after another closed the breaker says
-			// nothing about the store now.
-			l.breaker.failure(l.now())
-		}
-	}()
-}
+// sweeper gives back what the shards hold for the store: the unspent
+// permits of expired leases and of evicted keys (shard.returns) and the
+// debts of degraded buckets, each return through the store client, and
+// accounts what went back as negative leased usage. It has no state of
+// its own.
+type sweeper struct{ l *Limiter }
 
 // sweep gives back the unspent permits of expired leases and of evicted keys,
 // charges what degraded buckets allowed, and returns how many permits went
 // back. While the breaker is open it calls the store only as the probe.
-func (l *Limiter) sweep(ctx context.Context) int64 {
-	l.local.sweep(l.now())
-	return l.giveBack(ctx, false)
+func (sw *sweeper) sweep(ctx context.Context) int64 {
+	sw.l.slots.sweep(sw.l.now())
+	return sw.giveBack(ctx, false)
 }
 
 // Drain gives back every lease, expired or not, and flushes usage: for a
 // graceful shutdown.
 func (l *Limiter) Drain(ctx context.Context) {
-	l.giveBack(ctx, true)
+	l.sweeper.giveBack(ctx, true)
 	l.Flush()
 }
 
@@ -123,13 +88,13 @@ func (l *Limiter) Drain(ctx context.Context) {
 // breaker is open it waits for the cooldown and then its first call is a
 // probe that writes nothing, so that an idle process recovers too; Drain
 // tries regardless, because it is the last chance.
-func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
+func (sw *sweeper) giveBack(ctx context.Context, all bool) int64 {
 	probing := false
-	if l.breaker.current() != BreakerClosed {
-		if l.bgProbes.Load() && !all {
+	if sw.l.breaker.current() != BreakerClosed {
+		if sw.l.calls.inBackground() && !all {
 			return 0 // the background probe closes the breaker first
 		}
-		probing = l.breaker.allow(l.now())
+		probing = sw.l.breaker.allow(sw.l.now())
 		if !probing && !all {
 			return 0
 		}
@@ -137,32 +102,32 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 	called := false
 	defer func() {
 		if probing && !called {
-			l.breaker.abandon()
+			sw.l.breaker.abandon()
 		}
 	}()
 	// Debts go only with a probe or after a call that succeeded (see
 	// breaker.healthy).
-	chargeDebts := probing || all || l.breaker.healthy()
+	chargeDebts := probing || all || sw.l.breaker.healthy()
 	var back int64
 	var batch []pendingReturn
-	for i := range l.shards {
-		sh := &l.shards[i]
-		batch = l.collectReturns(sh, batch[:0], all, chargeDebts)
+	for i := range sw.l.shards {
+		sh := &sw.l.shards[i]
+		batch = sw.collect(sh, batch[:0], all, chargeDebts)
 		for j, r := range batch {
 			if ctx.Err() != nil {
-				l.requeue(sh, batch[j:])
+				sw.requeue(sh, batch[j:])
 				return back
 			}
 			called = true
-			switch l.sendReturn(ctx, &batch[j], probing) {
+			switch sw.send(ctx, &batch[j], probing) {
 			case returnFailed:
-				l.requeue(sh, batch[j:])
+				sw.requeue(sh, batch[j:])
 				return back
 			case returnRefused:
-				l.dropReturn(sh, r)
+				sw.drop(sh, r)
 			case returnSent:
 				back += r.permits
-				l.accountReturn(sh, batch[j])
+				sw.account(sh, batch[j])
 			}
 			probing = false
 		}
@@ -170,12 +135,12 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) int64 {
 	return back
 }
 
-// collectReturns appends to batch what sh has to give back: the returns
+// collect appends to batch what sh has to give back: the returns
 // evictions and failed sweeps left, the permits of expired leases (of every
 // lease when all is set), and the debts of degraded buckets when
 // chargeDebts is set. Entries mid store call are left alone.
-func (l *Limiter) collectReturns(sh *shard, batch []pendingReturn, all, chargeDebts bool) []pendingReturn {
-	now := l.now()
+func (sw *sweeper) collect(sh *shard, batch []pendingReturn, all, chargeDebts bool) []pendingReturn {
+	now := sw.l.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	batch = append(batch, sh.returns...)
@@ -188,11 +153,11 @@ func (l *Limiter) collectReturns(sh *shard, batch []pendingReturn, all, chargeDe
 		if chargeDebts {
 			// The store is back (the breaker is closed): charge what the
 			// key was allowed while it was not.
-			debt = sh.takeDebtLocked(k, e, now, l.cfg.BreakerCooldown)
+			debt = sh.takeDebtLocked(k, e, now, sw.l.cfg.BreakerCooldown)
 		}
-		live := l.leaseLive(e, now)
+		live := sw.l.leases.live(e, now)
 		if q := sh.quotas[k]; q != nil {
-			if r, ok := l.collectQuotaLocked(k, e, q, debt, now, all, live, chargeDebts); ok {
+			if r, ok := sw.l.quotas.collectLocked(k, e, q, debt, now, all, live, chargeDebts); ok {
 				batch = append(batch, r)
 			}
 			continue
@@ -218,21 +183,21 @@ const (
 	returnRefused                      // the store refused it for its key (store.ErrStoreRejected): dropped
 )
 
-// sendReturn gives r back to the store, probing first when probe is set;
+// send gives r back to the store, probing first when probe is set;
 // the breaker is told either way. A return the store refuses for a reason
 // of its key's own is dropped, not kept: its permits are lost (which
 // under-admits) and its debt forgiven, and the other returns go on.
-func (l *Limiter) sendReturn(ctx context.Context, r *pendingReturn, probe bool) returnOutcome {
+func (sw *sweeper) send(ctx context.Context, r *pendingReturn, probe bool) returnOutcome {
 	// A probe writes nothing: a return or a debt sent to a store that is
 	// still slow may run there after the call timed out, and would then be
 	// sent again.
-	if probe && !l.probe(ctx, r.key, r.rate, r.capacity) {
+	if probe && !sw.l.calls.probe(ctx, r.key, r.rate, r.capacity) {
 		return returnFailed
 	}
 	if r.quota != nil {
 		// The quota part goes first and then leaves r, so that a retry of
 		// a rate part that fails after it does not send it twice.
-		if l.sendQuotaReturn(ctx, *r) == returnFailed {
+		if sw.l.quotas.sendReturn(ctx, *r) == returnFailed {
 			return returnFailed
 		}
 		r.quota = nil
@@ -240,12 +205,11 @@ func (l *Limiter) sendReturn(ctx context.Context, r *pendingReturn, probe bool) 
 	if r.permits == 0 && r.debt == 0 {
 		return returnSent
 	}
-	_, _, err := l.callStore(ctx, store.LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: l.cfg.DebtGrace})
+	req := store.LeaseRequest{Key: r.key, Rate: r.rate, Capacity: r.capacity, Return: r.permits, Debt: r.debt, Spread: 1, Grace: sw.l.cfg.DebtGrace}
+	_, _, err := sw.l.calls.lease(ctx, req, judgeReach)
 	if store.IsTransient(err) {
-		l.breaker.failure(l.now())
 		return returnFailed
 	}
-	l.breaker.success()
 	if err != nil {
 		return returnRefused
 	}
@@ -253,33 +217,33 @@ func (l *Limiter) sendReturn(ctx context.Context, r *pendingReturn, probe bool) 
 }
 
 // requeue keeps permits whose return failed for the next sweep.
-func (l *Limiter) requeue(sh *shard, rs []pendingReturn) {
+func (sw *sweeper) requeue(sh *shard, rs []pendingReturn) {
 	sh.mu.Lock()
 	sh.returns = append(sh.returns, rs...)
 	sh.mu.Unlock()
 }
 
-// dropReturn forgets a return the store refused: its permits are no longer
+// drop forgets a return the store refused: its permits are no longer
 // outstanding anywhere.
-func (l *Limiter) dropReturn(sh *shard, r pendingReturn) {
+func (sw *sweeper) drop(sh *shard, r pendingReturn) {
 	sh.mu.Lock()
 	sh.outstanding -= r.permits
 	sh.mu.Unlock()
 }
 
-// accountReturn records permits that went back as negative leased usage of
+// account records permits that went back as negative leased usage of
 // the key's current window.
-func (l *Limiter) accountReturn(sh *shard, r pendingReturn) {
-	now := l.now()
+func (sw *sweeper) account(sh *shard, r pendingReturn) {
+	now := sw.l.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.outstanding -= r.permits
 	if e := sh.keys[r.key]; e != nil && e.fits(r.permits) {
-		l.rollLocked(sh, r.key, e, now)
+		sw.l.rollLocked(sh, r.key, e, now)
 		e.leased -= r.permits
 		return
 	}
-	ws := WindowStart(r.key, time.Unix(0, l.storeNanos(now)), l.cfg.Window)
+	ws := WindowStart(r.key, time.Unix(0, sw.l.storeNanos(now)), sw.l.cfg.Window)
 	sh.pending = append(sh.pending, Usage{Key: r.key, WindowStart: ws, Leased: -r.permits})
 }
 
@@ -338,16 +302,13 @@ type Stats struct {
 // metric-scrape rates, not per decision.
 func (l *Limiter) Stats() Stats {
 	s := Stats{
-		StoreCalls:        l.storeCalls.Load(),
-		BreakerFailures:   l.breaker.failuresTotal(),
-		KeyErrors:         l.keyErrors.Load(),
-		QuotaCalls:        l.quotaCalls.Load(),
-		QuotaBaseRequests: l.baseFetches.Load(),
-		QuotaBaseFailures: l.baseFailures.Load(),
-		Breaker:           l.breaker.current(),
-		ClockOffset:       time.Duration(l.offset.get()),
-		Processes:         l.processes(),
+		BreakerFailures: l.breaker.failuresTotal(),
+		Breaker:         l.breaker.current(),
+		ClockOffset:     time.Duration(l.offset.get()),
+		Processes:       l.leases.processes(),
 	}
+	l.calls.stats(&s)
+	l.quotas.stats(&s)
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
@@ -388,7 +349,7 @@ func (l *Limiter) Peek(key string) (KeyState, error) {
 	ks := KeyState{
 		Remaining:  max(e.remaining, 0),
 		Lease:      e.permits,
-		LocalShare: e.localShare(l.processes(), l.cfg.LocalSharePrior),
+		LocalShare: e.localShare(l.leases.processes(), l.cfg.LocalSharePrior),
 		Degraded:   e.inDegraded,
 	}
 	if e.syncAt != 0 {

@@ -13,7 +13,7 @@ import (
 // [degraded-mode]). The store work and the degraded verdict return what
 // they came to; one decision applies it to the entry (decideMissLocked).
 func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int64) (Decision, error) {
-	m, err := l.newMiss(key, h, cost)
+	m, err := l.leases.newMiss(key, h, cost)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -26,16 +26,16 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 	m.sh.mu.Lock()
 	defer m.sh.mu.Unlock()
 	now := l.now()
-	invalidated := l.attachLocked(&m)
+	invalidated := l.leases.attachLocked(&m)
 	r := renewal{out: leaseLocal, now: now}
-	if m.plan.Exact() || !l.decidableLocked(&m, now) {
-		r = l.renewLocked(ctx, &m, now, invalidated)
+	if m.plan.Exact() || !l.leases.decidableLocked(&m, now) {
+		r = l.leases.renewLocked(ctx, &m, now, invalidated)
 	}
 	var v degradedVerdict
 	if r.degraded() {
-		v = l.degradedVerdictLocked(&m, r)
+		v = l.degraded.verdictLocked(&m, r)
 	}
-	return l.decideMissLocked(&m, r, v), nil
+	return l.leases.decideMissLocked(&m, r, v), nil
 }
 
 // decidableLocked reports whether a miss can be decided without the
@@ -43,10 +43,10 @@ func (l *Limiter) allowSlow(ctx context.Context, key string, h uint64, cost int6
 // rejection when even with every token refilled since the last sync the
 // region cannot afford a useful lease, or while a quota of the key is
 // spent (until a quota call may find room).
-func (l *Limiter) decidableLocked(m *miss, now int64) bool {
+func (ls *leases) decidableLocked(m *miss, now int64) bool {
 	e := m.e
-	closed := l.breaker.current() == BreakerClosed
-	return e.permits >= m.cost && l.leaseLive(e, now) ||
+	closed := ls.l.breaker.current() == BreakerClosed
+	return e.permits >= m.cost && ls.live(e, now) ||
 		closed && e.syncAt != 0 && e.leaseLive && e.regionalAt(now) < e.refillTarget(m.cost) ||
 		closed && m.q.spent(now)
 }
@@ -55,21 +55,21 @@ func (l *Limiter) decidableLocked(m *miss, now int64) bool {
 // locally: one exact call for an exact plan, else a new lease (and quota
 // lease), unless the store may not be called. The shard is unlocked for
 // the calls.
-func (l *Limiter) renewLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
+func (ls *leases) renewLocked(ctx context.Context, m *miss, now int64, invalidated bool) renewal {
 	switch {
 	case m.plan.Exact():
-		return l.exactLocked(ctx, m, now)
-	case l.refusedLocked(m, now):
+		return ls.exactLocked(ctx, m, now)
+	case ls.l.degraded.refusedLocked(m, now):
 		return renewal{out: leaseUnavailable, now: now}
 	}
-	now, ok := l.mayCallStoreLocked(ctx, m, now)
+	now, ok := ls.l.calls.mayCallLocked(ctx, m, now)
 	switch {
 	case !ok:
 		return renewal{out: leaseUnavailable, now: now}
 	case m.q != nil:
-		return l.leaseQuotaLocked(ctx, m, now, invalidated)
+		return ls.l.quotas.leaseLocked(ctx, m, now, invalidated)
 	}
-	return l.leaseLocked(ctx, m, now, invalidated)
+	return ls.leaseLocked(ctx, m, now, invalidated)
 }
 
 // renewal is what a miss's store work came to, for its decision to apply
@@ -103,6 +103,6 @@ const (
 	leaseGranted                         // a lease call answered: decide from the entry's permits
 	leaseAnswered                        // an exact call answered: likewise, keeping no lease
 	leaseUnavailable                     // the store was not called or did not answer: decide degraded
-	leaseRefused                         // the store refused the key's call: degraded (degradedVerdictLocked)
+	leaseRefused                         // the store refused the key's call: degraded (degradedMode.verdictLocked)
 	leaseFailClosed                      // an exact plan's call could not decide: reject until the next probe
 )

@@ -55,7 +55,7 @@ func TestSweep(t *testing.T) {
 	}
 	for i, s := range steps {
 		clk.Set(t0.Add(s.at))
-		if back := lim.sweep(ctx); back != s.back {
+		if back := lim.sweeper.sweep(ctx); back != s.back {
 			t.Fatalf("step %d (t0+%v): the sweep gave back %d permits, want %d", i, s.at, back, s.back)
 		}
 		for _, key := range []string{"first", "second"} {
@@ -116,14 +116,14 @@ func TestSweepDropsRefusedReturns(t *testing.T) {
 		t.Fatal("bad holds no lease")
 	}
 	clk.Set(t0.Add(cfg.LeaseTTL))
-	if back := lim.sweep(ctx); back != held-bad.Lease {
+	if back := lim.sweeper.sweep(ctx); back != held-bad.Lease {
 		t.Fatalf("the sweep gave back %d permits, want %d: every good key's", back, held-bad.Lease)
 	}
 	s := lim.Stats()
 	if s.Breaker != BreakerClosed || s.BreakerFailures != 0 || s.KeyErrors != 1 || s.OutstandingPermits != 0 {
 		t.Fatalf("after the sweep: %+v, want the breaker closed, no failure, 1 key error, nothing outstanding", s)
 	}
-	if back := lim.sweep(ctx); back != 0 || lim.Stats().StoreCalls != s.StoreCalls {
+	if back := lim.sweeper.sweep(ctx); back != 0 || lim.Stats().StoreCalls != s.StoreCalls {
 		t.Fatalf("the next sweep gave back %d permits: the refused return was kept", back)
 	}
 }

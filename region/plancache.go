@@ -1,10 +1,41 @@
 package region
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
+
+// planCache resolves keys' plans and keeps what their keys share: one
+// copy of each plan in use, and each plan's decision counters.
+type planCache struct {
+	resolver PlanResolver
+	// refs holds one copy of each plan in use (Plan → *planRef), which
+	// the entries of its keys point to: an entry carries its plan for the
+	// Decision without growing by a Plan. Cleared by InvalidateAll.
+	refs sync.Map
+	// counted holds the decision counters of each plan name and failure
+	// policy (planKey → *planCounters), for PlanStats. Never cleared: there
+	// are as many as the catalogue has had plans.
+	counted sync.Map
+}
+
+// resolve returns key's plan, validated.
+func (pc *planCache) resolve(key string) (Plan, error) {
+	plan, err := pc.resolver.Plan(key)
+	if err == nil {
+		err = plan.Validate()
+	}
+	if err != nil {
+		return Plan{}, fmt.Errorf("region: plan for key %q: %w", key, err)
+	}
+	return plan, nil
+}
+
+// clear drops the shared copies, for a catalogue change.
+func (pc *planCache) clear() { pc.refs.Clear() }
 
 // planKey names one plan's counters: its name and the failure policy that
 // applies to it.
@@ -13,7 +44,7 @@ type planKey struct {
 	policy FailurePolicy
 }
 
-// planCounters counts the decisions of one plan that metrics break out by
+// planCache.counters counts the decisions of one plan that metrics break out by
 // plan. They are touched off the fast path only: on degraded decisions and
 // on shadow rejections.
 type planCounters struct {
@@ -22,13 +53,13 @@ type planCounters struct {
 	shadowRejected   atomic.Int64
 }
 
-// planCounters returns the counters of p's name and policy.
-func (l *Limiter) planCounters(p Plan) *planCounters {
+// counters returns the counters of p's name and policy.
+func (pc *planCache) counters(p Plan) *planCounters {
 	k := planKey{p.Name, p.Policy()}
-	if c, ok := l.planStats.Load(k); ok {
+	if c, ok := pc.counted.Load(k); ok {
 		return c.(*planCounters)
 	}
-	c, _ := l.planStats.LoadOrStore(k, new(planCounters))
+	c, _ := pc.counted.LoadOrStore(k, new(planCounters))
 	return c.(*planCounters)
 }
 
@@ -50,8 +81,13 @@ type PlanStats struct {
 // the Limiter has decided for, sorted by plan and policy. Call it at
 // metric-scrape rates.
 func (l *Limiter) PlanStats() []PlanStats {
+	return l.plans.all()
+}
+
+// all implements Limiter.PlanStats.
+func (pc *planCache) all() []PlanStats {
 	var out []PlanStats
-	l.planStats.Range(func(k, v any) bool {
+	pc.counted.Range(func(k, v any) bool {
 		pk, c := k.(planKey), v.(*planCounters)
 		out = append(out, PlanStats{
 			Plan:             pk.name,
@@ -69,4 +105,14 @@ func (l *Limiter) PlanStats() []PlanStats {
 		return strings.Compare(string(a.Policy), string(b.Policy))
 	})
 	return out
+}
+
+// shared returns the shared copy of p.
+func (pc *planCache) shared(p Plan) *planRef {
+	if r, ok := pc.refs.Load(p); ok {
+		return r.(*planRef)
+	}
+	cal, _ := p.Calendar() // the plan was validated: the zone loads
+	r, _ := pc.refs.LoadOrStore(p, &planRef{Plan: p, limit: int64(p.Capacity), stats: pc.counters(p), cal: cal})
+	return r.(*planRef)
 }
