@@ -520,7 +520,13 @@ func TestReporterBatchesMessages(t *testing.T) {
 		t.Run(tt.encoding, func(t *testing.T) {
 			js := connect(t, testserver.StartNATS(t).URL)
 			clk := clock.NewManual(t0.Add(time.Second))
-			r, m := newReporter(t, js, clk, func(c *ledger.Config) { c.Encoding = tt.encoding; c.MaxKeys = 4 * keys })
+			r, m := newReporter(t, js, clk, func(c *ledger.Config) {
+				c.Encoding, c.MaxKeys = tt.encoding, 4*keys
+				// The acks of a window of 20,000 JSON messages took over
+				// 500 ms at a load average of 25 (the rest was spooled);
+				// every publish here succeeds, so a long bound costs nothing.
+				c.PublishTimeout = time.Minute
+			})
 			usage := make([]limit.Usage, keys)
 			for i := range usage {
 				usage[i] = limit.Usage{Key: fmt.Sprintf("acct-%05d", i), WindowStart: t0, Spent: int64(i), Leased: int64(i) + 1, WouldReject: int64(i % 3)}

@@ -58,7 +58,10 @@ func TestFailurePolicyThroughOutage(t *testing.T) {
 		"degraded": {Name: "std", Rate: 100, Capacity: 100},
 	}
 	lim, usage := newPlansLimiter(t, redisClient(t, proxy.Addr()), prefix, plans, func(c *region.Config) {
-		c.StoreTimeout = 20 * time.Millisecond
+		// A healthy call on a loaded machine must never reach it (20 ms
+		// degraded the first check at a load average of 25); the cut
+		// link's calls are refused at once, so it costs nothing.
+		c.StoreTimeout = 500 * time.Millisecond
 		c.BreakerCooldown = 50 * time.Millisecond
 	})
 	runLimiter(t, lim)
@@ -307,13 +310,16 @@ func TestExactUnderStoreFailure(t *testing.T) {
 		t.Skip("needs redis-server")
 	}
 	srv := testserver.StartRedis(t)
+	const storeTimeout = 500 * time.Millisecond
 	for _, fault := range []string{"down", "slow"} {
 		t.Run(fault, func(t *testing.T) {
 			proxy := testserver.StartProxy(t, srv.Addr)
 			prefix := fmt.Sprintf("exactfail%d:", time.Now().UnixNano())
 			mod := func(c *region.Config) {
 				c.ProcessEstimate = 2
-				c.StoreTimeout = 20 * time.Millisecond
+				// Never reached by a healthy call under load (20 ms was);
+				// the slow fault's latency is far above it.
+				c.StoreTimeout = storeTimeout
 				c.BreakerCooldown = 50 * time.Millisecond
 			}
 			a, _ := newRedisLimiter(t, redisClient(t, proxy.Addr()), prefix, exactPlan, mod)
@@ -333,7 +339,7 @@ func TestExactUnderStoreFailure(t *testing.T) {
 				proxy.Down()
 			case "slow":
 				// Requests reach Redis and run; their answers come late.
-				if err := proxy.ReplyLatency(100 * time.Millisecond); err != nil {
+				if err := proxy.ReplyLatency(4 * storeTimeout); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -118,7 +118,9 @@ func TestShippedRoles(t *testing.T) {
 			t.Log("clients:\n" + clientLog.String())
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	// A bound on the whole test, far above what it takes at a load average
+	// of 25 (136 s once, when 120 s ran out).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	// A holder of eu's limiter credentials tries to listen to the other
@@ -255,8 +257,13 @@ func TestShippedRoles(t *testing.T) {
 	// Only the reconciler creates the usage stream; a limiter that reports
 	// before it exists spools until a later flush finds it (this test
 	// flushes once).
+	// Each look has its own deadline: one asked while the cluster had no
+	// meta leader (a loaded machine) gets no reply, and on the test's ctx
+	// it waited until that ran out, long after the stream was there.
 	testserver.WaitFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		_, err := limJS.Stream(ctx, ledger.DefaultStream)
+		lookCtx, lookCancel := context.WithTimeout(ctx, 5*time.Second)
+		defer lookCancel()
+		_, err := limJS.Stream(lookCtx, ledger.DefaultStream)
 		return err
 	})
 	rcfg := ledger.DefaultConfig()
