@@ -238,3 +238,42 @@ func TestIncrementalPassRevisitsAndEndedPeriods(t *testing.T) {
 		t.Fatalf("billed %v", b)
 	}
 }
+
+// On the plan calendar a change of the catalogue's plans can re-cut any
+// key's open periods: the pass after it reads every key, the one after
+// that nothing.
+func TestIncrementalPassAfterPlanChange(t *testing.T) {
+	e, _ := incrementalEnv(t)
+	ctx := context.Background()
+	start := time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
+	e.write(t, "acct_a", "p1", start, 10, true)
+	_, s, name := httpSink(t)
+	p, err := sink.NewPublisher(e.pool, e.ex, s, sink.Config{Sink: name, Metrics: e.m, Granularity: export.Hour,
+		Calendar: export.CalendarPlan, Incremental: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := start.Add(2 * time.Hour)
+	for _, step := range []struct {
+		name     string
+		change   string
+		keysRead int
+	}{
+		{name: "first", keysRead: -1},
+		{name: "idle", keysRead: 0},
+		{name: "plan assigned", change: `INSERT INTO quota_plans (name, quotas, time_zone, anchor_day, revision)
+VALUES ('tokyo', '[]', 'Asia/Tokyo', 1, 1);
+INSERT INTO quota_key_plans (key, plan, revision) VALUES ('acct_a', 'tokyo', 1)`, keysRead: -1},
+		{name: "idle again", keysRead: 0},
+	} {
+		if step.change != "" {
+			if _, err := e.pool.Exec(ctx, step.change); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := p.Run(ctx, export.Month.Start(at), at, at)
+		if err != nil || st.KeysRead != step.keysRead {
+			t.Fatalf("%s: %+v, %v; want %d keys read", step.name, st, err, step.keysRead)
+		}
+	}
+}
