@@ -58,7 +58,7 @@ SELECT $4, 'key_' || lpad(k::text, 6, '0'), $1::timestamptz + h * interval '1 ho
        $1::timestamptz + (h + 1) * interval '1 hour', 0, 'seed-' || k || '-' || h, 1 + (k + h) % 5, 0, 0, 1 + (k + h) % 5,
        jsonb_build_object('spent', 1 + (k + h) % 5, 'refunded', 0, 'charged', 0, 'carried_in', 0), 'sent', 1,
        $1::timestamptz + (h + 1) * interval '1 hour', $1::timestamptz + (h + 1) * interval '1 hour', false
-FROM generate_series(greatest(0, $2 - $5), $2 - 1) h, generate_series(1, $3) k`, first, hours, keys, name, eventHours); err != nil {
+FROM generate_series(greatest(0, $2::int - $5::int), $2::int - 1) h, generate_series(1, $3) k`, first, hours, keys, name, eventHours); err != nil {
 		t.Fatal(err)
 	}
 	at := end.Add(30 * time.Minute)
