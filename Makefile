@@ -56,6 +56,13 @@ bench: ## run the Go benchmarks: hot path, store calls, state size, slow path, l
 	$(GO) test -run '^$$' -bench Ingest -benchtime 200000x ./ledger/reconcile/
 	$(GO) test -run '^$$' -bench 'BenchmarkCheck' -benchtime 20000x ./cmd/regional-limiter/
 
+BILLING_KEYS ?= 100000
+BILLING_DAYS ?= 30
+.PHONY: bench-billing
+bench-billing: ## seed BILLING_KEYS keys × BILLING_DAYS days of hourly rows in a private Postgres, time an idle and a 1 %-changed continuous sink pass
+	QUOTA_BILLING_SCALE=1 QUOTA_BILLING_KEYS=$(BILLING_KEYS) QUOTA_BILLING_DAYS=$(BILLING_DAYS) \
+		$(GO) test -count=1 -timeout 120m -run '^TestBillingScale$$' -v ./ledger/sink/
+
 .PHONY: bench-budget
 bench-budget: ## fail when a check allocates over 1.1x the bare net/http handler's bytes or allocations (about 40 s)
 	QUOTA_ALLOC_BUDGET=1 $(GO) test -count=1 -run '^TestCheckAllocationBudget$$' -v ./cmd/regional-limiter/

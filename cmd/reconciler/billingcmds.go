@@ -138,7 +138,8 @@ func events(ctx context.Context, o options, log *slog.Logger) error {
 	g := export.Granularity(o.Granularity)
 	clk := clock.System()
 	p, err := sink.NewPublisher(pool, ex, sender, sink.Config{Sink: o.sinkName(), Granularity: g,
-		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Lookback: o.Lookback, Clock: clk})
+		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Lookback: o.Lookback, Clock: clk,
+		Incremental: o.Continuous})
 	if err != nil {
 		return err
 	}
@@ -373,7 +374,7 @@ func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slo
 	clk := clock.System()
 	cfg := sink.StripeConfig{Meter: o.Meter, Granularity: g, FinalizationGrace: o.FinalizationGrace, Lookback: o.Lookback,
 		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Clock: clk,
-		Summaries: sink.NewStripeSummaries(client, o.Meter)}
+		Summaries: sink.NewStripeSummaries(client, o.Meter), Incremental: o.Continuous}
 	return passes(ctx, o.options, clk, log, func(ctx context.Context, now time.Time) error {
 		from, to := o.passRange(g, now)
 		st, runErr := sink.SyncStripe(ctx, pool, ex, client.V1BillingMeterEvents, cfg, from, to, now)

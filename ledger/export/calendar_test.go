@@ -250,6 +250,27 @@ func TestExportPlanCalendarMatchesGo(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("export\n%swant (period.Calendar)\n%s", rowLines(got), rowLines(want))
 				}
+				// Query.Keys reads those keys' rows alone, on either
+				// calendar (UTC where the range is UTC periods').
+				for _, cal := range []export.Calendar{export.CalendarPlan, export.CalendarUTC} {
+					q := export.Query{From: r.from, To: r.to, Granularity: r.g, Calendar: cal, Now: now}
+					if q.Validate() != nil {
+						continue
+					}
+					all := exportAll(t, ex, q)
+					keys := []string{"acct_unknown", all[len(all)-1].Key, all[0].Key, all[len(all)-1].Key}
+					q.Keys = keys
+					only := exportAll(t, ex, q)
+					var wantOnly []export.Row
+					for _, row := range all {
+						if slices.Contains(keys, row.Key) {
+							wantOnly = append(wantOnly, row)
+						}
+					}
+					if len(wantOnly) == 0 || !slices.Equal(only, wantOnly) {
+						t.Fatalf("%s calendar, keys %v:\n%swant\n%s", cal, keys, rowLines(only), rowLines(wantOnly))
+					}
+				}
 				// Resuming from any row's cursor gives the rows after it.
 				for i := range got {
 					rest := exportAll(t, ex, export.Query{From: r.from, To: r.to, Granularity: r.g, Calendar: export.CalendarPlan,

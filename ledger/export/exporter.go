@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -363,10 +364,16 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 		}
 		upper = prefixBounds(q.Prefix, &args)
 		sql = fmt.Sprintf(planPageSQL, op, upper, trunc, kp, join, bounds)
+		if q.Keys != nil {
+			sql = onlyKeys(sql, "$5", "r.key", op, upper, q.Keys, &args)
+		}
 	} else {
 		args = []any{q.From, q.To, lower, keys, string(q.Granularity)}
 		upper = prefixBounds(q.Prefix, &args)
 		sql = fmt.Sprintf(pageSQL, op, upper)
+		if q.Keys != nil {
+			sql = onlyKeys(sql, "$2", "key", op, upper, q.Keys, &args)
+		}
 	}
 	rows, err := e.db.Query(ctx, sql, args...)
 	if err != nil {
@@ -411,6 +418,26 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 		return buf, "", wrapErr(err, e.cfg.StatementTimeout)
 	}
 	return buf, last, nil
+}
+
+// onlyKeys rewrites a page query (pageSQL or planPageSQL, formatted) to
+// read only keys: its page takes the next of them that have a window in
+// [$1, end) (one probe of the primary key each, not a scan of the range's
+// windows), and its sums read the page's keys alone, not every key
+// between its first and last (col is the sums' key column). It appends
+// the keys' parameter to args.
+func onlyKeys(sql, end, col, op, upper string, keys []string, args *[]any) string {
+	*args = append(*args, keys)
+	n := len(*args)
+	page := fmt.Sprintf(`SELECT k.key FROM (SELECT DISTINCT unnest($%d::text[]) AS key) k
+    WHERE k.key %s $3 %s
+      AND EXISTS (SELECT 1 FROM usage_reports x WHERE x.key = k.key AND x.window_start >= $1 AND x.window_start < %s)
+    ORDER BY 1 LIMIT $4`, n, op, strings.ReplaceAll(upper, "key", "k.key"), end)
+	start := strings.Index(sql, "SELECT DISTINCT key FROM usage_reports")
+	stop := strings.Index(sql, "LIMIT $4") + len("LIMIT $4")
+	sql = sql[:start] + page + sql[stop:]
+	bound := col + " <= (SELECT max(key) FROM page)"
+	return strings.Replace(sql, bound, fmt.Sprintf("%s AND %s = ANY($%d::text[])", bound, col, n), 1)
 }
 
 // prefixBounds returns the page query's condition for prefix ("" none),

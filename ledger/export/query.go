@@ -188,6 +188,11 @@ type Query struct {
 	Cursor Cursor
 	// Now decides whether a period has ended (Row.Complete). Required.
 	Now time.Time
+	// Keys, if not nil, limits the export to these keys (in any order,
+	// repeats ignored): a sink's incremental pass reads only the keys that
+	// changed. Each key's rows are read through its primary key alone, so
+	// the cost follows the keys asked, not the ledger's size.
+	Keys []string
 	// Frozen, on CalendarPlan, names a sink whose recorded periods keep
 	// their bounds (billing_sink_events, this granularity): a period once
 	// sent is never re-cut. The key's plan calendar cuts only its windows

@@ -364,14 +364,13 @@ type periodKey struct {
 	start int64
 }
 
-// load reads the sink's rows for the keys in [lo, hi] and periods in
-// [from, to).
-func (p *Publisher) load(ctx context.Context, lo, hi string, from, to time.Time) (map[periodKey]*state, error) {
+// load reads the sink's rows for keys and periods in [from, to).
+func (p *Publisher) load(ctx context.Context, keys []string, from, to time.Time) (map[periodKey]*state, error) {
 	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, spent, rejected, degraded, acked_spent, data,
     frame, status, first_attempt_at, maybe_stored
 FROM billing_sink_events
-WHERE sink = $1 AND granularity = $2 AND key >= $3 AND key <= $4 AND period_start >= $5 AND period_start < $6`,
-		p.cfg.Sink, string(p.cfg.Granularity), lo, hi, from, to)
+WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AND period_start < $5`,
+		p.cfg.Sink, string(p.cfg.Granularity), keys, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("sink: load: %w", err)
 	}

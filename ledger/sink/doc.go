@@ -54,7 +54,10 @@
 // Config.Lookback before it and back to the sink's watermark and oldest
 // event to resend, and sends
 // one event at a time; it stops at the first event the sink refuses (the
-// sink is down: the next run catches up). KeyDifferences compares the
+// sink is down: the next run catches up). With Config.Incremental
+// (continuous passes) a run after the sink's first reads only the keys
+// that may have changed since its checkpoint (incremental.go, migration
+// 017), and computes the differences from the rows it read. KeyDifferences compares the
 // ledger and a sink key by key; the held and unsent gauges count the
 // sink's whole table. Time enters as Run's now. It starts no
 // goroutines. It does not parse flags (cmd/reconciler does).

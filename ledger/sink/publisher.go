@@ -72,6 +72,13 @@ type Config struct {
 	// (for a receiver that keeps the ids it saw for longer than any
 	// outage lasts).
 	ResendWindow time.Duration
+	// Incremental makes each run after the sink's first read only the
+	// keys that may have changed since the previous successful run
+	// (incremental.go; billing_sinks.checkpoint_xid, migration 017), for
+	// continuous passes: the differences are computed from the rows the
+	// run read. A run that fails leaves the checkpoint, so the next reads
+	// at least as much. False: every run reads every key.
+	Incremental bool
 }
 
 // Config.Lookback's defaults. An hour slice's invoice stays open at most
@@ -92,6 +99,9 @@ type Stats struct {
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
 	Skipped     int // closed periods Config.Skip held back
+	// KeysRead is the number of keys an incremental pass read (-1: every
+	// key; 0 outside Config.Incremental).
+	KeysRead int
 	// Held lists the run's range's events not acknowledged within
 	// Config.ResendWindow of their first attempt: not sent again, for a
 	// person to settle.
@@ -224,46 +234,86 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 	if retry != nil && (watermark.IsZero() || retry.Before(watermark)) {
 		watermark = *retry
 	}
+	runFrom := from
 	from = p.reach(from, to, watermark)
+	var inc *increment
+	if p.cfg.Incremental {
+		if inc, err = p.changes(ctx, from, now); err != nil {
+			return st, err
+		}
+	}
 	// open is the earliest start of a period read incomplete: the
 	// watermark can move up to it, no further.
 	open := to
+	if inc != nil && inc.keys != nil {
+		// A key not read may have a period open since a pass before: an
+		// incremental pass moves the watermark no further than its
+		// lookback's start.
+		open = runFrom.Add(-max(p.cfg.Lookback, 0))
+	}
 	skipped := make(map[periodKey]bool)
+	var diffs []KeyDifference // the differences of the keys read (incremental)
 	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Calendar: p.cfg.Calendar, Now: now, Frozen: p.cfg.Sink}
-	err = exportSpans(ctx, p.ex, q, func(rows []export.Row) error {
-		states, err := p.load(ctx, rows[0].Key, rows[len(rows)-1].Key, from, to)
-		if err != nil {
-			return err
+	if inc != nil {
+		q.Keys = inc.keys
+		st.KeysRead = -1
+		if inc.keys != nil {
+			st.KeysRead = len(inc.keys)
 		}
-		for i := range rows {
-			r := &rows[i]
-			if !r.Complete {
-				st.Open++
-				if r.PeriodStart.Before(open) {
-					open = r.PeriodStart
-				}
-				continue
-			}
-			pk := periodKey{r.Key, r.PeriodStart.Unix()}
-			before := st.Skipped
-			if err := p.period(ctx, r, states[pk], p.sendTime(now), &st); err != nil {
+	}
+	if q.Keys != nil && len(q.Keys) == 0 {
+		err = nil // nothing changed: nothing to read
+	} else {
+		err = exportSpans(ctx, p.ex, q, func(rows []export.Row) (err error) {
+			states, err := p.load(ctx, pageKeys(rows), from, to)
+			if err != nil {
 				return err
 			}
-			if st.Skipped > before {
-				skipped[pk] = true
+			defer func() {
+				if inc != nil && inc.keys != nil && err == nil {
+					diffs, err = p.pageDifferences(ctx, rows, from, to, diffs)
+				}
+			}()
+			for i := range rows {
+				r := &rows[i]
+				if !r.Complete {
+					st.Open++
+					if r.PeriodStart.Before(open) {
+						open = r.PeriodStart
+					}
+					continue
+				}
+				pk := periodKey{r.Key, r.PeriodStart.Unix()}
+				before := st.Skipped
+				if err := p.period(ctx, r, states[pk], p.sendTime(now), &st); err != nil {
+					return err
+				}
+				if st.Skipped > before {
+					skipped[pk] = true
+				}
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	if err == nil {
 		err = advance(ctx, p.db, p.cfg.Sink, open)
 	}
 	uerr := p.unsent(ctx, now, &st)
-	diffs, derr := KeyDifferences(ctx, p.db, p.cfg.Sink, p.cfg.Granularity, p.cfg.Calendar, from, to, now)
+	var derr error
+	switch {
+	case inc == nil || inc.keys == nil:
+		diffs, derr = KeyDifferences(ctx, p.db, p.cfg.Sink, p.cfg.Granularity, p.cfg.Calendar, from, to, now)
+	case err != nil:
+		// The pass stopped part way: the keys it did not reach are
+		// compared as a full pass would, over the keys it meant to read.
+		diffs, derr = p.keyDifferences(ctx, q)
+	}
+	var revisit []string
 	if derr == nil {
 		unmapped := make(map[string]bool)
 		kept := diffs[:0]
 		for _, d := range diffs {
+			revisit = append(revisit, d.Key)
 			if skipped[periodKey{d.Key, d.PeriodStart.Unix()}] {
 				unmapped[d.Key] = true
 				continue
@@ -275,7 +325,25 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 		st.KeysDiffering, st.AbsDifference = keysDiffering(kept)
 		p.cfg.Metrics.setDifference(p.cfg.Sink, st.Difference, st.KeysDiffering, st.AbsDifference, st.SkippedKeys)
 	}
-	return st, errors.Join(err, uerr, derr)
+	var cerr error
+	if inc != nil && err == nil && uerr == nil && derr == nil {
+		for pk := range skipped {
+			revisit = append(revisit, pk.key)
+		}
+		cerr = p.checkpoint(ctx, inc, now, inc.keys, revisit)
+	}
+	return st, errors.Join(err, uerr, derr, cerr)
+}
+
+// keyDifferences is KeyDifferences over q (its keys).
+func (p *Publisher) keyDifferences(ctx context.Context, q export.Query) ([]KeyDifference, error) {
+	var out []KeyDifference
+	err := exportSpans(ctx, p.ex, q, func(rows []export.Row) error {
+		var err error
+		out, err = p.pageDifferences(ctx, rows, q.From, q.To, out)
+		return err
+	})
+	return out, err
 }
 
 // reach is where a run over [from, to) starts reading: Config.Lookback

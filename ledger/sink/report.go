@@ -196,19 +196,11 @@ func KeyDifferences(ctx context.Context, db Querier, sinkName string, g export.G
 	var out []KeyDifference
 	q := export.Query{From: from, To: to, Granularity: g, Calendar: cal, Now: now, Frozen: sinkName}
 	err = exportLedger(ctx, db, q, func(rows []export.Row) error {
-		held, err := ackedByPeriod(ctx, db, sinkName, g, rows[0].Key, rows[len(rows)-1].Key, from, to)
+		held, err := ackedByPeriod(ctx, db, sinkName, g, pageKeys(rows), from, to)
 		if err != nil {
 			return err
 		}
-		for i := range rows {
-			r := &rows[i]
-			a, sent := held[periodKey{r.Key, r.PeriodStart.Unix()}]
-			if (!r.Complete && !sent) || r.Billed == a.acked {
-				continue
-			}
-			out = append(out, KeyDifference{Key: r.Key, PeriodStart: r.PeriodStart, Ledger: r.Billed, Acked: a.acked,
-				Complete: r.Complete, Status: a.status})
-		}
+		out = appendDifferences(out, rows, held)
 		return nil
 	})
 	if err != nil {
@@ -227,16 +219,34 @@ func exportLedger(ctx context.Context, db Querier, q export.Query, page func([]e
 	return exportSpans(ctx, ex, q, page)
 }
 
+// appendDifferences appends to out each of rows whose billed figure
+// differs from what held says the sink acknowledged: closed periods, and
+// any period the sink holds something for.
+func appendDifferences(out []KeyDifference, rows []export.Row, held map[periodKey]ackedPeriod) []KeyDifference {
+	for i := range rows {
+		r := &rows[i]
+		a, sent := held[periodKey{r.Key, r.PeriodStart.Unix()}]
+		if (!r.Complete && !sent) || r.Billed == a.acked {
+			continue
+		}
+		out = append(out, KeyDifference{Key: r.Key, PeriodStart: r.PeriodStart, Ledger: r.Billed, Acked: a.acked,
+			Complete: r.Complete, Status: a.status})
+	}
+	return out
+}
+
 type ackedPeriod struct {
 	acked  int64
 	status string
 }
 
-func ackedByPeriod(ctx context.Context, db Querier, sinkName string, g export.Granularity, lo, hi string,
+// ackedByPeriod reads what the sink acknowledged for keys' periods in
+// [from, to).
+func ackedByPeriod(ctx context.Context, db Querier, sinkName string, g export.Granularity, keys []string,
 	from, to time.Time) (map[periodKey]ackedPeriod, error) {
 	rows, err := db.Query(ctx, `SELECT key, period_start, acked_spent, status FROM billing_sink_events
-WHERE sink = $1 AND granularity = $2 AND key >= $3 AND key <= $4 AND period_start >= $5 AND period_start < $6`,
-		sinkName, string(g), lo, hi, from, to)
+WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AND period_start < $5`,
+		sinkName, string(g), keys, from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -301,8 +301,10 @@ type StripeConfig struct {
 	// stored once its invoice is finalized, against the meter event
 	// summaries (NewStripeSummaries); nil holds it for a person.
 	Summaries MeterSummaries
-	Metrics   *Metrics     // nil: none
-	Logger    *slog.Logger // nil discards
+	// Incremental: Config.Incremental.
+	Incremental bool
+	Metrics     *Metrics     // nil: none
+	Logger      *slog.Logger // nil discards
 }
 
 // StripeStats counts what a SyncStripe run did.
@@ -345,7 +347,7 @@ func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, even
 	}
 	p, err := NewPublisher(db, ex, send, Config{Sink: StripeSinkName(cfg.Meter), Granularity: cfg.Granularity,
 		Calendar: cfg.Calendar, Customers: CustomersDated, Clock: cfg.Clock, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
-		ResendWindow: StripeResendWindow})
+		ResendWindow: StripeResendWindow, Incremental: cfg.Incremental})
 	if err != nil {
 		return out, err
 	}
