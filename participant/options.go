@@ -295,8 +295,8 @@ func (o *Options) Validate() error {
 		_, _, err := membership.SplitHostPort(o.MemberlistBind)
 		check(err == nil, "MemberlistBind", "%v", err)
 	}
-	check(o.MemberlistBind != "" || (len(o.MemberlistJoin) == 0 && len(o.MemberlistKeys) == 0), "MemberlistJoin",
-		"and MemberlistKeys need MemberlistBind (membership is off without it)")
+	check(o.MemberlistBind != "" || len(o.MemberlistJoin) == 0, "MemberlistJoin", "needs MemberlistBind (membership is off without it)")
+	check(o.MemberlistBind != "" || len(o.MemberlistKeys) == 0, "MemberlistKeys", "need MemberlistBind (membership is off without it)")
 	check(o.FlushTimeout > 0, "FlushTimeout", "must be positive, got %v", o.FlushTimeout)
 	lim, rep := o.limiterConfig(), o.ledgerConfig()
 	ch.Add(field.Map("participant: ", lim.Validate(), func(p string) string {

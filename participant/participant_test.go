@@ -97,7 +97,7 @@ func TestOptionsErrorsNameFields(t *testing.T) {
 		{"placement", func(o *participant.Options) { o.Ledger.Stream.Cluster, o.CatalogReplicas = "eu.west", 9 },
 			[]string{"Ledger.Stream.Cluster: ", "CatalogReplicas: must be 1 to 5"}},
 		{"memberlist join without bind", func(o *participant.Options) { o.MemberlistJoin = []string{"127.0.0.1:7946"} },
-			[]string{"MemberlistJoin: and MemberlistKeys need MemberlistBind"}},
+			[]string{"MemberlistJoin: needs MemberlistBind"}},
 		{"bad memberlist bind", func(o *participant.Options) { o.MemberlistBind = "nowhere" }, []string{"MemberlistBind: "}},
 	}
 	for _, tt := range tests {

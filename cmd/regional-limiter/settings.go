@@ -111,13 +111,15 @@ func declare(o *Options) *settings.Set {
 		Field("ShareFloor")
 	s.String(&o.MemberlistBind, "memberlist-bind", "", "memberlist host:port; empty = membership off").
 		Doc("in-region membership: memberlist's host:port; empty = membership off").Field("MemberlistBind")
-	s.String(&o.MemberlistJoinList, "memberlist-join", "", "comma-separated memberlist host:port to join")
+	s.String(&o.MemberlistJoinList, "memberlist-join", "", "comma-separated memberlist host:port to join").
+		Field("MemberlistJoin")
 	s.Var(&o.MemberlistKey, "memberlist-key", "memberlist encryption key: base64 of 16, 24 or 32 bytes; comma-separated for rotation (the first encrypts, all decrypt); empty = plaintext").
 		Doc("memberlist encryption: base64 (standard, padded) of 16, 24 or 32 bytes (AES-128/192/256), e.g. `head -c 32 /dev/urandom \\| base64`; comma-separated for rotation (the first encrypts, all decrypt: add the new key second, then move it first, then drop the old one). Every process of a region needs a shared key: one without it cannot join and is not counted. Pass it as `QUOTA_MEMBERLIST_KEY` from a secret; it never prints. Empty = plaintext (a warning at start)").
 		Check(func() error {
 			_, err := membership.ParseKeys(string(o.MemberlistKey))
 			return err
-		})
+		}).
+		Field("MemberlistKeys")
 	s.String(&o.LogLevel, "log-level", settings.DefaultLogLevel, "log level: debug, info, warn, error").
 		Doc("`debug`, `info`, `warn`, `error`; logs are JSON (log/slog) on stderr").
 		Check(func() error {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -128,20 +129,27 @@ func (st *Setting) Field(path string) *Setting {
 
 // Explain rewrites the field errors joined in err (internal/field) about
 // a declared setting's field as "--name: cause", the cause without its
-// owner's prefix; it keeps the others as they are.
+// owner's prefix and with the fields of declared settings it names (whole
+// paths) named by their flags; it keeps the others as they are.
 func (s *Set) Explain(err error) error {
 	flags := map[string]string{}
+	var paths []string
 	for _, st := range s.list {
 		if st.field != "" {
-			flags[st.field] = st.name
+			flags[st.field] = "--" + st.name
+			paths = append(paths, regexp.QuoteMeta(st.field))
 		}
 	}
+	if len(paths) == 0 {
+		return err
+	}
+	named := regexp.MustCompile(`\b(` + strings.Join(paths, "|") + `)\b`)
 	var errs []error
 	field.Each(err, func(e error) {
 		var fe *field.Error
 		if errors.As(e, &fe) {
 			if name, ok := flags[fe.Path]; ok {
-				e = fmt.Errorf("--%s: %w", name, fe.Err)
+				e = fmt.Errorf("%s: %s", name, named.ReplaceAllStringFunc(fe.Err.Error(), func(p string) string { return flags[p] }))
 			}
 		}
 		errs = append(errs, e)
