@@ -81,7 +81,10 @@ func declare(o *Options) *settings.Set {
 		Check(func() error { return shutdownBudget(o.DrainTimeout, time.Nanosecond) })
 	s.Duration(&o.FlushTimeout, "flush-timeout", o.FlushTimeout, "at shutdown, after the listeners are drained, the budget of the limiter's last flush and the final usage reports (to JetStream, or the spool): never spent by the drains").
 		Doc("at shutdown, after the listeners are drained, the limiter's last flush and the final usage reports (to JetStream, or the spool) get this long of their own: never spent by the drains (at most 5m)").
-		Check(func() error { return shutdownBudget(o.FlushTimeout, time.Nanosecond) })
+		Field("FlushTimeout").
+		Check(func() error {
+			return want(o.FlushTimeout <= maxShutdownDelay, "must be at most %v, got %v", maxShutdownDelay, o.FlushTimeout)
+		})
 	s.String(&o.ProcessID, "process-id", o.ProcessID, "process identity in usage reports").
 		DefaultDoc("host-pid").Field("ProcessID")
 	s.Duration(&o.Limiter.Window, "window", o.Limiter.Window, "accounting window").Field("Limiter.Window")
