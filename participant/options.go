@@ -96,8 +96,8 @@ type Options struct {
 	// RegionWeights are historical region weights for a cold start; empty
 	// (equal weights) or one for every region of Regions. Default none.
 	RegionWeights map[string]float64
-	// ShareFloor is the smallest share of a key a region keeps, in [0, 1).
-	// Default 0.05.
+	// ShareFloor is the smallest share of a key a region keeps
+	// (gossip.Config.Floor), in (0, 0.5]. Default 0.05.
 	ShareFloor float64
 	// GossipInterval is the cross-region demand gossip period. Default 1s.
 	GossipInterval time.Duration
@@ -282,15 +282,17 @@ func (o *Options) Validate() error {
 		check(o.DefaultPlan.Rate > 0, "DefaultPlan.Rate", "must be positive (or the whole plan zero), got %v", o.DefaultPlan.Rate)
 		check(o.DefaultPlan.Capacity >= 1, "DefaultPlan.Capacity", "must be at least 1 (or the whole plan zero), got %v", o.DefaultPlan.Capacity)
 	}
-	if _, err := o.RegionSet(); err != nil {
+	if regions, err := o.RegionSet(); err != nil {
 		ch.Add(&field.Error{Path: "Regions", Err: err})
+	} else {
+		// The gossip settings are gossip's to check.
+		gcfg := o.gossipConfig(regions)
+		ch.Add(field.Map("participant: ", gcfg.Validate(), func(p string) string {
+			return fromOption("Gossip", p, map[string]string{"Region": "Region", "Process": "ProcessID",
+				"Interval": "GossipInterval", "Floor": "ShareFloor", "HotKeyMetrics": "HotKeyMetrics",
+				"Regions": "Regions", "Weights": "RegionWeights"})
+		}))
 	}
-	for r, w := range o.RegionWeights {
-		check(w >= 0, "RegionWeights", "region %q: weight must not be negative, got %v", r, w)
-	}
-	check(o.ShareFloor >= 0 && o.ShareFloor < 1, "ShareFloor", "must be in [0, 1), got %v", o.ShareFloor)
-	check(o.GossipInterval > 0, "GossipInterval", "must be positive, got %v", o.GossipInterval)
-	check(o.HotKeyMetrics >= 0 && o.HotKeyMetrics <= 100, "HotKeyMetrics", "must be in [0, 100], got %d", o.HotKeyMetrics)
 	if o.MemberlistBind != "" {
 		_, _, err := membership.SplitHostPort(o.MemberlistBind)
 		check(err == nil, "MemberlistBind", "%v", err)

@@ -92,6 +92,8 @@ func TestOptionsErrorsNameFields(t *testing.T) {
 			o.Limiter.Window, o.Ledger.ReportInterval, o.Limiter.StoreTimeout, o.Limiter.ProcessEstimate, o.GossipInterval = 0, -1, 0, 0, 0
 		}, []string{"Limiter.Window: must be positive", "Ledger.ReportInterval: must be positive", "Limiter.StoreTimeout: must be positive",
 			"Limiter.ProcessEstimate: must be at least 1", "GossipInterval: must be positive"}},
+		{"share floor past gossip's bound", func(o *participant.Options) { o.ShareFloor = 0.7 },
+			[]string{"ShareFloor: must be in (0, 0.5]"}},
 		{"half a default plan", func(o *participant.Options) { o.DefaultPlan = region.Plan{Rate: 10} },
 			[]string{"DefaultPlan.Capacity: must be at least 1"}},
 		{"placement", func(o *participant.Options) { o.Ledger.Stream.Cluster, o.CatalogReplicas = "eu.west", 9 },

@@ -26,17 +26,8 @@ import (
 // limiter exists.
 func newGossip(p *Participant) (*gossip.Node, error) {
 	o := &p.opts
-	cfg := gossip.DefaultConfig()
-	cfg.Region = o.Region
-	cfg.Process = gossipProcessName(o.ProcessID)
-	cfg.Interval = o.GossipInterval
-	cfg.Floor = o.ShareFloor
-	cfg.Regions = o.Regions
-	if len(o.RegionWeights) > 0 {
-		cfg.Weights = o.RegionWeights
-	}
+	cfg := o.gossipConfig(o.Regions)
 	cfg.Registerer = o.Registerer
-	cfg.HotKeyMetrics = o.HotKeyMetrics
 	cfg.Logger = p.log
 	cfg.Clock = o.Clock
 	// A region's gossiped claims for a key count up to MaxClaim × the
@@ -57,6 +48,22 @@ func newGossip(p *Participant) (*gossip.Node, error) {
 	}
 	p.log.Info("gossip region set", "regions", o.Regions)
 	return node, nil
+}
+
+// gossipConfig is the gossip node's configuration from the options, on
+// the region set regions; newGossip adds the callbacks.
+func (o *Options) gossipConfig(regions []string) gossip.Config {
+	cfg := gossip.DefaultConfig()
+	cfg.Region = o.Region
+	cfg.Process = gossipProcessName(o.ProcessID)
+	cfg.Interval = o.GossipInterval
+	cfg.Floor = o.ShareFloor
+	cfg.Regions = regions
+	if len(o.RegionWeights) > 0 {
+		cfg.Weights = o.RegionWeights
+	}
+	cfg.HotKeyMetrics = o.HotKeyMetrics
+	return cfg
 }
 
 // gossipProcessName makes a process id a NATS subject token.

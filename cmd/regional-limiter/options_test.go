@@ -280,6 +280,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, nil, "", []string{"-nope"}},
 		{"positional argument", []string{"serve"}, nil, "", []string{"unexpected arguments"}},
 		{"validation", []string{"--share-floor", "1"}, nil, "", []string{"--share-floor"}},
+		{"gossip's bound", []string{"--share-floor", "0.7"}, nil, "", []string{"--share-floor: must be in (0, 0.5], got 0.7"}},
+		{"owner's bound", []string{"--idempotency-horizon", "0s"}, nil, "", []string{"--idempotency-horizon: must be at least 1ms"}},
 		{"gc percent too small", []string{"--gc-percent", "5"}, nil, "", []string{"--gc-percent", "got 5"}},
 		{"validation joins all", []string{"--window", "0s", "--processes", "0"}, nil, "", []string{"--window", "--processes"}},
 		{"usage encoding", []string{"--usage-encoding", "xml"}, nil, "", []string{"--usage-encoding"}},
