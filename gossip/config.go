@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/field"
 )
 
 // Config configures a Node. Start from DefaultConfig; New validates a copy.
@@ -229,11 +230,16 @@ func DefaultConfig() Config {
 	}
 }
 
+// Validate checks every field and reports every bad one, those a check
+// of its own finds as a *field.Error naming it (internal/field); New
+// validates a copy.
+func (c Config) Validate() error { return c.validate() }
+
 func (c *Config) validate() error {
 	var errs []error
-	check := func(ok bool, field, format string, args ...any) {
+	check := func(ok bool, path, format string, args ...any) {
 		if !ok {
-			errs = append(errs, fmt.Errorf("gossip: config %s: "+format, append([]any{field}, args...)...))
+			errs = append(errs, fmt.Errorf("gossip: config %w", field.Errorf(path, format, args...)))
 		}
 	}
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quotaplatform/quota/internal/field"
 	"github.com/quotaplatform/quota/internal/natsname"
 )
 
@@ -86,27 +87,25 @@ func DefaultStreamConfig() StreamConfig {
 	}
 }
 
-func (c *StreamConfig) validate() error {
-	switch {
-	case c.Name == "":
-		return errors.New("ledger: stream config Name: must not be empty")
-	case c.SubjectPrefix == "":
-		return errors.New("ledger: stream config SubjectPrefix: must not be empty")
-	case c.DuplicateWindow <= 0:
-		return fmt.Errorf("ledger: stream config DuplicateWindow: must be positive, got %v", c.DuplicateWindow)
-	case c.MaxAge != 0 && c.MaxAge < c.DuplicateWindow:
-		return fmt.Errorf("ledger: stream config MaxAge: must be 0 (no age limit) or at least DuplicateWindow, got %v", c.MaxAge)
-	case c.Replicas < 1:
-		return fmt.Errorf("ledger: stream config Replicas: must be at least 1, got %d", c.Replicas)
-	case c.MaxBytes < 1<<20:
-		return fmt.Errorf("ledger: stream config MaxBytes: must be at least 1 MiB, got %d", c.MaxBytes)
-	case c.Retention != jetstream.WorkQueuePolicy && c.Retention != jetstream.LimitsPolicy:
-		return fmt.Errorf("ledger: stream config Retention: must be WorkQueue or Limits, got %v", c.Retention)
-	}
-	if err := CheckClusterName(c.Cluster); err != nil {
-		return fmt.Errorf("ledger: stream config Cluster: %w", err)
-	}
-	return nil
+// validate is Validate, for the Reporter and EnsureStream.
+func (c *StreamConfig) validate() error { return c.Validate() }
+
+// Validate checks every field and reports every bad one, each a
+// *field.Error naming it (internal/field).
+func (c StreamConfig) Validate() error {
+	ch := field.Check{Prefix: "ledger: stream config "}
+	check := ch.That
+	check(c.Name != "", "Name", "must not be empty")
+	check(c.SubjectPrefix != "", "SubjectPrefix", "must not be empty")
+	check(c.DuplicateWindow > 0, "DuplicateWindow", "must be positive, got %v", c.DuplicateWindow)
+	check(c.MaxAge == 0 || c.MaxAge >= c.DuplicateWindow, "MaxAge", "must be 0 (no age limit) or at least DuplicateWindow, got %v", c.MaxAge)
+	// 5: JetStream's most replicas.
+	check(c.Replicas >= 1 && c.Replicas <= 5, "Replicas", "must be 1 to 5, got %d", c.Replicas)
+	check(c.MaxBytes >= 1<<20, "MaxBytes", "must be at least 1 MiB, got %d", c.MaxBytes)
+	check(c.Retention == jetstream.WorkQueuePolicy || c.Retention == jetstream.LimitsPolicy, "Retention", "must be WorkQueue or Limits, got %v", c.Retention)
+	err := CheckClusterName(c.Cluster)
+	check(err == nil, "Cluster", "%v", err)
+	return ch.Err()
 }
 
 // CheckClusterName returns an error when name, not empty, cannot be a NATS

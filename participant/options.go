@@ -1,7 +1,6 @@
 package participant
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/clock"
 	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/internal/field"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
@@ -26,7 +26,9 @@ import (
 
 // Options configure a Participant. Start from DefaultOptions; New validates
 // a copy and reports every bad field at once, each error naming its field.
-// The daemon's flags (cmd/regional-limiter) map one to one onto these fields.
+// The limiter's and the ledger reporter's settings are their own Configs
+// (Limiter, Ledger), validated by their packages; the daemon's flags
+// (cmd/regional-limiter) bind to these fields.
 type Options struct {
 	// Region is this process's region, a NATS subject token. Default "local".
 	Region string
@@ -69,18 +71,11 @@ type Options struct {
 	// needs the control-plane role) and creates the catalogue bucket when
 	// missing. Always true with embedded NATS. Default false.
 	ControlPlane bool
-	// UsageStreamReplicas, UsageStreamMaxBytes and UsageStreamCluster
-	// shape the usage stream when this process creates it: only with
-	// embedded NATS (elsewhere the reconciler creates it, and the
-	// process spools until it exists); never an existing one.
-	// CatalogReplicas and CatalogCluster the catalogue
-	// bucket. A cluster is a NATS cluster (region) name; empty: wherever
-	// this process is connected. Defaults 1, 1 GiB, "", 1, "".
-	UsageStreamReplicas int
-	UsageStreamMaxBytes int64
-	UsageStreamCluster  string
-	CatalogReplicas     int
-	CatalogCluster      string
+	// CatalogReplicas and CatalogCluster shape the catalogue bucket when
+	// this process creates it. A cluster is a NATS cluster (region) name;
+	// empty: wherever this process is connected. Defaults 1, "".
+	CatalogReplicas int
+	CatalogCluster  string
 	// CatalogSyncWait is how long Start waits for a fresh catalogue from
 	// NATS before serving from the cached copy (or DefaultPlan); 100 ms at
 	// most while NATS is not connected. Start never fails over it.
@@ -101,8 +96,8 @@ type Options struct {
 	// RegionWeights are historical region weights for a cold start; empty
 	// (equal weights) or one for every region of Regions. Default none.
 	RegionWeights map[string]float64
-	// ShareFloor is the smallest share of a key a region keeps, in [0, 1).
-	// Default 0.05.
+	// ShareFloor is the smallest share of a key a region keeps
+	// (gossip.Config.Floor), in (0, 0.5]. Default 0.05.
 	ShareFloor float64
 	// GossipInterval is the cross-region demand gossip period. Default 1s.
 	GossipInterval time.Duration
@@ -115,34 +110,29 @@ type Options struct {
 	MemberlistJoin []string
 	MemberlistKeys []membership.Key
 
-	// Window is the accounting window. Default 60s.
-	Window time.Duration
-	// ReportInterval is how often usage is reported to the ledger stream.
-	// Default 5s.
-	ReportInterval time.Duration
+	// Limiter configures the limiter (region.Config, its defaults). The
+	// participant sets Region, Clock, Tracer, Usage, Shares, Costs,
+	// Processes, QuotaBases and Observer itself; ClockOffset also shifts
+	// the ledger reporter's clock. Its FlushInterval is how often usage
+	// reaches the reporter and the gossip node.
+	Limiter region.Config
+	// Ledger configures the ledger reporter (ledger.Config, its defaults):
+	// ReportInterval, Encoding (ledger.EncodingJSON for reconcilers older
+	// than batching), Stream's Replicas, MaxBytes and Cluster when this
+	// process creates the usage stream (only with embedded NATS; elsewhere
+	// the reconciler creates it, and the process spools until it exists).
+	// The participant sets Region, ProcessID, Window (Limiter.Window),
+	// SpoolDir (DataDir/spool), CreateStream, Clock, Logger, Metrics and
+	// Tracer itself.
+	Ledger ledger.Config
+
 	// FlushTimeout bounds the limiter's drain and the ledger reporter's
 	// final reports at Close, counted from when the limiter's drain
 	// begins. It is their own budget: Close's ctx, which a daemon may have
 	// spent draining its listeners, does not cut it short, so that the
 	// last usage always reaches an open reporter. Default 10s.
 	FlushTimeout time.Duration
-	// StoreTimeout is the hard timeout of one store call. Default 5ms.
-	StoreTimeout time.Duration
-	// IdempotencyHorizon is how long the region's store remembers a check's
-	// request id: the same id within it is charged once
-	// (region.Config.IdempotencyHorizon). At least 1ms. Default 24h.
-	IdempotencyHorizon time.Duration
-	// Processes estimates the limiter processes sharing the region's store,
-	// until membership counts them. Default 1.
-	Processes int
-	// FlushInterval is how often the limiter hands usage to the reporter
-	// and the gossip node. Default 1s.
-	FlushInterval time.Duration
 
-	// ClockSkew shifts this process's wall clock, to test clock skew: the
-	// limiter applies it to its wall readings (region.Config.ClockOffset)
-	// and the reporter stamps skewed time. Default 0.
-	ClockSkew time.Duration
 	// Clock, when set, is the time source of the limiter, the reporter and
 	// the gossip node (tests pass a clock.Manual). Nil: the system clock,
 	// and the limiter decides on the coarse clock its loop keeps, which
@@ -162,11 +152,6 @@ type Options struct {
 	// catalogue, e.g. other rules in front of it. Default: the catalogue.
 	Plans func(*catalog.Catalog) (region.PlanResolver, error)
 
-	// UsageEncoding is how usage reports travel to the ledger
-	// (ledger.Config.Encoding): ledger.EncodingBatch, many to a message, or
-	// ledger.EncodingJSON, one per message, all that reconcilers older than
-	// batching read. Default ledger.EncodingBatch.
-	UsageEncoding string
 	// HotKeyMetrics is how many of the fleet's hottest keys the Registerer
 	// gets by rank (gossip.Config.HotKeyMetrics; no key in a label), in
 	// [0, 100]. Default 0.
@@ -188,29 +173,19 @@ type Options struct {
 // settings a part owns take that part's default (region, gossip, ledger,
 // catalog DefaultConfig), so each is written once.
 func DefaultOptions() Options {
-	lim, shares := region.DefaultConfig(), gossip.DefaultConfig()
-	rep, stream, cat := ledger.DefaultConfig(), ledger.DefaultStreamConfig(), catalog.DefaultConfig()
+	lim, shares, cat := region.DefaultConfig(), gossip.DefaultConfig(), catalog.DefaultConfig()
 	return Options{
-		Region:              lim.Region,
-		ProcessID:           defaultProcessID(),
-		DataDir:             "./data",
-		Name:                "quota-participant",
-		UsageStreamReplicas: stream.Replicas,
-		UsageStreamMaxBytes: stream.MaxBytes,
-		CatalogReplicas:     cat.Replicas,
-		CatalogSyncWait:     3 * time.Second,
-		ShareFloor:          shares.Floor,
-		GossipInterval:      shares.Interval,
-		Window:              lim.Window,
-		ReportInterval:      rep.ReportInterval,
-		FlushTimeout:        10 * time.Second,
-		StoreTimeout:        lim.StoreTimeout,
-		IdempotencyHorizon:  lim.IdempotencyHorizon,
-		Processes:           lim.ProcessEstimate,
-		// Not region's 5s: usage reaches the reporter and the gossip
-		// node within a second.
-		FlushInterval: time.Second,
-		UsageEncoding: rep.Encoding,
+		Region:          lim.Region,
+		ProcessID:       defaultProcessID(),
+		DataDir:         "./data",
+		Name:            "quota-participant",
+		CatalogReplicas: cat.Replicas,
+		CatalogSyncWait: 3 * time.Second,
+		ShareFloor:      shares.Floor,
+		GossipInterval:  shares.Interval,
+		Limiter:         lim,
+		Ledger:          ledger.DefaultConfig(),
+		FlushTimeout:    10 * time.Second,
 	}
 }
 
@@ -284,18 +259,14 @@ func RegionSet(own string, regions []string, weights map[string]float64, embedde
 	return regions, nil
 }
 
-// validate checks o whole and joins an error per bad field.
-func (o *Options) validate() error {
-	var errs []error
-	check := func(ok bool, field, format string, args ...any) {
-		if !ok {
-			errs = append(errs, fmt.Errorf("participant: %s: "+format, append([]any{field}, args...)...))
-		}
-	}
-	check(o.Region != "", "Region", "must not be empty")
-	check(o.UsageEncoding == ledger.EncodingBatch || o.UsageEncoding == ledger.EncodingJSON, "UsageEncoding",
-		"must be %q or %q, got %q", ledger.EncodingBatch, ledger.EncodingJSON, o.UsageEncoding)
-	check(o.HotKeyMetrics >= 0 && o.HotKeyMetrics <= 100, "HotKeyMetrics", "must be in [0, 100], got %d", o.HotKeyMetrics)
+// Validate checks o whole and joins an error per bad field, each a
+// *field.Error (internal/field) naming it: the limiter's and the
+// reporter's settings are checked by region and ledger, as the
+// participant would configure them, and named under Limiter and Ledger
+// (those the participant sets from another field, by that field).
+func (o *Options) Validate() error {
+	ch := field.Check{Prefix: "participant: "}
+	check := ch.That
 	check(o.ProcessID != "", "ProcessID", "must not be empty")
 	check(o.DataDir != "", "DataDir", "must not be empty")
 	check(o.Name != "", "Name", "must not be empty")
@@ -303,38 +274,48 @@ func (o *Options) validate() error {
 	check(o.Store == nil || o.Redis == "", "Store", "and Redis are exclusive: give one store")
 	check(o.NATS == nil || o.NATSURL == "", "NATS", "and NATSURL are exclusive: give a connection or a URL")
 	check(len(o.NATSOptions) == 0 || o.NATSURL != "", "NATSOptions", "need NATSURL (the embedded server has no users; a given connection has its own options)")
-	check(o.UsageStreamReplicas >= 1 && o.UsageStreamReplicas <= 5, "UsageStreamReplicas", "must be 1 to 5, got %d", o.UsageStreamReplicas)
-	check(o.UsageStreamMaxBytes >= 1<<20, "UsageStreamMaxBytes", "must be at least 1 MiB, got %d", o.UsageStreamMaxBytes)
 	check(o.CatalogReplicas >= 1 && o.CatalogReplicas <= 5, "CatalogReplicas", "must be 1 to 5, got %d", o.CatalogReplicas)
-	for _, f := range []struct{ name, value string }{{"UsageStreamCluster", o.UsageStreamCluster}, {"CatalogCluster", o.CatalogCluster}} {
-		err := ledger.CheckClusterName(f.value)
-		check(err == nil, f.name, "%v", err)
-	}
+	err := ledger.CheckClusterName(o.CatalogCluster)
+	check(err == nil, "CatalogCluster", "%v", err)
 	check(o.CatalogSyncWait >= 0, "CatalogSyncWait", "must not be negative, got %v", o.CatalogSyncWait)
 	if o.DefaultPlan != (region.Plan{}) {
 		check(o.DefaultPlan.Rate > 0, "DefaultPlan.Rate", "must be positive (or the whole plan zero), got %v", o.DefaultPlan.Rate)
 		check(o.DefaultPlan.Capacity >= 1, "DefaultPlan.Capacity", "must be at least 1 (or the whole plan zero), got %v", o.DefaultPlan.Capacity)
 	}
-	if _, err := o.RegionSet(); err != nil {
-		errs = append(errs, err)
+	if regions, err := o.RegionSet(); err != nil {
+		ch.Add(&field.Error{Path: "Regions", Err: err})
+	} else {
+		// The gossip settings are gossip's to check.
+		gcfg := o.gossipConfig(regions)
+		ch.Add(field.Map("participant: ", gcfg.Validate(), func(p string) string {
+			return fromOption("Gossip", p, map[string]string{"Region": "Region", "Process": "ProcessID",
+				"Interval": "GossipInterval", "Floor": "ShareFloor", "HotKeyMetrics": "HotKeyMetrics",
+				"Regions": "Regions", "Weights": "RegionWeights"})
+		}))
 	}
-	for r, w := range o.RegionWeights {
-		check(w >= 0, "RegionWeights", "region %q: weight must not be negative, got %v", r, w)
-	}
-	check(o.ShareFloor >= 0 && o.ShareFloor < 1, "ShareFloor", "must be in [0, 1), got %v", o.ShareFloor)
-	check(o.GossipInterval > 0, "GossipInterval", "must be positive, got %v", o.GossipInterval)
 	if o.MemberlistBind != "" {
 		_, _, err := membership.SplitHostPort(o.MemberlistBind)
 		check(err == nil, "MemberlistBind", "%v", err)
 	}
-	check(o.MemberlistBind != "" || (len(o.MemberlistJoin) == 0 && len(o.MemberlistKeys) == 0), "MemberlistJoin",
-		"and MemberlistKeys need MemberlistBind (membership is off without it)")
-	check(o.Window > 0, "Window", "must be positive, got %v", o.Window)
-	check(o.ReportInterval > 0, "ReportInterval", "must be positive, got %v", o.ReportInterval)
+	check(o.MemberlistBind != "" || len(o.MemberlistJoin) == 0, "MemberlistJoin", "needs MemberlistBind (membership is off without it)")
+	check(o.MemberlistBind != "" || len(o.MemberlistKeys) == 0, "MemberlistKeys", "need MemberlistBind (membership is off without it)")
 	check(o.FlushTimeout > 0, "FlushTimeout", "must be positive, got %v", o.FlushTimeout)
-	check(o.StoreTimeout > 0, "StoreTimeout", "must be positive, got %v", o.StoreTimeout)
-	check(o.IdempotencyHorizon >= time.Millisecond, "IdempotencyHorizon", "must be at least 1ms, got %v", o.IdempotencyHorizon)
-	check(o.Processes >= 1, "Processes", "must be at least 1, got %d", o.Processes)
-	check(o.FlushInterval > 0, "FlushInterval", "must be positive, got %v", o.FlushInterval)
-	return errors.Join(errs...)
+	lim, rep := o.limiterConfig(), o.ledgerConfig()
+	ch.Add(field.Map("participant: ", lim.Validate(), func(p string) string {
+		return fromOption("Limiter", p, map[string]string{"Region": "Region"})
+	}))
+	ch.Add(field.Map("participant: ", rep.Validate(), func(p string) string {
+		return fromOption("Ledger", p, map[string]string{"Region": "Region", "ProcessID": "ProcessID",
+			"Window": "Limiter.Window", "SpoolDir": "DataDir"})
+	}))
+	return ch.Err()
+}
+
+// fromOption is the Options path of a field of the Config held as holder:
+// set names the fields the participant sets from another option.
+func fromOption(holder, path string, set map[string]string) string {
+	if p, ok := set[path]; ok {
+		return p
+	}
+	return holder + "." + path
 }

@@ -98,7 +98,7 @@ func Open(ctx context.Context, o Options) (*Participant, error) {
 // an embedded NATS server starts here, so that the other parts have a
 // connection. Close releases what it opened.
 func New(o Options) (*Participant, error) {
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	o.Regions, _ = o.RegionSet() // validated

@@ -41,7 +41,7 @@ func testOptions(t *testing.T) participant.Options {
 	o := participant.DefaultOptions()
 	o.DataDir = t.TempDir()
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	o.StoreTimeout = 2 * time.Second
+	o.Limiter.StoreTimeout = 2 * time.Second
 	return o
 }
 
@@ -89,15 +89,17 @@ func TestOptionsErrorsNameFields(t *testing.T) {
 			o.Region, o.Regions, o.RegionWeights = "eu", []string{"eu", "us"}, map[string]float64{"eu": 1, "ap": 1}
 		}, []string{"Regions and RegionWeights disagree"}},
 		{"durations and counts", func(o *participant.Options) {
-			o.Window, o.ReportInterval, o.StoreTimeout, o.Processes, o.GossipInterval = 0, -1, 0, 0, 0
-		}, []string{"Window: must be positive", "ReportInterval: must be positive", "StoreTimeout: must be positive",
-			"Processes: must be at least 1", "GossipInterval: must be positive"}},
+			o.Limiter.Window, o.Ledger.ReportInterval, o.Limiter.StoreTimeout, o.Limiter.ProcessEstimate, o.GossipInterval = 0, -1, 0, 0, 0
+		}, []string{"Limiter.Window: must be positive", "Ledger.ReportInterval: must be positive", "Limiter.StoreTimeout: must be positive",
+			"Limiter.ProcessEstimate: must be at least 1", "GossipInterval: must be positive"}},
+		{"share floor past gossip's bound", func(o *participant.Options) { o.ShareFloor = 0.7 },
+			[]string{"ShareFloor: must be in (0, 0.5]"}},
 		{"half a default plan", func(o *participant.Options) { o.DefaultPlan = region.Plan{Rate: 10} },
 			[]string{"DefaultPlan.Capacity: must be at least 1"}},
-		{"placement", func(o *participant.Options) { o.UsageStreamCluster, o.CatalogReplicas = "eu.west", 9 },
-			[]string{"UsageStreamCluster: ", "CatalogReplicas: must be 1 to 5"}},
+		{"placement", func(o *participant.Options) { o.Ledger.Stream.Cluster, o.CatalogReplicas = "eu.west", 9 },
+			[]string{"Ledger.Stream.Cluster: ", "CatalogReplicas: must be 1 to 5"}},
 		{"memberlist join without bind", func(o *participant.Options) { o.MemberlistJoin = []string{"127.0.0.1:7946"} },
-			[]string{"MemberlistJoin: and MemberlistKeys need MemberlistBind"}},
+			[]string{"MemberlistJoin: needs MemberlistBind"}},
 		{"bad memberlist bind", func(o *participant.Options) { o.MemberlistBind = "nowhere" }, []string{"MemberlistBind: "}},
 	}
 	for _, tt := range tests {
@@ -376,7 +378,7 @@ func TestOpenFailsCleanly(t *testing.T) {
 // limiter.
 func TestQuotaBasesAndHorizon(t *testing.T) {
 	o := testOptions(t)
-	o.IdempotencyHorizon = time.Hour
+	o.Limiter.IdempotencyHorizon = time.Hour
 	p := open(t, o)
 	if p.QuotaBases() != nil {
 		t.Fatalf("embedded NATS: quota bases %T, want none", p.QuotaBases())
@@ -406,8 +408,8 @@ func TestQuotaBasesAndHorizon(t *testing.T) {
 		t.Fatalf("Options.QuotaBases not used: %T", r.QuotaBases())
 	}
 	o = testOptions(t)
-	o.IdempotencyHorizon = 0
-	if _, err := participant.New(o); err == nil || !strings.Contains(err.Error(), "IdempotencyHorizon") {
+	o.Limiter.IdempotencyHorizon = 0
+	if _, err := participant.New(o); err == nil || !strings.Contains(err.Error(), "Limiter.IdempotencyHorizon") {
 		t.Fatalf("IdempotencyHorizon 0: %v", err)
 	}
 }

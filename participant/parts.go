@@ -26,17 +26,8 @@ import (
 // limiter exists.
 func newGossip(p *Participant) (*gossip.Node, error) {
 	o := &p.opts
-	cfg := gossip.DefaultConfig()
-	cfg.Region = o.Region
-	cfg.Process = gossipProcessName(o.ProcessID)
-	cfg.Interval = o.GossipInterval
-	cfg.Floor = o.ShareFloor
-	cfg.Regions = o.Regions
-	if len(o.RegionWeights) > 0 {
-		cfg.Weights = o.RegionWeights
-	}
+	cfg := o.gossipConfig(o.Regions)
 	cfg.Registerer = o.Registerer
-	cfg.HotKeyMetrics = o.HotKeyMetrics
 	cfg.Logger = p.log
 	cfg.Clock = o.Clock
 	// A region's gossiped claims for a key count up to MaxClaim × the
@@ -57,6 +48,22 @@ func newGossip(p *Participant) (*gossip.Node, error) {
 	}
 	p.log.Info("gossip region set", "regions", o.Regions)
 	return node, nil
+}
+
+// gossipConfig is the gossip node's configuration from the options, on
+// the region set regions; newGossip adds the callbacks.
+func (o *Options) gossipConfig(regions []string) gossip.Config {
+	cfg := gossip.DefaultConfig()
+	cfg.Region = o.Region
+	cfg.Process = gossipProcessName(o.ProcessID)
+	cfg.Interval = o.GossipInterval
+	cfg.Floor = o.ShareFloor
+	cfg.Regions = regions
+	if len(o.RegionWeights) > 0 {
+		cfg.Weights = o.RegionWeights
+	}
+	cfg.HotKeyMetrics = o.HotKeyMetrics
+	return cfg
 }
 
 // gossipProcessName makes a process id a NATS subject token.
@@ -86,17 +93,19 @@ func newCatalog(o *Options, log *slog.Logger) (*catalog.Catalog, error) {
 }
 
 // wallClock is the clock the reporter stamps wall time with: Options.Clock
-// or the system clock, shifted by Options.ClockSkew.
+// or the system clock, shifted by Limiter.ClockOffset.
 func wallClock(o *Options, log *slog.Logger) clock.Clock {
 	c := o.Clock
 	if c == nil {
 		c = clock.System()
 	}
-	if o.ClockSkew == 0 {
+	if o.Limiter.ClockOffset == 0 {
 		return c
 	}
-	log.Warn("wall clock skewed for testing", "clock_skew", o.ClockSkew)
-	return shiftedClock{Clock: c, by: o.ClockSkew}
+	if log != nil {
+		log.Warn("wall clock skewed for testing", "clock_skew", o.Limiter.ClockOffset)
+	}
+	return shiftedClock{Clock: c, by: o.Limiter.ClockOffset}
 }
 
 // shiftedClock is a clock whose readings are shifted by a fixed amount.
@@ -109,26 +118,33 @@ type shiftedClock struct {
 
 func (c shiftedClock) Now() time.Time { return c.Clock.Now().Add(c.by) }
 
-// newReporter reports this process's usage to the ledger stream, spooling
-// to DataDir/spool while NATS is unreachable or the stream missing.
-func newReporter(o *Options, js jetstream.JetStream, log *slog.Logger) (*ledger.Reporter, error) {
-	cfg := ledger.DefaultConfig()
+// ledgerConfig is Options.Ledger with what the participant sets: the
+// region, process, window and spool, and where the stream is created.
+// newReporter adds the clock, logger, metrics and tracer.
+func (o *Options) ledgerConfig() ledger.Config {
+	cfg := o.Ledger
 	cfg.Region = o.Region
 	cfg.ProcessID = o.ProcessID
-	cfg.Window = o.Window
-	cfg.ReportInterval = o.ReportInterval
+	cfg.Window = o.Limiter.Window
 	cfg.SpoolDir = filepath.Join(o.DataDir, "spool")
-	cfg.Stream.Replicas, cfg.Stream.MaxBytes = o.UsageStreamReplicas, o.UsageStreamMaxBytes
-	cfg.Stream.Cluster = o.UsageStreamCluster
+	if o.DataDir == "" {
+		cfg.SpoolDir = ""
+	}
 	// Only the reconciler's role creates the usage stream; an embedded
 	// server is this process's own and has no reconciler, so the process
 	// creates it there, and the usage waits in it (make run).
 	cfg.CreateStream = o.embedded()
+	return cfg
+}
+
+// newReporter reports this process's usage to the ledger stream, spooling
+// to DataDir/spool while NATS is unreachable or the stream missing.
+func newReporter(o *Options, js jetstream.JetStream, log *slog.Logger) (*ledger.Reporter, error) {
+	cfg := o.ledgerConfig()
 	cfg.Clock = wallClock(o, log)
 	cfg.Logger = log.With("component", "ledger")
 	cfg.Stream.Logger = cfg.Logger
 	cfg.Metrics = ledger.NewMetrics(o.Registerer) // nil: kept, not registered
-	cfg.Encoding = o.UsageEncoding
 	if o.TracerProvider != nil {
 		cfg.Tracer = o.TracerProvider.Tracer("github.com/quotaplatform/quota/ledger")
 	}
@@ -178,18 +194,8 @@ func (p *Participant) buildLimiter() error {
 		}
 		p.plans = plans
 	}
-	cfg := region.DefaultConfig()
-	cfg.Region = o.Region
-	cfg.StoreTimeout = o.StoreTimeout
-	cfg.IdempotencyHorizon = o.IdempotencyHorizon
-	cfg.Window = o.Window
-	cfg.ProcessEstimate = o.Processes
+	cfg := o.limiterConfig()
 	cfg.Costs = p.cat
-	cfg.FlushInterval = o.FlushInterval
-	// A nil Clock is the only way to the coarse decision clock; the
-	// limiter applies the skew to its wall readings itself.
-	cfg.Clock = o.Clock
-	cfg.ClockOffset = o.ClockSkew
 	if o.TracerProvider != nil {
 		cfg.Tracer = o.TracerProvider.Tracer("github.com/quotaplatform/quota/region")
 	}
@@ -231,6 +237,18 @@ func (p *Participant) buildLimiter() error {
 	p.cat.Subscribe(lim)
 	p.lim, p.limCfg = lim, cfg
 	return nil
+}
+
+// limiterConfig is Options.Limiter with what the participant sets from
+// its other options; buildLimiter adds the parts it is built on.
+func (o *Options) limiterConfig() region.Config {
+	cfg := o.Limiter
+	cfg.Region = o.Region
+	// A nil Clock is the only way to the coarse decision clock; the
+	// limiter applies ClockOffset to its wall readings itself.
+	cfg.Clock = o.Clock
+	cfg.Usage, cfg.Shares, cfg.Costs, cfg.Processes, cfg.QuotaBases, cfg.Observer, cfg.Tracer = nil, nil, nil, nil, nil, nil, nil
+	return cfg
 }
 
 // usageFanout hands every usage batch to several sinks, in order. Sinks

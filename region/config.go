@@ -1,7 +1,6 @@
 package region
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -9,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/field"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // ShareSource says what fraction of a key's global limit this region holds,
@@ -29,7 +30,7 @@ type ProcessCounter interface {
 
 // Config configures a Limiter. Start from DefaultConfig; New validates a copy.
 type Config struct {
-	// Region names this process's region, for usage and logs. Default "local".
+	// Region names this process's region, for usage and logs. Default store.DefaultRegion ("local").
 	Region string
 
 	// StoreTimeout is the hard limit on one store call; slower calls count as
@@ -77,11 +78,13 @@ type Config struct {
 	// cap up front. Default 100,000.
 	MaxKeys int
 
-	// Window is the accounting window. Default 60s.
+	// Window is the accounting window. Default store.DefaultWindow (60s).
 	Window time.Duration
 	// Usage receives usage deltas; nil discards them.
 	Usage UsageSink
-	// FlushInterval is how often Run hands usage to Usage. Default 5s.
+	// FlushInterval is how often Run hands usage to Usage: a ledger
+	// reporter's FinalGrace (2s) must exceed it, and gossip hears demand
+	// from it. Default 1s.
 	FlushInterval time.Duration
 	// SweepInterval is how often Run returns expired leases. Default 1s.
 	SweepInterval time.Duration
@@ -196,7 +199,7 @@ type Observer interface {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		Region:             "local",
+		Region:             store.DefaultRegion,
 		StoreTimeout:       5 * time.Millisecond,
 		LeaseTTL:           5 * time.Second,
 		AccuracyBudget:     0.01,
@@ -204,8 +207,8 @@ func DefaultConfig() Config {
 		ProcessEstimate:    1,
 		DefaultCost:        1,
 		MaxKeys:            100_000,
-		Window:             time.Minute,
-		FlushInterval:      5 * time.Second,
+		Window:             store.DefaultWindow,
+		FlushInterval:      time.Second,
 		SweepInterval:      time.Second,
 		MinLocalShare:      0.02,
 		FloorFraction:      0.25,
@@ -223,13 +226,14 @@ func DefaultConfig() Config {
 	}
 }
 
-func (c *Config) validate() error {
-	var errs []error
-	check := func(ok bool, field, format string, args ...any) {
-		if !ok {
-			errs = append(errs, fmt.Errorf("region: config %s: "+format, append([]any{field}, args...)...))
-		}
-	}
+// validate is Validate, for New.
+func (c *Config) validate() error { return c.Validate() }
+
+// Validate checks every field and reports every bad one, each a
+// *field.Error naming it (internal/field); New validates a copy.
+func (c Config) Validate() error {
+	ch := field.Check{Prefix: "region: config "}
+	check := ch.That
 	check(c.Region != "", "Region", "must not be empty")
 	check(c.StoreTimeout > 0, "StoreTimeout", "must be positive, got %v", c.StoreTimeout)
 	check(c.LeaseTTL > 0, "LeaseTTL", "must be positive, got %v", c.LeaseTTL)
@@ -254,7 +258,7 @@ func (c *Config) validate() error {
 	check(c.QuotaRebase > 0, "QuotaRebase", "must be positive, got %v", c.QuotaRebase)
 	check(c.QuotaBaseTimeout > 0, "QuotaBaseTimeout", "must be positive, got %v", c.QuotaBaseTimeout)
 	check(c.QuotaAccuracy > 0 && c.QuotaAccuracy <= 1, "QuotaAccuracy", "must be in (0, 1], got %v", c.QuotaAccuracy)
-	return errors.Join(errs...)
+	return ch.Err()
 }
 
 // EndpointCost returns endpoint's weight: from Config.Costs, else

@@ -261,7 +261,7 @@ func newBillingLedger(p billingPool, o options) (*billing.Ledger, error) {
 // query under --billing-statement-timeout.
 func newExporter(p billingPool, o options) (*export.Exporter, error) {
 	cfg := export.DefaultConfig()
-	cfg.StatementTimeout = o.BillingStatementTimeout
+	cfg.StatementTimeout = o.Billing.StatementTimeout
 	return export.New(p.Pool, cfg)
 }
 
@@ -360,7 +360,7 @@ func newRoutes(o options, q billing.Querier, qq billing.QuotaQuerier, ex *export
 		{"GET /v1/usage/quotas", true, "billing clients with a --billing-token; a prefix-scoped token reads only its keys",
 			&billing.QuotaHandler{Ledger: qq, Access: access, Logger: log}},
 		{"GET /v1/usage/export", true, "billing clients with a --billing-token; a prefix-scoped token exports only its keys",
-			&export.Handler{Exporter: ex, Access: access, WriteTimeout: o.BillingStatementTimeout + writeTimeoutSlack, Logger: log}},
+			&export.Handler{Exporter: ex, Access: access, WriteTimeout: o.Billing.StatementTimeout + writeTimeoutSlack, Logger: log}},
 		{"GET /metrics", false, "Prometheus", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
 		{"GET /healthz", false, "liveness probe", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Write([]byte("ok\n"))
@@ -419,7 +419,7 @@ func newHTTPServer(o options, h http.Handler) *http.Server {
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
-		WriteTimeout:      o.BillingStatementTimeout + writeTimeoutSlack,
+		WriteTimeout:      o.Billing.StatementTimeout + writeTimeoutSlack,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 	}
@@ -457,11 +457,7 @@ func serveHTTP(lc fx.Lifecycle, o options, mux *http.ServeMux, ready *readiness,
 
 // usageStream is the usage stream's configuration from o.
 func usageStream(o options, log *slog.Logger) ledger.StreamConfig {
-	cfg := ledger.DefaultStreamConfig()
-	cfg.Name = o.Stream
-	cfg.Replicas = o.StreamReplicas
-	cfg.MaxBytes = o.StreamMaxBytes
-	cfg.Cluster = o.StreamCluster
+	cfg := o.Stream
 	cfg.Logger = log
 	return cfg
 }

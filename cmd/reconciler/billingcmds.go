@@ -32,7 +32,7 @@ func exporter(o options) (*export.Exporter, *pgxpool.Pool, error) {
 		return nil, nil, fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
 	}
 	ecfg := export.DefaultConfig()
-	ecfg.StatementTimeout = o.BillingStatementTimeout
+	ecfg.StatementTimeout = o.Billing.StatementTimeout
 	ex, err := export.New(pool, ecfg)
 	if err != nil {
 		pool.Close()

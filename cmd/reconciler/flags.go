@@ -13,6 +13,8 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/internal/field"
+	"github.com/quotaplatform/quota/internal/settings"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/planmirror"
@@ -28,10 +30,10 @@ type options struct {
 	Listen   string
 	LogLevel string
 
-	Stream         string
-	StreamReplicas int
-	StreamMaxBytes int64
-	StreamCluster  string // placement of the usage stream when this process creates it
+	// Stream is the usage stream's configuration (its name, and its
+	// replicas, byte limit and placement when this process creates it),
+	// checked by ledger.
+	Stream ledger.StreamConfig
 	// MigrateWait bounds stream-migrate's wait for the reconcilers (--migrate-wait).
 	MigrateWait time.Duration
 	Durable     string
@@ -64,11 +66,13 @@ type options struct {
 
 	// BillingToken is --billing-token as given (billing.ParseTokens
 	// syntax); it prints without its secrets.
-	BillingToken            edge.Secret
-	BillingMaxConns         int
-	BillingStatementTimeout time.Duration
-	BillingMaxRows          int
-	ShutdownDelay           time.Duration
+	BillingToken    edge.Secret
+	BillingMaxConns int
+	// Billing bounds the usage queries (MaxRows, StatementTimeout) and
+	// holds the limiters' accounting window (Window), checked by billing;
+	// MaxConns is BillingMaxConns.
+	Billing       billing.Config
+	ShutdownDelay time.Duration
 
 	// retention subcommand
 	KeepMonths  int // months kept before the current one; required (unset: -1)
@@ -95,32 +99,33 @@ type options struct {
 	Lookback   time.Duration
 }
 
+// defaultOptions are the options before any flag is read: the owners'
+// defaults, which the flags bound to them take as theirs.
 func defaultOptions() options {
+	rec, writer := reconcile.DefaultConfig(), reconcile.DefaultWriterConfig()
+	bill := billing.DefaultConfig()
 	return options{
-		NATS:           "nats://127.0.0.1:4222",
-		Postgres:       "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",
-		Listen:         ":8082",
-		LogLevel:       "info",
-		Stream:         "QUOTA_USAGE",
-		StreamReplicas: 1,
-		StreamMaxBytes: ledger.DefaultStreamConfig().MaxBytes,
-		Durable:        "reconciler",
-		BatchSize:      5000,
-		BatchInterval:  200 * time.Millisecond,
-		WriteParallel:  reconcile.DefaultWriterConfig().Parallel,
-		CloseAfter:     reconcile.DefaultCloserConfig().After,
-		MaxReportAge:   reconcile.DefaultConfig().MaxReportAge,
-		MaxReportSkew:  reconcile.DefaultConfig().MaxReportSkew,
+		NATS:          "nats://127.0.0.1:4222",
+		Postgres:      "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",
+		Listen:        ":8082",
+		LogLevel:      settings.DefaultLogLevel,
+		Stream:        rec.Stream,
+		Durable:       rec.Durable,
+		BatchSize:     rec.BatchSize,
+		BatchInterval: rec.BatchInterval,
+		WriteParallel: writer.Parallel,
+		CloseAfter:    reconcile.DefaultCloserConfig().After,
+		MaxReportAge:  rec.MaxReportAge,
+		MaxReportSkew: rec.MaxReportSkew,
 
-		MaxNewPartitions: reconcile.DefaultWriterConfig().MaxNewPartitions,
+		MaxNewPartitions: writer.MaxNewPartitions,
 
 		QuotaBaseSubject: quotabase.DefaultSubject,
 		CatalogBucket:    planmirror.DefaultConfig().Bucket,
 
-		BillingMaxConns:         int(billing.DefaultConfig().MaxConns),
-		BillingStatementTimeout: billing.DefaultConfig().StatementTimeout,
-		BillingMaxRows:          billing.DefaultConfig().MaxRows,
-		ShutdownDelay:           5 * time.Second,
+		BillingMaxConns: int(bill.MaxConns),
+		Billing:         bill,
+		ShutdownDelay:   settings.DefaultShutdownDelay,
 
 		Granularity: "hour",
 		Format:      "json",
@@ -172,7 +177,12 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (options, error) {
 	if regions, err := o.regions(); cmd == "serve" && err == nil && len(regions) > 0 && !set["durable"] {
 		o.Durable = "reconciler-" + strings.Join(regions, "-")
 	}
-	return *o, errors.Join(s.Check(), o.validate(cmd))
+	// The stream's and billing's settings are checked by ledger and
+	// billing; the errors name the flags bound to the fields.
+	owned := errors.Join(
+		field.Map("", o.Stream.Validate(), func(p string) string { return "Stream." + p }),
+		field.Map("", o.billingConfig().Validate(), func(p string) string { return "Billing." + p }))
+	return *o, errors.Join(s.Check(), o.validate(cmd), s.Explain(owned))
 }
 
 // validate checks what involves several of the subcommand's settings
@@ -267,9 +277,7 @@ func (o *options) billingAccess() (*billing.Access, error) {
 
 // billingConfig is the billing.Config of the flags.
 func (o *options) billingConfig() billing.Config {
-	cfg := billing.DefaultConfig()
-	cfg.MaxRows = o.BillingMaxRows
-	cfg.StatementTimeout = o.BillingStatementTimeout
+	cfg := o.Billing
 	cfg.MaxConns = int32(o.BillingMaxConns)
 	return cfg
 }

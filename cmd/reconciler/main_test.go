@@ -73,8 +73,8 @@ func TestParseFlags(t *testing.T) {
 		{"usage reads QUOTA_KEY", "usage", nil, map[string]string{"QUOTA_KEY": "k", "QUOTA_GRANULARITY": "day"},
 			func(o options) bool { return o.Key == "k" && o.Granularity == "day" }, ""},
 		{"billing defaults", "serve", nil, nil, func(o options) bool {
-			return o.BillingToken == "" && o.BillingMaxConns == 4 && o.BillingStatementTimeout == 5*time.Second &&
-				o.BillingMaxRows == 10000 && o.ShutdownDelay == 5*time.Second
+			return o.BillingToken == "" && o.BillingMaxConns == 4 && o.Billing.StatementTimeout == 5*time.Second &&
+				o.Billing.MaxRows == 10000 && o.ShutdownDelay == 5*time.Second
 		}, ""},
 		{"billing tokens from env", "serve", nil, map[string]string{"QUOTA_BILLING_TOKEN": "aaaaaaaaaaaaaaaa, prefix:acct_=bbbbbbbbbbbbbbbb"},
 			func(o options) bool {
@@ -86,7 +86,7 @@ func TestParseFlags(t *testing.T) {
 		{"billing flags from env", "serve", nil, map[string]string{"QUOTA_BILLING_MAX_CONNS": "2", "QUOTA_BILLING_STATEMENT_TIMEOUT": "750ms",
 			"QUOTA_BILLING_MAX_ROWS": "100", "QUOTA_SHUTDOWN_DELAY": "0s"},
 			func(o options) bool {
-				return o.BillingMaxConns == 2 && o.BillingStatementTimeout == 750*time.Millisecond && o.BillingMaxRows == 100 && o.ShutdownDelay == 0
+				return o.BillingMaxConns == 2 && o.Billing.StatementTimeout == 750*time.Millisecond && o.Billing.MaxRows == 100 && o.ShutdownDelay == 0
 			}, ""},
 		{"bad billing token", "serve", []string{"--billing-token", "aaaaaaaaaaaaaaaa,shortsecret"}, nil, nil, "--billing-token: entry 2: a token must be 16 to 256 bytes"},
 		{"bad billing token from env", "serve", nil, map[string]string{"QUOTA_BILLING_TOKEN": "prefix:=aaaaaaaaaaaaaaaa"}, nil, "--billing-token: entry 1"},
@@ -99,7 +99,7 @@ func TestParseFlags(t *testing.T) {
 			func(o options) bool { return o.OTLPEndpoint == "http://collector:4318" }, ""},
 		{"every bad flag named", "serve", []string{"--billing-max-rows", "0", "--batch-size", "0"}, nil, nil, "--batch-size: must be at least 1"},
 		{"usage takes the query limits", "usage", []string{"--billing-max-rows", "5", "--billing-statement-timeout", "1s"}, nil,
-			func(o options) bool { return o.BillingMaxRows == 5 && o.BillingStatementTimeout == time.Second }, ""},
+			func(o options) bool { return o.Billing.MaxRows == 5 && o.Billing.StatementTimeout == time.Second }, ""},
 		{"usage takes no token", "usage", []string{"--billing-token", "aaaaaaaaaaaaaaaa"}, nil, nil, "not defined"},
 		{"regions name the durable", "serve", []string{"--regions", "eu, us"}, nil,
 			func(o options) bool {

@@ -17,6 +17,7 @@ var pinnedFlags = map[string]map[string]string{
 		"batch-size":                "5000",
 		"billing-max-conns":         "4",
 		"billing-max-rows":          "10000",
+		"window":                    "1m0s",
 		"billing-statement-timeout": "5s",
 		"billing-token":             "",
 		"catalog-bucket":            "quota-catalog",
@@ -59,6 +60,7 @@ var pinnedFlags = map[string]map[string]string{
 	"usage": {
 		"at":                        "",
 		"billing-max-rows":          "10000",
+		"window":                    "1m0s",
 		"billing-statement-timeout": "5s",
 		"format":                    "json",
 		"from":                      "",

@@ -84,8 +84,8 @@ func startDaemon(t *testing.T, edit func(*options)) *daemon {
 func TestRoutes(t *testing.T) {
 	d := startDaemon(t, func(o *options) {
 		o.BillingToken = edge.Secret(tokOld + "," + tokNew + ",prefix:acct_42_=" + tokTenant)
-		o.BillingMaxRows = 48
-		o.BillingStatementTimeout = 1500 * time.Millisecond
+		o.Billing.MaxRows = 48
+		o.Billing.StatementTimeout = 1500 * time.Millisecond
 		o.BillingMaxConns = 3
 	})
 
@@ -233,7 +233,7 @@ func TestHTTPServerLimits(t *testing.T) {
 	}{
 		{"ReadHeaderTimeout", srv.ReadHeaderTimeout, time.Second},
 		{"ReadTimeout", srv.ReadTimeout, srv.ReadHeaderTimeout},
-		{"WriteTimeout", srv.WriteTimeout, o.BillingStatementTimeout + time.Second},
+		{"WriteTimeout", srv.WriteTimeout, o.Billing.StatementTimeout + time.Second},
 		{"IdleTimeout", srv.IdleTimeout, time.Second},
 	}
 	for _, tt := range tests {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/quotaplatform/quota/internal/settings"
 	"github.com/quotaplatform/quota/internal/tracing"
-	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/ledger/sink"
@@ -80,8 +79,9 @@ func declareServe(s *settings.Set, so *stripeOptions) {
 	s.Var(&o.BillingToken, "billing-token",
 		"bearer tokens of GET /v1/usage, comma-separated: TOKEN (every key) or prefix:PREFIX=TOKEN (keys starting with PREFIX); none: /v1/usage answers 503")
 	s.Int(&o.BillingMaxConns, "billing-max-conns", o.BillingMaxConns, "size of the usage queries' own Postgres pool").
+		Field("Billing.MaxConns").
 		Check(func() error {
-			return want(o.BillingMaxConns >= 1 && o.BillingMaxConns <= maxBillingConns, "must be 1 to %d, got %d", maxBillingConns, o.BillingMaxConns)
+			return want(o.BillingMaxConns <= maxBillingConns, "must be at most %d, got %d", maxBillingConns, o.BillingMaxConns)
 		})
 	s.Duration(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on SIGTERM, fail /readyz and keep serving this long before stopping").
 		Check(func() error {
@@ -216,17 +216,23 @@ func declareStripeCustomerList(*settings.Set, *stripeOptions) {}
 // usage).
 func declareBillingQuery(s *settings.Set, o *options, timeoutHelp string) {
 	declareStatementTimeout(s, o, timeoutHelp)
-	s.Int(&o.BillingMaxRows, "billing-max-rows", o.BillingMaxRows, "most rows (buckets) one usage query may answer").
+	s.Int(&o.Billing.MaxRows, "billing-max-rows", o.Billing.MaxRows, "most rows (buckets) one usage query may answer").
+		Field("Billing.MaxRows").
 		Check(func() error {
-			return want(o.BillingMaxRows >= 1 && o.BillingMaxRows <= maxBillingRows, "must be 1 to %d, got %d", maxBillingRows, o.BillingMaxRows)
+			return want(o.Billing.MaxRows <= maxBillingRows, "must be at most %d, got %d", maxBillingRows, o.Billing.MaxRows)
 		})
+	s.Duration(&o.Billing.Window, "window", o.Billing.Window,
+		"the limiters' accounting window (their --window): what a window-granularity query's rows are counted by").
+		Field("Billing.Window")
 }
 
 func declareStatementTimeout(s *settings.Set, o *options, help string) {
-	s.Duration(&o.BillingStatementTimeout, "billing-statement-timeout", o.BillingStatementTimeout, help).
+	// billing rounds it up to whole milliseconds; the daemon caps it.
+	s.Duration(&o.Billing.StatementTimeout, "billing-statement-timeout", o.Billing.StatementTimeout, help).
+		Field("Billing.StatementTimeout").
 		Check(func() error {
-			return want(o.BillingStatementTimeout >= time.Millisecond && o.BillingStatementTimeout <= maxBillingStatementTimeout,
-				"must be 1ms to %v, got %v", maxBillingStatementTimeout, o.BillingStatementTimeout)
+			return want(o.Billing.StatementTimeout <= maxBillingStatementTimeout,
+				"must be at most %v, got %v", maxBillingStatementTimeout, o.Billing.StatementTimeout)
 		})
 }
 
@@ -239,17 +245,13 @@ func declareUsageStream(s *settings.Set, o *options, userHelp string) {
 	s.String(&o.NATSAuth.TLSCA, "nats-tls-ca", "", "CA file to verify the NATS server")
 	s.String(&o.NATSAuth.TLSCert, "nats-tls-cert", "", "client certificate for NATS")
 	s.String(&o.NATSAuth.TLSKey, "nats-tls-key", "", "client key for NATS")
-	s.Int(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "replicas of the usage stream when this process creates it (never changes an existing one)").
-		Check(func() error {
-			return want(o.StreamReplicas >= 1 && o.StreamReplicas <= 5, "must be 1 to 5, got %d", o.StreamReplicas)
-		})
-	s.Int64(&o.StreamMaxBytes, "stream-max-bytes", o.StreamMaxBytes, "byte limit of the usage stream when this process creates it").
-		Check(func() error {
-			return want(o.StreamMaxBytes >= 1<<20, "must be at least 1 MiB, got %d", o.StreamMaxBytes)
-		})
-	s.String(&o.StreamCluster, "stream-cluster", o.StreamCluster, "the NATS cluster (region name) the usage stream is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected").
-		Check(func() error { return ledger.CheckClusterName(o.StreamCluster) })
-	s.String(&o.Stream, "stream", o.Stream, "JetStream stream of usage reports")
+	s.Int(&o.Stream.Replicas, "stream-replicas", o.Stream.Replicas, "replicas of the usage stream when this process creates it (never changes an existing one)").
+		Field("Stream.Replicas")
+	s.Int64(&o.Stream.MaxBytes, "stream-max-bytes", o.Stream.MaxBytes, "byte limit of the usage stream when this process creates it").
+		Field("Stream.MaxBytes")
+	s.String(&o.Stream.Cluster, "stream-cluster", o.Stream.Cluster, "the NATS cluster (region name) the usage stream is placed in when this process creates it; the deploy sets the ledger region; empty = where this process is connected").
+		Field("Stream.Cluster")
+	s.String(&o.Stream.Name, "stream", o.Stream.Name, "JetStream stream of usage reports").Field("Stream.Name")
 }
 
 func declareStreamMigrate(s *settings.Set, so *stripeOptions) {

@@ -33,9 +33,9 @@ func testOptions(t *testing.T, redisURL, natsURL, dataDir string) Options {
 		t.Fatal(err)
 	}
 	o.Listen = "127.0.0.1:0"
-	o.Redis, o.NATS, o.DataDir, o.AdminToken = redisURL, natsURL, dataDir, adminToken
+	o.Redis, o.NATSURL, o.DataDir, o.AdminToken = redisURL, natsURL, dataDir, adminToken
 	if natsURL != "" {
-		o.Regions = o.Region // one region: required with --nats
+		o.RegionList = o.Region // one region: required with --nats
 	}
 	o.ControlPlane = true // these tests write the catalogue through any daemon
 	o.LogLevel = "warn"
@@ -43,7 +43,7 @@ func testOptions(t *testing.T, redisURL, natsURL, dataDir string) Options {
 	// These tests are about wiring, not the store's latency: on a loaded CI
 	// machine a Redis call can take over the 5 ms default, and a check
 	// decided in degraded mode would not be charged to the shared bucket.
-	o.StoreTimeout = 2 * time.Second
+	o.Limiter.StoreTimeout = 2 * time.Second
 	return o
 }
 
@@ -129,7 +129,7 @@ func TestValidateApp(t *testing.T) {
 	if err := fx.ValidateApp(appOptions(o, io.Discard)); err != nil {
 		t.Fatal(err)
 	}
-	o.Redis, o.NATS = "redis://127.0.0.1:1/0", "nats://127.0.0.1:1"
+	o.Redis, o.NATSURL = "redis://127.0.0.1:1/0", "nats://127.0.0.1:1"
 	if err := fx.ValidateApp(appOptions(o, io.Discard)); err != nil {
 		t.Fatal(err)
 	}

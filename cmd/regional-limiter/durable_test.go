@@ -203,7 +203,7 @@ func TestStopFlushesDespiteASlowRequest(t *testing.T) {
 	ns := testserver.StartNATS(t)
 	js := usageJetStream(t, ns.URL, true)
 	o := testOptions(t, "", ns.URL, t.TempDir())
-	o.ReportInterval = time.Hour // only the final reports at stop are sent
+	o.Ledger.ReportInterval = time.Hour // only the final reports at stop are sent
 	o.DrainTimeout, o.FlushTimeout = 500*time.Millisecond, 10*time.Second
 	entered, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
@@ -251,7 +251,7 @@ func TestStopFlushesDespiteASlowRequest(t *testing.T) {
 // is kept there.
 func TestEmbeddedDaemonKeepsUsageInItsStream(t *testing.T) {
 	o := testOptions(t, "", "", t.TempDir())
-	o.ReportInterval = 100 * time.Millisecond
+	o.Ledger.ReportInterval = 100 * time.Millisecond
 	var js jetstream.JetStream
 	d := startDaemon(t, o, fx.Populate(&js))
 	d.mustCall(t, "POST", "/v1/allow", `{"key":"acct_embedded","cost":3}`, false, 200)

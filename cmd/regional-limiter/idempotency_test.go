@@ -17,14 +17,14 @@ import (
 // and the daemon charges a request_id once and takes refunds and charges
 // behind the check token.
 func TestIdempotencyHorizonAndRoutes(t *testing.T) {
-	if o, err := parseOptions(nil, io.Discard); err != nil || o.IdempotencyHorizon != 24*time.Hour {
-		t.Fatalf("default: %v %v", o.IdempotencyHorizon, err)
+	if o, err := parseOptions(nil, io.Discard); err != nil || o.Limiter.IdempotencyHorizon != 24*time.Hour {
+		t.Fatalf("default: %v %v", o.Limiter.IdempotencyHorizon, err)
 	}
 	if _, err := parseOptions([]string{"--idempotency-horizon", "0s"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--idempotency-horizon") {
 		t.Fatalf("--idempotency-horizon 0s: %v", err)
 	}
 	o := testOptions(t, "", "", t.TempDir())
-	o.IdempotencyHorizon = time.Hour
+	o.Limiter.IdempotencyHorizon = time.Hour
 	o.CheckToken = checkOld
 	var lim *region.Limiter
 	d := startDaemon(t, o, fx.Populate(&lim))

@@ -58,16 +58,16 @@ func startParts(tb testing.TB, o Options) daemonParts {
 // (unskewed) in-process store.
 func TestDaemonLimiterClock(t *testing.T) {
 	o := testOptions(t, "", "", t.TempDir())
-	o.ClockSkew = 500 * time.Millisecond
+	o.Limiter.ClockOffset = 500 * time.Millisecond
 	b := startParts(t, o) // fails unless CoarseClock
-	if b.cfg.Clock != nil || b.cfg.ClockOffset != o.ClockSkew {
-		t.Fatalf("limiter config: Clock %v, ClockOffset %v; want nil and %v", b.cfg.Clock, b.cfg.ClockOffset, o.ClockSkew)
+	if b.cfg.Clock != nil || b.cfg.ClockOffset != o.Limiter.ClockOffset {
+		t.Fatalf("limiter config: Clock %v, ClockOffset %v; want nil and %v", b.cfg.Clock, b.cfg.ClockOffset, o.Limiter.ClockOffset)
 	}
 	if _, err := b.lim.Allow(context.Background(), "acct_skew", 1); err != nil {
 		t.Fatal(err)
 	}
 	if off := b.lim.Stats().ClockOffset; off > -400*time.Millisecond || off < -600*time.Millisecond {
-		t.Fatalf("learned store clock offset %v, want about %v", off, -o.ClockSkew)
+		t.Fatalf("learned store clock offset %v, want about %v", off, -o.Limiter.ClockOffset)
 	}
 	// A clock of the caller's own, even the system clock, is read on every
 	// decision: no coarse clock while Run runs (it has flushed).
@@ -119,7 +119,7 @@ func BenchmarkDaemonAllow(b *testing.B) {
 		b.Fatal(err)
 	}
 	o.Listen, o.DataDir, o.LogLevel, o.ShutdownDelay = "127.0.0.1:0", b.TempDir(), "error", 0
-	o.DefaultRate, o.DefaultCapacity = 1e9, 1e9 // leases grow to the cap: every decision below is on the fast path
+	o.DefaultPlan.Rate, o.DefaultPlan.Capacity = 1e9, 1e9 // leases grow to the cap: every decision below is on the fast path
 	d := startParts(b, o)
 	cfg := d.cfg
 	cfg.Clock, cfg.Usage = clock.System(), nil

@@ -108,7 +108,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // help prints the usage (what --help prints) to w, or with --markdown the
 // settings as the Markdown table of README.md's "Flags".
 func help(args []string, w io.Writer) error {
-	s := declare(new(Options))
+	o := defaultOptions()
+	s := declare(&o)
 	switch {
 	case len(args) == 0:
 		printUsage(w, s)

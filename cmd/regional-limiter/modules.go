@@ -122,34 +122,25 @@ func newParticipant(lc fx.Lifecycle, in participantInputs) (*participant.Partici
 	return p, nil
 }
 
-// participantOptions maps the flags onto participant.Options; the values
-// that are parsed from text are checked by validate already, and errors
-// here name the flag too.
+// participantOptions is the participant's Options the flags bound to,
+// with the flags given as text parsed: those are checked by validate
+// already, and errors here name the flag too.
 func participantOptions(o Options) (participant.Options, error) {
-	po := participant.DefaultOptions()
-	po.Name = "regional-limiter"
-	po.Region, po.ProcessID, po.DataDir = o.Region, o.ProcessID, o.DataDir
-	po.Redis, po.RedisCluster = o.Redis, o.RedisCluster
-	po.NATSURL = o.NATS
-	if o.NATS != "" {
+	po := o.Options
+	if o.NATSURL != "" {
 		po.NATSOptions = o.NATSAuth.Options()
 	}
-	po.ControlPlane = o.ControlPlane
-	po.UsageStreamReplicas, po.UsageStreamMaxBytes, po.UsageStreamCluster = o.UsageStreamReplicas, o.UsageStreamMaxBytes, o.UsageStreamCluster
-	po.CatalogReplicas, po.CatalogCluster = o.CatalogReplicas, o.CatalogCluster
-	po.DefaultPlan = region.Plan{Rate: o.DefaultRate, Capacity: o.DefaultCapacity}
 	// The participant derives the region set from these (regionSet
 	// checked them already, naming the flags).
 	var err error
-	if po.Regions, err = gossip.ParseRegions(o.Regions); err != nil {
+	if po.Regions, err = gossip.ParseRegions(o.RegionList); err != nil {
 		return po, fmt.Errorf("--regions: %w", err)
 	}
-	if po.RegionWeights, err = gossip.ParseWeights(o.RegionWeights); err != nil {
+	if po.RegionWeights, err = gossip.ParseWeights(o.RegionWeightList); err != nil {
 		return po, fmt.Errorf("--region-weights: %w", err)
 	}
-	po.ShareFloor, po.GossipInterval = o.ShareFloor, o.GossipInterval
-	po.MemberlistBind = o.MemberlistBind
-	for _, j := range strings.Split(o.MemberlistJoin, ",") {
+	po.MemberlistJoin = nil
+	for _, j := range strings.Split(o.MemberlistJoinList, ",") {
 		if j = strings.TrimSpace(j); j != "" {
 			po.MemberlistJoin = append(po.MemberlistJoin, j)
 		}
@@ -157,16 +148,22 @@ func participantOptions(o Options) (participant.Options, error) {
 	if po.MemberlistKeys, err = membership.ParseKeys(string(o.MemberlistKey)); err != nil {
 		return po, fmt.Errorf("--memberlist-key: %w", err)
 	}
-	po.Window, po.ReportInterval, po.StoreTimeout, po.Processes = o.Window, o.ReportInterval, o.StoreTimeout, o.Processes
-	po.IdempotencyHorizon = o.IdempotencyHorizon
-	po.FlushTimeout = o.FlushTimeout
-	po.ClockSkew = o.ClockSkew
-	po.UsageEncoding = ledger.EncodingBatch
-	if o.UsageEncoding == "json" {
-		po.UsageEncoding = ledger.EncodingJSON
-	}
-	po.HotKeyMetrics = o.HotKeyMetrics
+	po.Ledger.Encoding = usageEncodings[o.UsageEncoding]
 	return po, nil
+}
+
+// usageEncodings are --usage-encoding's values, and the ledger's encoding
+// of each.
+var usageEncodings = map[string]string{"batch": ledger.EncodingBatch, "json": ledger.EncodingJSON}
+
+// usageEncodingName is the --usage-encoding value of a ledger encoding.
+func usageEncodingName(encoding string) string {
+	for name, e := range usageEncodings {
+		if e == encoding {
+			return name
+		}
+	}
+	return encoding
 }
 
 // extraUsage is the usage sinks that modules add to the group "usage",
@@ -204,14 +201,14 @@ func joinUsage(p *participant.Participant, extra *extraUsage, in usageGroup) {
 // errors name the flags. The participant applies the same rule to the
 // parsed flags (participantOptions), so this is only their check.
 func regionSet(o Options) ([]string, error) {
-	regions, err := gossip.ParseRegions(o.Regions)
+	regions, err := gossip.ParseRegions(o.RegionList)
 	if err != nil {
 		return nil, fmt.Errorf("--regions: %w", err)
 	}
-	weights, err := gossip.ParseWeights(o.RegionWeights)
+	weights, err := gossip.ParseWeights(o.RegionWeightList)
 	if err != nil {
 		return nil, fmt.Errorf("--region-weights: %w", err)
 	}
-	return participant.RegionSet(o.Region, regions, weights, o.NATS == "", participant.RegionSetNames{
+	return participant.RegionSet(o.Region, regions, weights, o.NATSURL == "", participant.RegionSetNames{
 		Region: "--region", Regions: "--regions", RegionWeights: "--region-weights", NATS: "--nats"})
 }

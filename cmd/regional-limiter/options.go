@@ -14,6 +14,8 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/participant"
+	"github.com/quotaplatform/quota/region"
 )
 
 // Options are the daemon's settings, each declared once in declare
@@ -22,11 +24,16 @@ import (
 // env QUOTA_<FLAG> (upper case, dashes to underscores), and --config names
 // an optional file of `flag = value` lines. Precedence: command line, then
 // environment, then config file, then the default.
+//
+// The participant's settings are its Options, which hold the limiter's and
+// the reporter's Configs: a flag binds to the field it sets, takes its
+// default from it, and is checked by the package that owns it
+// (participant.Options.Validate). The fields below are the daemon's own,
+// and the flags given as text that newParticipant parses.
 type Options struct {
-	Region       string
-	Listen       string
-	Redis        string
-	RedisCluster bool
+	participant.Options
+
+	Listen string
 
 	// GRPCListen is the address of Envoy's rate limit service (gRPC);
 	// empty: off. RLSConfig is its envoyproxy/ratelimit YAML (a file or a
@@ -37,33 +44,16 @@ type Options struct {
 	RLSConfig          string
 	RLSResponseHeaders bool
 
-	NATS string
 	// NATSAuth is how the process authenticates to --nats: the role's user
 	// and password, or a credentials file, and TLS.
 	NATSAuth edge.NATSAuth
-	// ControlPlane: this process may write the catalogue (PUT and DELETE
-	// of /v1/limits, /v1/keys, /v1/costs). Always true with embedded NATS;
-	// with --nats only with --control-plane, and its NATS user must hold
-	// the control-plane role. Usage stream and catalogue bucket settings
-	// apply when this process creates them.
-	ControlPlane        bool
-	UsageStreamReplicas int
-	UsageStreamMaxBytes int64
-	CatalogReplicas     int
-	// UsageStreamCluster and CatalogCluster are the NATS clusters (region
-	// names) the usage stream and the catalogue bucket are placed in when
-	// this process creates them; empty: where this process is connected.
-	UsageStreamCluster string
-	CatalogCluster     string
 
-	DataDir string
 	// AdminToken, CheckToken and ReadToken are bearer tokens as given
 	// (CheckToken and ReadToken are bearer.ParseList lists); they print
 	// without their secrets.
 	AdminToken edge.Secret
 	CheckToken edge.Secret
 	ReadToken  edge.Secret
-	ProcessID  string
 
 	// ShutdownDelay is how long the daemon keeps serving, with /readyz
 	// failing, between SIGTERM and closing its listener. Default 5s.
@@ -72,32 +62,18 @@ type Options struct {
 	// ShutdownDelay) and, next, the gRPC calls in flight at shutdown, each.
 	// Default 10s.
 	DrainTimeout time.Duration
-	// FlushTimeout is the limiter's drain and the ledger reporter's final
-	// reports' own budget at shutdown, after the listeners are drained
-	// (participant.Options.FlushTimeout). Default 10s.
-	FlushTimeout time.Duration
-
-	Window         time.Duration
-	ReportInterval time.Duration
-	StoreTimeout   time.Duration
-	Processes      int
-	// IdempotencyHorizon is how long the region's store remembers a
-	// request id (region.Config.IdempotencyHorizon). Default 24h.
-	IdempotencyHorizon time.Duration
 	// GCPercent is the garbage collector's GOGC (applyGCPercent): a
 	// collection when the heap has grown this many percent since the
 	// last. GOGC in the environment wins. Default 400.
 	GCPercent int
 
-	GossipInterval time.Duration
-	// Regions is --regions as given; the region set follows from it,
-	// --region-weights and --nats by participant.RegionSet's rule
-	// (regionSet checks it naming the flags).
-	Regions        string
-	RegionWeights  string
-	ShareFloor     float64
-	MemberlistBind string
-	MemberlistJoin string
+	// RegionList is --regions as given, RegionWeightList --region-weights;
+	// the region set follows from them and --nats by
+	// participant.RegionSet's rule (regionSet checks it naming the flags).
+	RegionList       string
+	RegionWeightList string
+	// MemberlistJoinList is --memberlist-join as given.
+	MemberlistJoinList string
 	// MemberlistKey is --memberlist-key as given (membership.ParseKeys);
 	// it prints without its secret.
 	MemberlistKey edge.Secret
@@ -107,24 +83,9 @@ type Options struct {
 	// UsageEncoding is --usage-encoding: "batch" (ledger.EncodingBatch) or
 	// "json" (one report per message, for reconcilers older than batches).
 	UsageEncoding string
-	// HotKeyMetrics is --hotkey-metrics: how many of the fleet's hottest
-	// keys /metrics shows by rank (no key in a label). Default 0.
-	HotKeyMetrics int
 	// OTLPEndpoint is --otlp-endpoint: the OTLP/HTTP collector traces go
 	// to; empty: tracing off.
 	OTLPEndpoint string
-
-	// ClockSkew offsets this process's wall clock, for tests of clock skew
-	// (the multi-region harness). Default 0.
-	ClockSkew time.Duration
-
-	// DefaultRate and DefaultCapacity are the built-in default plan, used for
-	// keys with no assignment while the catalogue has no "default" plan.
-	// Both 0 disable it. With --redis (several processes share limits) it
-	// is off unless either flag is given (command line, environment or
-	// config file): parseOptions sets both to 0 then.
-	DefaultRate     float64
-	DefaultCapacity float64
 
 	Config string
 }
@@ -145,7 +106,7 @@ const envPrefix = "QUOTA"
 // environment, and one given on either is not read from the file. An empty
 // environment variable counts as unset.
 func parseOptions(args []string, stderr io.Writer) (Options, error) {
-	var o Options
+	o := defaultOptions()
 	s := declare(&o)
 	fs := s.FlagSet()
 	fs.SetOutput(stderr)
@@ -166,7 +127,25 @@ func parseOptions(args []string, stderr io.Writer) (Options, error) {
 		return Options{}, fmt.Errorf("%w %q", errUnexpectedArgs, fs.Args())
 	}
 	o.implicitDefaults(setFlags(fs))
-	return o, errors.Join(s.Check(), o.validate())
+	checked, across := s.Check(), o.validate()
+	if across != nil {
+		return o, errors.Join(checked, across)
+	}
+	// The participant's settings are checked by their owners, once the
+	// flags given as text are parsed (their own checks above name them);
+	// the errors name the flags bound to the fields.
+	if po, err := participantOptions(o); err == nil {
+		checked = errors.Join(checked, s.Explain(po.Validate()))
+	}
+	return o, checked
+}
+
+// defaultOptions are the Options before any flag is read: the
+// participant's defaults, which the flags bound to them take as theirs.
+func defaultOptions() Options {
+	o := Options{Options: participant.DefaultOptions()}
+	o.Name = "regional-limiter"
+	return o
 }
 
 // setFlags names the flags given on the command line, in the environment
@@ -184,9 +163,9 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 // NATS the process is its own control plane.
 func (o *Options) implicitDefaults(set map[string]bool) {
 	if o.Redis != "" && !set["default-rate"] && !set["default-capacity"] {
-		o.DefaultRate, o.DefaultCapacity = 0, 0
+		o.DefaultPlan = region.Plan{}
 	}
-	if o.NATS == "" {
+	if o.NATSURL == "" {
 		o.ControlPlane = true // the embedded server is this process's own
 	}
 }
@@ -263,14 +242,13 @@ func (o *Options) validate() error {
 	check(o.GRPCListen == "" || o.RLSConfig != "", "grpc-listen", "needs --rls-config (the rate limit service's limits)")
 	check(o.RLSConfig == "" || o.GRPCListen != "", "rls-config", "needs --grpc-listen (it configures the gRPC rate limit service)")
 	check(!o.RLSResponseHeaders || o.GRPCListen != "", "rls-response-headers", "needs --grpc-listen")
-	check(!o.RedisCluster || o.Redis != "", "redis-cluster", "needs --redis seed URLs")
 	if _, err := regionSet(*o); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.NATSAuth.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	check(o.NATS != "" || (o.NATSAuth == edge.NATSAuth{}), "nats-user", "and the other NATS client flags need --nats (the embedded server has no users)")
-	check((o.DefaultRate == 0) == (o.DefaultCapacity == 0), "default-rate", "and --default-capacity must both be 0 (no built-in default plan) or both set")
+	check(o.NATSURL != "" || (o.NATSAuth == edge.NATSAuth{}), "nats-user", "and the other NATS client flags need --nats (the embedded server has no users)")
+	check((o.DefaultPlan.Rate == 0) == (o.DefaultPlan.Capacity == 0), "default-rate", "and --default-capacity must both be 0 (no built-in default plan) or both set")
 	return errors.Join(errs...)
 }

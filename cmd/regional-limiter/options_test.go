@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotaplatform/quota/internal/edge"
 )
 
 // setQuotaEnv makes env the only QUOTA_* variables for the rest of the test
@@ -44,8 +46,8 @@ func TestParseOptions(t *testing.T) {
 		err   bool
 	}{
 		{"defaults", nil, nil, func(t *testing.T, o Options) {
-			if o.Region != "local" || o.Listen != ":8080" || o.DataDir != "./data" || o.Window != time.Minute ||
-				o.StoreTimeout != 5*time.Millisecond || o.Processes != 1 || o.ProcessID == "" || o.DefaultRate != 100 {
+			if o.Region != "local" || o.Listen != ":8080" || o.DataDir != "./data" || o.Limiter.Window != time.Minute ||
+				o.Limiter.StoreTimeout != 5*time.Millisecond || o.Limiter.ProcessEstimate != 1 || o.ProcessID == "" || o.DefaultPlan.Rate != 100 {
 				t.Errorf("%+v", o)
 			}
 		}, false},
@@ -57,7 +59,7 @@ func TestParseOptions(t *testing.T) {
 			}, false},
 		{"flag beats env beats file", []string{"--config", cfgFile, "--region", "us"}, map[string]string{"QUOTA_REGION": "ap", "QUOTA_WINDOW": "10s"},
 			func(t *testing.T, o Options) {
-				if o.Region != "us" || o.Window != 10*time.Second || o.Listen != ":9000" || o.AdminToken != "fromfile" {
+				if o.Region != "us" || o.Limiter.Window != 10*time.Second || o.Listen != ":9000" || o.AdminToken != "fromfile" {
 					t.Errorf("%+v", o)
 				}
 			}, false},
@@ -143,8 +145,8 @@ func TestDefaultPlanWithRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.DefaultRate != tt.rate || o.DefaultCapacity != tt.capacity {
-				t.Fatalf("default plan %v/%v, want %v/%v", o.DefaultRate, o.DefaultCapacity, tt.rate, tt.capacity)
+			if o.DefaultPlan.Rate != tt.rate || o.DefaultPlan.Capacity != tt.capacity {
+				t.Fatalf("default plan %v/%v, want %v/%v", o.DefaultPlan.Rate, o.DefaultPlan.Capacity, tt.rate, tt.capacity)
 			}
 		})
 	}
@@ -192,8 +194,8 @@ func TestPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.ReportInterval != tt.want {
-				t.Fatalf("--report-interval = %v, want %v (from the %s)", o.ReportInterval, tt.want, tt.wantSource)
+			if o.Ledger.ReportInterval != tt.want {
+				t.Fatalf("--report-interval = %v, want %v (from the %s)", o.Ledger.ReportInterval, tt.want, tt.wantSource)
 			}
 		})
 	}
@@ -235,10 +237,15 @@ func TestConfigFileFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Region: "eu", Listen: ":9000", DataDir: "/var/lib/quota", AdminToken: "a#b=c",
+	type read struct {
+		Region, Listen, DataDir, Redis, RegionWeights, LogLevel, Config string
+		AdminToken                                                      edge.Secret
+		RedisCluster                                                    bool
+	}
+	want := read{Region: "eu", Listen: ":9000", DataDir: "/var/lib/quota", AdminToken: "a#b=c",
 		RedisCluster: true, Redis: "redis://x:1", RegionWeights: "eu=0.5,us=0.5", LogLevel: "warn", Config: file}
-	got := Options{Region: o.Region, Listen: o.Listen, DataDir: o.DataDir, AdminToken: o.AdminToken,
-		RedisCluster: o.RedisCluster, Redis: o.Redis, RegionWeights: o.RegionWeights, LogLevel: o.LogLevel, Config: o.Config}
+	got := read{Region: o.Region, Listen: o.Listen, DataDir: o.DataDir, AdminToken: o.AdminToken,
+		RedisCluster: o.RedisCluster, Redis: o.Redis, RegionWeights: o.RegionWeightList, LogLevel: o.LogLevel, Config: o.Config}
 	if got != want {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
@@ -273,6 +280,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, nil, "", []string{"-nope"}},
 		{"positional argument", []string{"serve"}, nil, "", []string{"unexpected arguments"}},
 		{"validation", []string{"--share-floor", "1"}, nil, "", []string{"--share-floor"}},
+		{"gossip's bound", []string{"--share-floor", "0.7"}, nil, "", []string{"--share-floor: must be in (0, 0.5], got 0.7"}},
+		{"owner's bound", []string{"--idempotency-horizon", "0s"}, nil, "", []string{"--idempotency-horizon: must be at least 1ms"}},
 		{"gc percent too small", []string{"--gc-percent", "5"}, nil, "", []string{"--gc-percent", "got 5"}},
 		{"validation joins all", []string{"--window", "0s", "--processes", "0"}, nil, "", []string{"--window", "--processes"}},
 		{"usage encoding", []string{"--usage-encoding", "xml"}, nil, "", []string{"--usage-encoding"}},

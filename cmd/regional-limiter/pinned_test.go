@@ -68,7 +68,7 @@ var pinnedFlags = map[string]string{
 // pinned defaults.
 func TestFlagsPinned(t *testing.T) {
 	got := map[string]string{}
-	var o Options
+	o := defaultOptions()
 	declare(&o).FlagSet().VisitAll(func(f *flag.Flag) { got[f.Name] = f.DefValue })
 	if want := participant.DefaultOptions().ProcessID; got["process-id"] != want {
 		t.Errorf("--process-id: default %q, want %q", got["process-id"], want)

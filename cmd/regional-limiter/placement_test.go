@@ -15,12 +15,12 @@ func TestPlacementFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.UsageStreamCluster != "eu" || o.CatalogCluster != "eu" || o.UsageStreamReplicas != 3 || o.CatalogReplicas != 3 {
+	if o.Ledger.Stream.Cluster != "eu" || o.CatalogCluster != "eu" || o.Ledger.Stream.Replicas != 3 || o.CatalogReplicas != 3 {
 		t.Fatalf("options %+v", o)
 	}
 	setQuotaEnv(t, nil)
-	if o, err := parseOptions(nil, io.Discard); err != nil || o.UsageStreamCluster != "" || o.CatalogCluster != "" {
-		t.Fatalf("defaults: %q %q, %v", o.UsageStreamCluster, o.CatalogCluster, err)
+	if o, err := parseOptions(nil, io.Discard); err != nil || o.Ledger.Stream.Cluster != "" || o.CatalogCluster != "" {
+		t.Fatalf("defaults: %q %q, %v", o.Ledger.Stream.Cluster, o.CatalogCluster, err)
 	}
 	for _, tc := range []struct{ flag, value string }{
 		{"usage-stream-cluster", "eu west"},

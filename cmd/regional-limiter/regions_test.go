@@ -81,6 +81,7 @@ func TestMemberlistKeyFlag(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			setQuotaEnv(t, tt.env)
+			t.Setenv("QUOTA_MEMBERLIST_BIND", "127.0.0.1:0") // keys need membership
 			o, err := parseOptions(tt.args, io.Discard)
 			// The keys given, whole and one by one.
 			var keys []string

@@ -95,13 +95,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&o.MemberlistBind, "memberlist-bind", "", "memberlist host:port; empty = membership off")
 	fs.StringVar(&join, "memberlist-join", "", "comma-separated memberlist host:port to join")
 	fs.StringVar(&key, "memberlist-key", "", "memberlist encryption key(s), base64 (prefer the environment: QUOTA_MEMBERLIST_KEY)")
-	fs.IntVar(&o.Processes, "processes", o.Processes, "estimate of the limiter processes sharing the region's store")
-	fs.DurationVar(&o.Window, "window", o.Window, "accounting window")
-	fs.DurationVar(&o.ReportInterval, "report-interval", o.ReportInterval, "usage report interval")
-	fs.DurationVar(&o.StoreTimeout, "store-timeout", o.StoreTimeout, "hard timeout of one store call")
+	// The limiter's and the reporter's flags bind to their Configs in the
+	// participant's Options, whose defaults are theirs; participant.Open
+	// checks them, each error naming its field.
+	fs.IntVar(&o.Limiter.ProcessEstimate, "processes", o.Limiter.ProcessEstimate, "estimate of the limiter processes sharing the region's store")
+	fs.DurationVar(&o.Limiter.Window, "window", o.Limiter.Window, "accounting window")
+	fs.DurationVar(&o.Ledger.ReportInterval, "report-interval", o.Ledger.ReportInterval, "usage report interval")
+	fs.DurationVar(&o.Limiter.StoreTimeout, "store-timeout", o.Limiter.StoreTimeout, "hard timeout of one store call")
 	fs.DurationVar(&o.GossipInterval, "gossip-interval", o.GossipInterval, "cross-region demand gossip period")
 	fs.Float64Var(&o.ShareFloor, "share-floor", o.ShareFloor, "smallest share of a key a region keeps, in [0, 1)")
-	fs.DurationVar(&o.ClockSkew, "clock-skew", 0, "shift this process's wall clock (tests of clock skew)")
+	fs.DurationVar(&o.Limiter.ClockOffset, "clock-skew", o.Limiter.ClockOffset, "shift this process's wall clock (tests of clock skew)")
 	fs.StringVar(&readToken, "read-token", "", "bearer token(s), comma-separated, that may read the operator routes (GET /v1/keys/{key}, /debug/shares, …); prefer the environment: QUOTA_READ_TOKEN")
 	fs.Float64Var(&rate, "default-rate", 10, "built-in default plan rate (cost units per second) for keys with no plan; 0 disables; off with --redis unless given")
 	fs.Float64Var(&capacity, "default-capacity", 20, "built-in default plan capacity (burst); 0 disables; off with --redis unless given")

@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/quotaplatform/quota/internal/field"
 )
 
 // A Set is one command's settings, in declaration order.
@@ -20,6 +23,7 @@ type Set struct {
 // and return it, so that a declaration reads as one statement.
 type Setting struct {
 	name       string
+	field      string // the bound field's path in its owner's errors
 	help       string
 	doc        string
 	docDefault string
@@ -113,6 +117,44 @@ func (st *Setting) DefaultDoc(markdown string) *Setting {
 func (st *Setting) Check(f func() error) *Setting {
 	st.check = f
 	return st
+}
+
+// Field names the configuration field the setting is bound to, as the
+// validation of the package that owns it names it (a *field.Error's Path,
+// internal/field): Set.Explain reports that field's errors as the flag's.
+func (st *Setting) Field(path string) *Setting {
+	st.field = path
+	return st
+}
+
+// Explain rewrites the field errors joined in err (internal/field) about
+// a declared setting's field as "--name: cause", the cause without its
+// owner's prefix and with the fields of declared settings it names (whole
+// paths) named by their flags; it keeps the others as they are.
+func (s *Set) Explain(err error) error {
+	flags := map[string]string{}
+	var paths []string
+	for _, st := range s.list {
+		if st.field != "" {
+			flags[st.field] = "--" + st.name
+			paths = append(paths, regexp.QuoteMeta(st.field))
+		}
+	}
+	if len(paths) == 0 {
+		return err
+	}
+	named := regexp.MustCompile(`\b(` + strings.Join(paths, "|") + `)\b`)
+	var errs []error
+	field.Each(err, func(e error) {
+		var fe *field.Error
+		if errors.As(e, &fe) {
+			if name, ok := flags[fe.Path]; ok {
+				e = fmt.Errorf("%s: %s", name, named.ReplaceAllStringFunc(fe.Err.Error(), func(p string) string { return flags[p] }))
+			}
+		}
+		errs = append(errs, e)
+	})
+	return errors.Join(errs...)
 }
 
 // Check runs every setting's check and joins their errors, each naming

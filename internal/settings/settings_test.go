@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/internal/field"
 	"github.com/quotaplatform/quota/internal/settings"
 )
 
@@ -114,3 +115,36 @@ type stringValue string
 
 func (v *stringValue) String() string     { return string(*v) }
 func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
+
+// TestExplain: an owner's field error about a bound field names the flag,
+// and so do the fields of other flags that its cause names; errors about
+// unbound fields, and errors about no field, are kept as they are.
+func TestExplain(t *testing.T) {
+	var window, ttl time.Duration
+	var bind, join string
+	s := settings.New("limiter", "QUOTA")
+	s.Duration(&window, "window", time.Minute, "").Field("Limiter.Window")
+	s.String(&bind, "memberlist-bind", "", "").Field("MemberlistBind")
+	s.String(&join, "memberlist-join", "", "").Field("MemberlistJoin")
+	s.Duration(&ttl, "slot-ttl", time.Minute, "")
+	owner := field.Check{Prefix: "region: config "}
+	owner.That(false, "Window", "must be positive, got 0s")
+	owner.That(false, "SlotTTL", "must be at least 1ms")
+	rooted := field.Map("participant: ", owner.Err(), func(p string) string { return "Limiter." + p })
+	other := field.Check{Prefix: "participant: "}
+	other.That(false, "MemberlistJoin", "needs MemberlistBind")
+	other.Add(errors.New("participant: no field"))
+	got := s.Explain(errors.Join(rooted, other.Err())).Error()
+	want := strings.Join([]string{
+		"--window: must be positive, got 0s",
+		"participant: Limiter.SlotTTL: must be at least 1ms",
+		"--memberlist-join: needs --memberlist-bind",
+		"participant: no field",
+	}, "\n")
+	if got != want {
+		t.Errorf("Explain:\n%s\nwant\n%s", got, want)
+	}
+	if s.Explain(nil) != nil {
+		t.Error("Explain(nil) is not nil")
+	}
+}

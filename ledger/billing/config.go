@@ -2,12 +2,14 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quotaplatform/quota/internal/field"
+	"github.com/quotaplatform/quota/region/store"
 )
 
 // Config bounds the queries of a Ledger and the pool NewPool makes for them.
@@ -26,30 +28,31 @@ type Config struct {
 	// Default 4.
 	MaxConns int32
 	// Window is the limiters' accounting window (region.Config.Window),
-	// used to count the rows of a window-granularity query before it runs.
+	// used to count the rows of a window-granularity query before it runs
+	// (the reconciler's --window).
 	// A query that returns more than MaxRows windows anyway (the limiters
-	// use shorter windows) is refused as well. Default 60s.
+	// use shorter windows) is refused as well. Default store.DefaultWindow.
 	Window time.Duration
 }
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
-	return Config{MaxRows: 10_000, StatementTimeout: 5 * time.Second, MaxConns: 4, Window: time.Minute}
+	return Config{MaxRows: 10_000, StatementTimeout: 5 * time.Second, MaxConns: 4, Window: store.DefaultWindow}
 }
 
-// validate checks every field and reports every bad one.
-func (c *Config) validate() error {
-	var errs []error
-	check := func(ok bool, field, format string, args ...any) {
-		if !ok {
-			errs = append(errs, fmt.Errorf("billing: %s: "+format, append([]any{field}, args...)...))
-		}
-	}
+// validate is Validate, for NewPool and NewLedger.
+func (c *Config) validate() error { return c.Validate() }
+
+// Validate checks every field and reports every bad one, each a
+// *field.Error naming it (internal/field).
+func (c Config) Validate() error {
+	ch := field.Check{Prefix: "billing: "}
+	check := ch.That
 	check(c.MaxRows >= 1, "MaxRows", "must be at least 1, got %d", c.MaxRows)
 	check(c.StatementTimeout > 0, "StatementTimeout", "must be positive, got %v", c.StatementTimeout)
 	check(c.MaxConns >= 1, "MaxConns", "must be at least 1, got %d", c.MaxConns)
 	check(c.Window > 0, "Window", "must be positive, got %v", c.Window)
-	return errors.Join(errs...)
+	return ch.Err()
 }
 
 // NewPool returns a pool for billing queries on the database of connString

@@ -113,7 +113,7 @@ func runQuotaExhaustion(t *testing.T, c *Cluster, mode Mode, form quotaForm) {
 			Quotas:   []Quota{{Period: "month", Limit: limit}, {Period: "day", Limit: quotaDayFactor * limit}},
 			TimeZone: "UTC", AnchorDay: 1,
 		},
-		every: max(spec.ReportInterval, participant.DefaultOptions().FlushInterval),
+		every: max(spec.ReportInterval, participant.DefaultOptions().Limiter.FlushInterval),
 	}
 	q.bound = math.Max(0.001*float64(limit), form.offered*q.every.Seconds())
 	c.SetPlanFields(prefix+"plan", q.plan)
@@ -512,7 +512,7 @@ func (q *quotaRun) boundTerms(rec *Record, admitted float64) {
 	procs := float64(spec.Processes)
 	samples := rec.Samples(q.key)
 	L := float64(q.limit)
-	lag := participant.DefaultOptions().FlushInterval + spec.ReportInterval + reconcilerBatchInterval
+	lag := participant.DefaultOptions().Limiter.FlushInterval + spec.ReportInterval + reconcilerBatchInterval
 	var a, sumShares float64
 	var shares []string
 	for _, r := range spec.Regions {
