@@ -82,8 +82,8 @@ loadtest: ## start a daemon in a temp dir and load it over loopback (LIMITER_ARG
 fuzz: ## fuzz the wire formats and HTTP input for 20 s each
 	$(GO) test -run '^$$' -fuzz FuzzDecodeDigest -fuzztime 20s ./gossip/
 	$(GO) test -run '^$$' -fuzz FuzzShares -fuzztime 20s ./partition/
-	$(GO) test -run '^$$' -fuzz FuzzHTTP -fuzztime 20s ./limitapi/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeCheck -fuzztime 20s ./limitapi/
+	$(GO) test -run '^$$' -fuzz FuzzHTTP -fuzztime 20s ./internal/limitapi/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeCheck -fuzztime 20s ./internal/limitapi/
 	$(GO) test -run '^$$' -fuzz FuzzWriteError -fuzztime 20s ./httplimit/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeReport -fuzztime 20s ./ledger/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeBatch -fuzztime 20s ./ledger/

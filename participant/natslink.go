@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/quotaplatform/quota/natsembed"
-	"github.com/quotaplatform/quota/natsrole"
+	"github.com/quotaplatform/quota/internal/natsembed"
+	"github.com/quotaplatform/quota/internal/natsrole"
 )
 
 // natsLink is the participant's NATS connection: the caller's, one dialed

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/quotaplatform/quota/limitapi"
-	"github.com/quotaplatform/quota/limitmetrics"
+	"github.com/quotaplatform/quota/internal/limitapi"
+	"github.com/quotaplatform/quota/internal/limitmetrics"
 )
 
 // Checks is the check-latency histogram (quota_check_duration_seconds),

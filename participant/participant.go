@@ -12,8 +12,8 @@ import (
 
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/internal/limitmetrics"
 	"github.com/quotaplatform/quota/ledger"
-	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/membership"
 	"github.com/quotaplatform/quota/region"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/internal/limitapi"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/memstore"
 )

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
+	"github.com/quotaplatform/quota/internal/natsrole"
 	"github.com/quotaplatform/quota/internal/tracing"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
@@ -30,7 +31,6 @@ import (
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
-	"github.com/quotaplatform/quota/natsrole"
 )
 
 // serveModule wires the reconciler daemon: NATS → Reconciler → Postgres,

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/quotaplatform/quota/natsrole"
+	"github.com/quotaplatform/quota/internal/natsrole"
 )
 
 // The reconciler connects with its role's inbox prefix, the only inboxes

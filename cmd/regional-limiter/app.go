@@ -15,8 +15,8 @@ import (
 	"github.com/quotaplatform/quota/catalog"
 	"github.com/quotaplatform/quota/gossip"
 	"github.com/quotaplatform/quota/internal/edge"
-	"github.com/quotaplatform/quota/limitapi"
-	"github.com/quotaplatform/quota/limitmetrics"
+	"github.com/quotaplatform/quota/internal/limitapi"
+	"github.com/quotaplatform/quota/internal/limitmetrics"
 	"github.com/quotaplatform/quota/region"
 )
 

@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
+	"github.com/quotaplatform/quota/internal/limitapi"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
-	"github.com/quotaplatform/quota/limitapi"
 )
 
 // usageJetStream connects to url and creates the usage stream there, as

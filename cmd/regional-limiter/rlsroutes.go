@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/catalog"
-	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/internal/limitapi"
 	"github.com/quotaplatform/quota/rls"
 )
 

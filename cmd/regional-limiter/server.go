@@ -16,9 +16,9 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/internal/limitapi"
+	"github.com/quotaplatform/quota/internal/limitmetrics"
 	"github.com/quotaplatform/quota/internal/tracing"
-	"github.com/quotaplatform/quota/limitapi"
-	"github.com/quotaplatform/quota/limitmetrics"
 	"github.com/quotaplatform/quota/participant"
 )
 

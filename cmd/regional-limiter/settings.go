@@ -100,7 +100,7 @@ func declare(o *Options) *settings.Set {
 			return want(o.GCPercent >= 10 && o.GCPercent <= 10_000, "must be in [10, 10000], got %d", o.GCPercent)
 		})
 	s.Duration(&o.Limiter.IdempotencyHorizon, "idempotency-horizon", o.Limiter.IdempotencyHorizon, "how long the region's store remembers a request_id (checks, refunds, charges): the same id within it is charged once").
-		Doc("how long the region's store remembers a `request_id` (checks, refunds, charges) after its last use: the same id within it is charged once (at least `1ms`; top-level README \"Request ids, refunds and charges\")").
+		Doc("how long the region's store remembers a `request_id` (checks, refunds, charges) after its last use: the same id within it is charged once (at least `1ms`; docs/plans.md, \"Request ids, refunds and charges\")").
 		Field("Limiter.IdempotencyHorizon")
 	s.Duration(&o.GossipInterval, "gossip-interval", o.GossipInterval, "cross-region demand gossip interval").
 		Field("GossipInterval")

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/httplimit"
-	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/internal/limitapi"
 	"github.com/quotaplatform/quota/participant"
 )
 

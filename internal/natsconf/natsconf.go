@@ -22,7 +22,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 
-	"github.com/quotaplatform/quota/natsrole"
+	"github.com/quotaplatform/quota/internal/natsrole"
 )
 
 // Gateway is one remote region's gateway.

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/internal/natsconf"
+	"github.com/quotaplatform/quota/internal/natsrole"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
-	"github.com/quotaplatform/quota/natsrole"
 	"github.com/quotaplatform/quota/region"
 )
 

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/catalog"
+	"github.com/quotaplatform/quota/internal/natsrole"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/planmirror"
@@ -21,7 +22,6 @@ import (
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 	"github.com/quotaplatform/quota/migrations"
-	"github.com/quotaplatform/quota/natsrole"
 	"github.com/quotaplatform/quota/participant"
 	"github.com/quotaplatform/quota/region"
 )

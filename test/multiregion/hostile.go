@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/gossip"
+	"github.com/quotaplatform/quota/internal/natsrole"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
-	"github.com/quotaplatform/quota/natsrole"
 	"github.com/quotaplatform/quota/region"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/quotaplatform/quota/natsembed"
+	"github.com/quotaplatform/quota/internal/natsembed"
 )
 
 func TestInProcessJetStream(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaplatform/quota/internal/limitapi"
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/limitapi"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/redisstore"
 )

@@ -3,7 +3,7 @@ package natsrole_test
 import (
 	"fmt"
 
-	"github.com/quotaplatform/quota/natsrole"
+	"github.com/quotaplatform/quota/internal/natsrole"
 )
 
 // A limiter of eu that dials NATS itself (participant.Options.NATS) gives

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quotaplatform/quota/limitmetrics"
+	"github.com/quotaplatform/quota/internal/limitmetrics"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/redisstore"
 )

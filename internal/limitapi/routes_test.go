@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/quotaplatform/quota/catalog"
-	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/internal/limitapi"
 	"github.com/quotaplatform/quota/region"
 )
 

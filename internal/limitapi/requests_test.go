@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/internal/limitapi"
 	"github.com/quotaplatform/quota/region/store"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/quotaplatform/quota/catalog"
-	"github.com/quotaplatform/quota/limitapi"
+	"github.com/quotaplatform/quota/internal/limitapi"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/memstore"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/quotaplatform/quota/limitmetrics"
+	"github.com/quotaplatform/quota/internal/limitmetrics"
 	"github.com/quotaplatform/quota/region"
 	"github.com/quotaplatform/quota/region/memstore"
 )
