@@ -87,10 +87,10 @@ var distinctSettings = map[string]string{
 	"cmd/reconciler: --format":      "export's format (csv, ndjson), not usage's (json, csv, text)",
 	"cmd/reconciler: --granularity": "the sinks' and export's period, not usage's bucket",
 	// Caps of different things.
-	"gossip: Config.MaxKeys":         "keys in a gossip digest, not the limiter's tracked keys",
-	"ledger: Config.MaxKeys":         "(key, window) counters of the reporter, not the limiter's keys",
-	"limitapi: Config.MaxBatch":      "checks in one /v1/allow/batch request",
-	"ledger/quotabase: DefaultQueue": "a NATS queue group",
+	"gossip: Config.MaxKeys":             "keys in a gossip digest, not the limiter's tracked keys",
+	"ledger: Config.MaxKeys":             "(key, window) counters of the reporter, not the limiter's keys",
+	"internal/limitapi: Config.MaxBatch": "checks in one /v1/allow/batch request",
+	"ledger/quotabase: DefaultQueue":     "a NATS queue group",
 	// Periods of different loops.
 	"ledger/reconcile: CloserConfig.Interval":   "how often the closer looks for silent processes",
 	"catalog: Config.RetryInterval":             "the catalogue watch's retry",
