@@ -351,7 +351,7 @@ func (o HostileBatchOutcome) Accounted() int {
 
 // ReadHostileBatches reads what the ledger made of h's usage batches.
 func (c *Cluster) ReadHostileBatches(ctx context.Context, h Hostile) (HostileBatchOutcome, error) {
-	out := HostileBatchOutcome{DeadLetters: map[string]int{}}
+	var out HostileBatchOutcome
 	conn, err := pgx.Connect(ctx, c.pgURL)
 	if err != nil {
 		return out, fmt.Errorf("hostile batches: %w", err)
@@ -366,23 +366,11 @@ func (c *Cluster) ReadHostileBatches(ctx context.Context, h Hostile) (HostileBat
 	if err != nil {
 		return out, fmt.Errorf("hostile batches: usage_windows: %w", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT reason, count(*)::int FROM usage_dead_letters WHERE subject = $1 GROUP BY reason`,
-		HostileBatchSubject(h.Region))
+	out.DeadLetters, err = deadLetterReasons(ctx, conn, HostileBatchSubject(h.Region))
 	if err != nil {
-		return out, fmt.Errorf("hostile batches: usage_dead_letters: %w", err)
+		return out, fmt.Errorf("hostile batches: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			reason string
-			n      int
-		)
-		if err := rows.Scan(&reason, &n); err != nil {
-			return out, fmt.Errorf("hostile batches: usage_dead_letters: %w", err)
-		}
-		out.DeadLetters[reason] = n
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ExportMonth exports the current UTC month over every key of the ledger,
@@ -602,7 +590,7 @@ type ForgedOutcome struct {
 // ReadForged reads what the ledger made of h's forged reports and the
 // message-id squats on HostileForgedSubject(h.Region).
 func (c *Cluster) ReadForged(ctx context.Context, h Hostile) (ForgedOutcome, error) {
-	out := ForgedOutcome{DeadLetters: map[string]int{}}
+	var out ForgedOutcome
 	conn, err := pgx.Connect(ctx, c.pgURL)
 	if err != nil {
 		return out, fmt.Errorf("forged reports: %w", err)
@@ -618,21 +606,31 @@ func (c *Cluster) ReadForged(ctx context.Context, h Hostile) (ForgedOutcome, err
 	if err != nil {
 		return out, fmt.Errorf("forged reports: usage_reports: %w", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT reason, count(*)::int FROM usage_dead_letters WHERE subject = $1 GROUP BY reason`,
-		HostileForgedSubject(h.Region))
+	out.DeadLetters, err = deadLetterReasons(ctx, conn, HostileForgedSubject(h.Region))
 	if err != nil {
-		return out, fmt.Errorf("forged reports: usage_dead_letters: %w", err)
+		return out, fmt.Errorf("forged reports: %w", err)
+	}
+	return out, nil
+}
+
+// deadLetterReasons counts the ledger's dead letters from one subject by
+// reason.
+func deadLetterReasons(ctx context.Context, conn *pgx.Conn, subject string) (map[string]int, error) {
+	rows, err := conn.Query(ctx, `SELECT reason, count(*)::int FROM usage_dead_letters WHERE subject = $1 GROUP BY reason`, subject)
+	if err != nil {
+		return nil, fmt.Errorf("usage_dead_letters: %w", err)
 	}
 	defer rows.Close()
+	byReason := map[string]int{}
 	for rows.Next() {
 		var (
 			reason string
 			n      int
 		)
 		if err := rows.Scan(&reason, &n); err != nil {
-			return out, fmt.Errorf("forged reports: usage_dead_letters: %w", err)
+			return nil, fmt.Errorf("usage_dead_letters: %w", err)
 		}
-		out.DeadLetters[reason] = n
+		byReason[reason] = n
 	}
-	return out, rows.Err()
+	return byReason, rows.Err()
 }
