@@ -16,6 +16,19 @@ import (
 )
 
 // migrateTo moves the database on conn to version v.
+// connectNewDatabase connects to a new, empty database, closed when the
+// test ends.
+func connectNewDatabase(t *testing.T) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testserver.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn
+}
+
 func migrateTo(t *testing.T, conn *pgx.Conn, v int32) {
 	t.Helper()
 	ctx := context.Background()

@@ -3,10 +3,6 @@ package migrations_test
 import (
 	"context"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/quotaplatform/quota/internal/testserver"
 )
 
 // 016 floors each row's net at zero in a key's quota figure, as the quota
@@ -14,13 +10,8 @@ import (
 // the month's used figure negative (or its remaining larger than the
 // quota). Going down restores 008's sum.
 func TestQuotaUsageFloorsEachRow(t *testing.T) {
-	url := testserver.NewDatabase(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connectNewDatabase(t)
 	migrateTo(t, conn, 16)
 	if _, err := conn.Exec(ctx, `SELECT usage_ensure_partition('2026-11-10Z');
 		INSERT INTO quota_plans (name, quotas, revision) VALUES ('metered', '[{"period":"month","limit":1000}]', 1);

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/tern/v2/migrate"
 
-	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/migrations"
 )
 
@@ -45,13 +44,8 @@ func primaryKeys(t *testing.T, conn *pgx.Conn) map[string]string {
 // down refuses while two regions share such a row, and otherwise restores
 // the old key with the rows unchanged.
 func TestRegionInPrimaryKey(t *testing.T) {
-	url := testserver.NewDatabase(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connectNewDatabase(t)
 	migrateTo(t, conn, 11)
 	insert := func(region, process, start string) error {
 		_, err := conn.Exec(ctx, `SELECT usage_ensure_partition($1::timestamptz)`, start)

@@ -3,10 +3,6 @@ package migrations_test
 import (
 	"context"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/quotaplatform/quota/internal/testserver"
 )
 
 // 017 stamps each usage_reports row with the transaction that last wrote
@@ -14,13 +10,8 @@ import (
 // closer), leaves rows from before it NULL, and round-trips: down to 16
 // and up again keeps the ledger's rows and stamps again.
 func TestSinkCheckpointsStampWrites(t *testing.T) {
-	url := testserver.NewDatabase(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connectNewDatabase(t)
 	migrateTo(t, conn, 16)
 	if _, err := conn.Exec(ctx, `SELECT usage_ensure_partition('2026-11-10Z');
 		INSERT INTO usage_reports (key, window_start, process_id, window_end, region, spent, seq, sent_at)

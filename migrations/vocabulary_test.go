@@ -3,10 +3,6 @@ package migrations_test
 import (
 	"context"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/quotaplatform/quota/internal/testserver"
 )
 
 // 013 gives the views one vocabulary: allowed (gross), charged, refunded
@@ -14,13 +10,8 @@ import (
 // no spent that means the gross cost. The issue's key: allowed 247,
 // charged 10, refunded 6, net 251. Going down undoes the renames.
 func TestViewsNameTheBillingFiguresAlike(t *testing.T) {
-	url := testserver.NewDatabase(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connectNewDatabase(t)
 	migrateTo(t, conn, 13)
 	if _, err := conn.Exec(ctx, `SELECT usage_ensure_partition('2026-11-10Z')`); err != nil {
 		t.Fatal(err)
