@@ -96,6 +96,22 @@ var (
 // code blocks and code spans.
 func links(r io.Reader) ([]link, error) {
 	var out []link
+	err := proseLines(r, func(n int, line string) {
+		line = codeSpan.ReplaceAllString(line, "")
+		if m := refDef.FindStringSubmatch(line); m != nil {
+			out = append(out, link{n, m[1]})
+			return
+		}
+		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
+			out = append(out, link{n, m[1]})
+		}
+	})
+	return out, err
+}
+
+// proseLines calls f with each line of a Markdown document, numbered from
+// 1, outside fenced code blocks.
+func proseLines(r io.Reader, f func(n int, line string)) error {
 	fence := ""
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
@@ -112,16 +128,9 @@ func links(r io.Reader) ([]link, error) {
 			fence = trimmed[:3]
 			continue
 		}
-		line = codeSpan.ReplaceAllString(line, "")
-		if m := refDef.FindStringSubmatch(line); m != nil {
-			out = append(out, link{n, m[1]})
-			continue
-		}
-		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
-			out = append(out, link{n, m[1]})
-		}
+		f(n, line)
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // anchors returns the anchors GitHub gives a Markdown document's headings
@@ -129,28 +138,13 @@ func links(r io.Reader) ([]link, error) {
 func anchors(r io.Reader) (map[string]bool, error) {
 	set := map[string]bool{}
 	seen := map[string]int{}
-	fence := ""
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		trimmed := strings.TrimLeft(line, " ")
-		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
-			fence = trimmed[:3]
-			continue
-		}
+	err := proseLines(r, func(_ int, line string) {
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
 			set[m[1]] = true
 		}
 		m := heading.FindStringSubmatch(line)
 		if m == nil {
-			continue
+			return
 		}
 		s := slug(m[1])
 		if k := seen[s]; k > 0 {
@@ -159,8 +153,8 @@ func anchors(r io.Reader) (map[string]bool, error) {
 			set[s] = true
 		}
 		seen[s]++
-	}
-	return set, sc.Err()
+	})
+	return set, err
 }
 
 var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
