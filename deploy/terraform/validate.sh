@@ -143,8 +143,38 @@ for mod in . modules/region modules/ledger modules/monitoring examples/single-cl
 	fi
 done
 
+# terraform test starts the provider for every mock provider of every run, about 17 times a run,
+# only to read its schema; the kubernetes provider's start is a third of the step's CPU. One
+# provider process started in debug mode serves them all instead (TF_REATTACH_PROVIDERS): the
+# same binary and schema, started once. Its logging is off; it is stopped on exit.
+shared_provider() {
+	local line
+	exec {provider_out}< <(TF_LOG_PROVIDER=off TF_LOG_SDK=off TF_LOG_SDK_PROTO=off TF_LOG_SDK_MUX=off \
+		TF_LOG_SDK_HELPER_SCHEMA=off TF_LOG_SDK_FRAMEWORK=off exec "$plugin" -debug 2>/dev/null)
+	provider_pid=$!
+	while IFS= read -r -u "$provider_out" line; do
+		if [[ $line == "export TF_REATTACH_PROVIDERS="* ]]; then
+			line=${line#export TF_REATTACH_PROVIDERS=\'}
+			reattach=${line%\'}
+			cat <&"$provider_out" >/dev/null &
+			return 0
+		fi
+	done
+	return 1
+}
+
 step "terraform test (mock_provider): deploy/terraform"
-run "test ." "$TERRAFORM" -chdir="$work/terraform" test -no-color
+provider_pid=""
+reattach=""
+trap 'rm -rf "$work"; [[ -z $provider_pid ]] || kill "$provider_pid" 2>/dev/null' EXIT
+if shared_provider; then
+	echo "one provider process for every run (pid $provider_pid)"
+else
+	echo "the provider did not start in debug mode: each run starts its own"
+fi
+test_env=()
+[[ -z $reattach ]] || test_env=(TF_REATTACH_PROVIDERS="$reattach")
+run "test ." env "${test_env[@]}" "$TERRAFORM" -chdir="$work/terraform" test -no-color
 
 # nats_password_envs: the variables the region module gives the NATS pods (modules/region/nats.tf;
 # tests/regions.tftest.hcl asserts the same list) for regions ap, eu, us.
