@@ -71,7 +71,9 @@ func declareFinanceMonth(s *settings.Set, o *options) {
 
 func declareFinanceFormat(s *settings.Set, o *options) {
 	s.String(&o.Format, "format", "csv", "csv or json").
-		Check(func() error { return want(o.Format == "csv" || o.Format == "json", "must be csv or json, got %q", o.Format) })
+		Check(func() error {
+			return want(o.Format == "csv" || o.Format == "json", "must be csv or json, got %q", o.Format)
+		})
 }
 
 // financeCmd runs audit, preview or statement.
