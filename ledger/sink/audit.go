@@ -15,25 +15,25 @@ import (
 // again, the sink's answer, a new frame, a hold for a person, or a
 // settlement decided without an attempt. Cost units.
 type AuditEntry struct {
-	ID          int64 // the trail's order
-	At          time.Time
-	Sink        string
-	Key         string
-	PeriodStart time.Time
-	PeriodEnd   time.Time
-	Granularity string
-	Revision    int
-	EventID     string
-	Action      string // request, resend, answer, restamp, held, settle
-	Status      string // the event's status after it: pending, sent, failed, held
-	Billed      int64  // the event's billed figure
-	Acked       int64  // what the sink holds for the period after it
-	Attempts    int
-	StatusCode  int             // a refusal's HTTP status when its answer names one; 0 otherwise
-	Answer      string          // a refusal's answer, trimmed to 2000 characters
-	Decision    string          // settle: delivered or missing
-	Data        json.RawMessage `json:",omitempty"` // request: the event's data
-	Frame       json.RawMessage `json:",omitempty"` // request, resend, restamp: the sink request (Stripe: customer, value, timestamp, identifier)
+	ID          int64           `json:"id"` // the trail's order
+	At          time.Time       `json:"at"`
+	Sink        string          `json:"sink"`
+	Key         string          `json:"key"`
+	PeriodStart time.Time       `json:"period_start"`
+	PeriodEnd   time.Time       `json:"period_end"`
+	Granularity string          `json:"granularity"`
+	Revision    int             `json:"revision"`
+	EventID     string          `json:"event_id"`
+	Action      string          `json:"action"` // request, resend, answer, restamp, held, settle
+	Status      string          `json:"status"` // the event's status after it: pending, sent, failed, held
+	Billed      int64           `json:"billed"` // the event's billed figure
+	Acked       int64           `json:"acked"`  // what the sink holds for the period after it
+	Attempts    int             `json:"attempts"`
+	StatusCode  int             `json:"status_code"`     // a refusal's HTTP status when its answer names one; 0 otherwise
+	Answer      string          `json:"answer"`          // a refusal's answer, trimmed to 2000 characters
+	Decision    string          `json:"decision"`        // settle: delivered or missing
+	Data        json.RawMessage `json:"data,omitempty"`  // request: the event's data
+	Frame       json.RawMessage `json:"frame,omitempty"` // request, resend, restamp: the sink request (Stripe: customer, value, timestamp, identifier)
 }
 
 // AuditQuery selects a trail: Key's periods that start in [From, To) of

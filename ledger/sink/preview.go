@@ -18,23 +18,23 @@ import (
 // PlannedEvent is an event the next run of a sink would send, if the sink
 // acknowledged each one. Cost units.
 type PlannedEvent struct {
-	Sink        string
-	Customer    string // the frame's customer (Stripe); the key for a sink without frames
-	Key         string
-	PeriodStart time.Time
-	PeriodEnd   time.Time
-	Revision    int
-	EventID     string
-	Kind        string // first, correction, or resend (an unacknowledged event, as recorded)
-	Billed      int64  // the period's billed figure in the event
+	Sink        string    `json:"sink"`
+	Customer    string    `json:"customer"` // the frame's customer (Stripe); the key for a sink without frames
+	Key         string    `json:"key"`
+	PeriodStart time.Time `json:"period_start"`
+	PeriodEnd   time.Time `json:"period_end"`
+	Revision    int       `json:"revision"`
+	EventID     string    `json:"event_id"`
+	Kind        string    `json:"kind"`   // first, correction, or resend (an unacknowledged event, as recorded)
+	Billed      int64     `json:"billed"` // the period's billed figure in the event
 	// Value is what the sink is sent: Stripe's meter event value (the
 	// period's billed figure, or a correction's change); Billed for a
 	// sink without frames.
-	Value int64
+	Value int64 `json:"value"`
 	// Timestamp and Identifier are a Stripe meter event's (zero and ""
 	// for a sink without frames).
-	Timestamp  time.Time
-	Identifier string
+	Timestamp  time.Time `json:"timestamp"`
+	Identifier string    `json:"identifier"`
 }
 
 // Preview is what Run would do over [from, to) at now, computed by Run's
