@@ -31,6 +31,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/ledger/sink"
 )
 
 // serveModule wires the reconciler daemon: NATS → Reconciler → Postgres,
@@ -361,6 +362,10 @@ func newRoutes(o options, q billing.Querier, qq billing.QuotaQuerier, ex *export
 			&billing.QuotaHandler{Ledger: qq, Access: access, Logger: log}},
 		{"GET /v1/usage/export", true, "billing clients with a --billing-token; a prefix-scoped token exports only its keys",
 			&export.Handler{Exporter: ex, Access: access, WriteTimeout: o.Billing.StatementTimeout + writeTimeoutSlack, Logger: log}},
+		{"GET /v1/usage/audit", true, "billing clients with a --billing-token; a prefix-scoped token reads only its keys",
+			&sink.AuditHandler{DB: pool, Access: access, Logger: log}},
+		{"GET /v1/usage/statement", true, "billing clients with a --billing-token for every key",
+			&sink.StatementHandler{DB: pool, Exporter: ex, Access: access, Logger: log}},
 		{"GET /metrics", false, "Prometheus", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
 		{"GET /healthz", false, "liveness probe", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Write([]byte("ok\n"))

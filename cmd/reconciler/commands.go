@@ -32,6 +32,9 @@ var commands = []command{
 	{"stripe-settle", "--meter EVENT_NAME --event-id ID --outcome delivered|missing", "settle a meter event held past Stripe's dedupe window", declareStripeSettle},
 	{"stripe-customer set", "--key K --customer cus_… [--anchor-day N --time-zone Z]", "map a key to the Stripe customer billed for it", declareStripeCustomerSet},
 	{"stripe-customer list", "", "list the keys mapped to Stripe customers", declareStripeCustomerList},
+	{"audit", "--key K --month 2026-11 [--meter M] [--format csv|json]", "print every request, answer and decision about a key's sink events for the periods of a month, oldest first", declareAudit},
+	{"preview", "--meter EVENT_NAME --month 2026-11|--continuous [--format csv|json]", "print what the next stripe-sync run would send, per customer, writing and sending nothing", declarePreview},
+	{"statement", "--customer cus_… --month 2026-11 [--format csv|json]", "print a Stripe customer's keys for a month (allowed, charged, refunded, net, billed) and their total", declareStatement},
 }
 
 // lookupCommand finds the command named name.
@@ -123,18 +126,27 @@ func help(args []string, w io.Writer) error {
 	return nil
 }
 
-// writeSettingsMarkdown writes each command's settings as a Markdown
-// table under its own heading.
+// writeSettingsMarkdown writes the settings every command has, then each
+// command's own as a Markdown table under its own heading (the shared ones
+// once: repeated in each table they took a seventh of the page).
 func writeSettingsMarkdown(w io.Writer) error {
-	var errs []error
-	for i, c := range commands {
-		if i > 0 {
-			fmt.Fprintln(w)
-		}
-		fmt.Fprintf(w, "### `reconciler %s`\n\n%s.\n\n", c.name, upperFirst(c.summary))
+	o := stripeOptions{options: defaultOptions(), KeyEnv: defaultStripeKeyEnv}
+	common := settings.New("reconciler", envPrefix)
+	declareCommon(common, &o.options)
+	fmt.Fprint(w, "### Every command\n\n")
+	errs := []error{common.WriteMarkdown(w)}
+	for _, c := range commands {
+		fmt.Fprintf(w, "\n### `reconciler %s`\n\n%s.\n\n", c.name, upperFirst(c.summary))
 		o := stripeOptions{options: defaultOptions(), KeyEnv: defaultStripeKeyEnv}
-		s, _ := commandSettings(c.name, &o)
-		errs = append(errs, s.WriteMarkdown(w))
+		s := settings.New("reconciler "+c.name, envPrefix)
+		c.declare(s, &o)
+		var table strings.Builder
+		errs = append(errs, s.WriteMarkdown(&table))
+		if strings.Count(table.String(), "\n") == 2 { // the header alone
+			fmt.Fprint(w, "None but those of every command.\n")
+			continue
+		}
+		fmt.Fprint(w, table.String())
 	}
 	return errors.Join(errs...)
 }

@@ -84,6 +84,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if cmd, rest, ok := stripeSubcommand(args); ok {
 		return stripeCmd(cmd, rest, stdout, stderr)
 	}
+	if isFinanceCommand(args[0]) {
+		return financeCmd(args[0], args[1:], stdout, stderr)
+	}
 	cmd := args[0]
 	if _, ok := lookupCommand(cmd); !ok {
 		fmt.Fprintf(stderr, "reconciler: unknown command %q\n\n", cmd)

@@ -123,7 +123,7 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 				// the sink has it. The sink's own records decide, or a
 				// person.
 				stored, decided := false, false
-				if se, ok := rs.(Settler); ok {
+				if se, ok := rs.(Settler); ok && p.dry == nil { // a preview asks the sink nothing
 					if stored, decided, err = se.Stored(ctx, ev, s.frame); err != nil {
 						return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 					}
@@ -140,7 +140,7 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 				}
 				st.Settled++ // not stored: re-stamped below
 			}
-			if stale {
+			if stale && p.dry == nil {
 				if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6, first_attempt_at = $7, updated_at = now()
 WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
 					p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID, f, now); err != nil {
@@ -204,7 +204,7 @@ func (p *Publisher) pastWindow(s *state, now time.Time) bool {
 // hold marks s held and lists it: neither it nor a newer revision of its
 // period is sent until a person settles it (SettleHeld).
 func (p *Publisher) hold(ctx context.Context, r *export.Row, s *state, st *Stats, why string) error {
-	if s.status != statusHeld {
+	if s.status != statusHeld && p.dry == nil {
 		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'held', updated_at = now()
 WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
 			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID); err != nil {
@@ -271,6 +271,9 @@ func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id stri
 		if frame, err = lf.legacyFrame(ev); err != nil {
 			return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 		}
+		if p.dry != nil {
+			return p.plan(r, rev, id, f, frame, fresh)
+		}
 		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6
 WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
 			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id, frame); err != nil {
@@ -285,6 +288,11 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 				return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 			}
 		}
+	}
+	if p.dry != nil {
+		return p.plan(r, rev, id, f, frame, fresh)
+	}
+	if fresh {
 		if _, err := p.db.Exec(ctx, pendingSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), r.PeriodEnd,
 			rev, id, f.billed, f.rejected, f.degraded, prevAcked, data, nullableJSON(frame), now); err != nil {
 			return fmt.Errorf("sink: record event before sending: %w", err)

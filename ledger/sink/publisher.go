@@ -145,6 +145,9 @@ type Publisher struct {
 	ex   *export.Exporter
 	send Sender
 	cfg  Config
+	// dry, set by Preview only, collects the events a run would send
+	// instead of recording or sending anything.
+	dry *[]PlannedEvent
 }
 
 // NewPublisher returns a Publisher that reads the ledger with ex, records
@@ -215,12 +218,19 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 // the run's range.
 func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, error) {
 	var st Stats
-	unlock, err := lockRun(ctx, p.db, p.cfg.Sink)
-	if err != nil {
-		return st, err
+	want := registration{p.cfg.Granularity, p.cfg.Calendar, p.cfg.Customers}
+	var watermark time.Time
+	var err error
+	if p.dry != nil {
+		watermark, err = registered(ctx, p.db, p.cfg.Sink, want)
+	} else {
+		var unlock func()
+		if unlock, err = lockRun(ctx, p.db, p.cfg.Sink); err != nil {
+			return st, err
+		}
+		defer unlock()
+		watermark, err = register(ctx, p.db, p.cfg.Sink, want)
 	}
-	defer unlock()
-	watermark, err := register(ctx, p.db, p.cfg.Sink, registration{p.cfg.Granularity, p.cfg.Calendar, p.cfg.Customers})
 	if err != nil {
 		return st, err
 	}
@@ -295,7 +305,7 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 			return nil
 		})
 	}
-	if err == nil {
+	if err == nil && p.dry == nil {
 		err = advance(ctx, p.db, p.cfg.Sink, open)
 	}
 	uerr := p.unsent(ctx, now, &st)
@@ -326,7 +336,7 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 		p.cfg.Metrics.setDifference(p.cfg.Sink, st.Difference, st.KeysDiffering, st.AbsDifference, st.SkippedKeys)
 	}
 	var cerr error
-	if inc != nil && err == nil && uerr == nil && derr == nil {
+	if inc != nil && err == nil && uerr == nil && derr == nil && p.dry == nil {
 		for pk := range skipped {
 			revisit = append(revisit, pk.key)
 		}

@@ -328,13 +328,26 @@ type StripeStats struct {
 func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, events MeterEvents, cfg StripeConfig,
 	from, to, now time.Time) (StripeStats, error) {
 	var out StripeStats
-	mappings, err := StripeCustomerMappings(ctx, db)
+	p, unmapped, err := stripePublisher(ctx, db, ex, events, cfg)
 	if err != nil {
 		return out, err
 	}
+	out.Stats, err = p.Run(ctx, from, to, now)
+	out.UnmappedKeys = len(unmapped)
+	return out, err
+}
+
+// stripePublisher is the Publisher of SyncStripe and PreviewStripe, and
+// the keys its Skip found without a customer, filled as it runs.
+func stripePublisher(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, events MeterEvents, cfg StripeConfig) (
+	*Publisher, map[string]bool, error) {
+	mappings, err := StripeCustomerMappings(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
 	send, err := NewStripe(events, cfg.Meter, mappings, cfg.FinalizationGrace)
 	if err != nil {
-		return out, err
+		return nil, nil, err
 	}
 	send.summaries, send.records, send.sinkName = cfg.Summaries, db, StripeSinkName(cfg.Meter)
 	unmapped := make(map[string]bool)
@@ -348,10 +361,5 @@ func SyncStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, even
 	p, err := NewPublisher(db, ex, send, Config{Sink: StripeSinkName(cfg.Meter), Granularity: cfg.Granularity,
 		Calendar: cfg.Calendar, Customers: CustomersDated, Clock: cfg.Clock, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
 		ResendWindow: StripeResendWindow, Incremental: cfg.Incremental})
-	if err != nil {
-		return out, err
-	}
-	out.Stats, err = p.Run(ctx, from, to, now)
-	out.UnmappedKeys = len(unmapped)
-	return out, err
+	return p, unmapped, err
 }

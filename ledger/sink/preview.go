@@ -1,0 +1,130 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stripe/stripe-go/v84"
+
+	"github.com/quotaplatform/quota/ledger/export"
+)
+
+// PlannedEvent is an event the next run of a sink would send, if the sink
+// acknowledged each one. Cost units.
+type PlannedEvent struct {
+	Sink        string    `json:"sink"`
+	Customer    string    `json:"customer"` // the frame's customer (Stripe); the key for a sink without frames
+	Key         string    `json:"key"`
+	PeriodStart time.Time `json:"period_start"`
+	PeriodEnd   time.Time `json:"period_end"`
+	Revision    int       `json:"revision"`
+	EventID     string    `json:"event_id"`
+	Kind        string    `json:"kind"`   // first, correction, or resend (an unacknowledged event, as recorded)
+	Billed      int64     `json:"billed"` // the period's billed figure in the event
+	// Value is what the sink is sent: Stripe's meter event value (the
+	// period's billed figure, or a correction's change); Billed for a
+	// sink without frames.
+	Value int64 `json:"value"`
+	// Timestamp and Identifier are a Stripe meter event's (zero and ""
+	// for a sink without frames).
+	Timestamp  time.Time `json:"timestamp"`
+	Identifier string    `json:"identifier"`
+}
+
+// Preview is what Run would do over [from, to) at now, computed by Run's
+// own code with nothing recorded and nothing sent: no row written, no
+// request to the sink, no lock beyond its reads. An event whose fate a
+// run would ask the sink about (Settler) is listed held. Stats are the
+// run's as if every event were acknowledged, with the difference and
+// unsent figures of the sink as it stands.
+func (p *Publisher) Preview(ctx context.Context, from, to, now time.Time) ([]PlannedEvent, Stats, error) {
+	dry := *p
+	planned := []PlannedEvent{}
+	dry.dry = &planned
+	dry.cfg.Metrics = nil
+	st, err := dry.Run(ctx, from, to, now)
+	return planned, st, err
+}
+
+// plan records, in a Preview, the event deliver would send.
+func (p *Publisher) plan(r *export.Row, rev int, id string, f figures, frame json.RawMessage, fresh bool) error {
+	e := PlannedEvent{Sink: p.cfg.Sink, Customer: r.Key, Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd,
+		Revision: rev, EventID: id, Kind: "resend", Billed: f.billed, Value: f.billed}
+	switch {
+	case fresh && rev == 0:
+		e.Kind = "first"
+	case fresh:
+		e.Kind = "correction"
+	}
+	if frame != nil {
+		var sf stripeFrame
+		if err := json.Unmarshal(frame, &sf); err != nil {
+			return fmt.Errorf("sink: preview: frame %s: %w", frame, err)
+		}
+		e.Customer, e.Value, e.Timestamp, e.Identifier = sf.Customer, sf.Value, time.Unix(sf.Timestamp, 0).UTC(), sf.Identifier
+	}
+	*p.dry = append(*p.dry, e)
+	return nil
+}
+
+// registered is register for a Preview: it reads the sink's registration
+// and refuses a run that differs, recording nothing. A field not recorded
+// yet is what the next run would record.
+func registered(ctx context.Context, db dbtx, sinkName string, want registration) (time.Time, error) {
+	var g, cal, rule *string
+	var lt *time.Time
+	err := db.QueryRow(ctx, `SELECT granularity, calendar, customer_rule, looked_through FROM billing_sinks WHERE sink = $1`,
+		sinkName).Scan(&g, &cal, &rule, &lt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sink %q: registry: %w", sinkName, err)
+	}
+	var diffs []string
+	for _, f := range []struct {
+		name      string
+		got       *string
+		wantValue string
+	}{{"granularity", g, string(want.granularity)}, {"calendar", cal, string(want.calendar)}, {"customer rule", rule, want.customers}} {
+		if f.got != nil && *f.got != f.wantValue {
+			diffs = append(diffs, fmt.Sprintf("%s: first run used %s, this run asks %s", f.name, *f.got, f.wantValue))
+		}
+	}
+	if len(diffs) > 0 {
+		return time.Time{}, fmt.Errorf("%w: sink %q: %s", ErrSinkChanged, sinkName, strings.Join(diffs, "; "))
+	}
+	if lt != nil {
+		return lt.UTC(), nil
+	}
+	return time.Time{}, nil
+}
+
+// noMeterEvents is the MeterEvents of a preview's Stripe sender: a
+// preview never sends, and if it tried, this refuses.
+type noMeterEvents struct{}
+
+func (noMeterEvents) Create(context.Context, *stripe.BillingMeterEventCreateParams) (*stripe.BillingMeterEvent, error) {
+	return nil, errors.New("sink: a preview sends nothing")
+}
+
+// PreviewStripe is what SyncStripe with cfg would send over [from, to) at
+// now, per customer (Publisher.Preview), without a request to Stripe.
+func PreviewStripe(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter, cfg StripeConfig, from, to, now time.Time) (
+	[]PlannedEvent, StripeStats, error) {
+	var out StripeStats
+	cfg.Summaries, cfg.Metrics = nil, nil
+	p, unmapped, err := stripePublisher(ctx, db, ex, noMeterEvents{}, cfg)
+	if err != nil {
+		return nil, out, err
+	}
+	planned, st, err := p.Preview(ctx, from, to, now)
+	out.Stats, out.UnmappedKeys = st, len(unmapped)
+	return planned, out, err
+}
