@@ -116,6 +116,10 @@ func rowFigures(r *export.Row) figures {
 // then a correction if the ledger's figures moved on. now is the send
 // time (Config.Clock).
 func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now time.Time, st *Stats) error {
+	if s == nil && !p.retained.IsZero() && !r.PeriodEnd.After(p.retained) {
+		st.Retained++
+		return nil
+	}
 	if p.skip(r, s) {
 		st.Skipped++
 		return nil

@@ -105,6 +105,7 @@ type Stats struct {
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
 	Skipped     int // closed periods Config.Skip held back
+	Retained    int // closed periods acknowledged and removed by retention (Retain): not sent again
 	// Requests is the number of requests made to the sink: one per event,
 	// or per batch of a BatchFramer.
 	Requests int
@@ -154,9 +155,10 @@ type Publisher struct {
 	ex   *export.Exporter
 	send Sender
 	cfg  Config
-	// queue is the run's batch (deliver, flush): one Run at a time uses
-	// it, under the sink's lock.
-	queue []outgoing
+	// queue is the run's batch (deliver, flush), retained the sink's
+	// retained_before: one Run at a time uses them, under the sink's lock.
+	queue    []outgoing
+	retained time.Time
 }
 
 // NewPublisher returns a Publisher that reads the ledger with ex, records
@@ -251,6 +253,21 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 	}
 	runFrom := from
 	from = p.reach(from, to, watermark)
+	// Retention removed the acknowledged rows of periods that ended by
+	// retained: they are not read again, and never sent (period), unless
+	// an event to resend is older.
+	if p.retained, err = retainedBefore(ctx, p.db, p.cfg.Sink); err != nil {
+		return st, err
+	}
+	if !p.retained.IsZero() && from.Before(p.retained) && (retry == nil || !retry.Before(p.retained)) {
+		from = p.retained
+		if p.cfg.Calendar == export.CalendarUTC {
+			from = p.cfg.Granularity.Start(from)
+		}
+		if from.After(to) {
+			from = to
+		}
+	}
 	var inc *increment
 	if p.cfg.Incremental {
 		if inc, err = p.changes(ctx, from, now); err != nil {
@@ -329,11 +346,15 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 		unmapped := make(map[string]bool)
 		kept := diffs[:0]
 		for _, d := range diffs {
+			if d.Status == "" && d.Complete && d.PeriodStart.Before(p.retained) {
+				continue // acknowledged, its row removed by retention
+			}
 			revisit = append(revisit, d.Key)
 			if skipped[periodKey{d.Key, d.PeriodStart.Unix()}] {
 				unmapped[d.Key] = true
 				continue
 			}
+
 			st.Difference += d.Difference()
 			kept = append(kept, d)
 		}
