@@ -147,7 +147,7 @@ func events(ctx context.Context, o options, log *slog.Logger) error {
 		from, to := o.passRange(g, now)
 		st, runErr := p.Run(ctx, from, to, now)
 		log.Info("usage events run", "sink", o.sinkName(), "from", from, "to", to, "sent", st.Sent, "corrections", st.Corrections,
-			"resent", st.Resent, "unchanged", st.Unchanged, "open", st.Open, "held", len(st.Held), "held_total", st.HeldTotal,
+			"resent", st.Resent, "unchanged", st.Unchanged, "retained", st.Retained, "requests", st.Requests, "open", st.Open, "held", len(st.Held), "held_total", st.HeldTotal,
 			"unsent", st.Unsent, "keys_differing", st.KeysDiffering, "abs_difference", st.AbsDifference)
 		if o.MetricsFile != "" {
 			if err := prometheus.WriteToTextfile(o.MetricsFile, reg); err != nil {
@@ -217,10 +217,12 @@ type stripeOptions struct {
 	// --finalization-grace: how long after an invoice period Stripe
 	// finalizes its invoice (the account's setting)
 	FinalizationGrace time.Duration
-	AnchorDay         int    // --anchor-day 1–31; 0 with "" --time-zone: the UTC month
-	TimeZone          string // --time-zone, IANA
-	EventID           string // stripe-settle --event-id
-	Outcome           string // stripe-settle --outcome delivered|missing
+	AnchorDay         int           // --anchor-day 1–31; 0 with "" --time-zone: the UTC month
+	TimeZone          string        // --time-zone, IANA
+	StripeBatch       int           // --stripe-batch: events per v2 stream request; 1: v1, one each
+	SettleAfter       time.Duration // --settle-after: an ambiguous attempt's age before the summaries decide it
+	EventID           string        // stripe-settle --event-id
+	Outcome           string        // stripe-settle --outcome delivered|missing
 }
 
 // stripeSubcommand recognises stripe-sync, stripe-settle and
@@ -374,13 +376,16 @@ func stripeSync(ctx context.Context, o stripeOptions, stdout io.Writer, log *slo
 	clk := clock.System()
 	cfg := sink.StripeConfig{Meter: o.Meter, Granularity: g, FinalizationGrace: o.FinalizationGrace, Lookback: o.Lookback,
 		Calendar: export.Calendar(o.Calendar), Metrics: sink.NewMetrics(reg), Logger: log, Clock: clk,
-		Summaries: sink.NewStripeSummaries(client, o.Meter), Incremental: o.Continuous}
+		Summaries: sink.NewStripeSummaries(client, o.Meter), Incremental: o.Continuous, SettleAfter: o.SettleAfter}
+	if o.StripeBatch > 1 {
+		cfg.Stream, cfg.BatchSize = sink.NewStripeStream(secret, o.URL, nil, clk), o.StripeBatch
+	}
 	return passes(ctx, o.options, clk, log, func(ctx context.Context, now time.Time) error {
 		from, to := o.passRange(g, now)
 		st, runErr := sink.SyncStripe(ctx, pool, ex, client.V1BillingMeterEvents, cfg, from, to, now)
 		log.Info("stripe sync run", "sink", sink.StripeSinkName(o.Meter), "from", from, "to", to, "sent", st.Sent,
 			"corrections", st.Corrections, "resent", st.Resent, "restamped", st.Restamped, "settled", st.Settled,
-			"unchanged", st.Unchanged,
+			"unsettled", st.Unsettled, "unchanged", st.Unchanged, "retained", st.Retained, "requests", st.Requests,
 			"open", st.Open, "unmapped_keys", st.UnmappedKeys, "held", len(st.Held), "held_total", st.HeldTotal,
 			"unsent", st.Unsent, "keys_differing", st.KeysDiffering, "abs_difference", st.AbsDifference)
 		if len(st.Held) > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -230,7 +231,42 @@ func TestStripeCommands(t *testing.T) {
 
 	var mu sync.Mutex
 	var sent []string // guarded by mu: customer=value identifier
+	// Stripe's v2 meter event stream (--stripe-batch 2 to 100): a
+	// session opened with the secret key, events sent with its token.
+	const token = "ek_test_cmdsession"
+	stream := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/v2/billing/meter_event_session" && r.Header.Get("Authorization") == "Bearer "+secret:
+			fmt.Fprintf(w, `{"id":"mes_1","object":"v2.billing.meter_event_session","authentication_token":%q,"expires_at":%q}`,
+				token, time.Now().Add(15*time.Minute).UTC().Format(time.RFC3339))
+			return
+		case r.URL.Path == "/v2/billing/meter_event_stream" && r.Header.Get("Authorization") == "Bearer "+token:
+			var body struct {
+				Events []struct {
+					EventName  string            `json:"event_name"`
+					Identifier string            `json:"identifier"`
+					Payload    map[string]string `json:"payload"`
+				} `json:"events"`
+			}
+			if json.NewDecoder(r.Body).Decode(&body) == nil && len(body.Events) > 0 {
+				mu.Lock()
+				for _, e := range body.Events {
+					sent = append(sent, e.Payload["stripe_customer_id"]+"="+e.Payload["value"]+" "+e.Identifier)
+				}
+				mu.Unlock()
+				_, _ = io.WriteString(w, `{}`)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"type":"invalid_request","message":"bad request"}}`)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v2/") {
+			stream(w, r)
+			return
+		}
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/billing/meter_events" || r.Header.Get("Authorization") != "Bearer "+secret ||
 			r.ParseForm() != nil || r.PostForm.Get("event_name") != "api_requests" {
 			http.Error(w, `{"error":{"type":"invalid_request_error","message":"bad request"}}`, http.StatusBadRequest)
@@ -243,11 +279,16 @@ func TestStripeCommands(t *testing.T) {
 		_, _ = io.WriteString(w, `{"object":"billing.meter_event","event_name":"api_requests","identifier":"x","payload":{},"timestamp":1}`)
 	}))
 	defer srv.Close()
+	// The first run sends through the v2 stream in one request, the
+	// second (the default, v1) has nothing left to send.
 	args := []string{"stripe-sync", "--month", "2026-11", "--meter", "api_requests", "--stripe-url", srv.URL, "--log-level", "debug"}
-	for range 2 {
-		if err := run(args, &out, &errOut); err != nil {
+	for _, extra := range [][]string{{"--stripe-batch", "100"}, nil} {
+		if err := run(append(args, extra...), &out, &errOut); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !strings.Contains(errOut.String(), `"sent":2,`) || !strings.Contains(errOut.String(), `"requests":1,`) {
+		t.Fatalf("log does not show 2 events sent in 1 request:\n%s", errOut.String())
 	}
 	mu.Lock()
 	if len(sent) != 2 || !strings.HasPrefix(sent[0], "cus_A=11 qu-") || !strings.HasPrefix(sent[1], "cus_B=11 qu-") {

@@ -20,6 +20,7 @@ import (
 	"github.com/quotaplatform/quota/ledger/planmirror"
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/ledger/sink"
 )
 
 // options are the reconciler's settings from flags and environment.
@@ -77,6 +78,9 @@ type options struct {
 	// retention subcommand
 	KeepMonths  int // months kept before the current one; required (unset: -1)
 	AheadMonths int // months after the current one to create partitions for
+	// SinkKeep: sink rows acknowledged for periods ended longer ago are
+	// removed (sink.Retain); 0 keeps them.
+	SinkKeep time.Duration
 
 	// usage subcommand
 	Key         string
@@ -132,6 +136,7 @@ func defaultOptions() options {
 
 		KeepMonths:  -1,
 		AheadMonths: 3,
+		SinkKeep:    sink.DefaultKeep,
 	}
 }
 

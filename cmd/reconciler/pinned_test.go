@@ -56,6 +56,7 @@ var pinnedFlags = map[string]map[string]string{
 		"log-level":    "info",
 		"metrics-file": "",
 		"postgres":     "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",
+		"sink-keep":    "2232h0m0s",
 	},
 	"usage": {
 		"at":                        "",
@@ -119,6 +120,8 @@ var pinnedFlags = map[string]map[string]string{
 		"metrics-file":              "",
 		"month":                     "",
 		"postgres":                  "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",
+		"settle-after":              "1h0m0s",
+		"stripe-batch":              "1",
 		"stripe-key-env":            "QUOTA_STRIPE_KEY",
 		"stripe-url":                "",
 	},

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotaplatform/quota/ledger/sink"
 )
 
 // retention runs the ledger's partition upkeep (ledger/README.md,
@@ -63,6 +66,9 @@ func retention(ctx context.Context, o options, stdout io.Writer, log *slog.Logge
 			return err
 		}
 	}
+	if err := retainSinks(ctx, o, time.Now(), log); err != nil {
+		return err
+	}
 	log.Info("ledger retention done", "partitions_ahead", len(created), "detached", len(detached), "kept_back", len(holds),
 		"keep_months", o.KeepMonths, "ahead_months", o.AheadMonths)
 	return nil
@@ -105,4 +111,30 @@ func textRows(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]s
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// retainSinks removes the sinks' acknowledged rows of periods that ended
+// more than --sink-keep before now (sink.Retain), logging per sink what
+// went; a sink whose run holds its lock is left for the next retention.
+func retainSinks(ctx context.Context, o options, now time.Time, log *slog.Logger) error {
+	if o.SinkKeep == 0 {
+		return nil
+	}
+	pool, err := pgxpool.New(ctx, o.Postgres)
+	if err != nil {
+		return fmt.Errorf("--postgres %s: %w", redact(o.Postgres), err)
+	}
+	defer pool.Close()
+	done, err := sink.Retain(ctx, pool, now.Add(-o.SinkKeep))
+	for _, r := range done {
+		if r.Busy {
+			log.Warn("sink retention skipped a sink whose run is in progress; the next retention removes its rows", "sink", r.Sink)
+			continue
+		}
+		log.Info("sink retention done", "sink", r.Sink, "removed_rows", r.Rows, "before", r.Before, "sink_keep", o.SinkKeep)
+	}
+	if err != nil {
+		return fmt.Errorf("retention: sink rows: %w", err)
+	}
+	return nil
 }

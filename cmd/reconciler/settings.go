@@ -111,6 +111,11 @@ func declareRetention(s *settings.Set, so *stripeOptions) {
 			return want(o.AheadMonths >= 0 && o.AheadMonths <= maxAheadMonths, "must be 0 to %d, got %d", maxAheadMonths, o.AheadMonths)
 		})
 	s.String(&o.MetricsFile, "metrics-file", "", "write the run's metrics here (Prometheus text format), e.g. the months kept back for open credit")
+	s.Duration(&o.SinkKeep, "sink-keep", o.SinkKeep,
+		"remove the sink rows acknowledged for periods that ended longer ago than this, keeping per key and month their sums (billing_sink_retained); not under serve's --max-report-age; 0: keep all").
+		Check(func() error {
+			return want(o.SinkKeep == 0 || o.SinkKeep >= sink.DefaultLookback, "must be 0 or at least %v, got %v", sink.DefaultLookback, o.SinkKeep)
+		})
 }
 
 func declareUsage(s *settings.Set, so *stripeOptions) {
@@ -160,6 +165,17 @@ func declareStripeSync(s *settings.Set, o *stripeOptions) {
 			return want(o.FinalizationGrace >= 0 && o.FinalizationGrace <= sink.MaxFinalizationGrace,
 				"must be 0 to %v, got %v", sink.MaxFinalizationGrace, o.FinalizationGrace)
 		})
+	// One v1 request per event by default: Stripe checks a v1 event before it answers, but a v2
+	// stream's events after, and reports one it then rejects only to its meter error webhook,
+	// which nothing here reads: the ledger would record it sent and it would never be billed.
+	s.Int(&o.StripeBatch, "stripe-batch", 1,
+		"meter events per request: 1, one v1 request per event, which Stripe checks before answering; 2 to 100, that many per request on Stripe's v2 meter event stream, which Stripe checks only after accepting (an event it then rejects is reported to its meter error webhook, not here)").
+		Check(func() error {
+			return want(o.StripeBatch >= 1 && o.StripeBatch <= sink.MaxStripeBatch, "must be 1 to %d, got %d", sink.MaxStripeBatch, o.StripeBatch)
+		})
+	s.Duration(&o.SettleAfter, "settle-after", sink.DefaultStripeSettleAfter,
+		"wait this long after an attempt that may have stored an event (timeout, lost answer, 5xx) before Stripe's meter event summaries, which lag, decide it").
+		Check(func() error { return want(o.SettleAfter > 0, "must be positive, got %v", o.SettleAfter) })
 	declareMeter(s, o)
 	s.String(&o.KeyEnv, "stripe-key-env", o.KeyEnv, "name of the environment variable holding the Stripe secret key").
 		Check(func() error { return want(o.KeyEnv != "", "required") })

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/quotaplatform/quota/ledger/export"
 )
@@ -50,6 +51,20 @@ type Settler interface {
 	Stored(ctx context.Context, ev cloudevents.Event, frame json.RawMessage) (stored, decided bool, err error)
 }
 
+// BatchFramer is a Framer that sends many frames in one request (Stripe's
+// v2 meter event stream): the Publisher records a batch's events, each
+// with its exact frame, before the request, and each one's answer after.
+type BatchFramer interface {
+	Framer
+	// BatchSize is the most frames one request carries; 1 sends each
+	// with SendFrame.
+	BatchSize() int
+	// SendFrames sends frames (of evs) in as few requests as it can,
+	// telling how many it made, at now; errs[i] is frame i's answer (nil:
+	// acknowledged).
+	SendFrames(ctx context.Context, evs []cloudevents.Event, frames []json.RawMessage, now time.Time) (errs []error, requests int)
+}
+
 // legacyFramer is a Framer that can rebuild the request sent for an event
 // recorded before frames were (migration 010), so that its resend is the
 // same request.
@@ -78,6 +93,7 @@ type state struct {
 	frame        json.RawMessage // nil: none recorded (rows from before 010, or a plain Sender)
 	status       string
 	firstAttempt time.Time // zero: unknown (rows from before 010)
+	lastAttempt  time.Time // zero: unknown (rows from before 019)
 	// maybeStored: an attempt of frame may have reached the sink (an
 	// ambiguous failure, or a 'pending' row whose answer is unknown).
 	maybeStored bool
@@ -100,6 +116,10 @@ func rowFigures(r *export.Row) figures {
 // then a correction if the ledger's figures moved on. now is the send
 // time (Config.Clock).
 func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now time.Time, st *Stats) error {
+	if s == nil && !p.retained.IsZero() && !r.PeriodEnd.After(p.retained) {
+		st.Retained++
+		return nil
+	}
 	if p.skip(r, s) {
 		st.Skipped++
 		return nil
@@ -123,7 +143,14 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 				// the sink has it. The sink's own records decide, or a
 				// person.
 				stored, decided := false, false
-				if se, ok := rs.(Settler); ok && p.dry == nil { // a preview asks the sink nothing
+				se, settles := rs.(Settler)
+				if settles && p.tooYoung(s, now) {
+					// The sink's records may not show the attempt yet: a
+					// later pass decides.
+					st.Unsettled++
+					return nil
+				}
+				if settles && p.dry == nil { // a preview asks the sink nothing
 					if stored, decided, err = se.Stored(ctx, ev, s.frame); err != nil {
 						return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 					}
@@ -150,14 +177,28 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 				st.Restamped++
 			}
 		}
-		if err := p.deliver(ctx, r, s.revision, s.eventID, s.data, s.figures, s.acked, s.frame, now, false); err != nil {
+		if err := p.deliver(ctx, r, s.revision, s.eventID, s.data, s.figures, s.acked, s.frame, now, false, "resent", st); err != nil {
 			return err
 		}
-		st.Resent++
-		p.cfg.Metrics.count(p.cfg.Sink, "resent")
+		if s.figures != rowFigures(r) {
+			// A correction follows: it needs the resend's answer.
+			if err := p.flush(ctx, st); err != nil {
+				return err
+			}
+		}
 		s.status, s.acked = statusSent, s.figures.billed
 	}
 	return p.correct(ctx, r, s, now, st)
+}
+
+// tooYoung: s's last attempt is more recent than Config.SettleAfter, so
+// the sink's records may not show it yet.
+func (p *Publisher) tooYoung(s *state, now time.Time) bool {
+	last := s.lastAttempt
+	if last.IsZero() {
+		last = s.firstAttempt
+	}
+	return p.cfg.SettleAfter > 0 && !last.IsZero() && now.Sub(last) < p.cfg.SettleAfter
 }
 
 // settled records s acknowledged: the sink's records show it holds it.
@@ -178,19 +219,11 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 func (p *Publisher) correct(ctx context.Context, r *export.Row, s *state, now time.Time, st *Stats) error {
 	switch {
 	case s == nil:
-		if err := p.sendRevision(ctx, r, 0, "", 0, nil, now); err != nil {
-			return err
-		}
-		st.Sent++
-		p.cfg.Metrics.count(p.cfg.Sink, "sent")
+		return p.sendRevision(ctx, r, 0, "", 0, nil, now, "sent", st)
 	case s.figures == rowFigures(r):
 		st.Unchanged++
 	default:
-		if err := p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed, s.frame, now); err != nil {
-			return err
-		}
-		st.Corrections++
-		p.cfg.Metrics.count(p.cfg.Sink, "correction")
+		return p.sendRevision(ctx, r, s.revision+1, s.eventID, s.figures.billed, s.frame, now, "correction", st)
 	}
 	return nil
 }
@@ -236,9 +269,9 @@ func (p *Publisher) skip(r *export.Row, s *state) bool {
 
 // sendRevision builds and delivers revision rev of r's period; prevBilled
 // is what the replaced revision billed, which the sink holds, prevFrame
-// its recorded frame.
+// its recorded frame; result counts it once acknowledged.
 func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, replaces string, prevBilled int64,
-	prevFrame json.RawMessage, now time.Time) error {
+	prevFrame json.RawMessage, now time.Time, result string, st *Stats) error {
 	delta := r.Billed - prevBilled
 	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
 		Billed: r.Billed, Spent: r.Allowed, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
@@ -249,7 +282,7 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 		return fmt.Errorf("sink: event data: %w", err)
 	}
 	id := EventID(r.Key, r.PeriodStart, p.cfg.Granularity, rev)
-	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled, prevFrame, now, true)
+	return p.deliver(ctx, r, rev, id, d, rowFigures(r), prevBilled, prevFrame, now, true, result, st)
 }
 
 // deliver sends one event and records the outcome: acknowledged, the sink
@@ -259,9 +292,11 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 // record is lost, the next run sends exactly this payload again, never
 // other figures under its id. A resend uses the recorded data and frame;
 // a fresh event's frame is the replaced event's (a Framer decides its own
-// from it).
+// from it). The event joins the run's batch (BatchFramer), sent when the
+// batch is full or the page ends (flush); result counts it in Stats and
+// metrics once acknowledged.
 func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id string, data json.RawMessage,
-	f figures, prevAcked int64, frame json.RawMessage, now time.Time, fresh bool) error {
+	f figures, prevAcked int64, frame json.RawMessage, now time.Time, fresh bool, result string, st *Stats) error {
 	ev, err := newEvent(p.cfg.Source, p.cfg.Type, id, data, r.Key, r.PeriodEnd)
 	if err != nil {
 		return err
@@ -292,46 +327,139 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 	if p.dry != nil {
 		return p.plan(r, rev, id, f, frame, fresh)
 	}
-	if fresh {
-		if _, err := p.db.Exec(ctx, pendingSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), r.PeriodEnd,
-			rev, id, f.billed, f.rejected, f.degraded, prevAcked, data, nullableJSON(frame), now); err != nil {
-			return fmt.Errorf("sink: record event before sending: %w", err)
-		}
-	}
-	if !fresh {
-		// In flight: if the answer is never recorded, the attempt may have
-		// stored it.
-		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'pending', updated_at = now()
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id); err != nil {
-			return fmt.Errorf("sink: record a resend before sending: %w", err)
-		}
-	}
-	sctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
-	var sendErr error
-	if framed && frame != nil {
-		sendErr = framer.SendFrame(sctx, ev, frame)
-	} else {
-		sendErr = p.send.Send(sctx, ev)
-	}
-	cancel()
-	status, acked, lastErr, ambiguous := statusSent, f.billed, "", false
-	if sendErr != nil {
-		status, acked, lastErr = statusFailed, prevAcked, sendErr.Error()
-		rs, ok := p.send.(Restamper)
-		ambiguous = !ok || !rs.Definite(sendErr)
-		p.cfg.Metrics.count(p.cfg.Sink, "failed")
-		p.cfg.Logger.Debug("sink refused an event", "sink", p.cfg.Sink, "key", r.Key, "period", r.PeriodStart, "err", sendErr)
-	}
-	_, err = p.db.Exec(ctx, outcomeSQL, p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id, status, acked,
-		nullable(lastErr), ambiguous)
-	if err != nil {
-		return fmt.Errorf("sink: record event outcome (the event stays pending and is sent again, unchanged): %w", err)
-	}
-	if sendErr != nil {
-		return fmt.Errorf("%w: %w", ErrSinkRefused, sendErr)
+	p.queue = append(p.queue, outgoing{key: r.Key, start: r.PeriodStart, end: r.PeriodEnd, rev: rev, id: id, data: data,
+		f: f, prevAcked: prevAcked, ev: ev, frame: frame, fresh: fresh, now: now, result: result})
+	if len(p.queue) >= p.batchSize() {
+		return p.flush(ctx, st)
 	}
 	return nil
+}
+
+// outgoing is an event of the run's batch: recorded, sent and answered
+// together with the others (flush).
+type outgoing struct {
+	key        string
+	start, end time.Time
+	rev        int
+	id         string
+	data       json.RawMessage
+	f          figures
+	prevAcked  int64
+	ev         cloudevents.Event
+	frame      json.RawMessage // nil: a plain Sender's event
+	fresh      bool
+	now        time.Time // the send time it was framed at
+	result     string    // its Stats and metrics count once acknowledged
+}
+
+// batchSize is how many events one request carries (BatchFramer), else 1.
+func (p *Publisher) batchSize() int {
+	if bf, ok := p.send.(BatchFramer); ok {
+		return max(1, bf.BatchSize())
+	}
+	return 1
+}
+
+// flush sends the run's batch: records every event 'pending' (a fresh
+// one with its data and frame) before any of it leaves, sends them (in
+// one request for a BatchFramer), and records each answer. The events
+// the sink refused are recorded failed, to be sent again unchanged, and
+// stop the run (ErrSinkRefused); the others are acknowledged.
+func (p *Publisher) flush(ctx context.Context, st *Stats) error {
+	q := p.queue
+	p.queue = nil
+	if len(q) == 0 {
+		return nil
+	}
+	g := string(p.cfg.Granularity)
+	b := &pgx.Batch{}
+	for _, o := range q {
+		if o.fresh {
+			b.Queue(pendingSQL, p.cfg.Sink, o.key, o.start, g, o.end, o.rev, o.id, o.f.billed, o.f.rejected, o.f.degraded,
+				o.prevAcked, o.data, nullableJSON(o.frame), o.now)
+		} else {
+			// In flight: if the answer is never recorded, the attempt may
+			// have stored it.
+			b.Queue(resendSQL, p.cfg.Sink, o.key, o.start, g, o.id, o.now)
+		}
+	}
+	if err := p.db.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("sink: record events before sending: %w", err)
+	}
+	errs := p.sendAll(ctx, q, st)
+	b = &pgx.Batch{}
+	var refused error
+	for i, o := range q {
+		status, acked, lastErr, ambiguous := statusSent, o.f.billed, "", false
+		if err := errs[i]; err != nil {
+			status, acked, lastErr = statusFailed, o.prevAcked, err.Error()
+			rs, ok := p.send.(Restamper)
+			ambiguous = !ok || !rs.Definite(err)
+			if refused == nil {
+				refused = err
+			}
+			p.cfg.Logger.Debug("sink refused an event", "sink", p.cfg.Sink, "key", o.key, "period", o.start, "err", err)
+		}
+		b.Queue(outcomeSQL, p.cfg.Sink, o.key, o.start, g, o.id, status, acked, nullable(lastErr), ambiguous)
+	}
+	if err := p.db.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("sink: record event outcome (the events stay pending and are sent again, unchanged): %w", err)
+	}
+	for i, o := range q {
+		if errs[i] != nil {
+			p.cfg.Metrics.count(p.cfg.Sink, "failed")
+			continue
+		}
+		p.cfg.Metrics.count(p.cfg.Sink, o.result)
+		switch o.result {
+		case "sent":
+			st.Sent++
+		case "correction":
+			st.Corrections++
+		case "resent":
+			st.Resent++
+		}
+	}
+	if refused != nil {
+		return fmt.Errorf("%w: %w", ErrSinkRefused, refused)
+	}
+	return nil
+}
+
+// sendAll sends q's events, each bounded by Config.SendTimeout: in one
+// request for a BatchFramer, else one by one, stopping at the first
+// refusal (the rest are refused unsent: they are sent again next run).
+func (p *Publisher) sendAll(ctx context.Context, q []outgoing, st *Stats) []error {
+	if bf, ok := p.send.(BatchFramer); ok && bf.BatchSize() > 1 {
+		evs, frames := make([]cloudevents.Event, len(q)), make([]json.RawMessage, len(q))
+		for i, o := range q {
+			evs[i], frames[i] = o.ev, o.frame
+		}
+		sctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
+		defer cancel()
+		errs, requests := bf.SendFrames(sctx, evs, frames, q[0].now)
+		st.Requests += requests
+		return errs
+	}
+	errs := make([]error, len(q))
+	framer, framed := p.send.(Framer)
+	for i, o := range q {
+		sctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
+		if framed && o.frame != nil {
+			errs[i] = framer.SendFrame(sctx, o.ev, o.frame)
+		} else {
+			errs[i] = p.send.Send(sctx, o.ev)
+		}
+		cancel()
+		st.Requests++
+		if errs[i] != nil {
+			for j := i + 1; j < len(q); j++ {
+				errs[j] = fmt.Errorf("not sent: an earlier event of the batch was refused: %w", errs[i])
+			}
+			break
+		}
+	}
+	return errs
 }
 
 func nullable(s string) any {
@@ -352,13 +480,18 @@ func nullableJSON(b json.RawMessage) any {
 // acked_spent still what the sink held before it.
 const pendingSQL = `INSERT INTO billing_sink_events AS e
     (sink, key, period_start, granularity, period_end, revision, event_id, spent, rejected, degraded,
-     acked_spent, data, frame, status, attempts, first_attempt_at, maybe_stored)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14, false)
+     acked_spent, data, frame, status, attempts, first_attempt_at, last_attempt_at, maybe_stored)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14, $14, false)
 ON CONFLICT (sink, key, period_start, granularity) DO UPDATE SET
     period_end = EXCLUDED.period_end, revision = EXCLUDED.revision, event_id = EXCLUDED.event_id,
     spent = EXCLUDED.spent, rejected = EXCLUDED.rejected, degraded = EXCLUDED.degraded,
     acked_spent = EXCLUDED.acked_spent, data = EXCLUDED.data, frame = EXCLUDED.frame, status = 'pending',
-    last_error = NULL, attempts = 0, first_attempt_at = EXCLUDED.first_attempt_at, maybe_stored = false, updated_at = now()`
+    last_error = NULL, attempts = 0, first_attempt_at = EXCLUDED.first_attempt_at,
+    last_attempt_at = EXCLUDED.last_attempt_at, maybe_stored = false, updated_at = now()`
+
+// resendSQL marks a recorded event in flight again, at $6.
+const resendSQL = `UPDATE billing_sink_events SET status = 'pending', last_attempt_at = $6, updated_at = now()
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`
 
 // outcomeSQL records the sink's answer to the event recorded as event_id;
 // $9: the failure may have stored it.
@@ -375,7 +508,7 @@ type periodKey struct {
 // load reads the sink's rows for keys and periods in [from, to).
 func (p *Publisher) load(ctx context.Context, keys []string, from, to time.Time) (map[periodKey]*state, error) {
 	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, spent, rejected, degraded, acked_spent, data,
-    frame, status, first_attempt_at, maybe_stored
+    frame, status, first_attempt_at, last_attempt_at, maybe_stored
 FROM billing_sink_events
 WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AND period_start < $5`,
 		p.cfg.Sink, string(p.cfg.Granularity), keys, from, to)
@@ -387,14 +520,17 @@ WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AN
 	for rows.Next() {
 		var key string
 		var start time.Time
-		var first *time.Time
+		var first, last *time.Time
 		s := &state{}
 		if err := rows.Scan(&key, &start, &s.revision, &s.eventID, &s.figures.billed, &s.figures.rejected, &s.figures.degraded,
-			&s.acked, &s.data, &s.frame, &s.status, &first, &s.maybeStored); err != nil {
+			&s.acked, &s.data, &s.frame, &s.status, &first, &last, &s.maybeStored); err != nil {
 			return nil, fmt.Errorf("sink: load: %w", err)
 		}
 		if first != nil {
 			s.firstAttempt = *first
+		}
+		if last != nil {
+			s.lastAttempt = *last
 		}
 		s.maybeStored = s.maybeStored || s.status == statusPending
 		// The audit figures are in the event's data (absent, so 0, in

@@ -53,8 +53,13 @@
 // the ledger with export.Exporter (page by page) over its range,
 // Config.Lookback before it and back to the sink's watermark and oldest
 // event to resend, and sends
-// one event at a time; it stops at the first event the sink refuses (the
-// sink is down: the next run catches up). With Config.Incremental
+// each page's events in batches: recorded pending in one round trip, sent
+// (one request per batch for a BatchFramer: Stripe's v2 meter event
+// stream, StripeConfig.Stream, 100 events a request; else one at a time),
+// each answer recorded; it stops at the first batch the sink refuses (the
+// sink is down: the next run catches up) with exactly the refused events
+// recorded failed. Retain removes the rows a sink acknowledged of old
+// periods (retain.go, migration 019), which runs then never send again. With Config.Incremental
 // (continuous passes) a run after the sink's first reads only the keys
 // that may have changed since its checkpoint (incremental.go, migration
 // 017), and computes the differences from the rows it read. KeyDifferences compares the

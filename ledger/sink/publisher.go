@@ -72,6 +72,11 @@ type Config struct {
 	// (for a receiver that keeps the ids it saw for longer than any
 	// outage lasts).
 	ResendWindow time.Duration
+	// SettleAfter is how long after its last attempt an event an
+	// ambiguous attempt may have stored waits before the sink's records
+	// (Settler) decide it: the records may lag (Stripe's summaries). Until
+	// then it is neither re-sent nor held (Stats.Unsettled). 0: at once.
+	SettleAfter time.Duration
 	// Incremental makes each run after the sink's first read only the
 	// keys that may have changed since the previous successful run
 	// (incremental.go; billing_sinks.checkpoint_xid, migration 017), for
@@ -96,9 +101,14 @@ type Stats struct {
 	Resent      int // unacknowledged events sent again
 	Restamped   int // of those, sent with a new timestamp: their invoice was finalized meanwhile (Restamper)
 	Settled     int // events an ambiguous attempt may have stored, decided by the sink's records (Settler)
+	Unsettled   int // maybe-delivered events younger than Config.SettleAfter: decided by a later pass
 	Unchanged   int // closed periods already sent with these figures
 	Open        int // periods not complete yet, not sent
 	Skipped     int // closed periods Config.Skip held back
+	Retained    int // closed periods acknowledged and removed by retention (Retain): not sent again
+	// Requests is the number of requests made to the sink: one per event,
+	// or per batch of a BatchFramer.
+	Requests int
 	// KeysRead is the number of keys an incremental pass read (-1: every
 	// key; 0 outside Config.Incremental).
 	KeysRead int
@@ -148,6 +158,10 @@ type Publisher struct {
 	// dry, set by Preview only, collects the events a run would send
 	// instead of recording or sending anything.
 	dry *[]PlannedEvent
+	// queue is the run's batch (deliver, flush), retained the sink's
+	// retained_before: one Run at a time uses them, under the sink's lock.
+	queue    []outgoing
+	retained time.Time
 }
 
 // NewPublisher returns a Publisher that reads the ledger with ex, records
@@ -188,6 +202,9 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	}
 	if cfg.ResendWindow < 0 {
 		errs = append(errs, fmt.Errorf("sink: Config.ResendWindow must not be negative, got %v", cfg.ResendWindow))
+	}
+	if cfg.SettleAfter < 0 {
+		errs = append(errs, fmt.Errorf("sink: Config.SettleAfter must not be negative, got %v", cfg.SettleAfter))
 	}
 	if cfg.SendTimeout < 0 {
 		errs = append(errs, fmt.Errorf("sink: Config.SendTimeout must be positive, got %v", cfg.SendTimeout))
@@ -246,6 +263,21 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 	}
 	runFrom := from
 	from = p.reach(from, to, watermark)
+	// Retention removed the acknowledged rows of periods that ended by
+	// retained: they are not read again, and never sent (period), unless
+	// an event to resend is older.
+	if p.retained, err = retainedBefore(ctx, p.db, p.cfg.Sink); err != nil {
+		return st, err
+	}
+	if !p.retained.IsZero() && from.Before(p.retained) && (retry == nil || !retry.Before(p.retained)) {
+		from = p.retained
+		if p.cfg.Calendar == export.CalendarUTC {
+			from = p.cfg.Granularity.Start(from)
+		}
+		if from.After(to) {
+			from = to
+		}
+	}
 	var inc *increment
 	if p.cfg.Incremental {
 		if inc, err = p.changes(ctx, from, now); err != nil {
@@ -296,13 +328,14 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 				pk := periodKey{r.Key, r.PeriodStart.Unix()}
 				before := st.Skipped
 				if err := p.period(ctx, r, states[pk], p.sendTime(now), &st); err != nil {
+					p.queue = nil // not recorded yet: nothing of them was sent
 					return err
 				}
 				if st.Skipped > before {
 					skipped[pk] = true
 				}
 			}
-			return nil
+			return p.flush(ctx, &st)
 		})
 	}
 	if err == nil && p.dry == nil {
@@ -323,11 +356,15 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 		unmapped := make(map[string]bool)
 		kept := diffs[:0]
 		for _, d := range diffs {
+			if d.Status == "" && d.Complete && d.PeriodStart.Before(p.retained) {
+				continue // acknowledged, its row removed by retention
+			}
 			revisit = append(revisit, d.Key)
 			if skipped[periodKey{d.Key, d.PeriodStart.Unix()}] {
 				unmapped[d.Key] = true
 				continue
 			}
+
 			st.Difference += d.Difference()
 			kept = append(kept, d)
 		}

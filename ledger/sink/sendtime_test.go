@@ -118,3 +118,63 @@ func TestFinalizationJudgedAtSend(t *testing.T) {
 		}
 	})
 }
+
+// Stripe's meter event summaries lag what it stored. An attempt at 00:55
+// on December 1 may have stored November's event; at 01:05 its invoice is
+// finalized, and the summaries, 30 minutes behind, do not show it yet.
+// Settled then, an event Stripe holds would be judged missing, re-stamped
+// and billed twice. Younger than StripeConfig.SettleAfter (1h) it is
+// neither settled, re-sent nor held; at 02:00 the summaries decide: held,
+// it is recorded delivered; missing, it is re-stamped and sent once.
+func TestSettlementWaitsForSummaries(t *testing.T) {
+	at := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name      string
+		fail      func(f *fakeStripe, on bool)
+		settled   int
+		restamped int
+	}{
+		{"stored, answer lost", func(f *fakeStripe, on bool) { f.dropAnswers.Store(on) }, 1, 0},
+		{"not stored, 500", func(f *fakeStripe, on bool) { f.down.Store(on) }, 1, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			e.write(t, "acct_a", "p1", at, 100, true)
+			if err := sink.SetStripeCustomer(ctx, e.pool, "acct_a", "cus_A"); err != nil {
+				t.Fatal(err)
+			}
+			clk := clock.NewManual(time.Date(2026, 12, 1, 0, 55, 0, 0, time.UTC))
+			fake := startFakeStripeAt(t, clk, time.Hour)
+			fake.summaryLag = 30 * time.Minute
+			cfg := sink.StripeConfig{Meter: testMeter, Metrics: e.m, Clock: clk, Summaries: fake.summaries()}
+			tt.fail(fake, true)
+			if _, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, clk.Now()); !errors.Is(err, sink.ErrSinkRefused) {
+				t.Fatalf("pass at 00:55: %v, want refused", err)
+			}
+			tt.fail(fake, false)
+			stored, _ := fake.billedBy("cus_A")
+
+			clk.Set(time.Date(2026, 12, 1, 1, 5, 0, 0, time.UTC))
+			st, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, clk.Now())
+			if err != nil || st.Unsettled != 1 || st.Settled+st.Resent+st.Restamped != 0 || len(st.Held) != 0 || st.Unsent != 1 {
+				t.Fatalf("pass at 01:05: %+v, %v; want the event left unsettled, unsent, not held", st, err)
+			}
+			if b, _ := fake.billedBy("cus_A"); b != stored {
+				t.Fatalf("pass at 01:05 changed what Stripe bills: %d, was %d", b, stored)
+			}
+
+			clk.Set(time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC))
+			st, err = sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, clk.Now())
+			if err != nil || st.Settled != tt.settled || st.Restamped != tt.restamped || st.Unsettled != 0 || st.Unsent != 0 {
+				t.Fatalf("pass at 02:00: %+v, %v; want %d settled, %d re-stamped, nothing unsent", st, err, tt.settled, tt.restamped)
+			}
+			if b, _ := fake.billedBy("cus_A"); b != 100 {
+				t.Errorf("Stripe bills cus_A %d, want 100 once", b)
+			}
+			if got := fake.invoicedTo("cus_A"); got != 100 {
+				t.Errorf("invoiced %d, want 100", got)
+			}
+		})
+	}
+}

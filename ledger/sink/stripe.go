@@ -30,6 +30,11 @@ import (
 // twice; later, the event is held for a person (Stats.Held).
 const StripeResendWindow = 23 * time.Hour
 
+// DefaultStripeSettleAfter is StripeConfig.SettleAfter's default: Stripe's
+// meter event summaries show an event minutes after it was stored, an hour
+// leaves room for a slow aggregation.
+const DefaultStripeSettleAfter = time.Hour
+
 // Finalization grace of a Stripe invoice: Stripe finalizes an invoice an
 // hour after its period ends by default, at most 72 hours, and never
 // changes it afterwards.
@@ -102,6 +107,10 @@ type Stripe struct {
 	summaries MeterSummaries
 	records   rowQuerier
 	sinkName  string
+	// stream, if set, sends batch events a request (BatchSize); nil:
+	// one v1 request per event through events.
+	stream MeterEventStream
+	batch  int
 }
 
 // rowQuerier is the part of a pgx pool that Stored reads records with.
@@ -109,7 +118,10 @@ type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-var _ Settler = (*Stripe)(nil)
+var (
+	_ Settler     = (*Stripe)(nil)
+	_ BatchFramer = (*Stripe)(nil)
+)
 
 // NewStripe returns a Sender to meter through events, with customers
 // the dated mappings of keys to Stripe customers (read, never changed;
@@ -204,14 +216,20 @@ func (s *Stripe) Restamp(ev cloudevents.Event, frame json.RawMessage, now time.T
 }
 
 // Definite reports whether err means Stripe stored nothing: a 4xx answer
-// (429 too many requests, a refused request), or no connection at all.
-// A timeout, a lost answer or a 5xx may have stored the event.
+// (429 too many requests, a refused request, an expired stream session),
+// a timestamp refused before sending, or no connection at all. A
+// timeout, a lost answer or a 5xx may have stored the event.
 func (s *Stripe) Definite(err error) bool {
 	var se *stripe.Error
 	if errors.As(err, &se) {
 		return se.HTTPStatusCode >= 400 && se.HTTPStatusCode < 500
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
+	var v2 *stripe.V2RawError
+	if errors.As(err, &v2) {
+		return v2.HTTPStatusCode >= 400 && v2.HTTPStatusCode < 500
+	}
+	var expired *stripe.TemporarySessionExpiredError
+	return errors.As(err, &expired) || errors.Is(err, errStaleTimestamp) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // legacyFrame is the request the code before migration 010 sent for ev,
@@ -303,6 +321,20 @@ type StripeConfig struct {
 	Summaries MeterSummaries
 	// Incremental: Config.Incremental.
 	Incremental bool
+	// Stream, if set, sends meter events in batches through Stripe's v2
+	// meter event stream (NewStripeStream), BatchSize events a request;
+	// nil: one request per event to v1 /v1/billing/meter_events. Stripe
+	// checks a stream's events only after accepting the request and
+	// reports one it then rejects to its meter error webhook alone: such
+	// an event is recorded sent and is never billed. v1 answers each.
+	Stream MeterEventStream
+	// BatchSize is the most events one stream request carries: 1 to
+	// MaxStripeBatch (100), default DefaultStripeBatch (100).
+	BatchSize int
+	// SettleAfter is how long after an ambiguous attempt Summaries may
+	// decide whether Stripe stored it (Config.SettleAfter): Stripe's
+	// summaries lag what it stored. Default DefaultStripeSettleAfter (1h).
+	SettleAfter time.Duration
 	Metrics     *Metrics     // nil: none
 	Logger      *slog.Logger // nil discards
 }
@@ -350,6 +382,18 @@ func stripePublisher(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter,
 		return nil, nil, err
 	}
 	send.summaries, send.records, send.sinkName = cfg.Summaries, db, StripeSinkName(cfg.Meter)
+	if cfg.Stream != nil {
+		if cfg.BatchSize == 0 {
+			cfg.BatchSize = DefaultStripeBatch
+		}
+		if cfg.BatchSize < 1 || cfg.BatchSize > MaxStripeBatch {
+			return nil, nil, fmt.Errorf("sink: stripe: BatchSize must be 1 to %d, got %d", MaxStripeBatch, cfg.BatchSize)
+		}
+		send.stream, send.batch = cfg.Stream, cfg.BatchSize
+	}
+	if cfg.SettleAfter == 0 {
+		cfg.SettleAfter = DefaultStripeSettleAfter
+	}
 	unmapped := make(map[string]bool)
 	skip := func(r export.Row, held int64) bool {
 		if _, ok := send.customers.at(r.Key, r.PeriodEnd.Add(-time.Second)); !ok {
@@ -360,6 +404,6 @@ func stripePublisher(ctx context.Context, db *pgxpool.Pool, ex *export.Exporter,
 	}
 	p, err := NewPublisher(db, ex, send, Config{Sink: StripeSinkName(cfg.Meter), Granularity: cfg.Granularity,
 		Calendar: cfg.Calendar, Customers: CustomersDated, Clock: cfg.Clock, SendTimeout: cfg.SendTimeout, Metrics: cfg.Metrics, Logger: cfg.Logger, Skip: skip, Lookback: cfg.Lookback,
-		ResendWindow: StripeResendWindow, Incremental: cfg.Incremental})
+		ResendWindow: StripeResendWindow, Incremental: cfg.Incremental, SettleAfter: cfg.SettleAfter})
 	return p, unmapped, err
 }
