@@ -124,10 +124,13 @@ func TestBillingScenario(t *testing.T) {
 	f.Notes = append(f.Notes, fmt.Sprintf("every ledger row final (the killed process's closed by the reconciler) %.1f s after the traffic", time.Since(closedWait).Seconds()))
 
 	// The sink's clock: the traffic's month ends at monthEnd; Stripe
-	// answers 500 from half an hour before it for 25 hours.
+	// answers 500 for 25 hours from half an hour before it (from the end
+	// of the traffic's last hour if that is later: a run in a month's last
+	// hour).
 	monthEnd := export.Month.Next(export.Month.Start(trafficTo))
 	months := [2]time.Time{export.Month.Start(trafficFrom), monthEnd}
-	down, back := monthEnd.Add(-30*time.Minute), monthEnd.Add(-30*time.Minute+25*time.Hour)
+	down := later(monthEnd.Add(-30*time.Minute), export.Hour.Next(export.Hour.Start(trafficTo)))
+	back := down.Add(25 * time.Hour)
 	clk := clock.NewManual(down)
 	fake := StartFakeStripe(t, "api_units", clk, billingGrace)
 	reg := prometheus.NewRegistry()
@@ -149,10 +152,10 @@ func TestBillingScenario(t *testing.T) {
 
 	rules := shippedSinkAlerts(t)
 	times := []time.Time{
-		monthEnd.Add(-20 * time.Minute), // down: the first event refused
-		monthEnd.Add(7 * time.Hour),     // down, the next month: unsent, nobody settling
-		monthEnd.Add(23 * time.Hour),    // down: past Stripe's dedupe window, held
-		back.Add(10 * time.Minute),      // back: the rest sent, the held one waits for a person
+		down.Add(10 * time.Minute),              // down: the first event refused
+		monthEnd.Add(7 * time.Hour),             // down, the next month: unsent, nobody settling
+		down.Add(23*time.Hour + 30*time.Minute), // down: past Stripe's dedupe window, held
+		back.Add(10 * time.Minute),              // back: the rest sent, the held one waits for a person
 	}
 	var passNotes []string
 	quiet := 0
@@ -392,6 +395,14 @@ func settleHeld(ctx context.Context, pool *pgxpool.Pool, fake *FakeStripe, sinkN
 		}
 	}
 	return len(hs), nil
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // errText is err's message, or "none".
