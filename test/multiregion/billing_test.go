@@ -112,6 +112,16 @@ func TestBillingScenario(t *testing.T) {
 	crashedAt := g.Elapsed()
 	rec := g.Wait()
 	trafficTo := time.Now().UTC()
+	f.Duration = rec.end.Sub(rec.start)
+	tot := rec.Totals()
+	f.Decisions, f.AllowedCost, f.DegradedCost, f.DemandCost = tot.Decisions, tot.Allowed, tot.Degraded, tot.Allowed+tot.Rejected
+	f.Failed, f.LostInCrash, f.FirstFailures = rec.Failures()
+	// A note, not Setup: the report's heading is its first figure's Setup,
+	// the failure table's cluster.
+	f.Notes = append(f.Notes, fmt.Sprintf("%d regions × %d processes, --window %v; six keys (30 to 80 cost/s) of three Stripe customers on plans billing-basic (40/s) and billing-pro (100/s); "+
+		"the Stripe sink hourly, incremental, finalization grace %v, against an HTTP fake Stripe down 25 h across the month end (sink clock); traffic %v.",
+		len(spec.Regions), spec.Processes, spec.Window, billingGrace, run))
+	f.check("failed API calls", f.Failed == 0, fmt.Sprintf("%d checks (%d in flight to the killed process)", f.Failed, f.LostInCrash), "0")
 	crashed := map[string]bool{killed.ID(): true}
 	lc := c.CompareLedger(rec, prefix, crashed, 30*time.Second)
 	f.checkLedger(lc, "live processes")
