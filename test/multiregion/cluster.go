@@ -177,9 +177,9 @@ func Start(t testing.TB, spec Spec) *Cluster {
 
 	reconListen := hostPort(testserver.FreePort(t))
 	c.reconURL = "http://" + reconListen
-	c.reconProc = newProc("reconciler", reconBin, c.dir, []string{"serve",
+	c.reconProc = newProc("reconciler", reconBin, c.dir, append([]string{"serve",
 		"--nats", c.nats.URL(c.order[0]), "--nats-user", "reconciler", "--postgres", c.pgURL, "--listen", reconListen,
-		"--batch-interval", reconcilerBatchInterval.String()}, c.reconcilerEnv())
+		"--batch-interval", reconcilerBatchInterval.String()}, spec.ReconcilerFlags...), c.reconcilerEnv())
 	if err := c.reconProc.start(); err != nil {
 		t.Fatal(err)
 	}

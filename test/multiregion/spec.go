@@ -98,6 +98,8 @@ type Spec struct {
 	BillingToken string
 	// ExtraFlags are appended to every limiter's command line.
 	ExtraFlags []string
+	// ReconcilerFlags are appended to the reconciler's serve command line.
+	ReconcilerFlags []string
 	// StartTimeout bounds the wait for everything to be up. Default 90s.
 	StartTimeout time.Duration
 }
