@@ -307,6 +307,7 @@ func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id stri
 			return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 		}
 		if p.dry != nil {
+			st.acked(result) // as the run would count it once acknowledged
 			return p.plan(r, rev, id, f, frame, fresh)
 		}
 		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6
@@ -325,6 +326,7 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 		}
 	}
 	if p.dry != nil {
+		st.acked(result) // as the run would count it once acknowledged
 		return p.plan(r, rev, id, f, frame, fresh)
 	}
 	p.queue = append(p.queue, outgoing{key: r.Key, start: r.PeriodStart, end: r.PeriodEnd, rev: rev, id: id, data: data,
@@ -411,14 +413,7 @@ func (p *Publisher) flush(ctx context.Context, st *Stats) error {
 			continue
 		}
 		p.cfg.Metrics.count(p.cfg.Sink, o.result)
-		switch o.result {
-		case "sent":
-			st.Sent++
-		case "correction":
-			st.Corrections++
-		case "resent":
-			st.Resent++
-		}
+		st.acked(o.result)
 	}
 	if refused != nil {
 		return fmt.Errorf("%w: %w", ErrSinkRefused, refused)
@@ -552,4 +547,17 @@ WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AN
 		return nil, fmt.Errorf("sink: load: %w", err)
 	}
 	return out, nil
+}
+
+// acked counts an acknowledged event of kind result ("sent",
+// "correction", "resent") in st.
+func (st *Stats) acked(result string) {
+	switch result {
+	case "sent":
+		st.Sent++
+	case "correction":
+		st.Corrections++
+	case "resent":
+		st.Resent++
+	}
 }

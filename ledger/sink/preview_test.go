@@ -62,6 +62,12 @@ func TestPreviewIsTheNextRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	released := false
+	t.Cleanup(func() { // before the pool closes, which waits for every connection
+		if !released {
+			lock.Release()
+		}
+	})
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, "quota-sink:"+sink.StripeSinkName(testMeter)); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +94,7 @@ func TestPreviewIsTheNextRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock.Release()
+	released = true
 
 	fake.mu.Lock()
 	sentBefore := len(fake.history)
@@ -102,7 +109,8 @@ func TestPreviewIsTheNextRun(t *testing.T) {
 		t.Fatalf("the run sent %+v, the preview planned %+v", sent, planned)
 	}
 	for i, p := range planned {
-		got := fakeMeterEvent{customer: p.Customer, value: p.Value, timestamp: p.Timestamp.Unix()}
+		got := fakeMeterEvent{customer: p.Customer, value: p.Value, timestamp: p.Timestamp.Unix(),
+			arrived: sent[i].arrived} // when the fake took it: not the preview's to know
 		if got != sent[i] {
 			t.Errorf("event %d: planned %+v, sent %+v", i, got, sent[i])
 		}
