@@ -51,7 +51,53 @@ WHERE NOT final AND now() > usage_window_ended(window_start, window_end) + usage
 
 COMMENT ON VIEW usage_incomplete_windows IS 'Rows of processes overdue with their final report: their window ended (at most usage_max_window() after its start) more than usage_final_grace() ago.';
 
+-- Retention's open credit follows the export's rule (ledger/export, Row):
+-- credit never exceeds what the key was billed before, so a refund beyond
+-- it (a forged or pre-bound report) no longer holds a month attached for
+-- ever. With cum the cumulative net and low = min(0, its running minimum),
+-- cum - low is the cumulative net floored at zero.
+CREATE OR REPLACE FUNCTION usage_open_credit(boundary timestamptz) RETURNS TABLE (key text, credit numeric)
+    LANGUAGE sql STABLE SET TimeZone = 'UTC' AS $$
+WITH h AS (
+    SELECT r.key, date_trunc('hour', r.window_start) AS hour,
+           sum(r.spent::numeric + r.charged - r.refunded) AS net
+    FROM usage_reports r
+    WHERE r.window_start < boundary
+    GROUP BY 1, 2
+), c AS (
+    SELECT h.key, h.hour, sum(h.net) OVER (PARTITION BY h.key ORDER BY h.hour) AS cum
+    FROM h
+), l AS (
+    SELECT c.key, c.hour, c.cum - least(0, min(c.cum) OVER (PARTITION BY c.key ORDER BY c.hour)) AS cum
+    FROM c
+), d AS (
+    SELECT l.key, max(l.cum) OVER (PARTITION BY l.key ORDER BY l.hour) - l.cum AS credit,
+           row_number() OVER (PARTITION BY l.key ORDER BY l.hour DESC) AS last
+    FROM l
+)
+SELECT d.key, d.credit FROM d WHERE d.last = 1 AND d.credit > 0
+$$;
+
 ---- create above / drop below ----
+
+CREATE OR REPLACE FUNCTION usage_open_credit(boundary timestamptz) RETURNS TABLE (key text, credit numeric)
+    LANGUAGE sql STABLE SET TimeZone = 'UTC' AS $$
+WITH h AS (
+    SELECT r.key, date_trunc('hour', r.window_start) AS hour,
+           sum(r.spent::numeric + r.charged - r.refunded) AS net
+    FROM usage_reports r
+    WHERE r.window_start < boundary
+    GROUP BY 1, 2
+), c AS (
+    SELECT h.key, h.hour, sum(h.net) OVER (PARTITION BY h.key ORDER BY h.hour) AS cum
+    FROM h
+), d AS (
+    SELECT c.key, greatest(0, max(c.cum) OVER (PARTITION BY c.key ORDER BY c.hour)) - c.cum AS credit,
+           row_number() OVER (PARTITION BY c.key ORDER BY c.hour DESC) AS last
+    FROM c
+)
+SELECT d.key, d.credit FROM d WHERE d.last = 1 AND d.credit > 0
+$$;
 
 CREATE OR REPLACE VIEW usage_incomplete_windows AS
 SELECT key, window_start, window_end, process_id, region, spent AS allowed, leased, seq, updated_at AS last_report_at
