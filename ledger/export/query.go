@@ -316,7 +316,7 @@ func ParseCursor(s string) (Cursor, error) {
 // period). Credit never exceeds what the key was billed before: a refund
 // beyond it (the key's cumulative net below zero) can only come from a
 // forged report or one written before the reconciler bounded refunds by
-// their row's spend (refund_exceeds_spent), and is not credited but shown
+// their region's recent net (refund_exceeds_spent), and is not credited but shown
 // as Uncredited, and Net + Uncredited takes Net's place above. Over a
 // key's periods so far, Σ Billed = Σ (Net + Uncredited) + the last
 // CarriedOut: what is billed equals the net exactly once the credit is
