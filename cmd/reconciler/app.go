@@ -179,6 +179,7 @@ func newReconciler(o options, js jetstream.JetStream, store reconcile.Store, reg
 	cfg.BatchSize = o.BatchSize
 	cfg.BatchInterval = o.BatchInterval
 	cfg.MaxReportAge, cfg.MaxReportSkew = o.MaxReportAge, o.MaxReportSkew
+	cfg.RefundHorizon = o.RefundHorizon
 	cfg.Logger = log
 	cfg.Metrics = reconcile.NewMetrics(reg)
 	cfg.Tracer = tracer

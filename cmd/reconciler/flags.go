@@ -53,7 +53,10 @@ type options struct {
 	MaxReportAge     time.Duration
 	MaxReportSkew    time.Duration
 	MaxNewPartitions int
-	OTLPEndpoint     string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
+	// RefundHorizon is how far back a refund reaches in its key's history
+	// (reconcile.Config.RefundHorizon).
+	RefundHorizon time.Duration
+	OTLPEndpoint  string // --otlp-endpoint: OTLP/HTTP collector for traces; empty = off
 	// QuotaBaseSubject is the NATS subject serve answers quota-base
 	// requests on (ledger/quotabase), in queue group quotabase.DefaultQueue.
 	QuotaBaseSubject string
@@ -121,6 +124,7 @@ func defaultOptions() options {
 		CloseAfter:    reconcile.DefaultCloserConfig().After,
 		MaxReportAge:  rec.MaxReportAge,
 		MaxReportSkew: rec.MaxReportSkew,
+		RefundHorizon: rec.RefundHorizon,
 
 		MaxNewPartitions: writer.MaxNewPartitions,
 

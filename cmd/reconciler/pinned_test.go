@@ -38,6 +38,7 @@ var pinnedFlags = map[string]map[string]string{
 		"otlp-endpoint":             "",
 		"postgres":                  "postgres://postgres@127.0.0.1:5432/quota?sslmode=disable",
 		"quota-base-subject":        "quota.base",
+		"refund-horizon":            "24h0m0s",
 		"regions":                   "",
 		"shutdown-delay":            "5s",
 		"stream":                    "QUOTA_USAGE",

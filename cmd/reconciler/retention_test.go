@@ -118,16 +118,20 @@ func TestRetentionKeepsOpenCredit(t *testing.T) {
 		return time.Date(now.Year(), now.Month()+time.Month(m), 1, 0, 0, 0, 0, time.UTC)
 	}
 	var reps []ledger.Report
-	add := func(key string, m int, spent, refunded int64) {
-		start := month(m).Add(36 * time.Hour)
+	add := func(key string, m int, hours time.Duration, spent, refunded int64) {
+		start := month(m).Add(hours * time.Hour)
 		reps = append(reps, ledger.Report{Key: key, WindowStart: start, WindowEnd: start.Add(time.Minute), ProcessID: "p1",
 			Region: "eu", Spent: spent, Leased: spent, Refunded: refunded, Final: true, Seq: 1, SentAt: start})
 	}
-	add("old", -15, 5, 0)      // a month with no credit: detached
-	add("credit", -14, 0, 300) // 300 of credit carried out…
-	add("credit", -13, 100, 0) // …200 still open at the end of this month,
-	add("credit", -1, 150, 0)  // 50 here,
-	add("credit", 0, 100, 0)   // used up this month: billed 50.
+	// Hourly periods: credit is never more than was billed before, so the
+	// refund needs a bill before it, and an hour's carry shows it in the
+	// month of the bill.
+	add("old", -15, 36, 5, 0)      // a month with no credit: detached
+	add("credit", -14, 36, 300, 0) // billed 300, then
+	add("credit", -14, 60, 0, 300) // refunded in a later hour: 300 of credit carried out…
+	add("credit", -13, 36, 100, 0) // …200 still open at the end of this month,
+	add("credit", -1, 36, 150, 0)  // 50 here,
+	add("credit", 0, 36, 100, 0)   // used up this month: billed 50.
 	if _, err := reconcile.NewWriter(pool).Write(ctx, reps); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +141,7 @@ func TestRetentionKeepsOpenCredit(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b int64 = -1
-		err = ex.Export(ctx, export.Query{From: month(0), To: month(1), Granularity: export.Month, Now: now},
+		err = ex.Export(ctx, export.Query{From: month(0), To: month(1), Granularity: export.Hour, Now: now},
 			func(rows []export.Row) error {
 				for _, r := range rows {
 					if r.Key == "credit" {

@@ -68,6 +68,12 @@ func declareServe(s *settings.Set, so *stripeOptions) {
 		Check(func() error {
 			return want(o.MaxReportSkew >= 0, "must be 0 (no bound) or positive, got %v", o.MaxReportSkew)
 		})
+	s.Duration(&o.RefundHorizon, "refund-horizon", o.RefundHorizon,
+		"a refund may take back what its key's region spent in the windows starting this long before the refund's (refund_exceeds_spent above that); set it to the limiters' idempotency horizon (0: its own row only)").
+		Check(func() error {
+			return want(o.RefundHorizon >= 0 && o.RefundHorizon <= reconcile.MaxRefundHorizon,
+				"must be 0 to %v, got %v", reconcile.MaxRefundHorizon, o.RefundHorizon)
+		})
 	s.Int(&o.MaxNewPartitions, "max-new-partitions", o.MaxNewPartitions,
 		"most month partitions one write creates; reports of further months wait for later batches").
 		Check(func() error {

@@ -129,7 +129,8 @@ func writeWindows(t testing.TB, pool *pgxpool.Pool, ws []planWindow) {
 
 // wantPlanRows is the export computed in Go from ws: each window in its
 // key's period as period.Calendar.Bounds cuts it, the periods summed and
-// carried in order (export.Carry) over the key's whole history, then the
+// carried in order (export.Carry, credit up to what was billed before)
+// over the key's whole history, then the
 // rows whose period starts in [from, to).
 func wantPlanRows(ws []planWindow, g export.Granularity, from, to, now time.Time) []export.Row {
 	unit := map[export.Granularity]period.Unit{export.Hour: period.Hour, export.Day: period.Day, export.Month: period.Month}[g]
@@ -167,11 +168,20 @@ func wantPlanRows(ws []planWindow, g export.Granularity, from, to, now time.Time
 		return all[i].PeriodStart.Before(all[j].PeriodStart)
 	})
 	var out []export.Row
+	var billedBefore int64
 	for i := range all {
 		if i > 0 && all[i-1].Key == all[i].Key {
 			all[i].CarriedIn = all[i-1].CarriedOut
+		} else {
+			billedBefore = 0
 		}
-		all[i].Billed, all[i].CarriedOut = export.Carry(all[i].CarriedIn, all[i].Net)
+		// Credit up to what was billed before: the key's net so far, less
+		// its credit, floored at zero.
+		if sofar := billedBefore - all[i].CarriedIn + all[i].Net; sofar < 0 {
+			all[i].Uncredited = -sofar
+		}
+		all[i].Billed, all[i].CarriedOut = export.Carry(all[i].CarriedIn, all[i].Net+all[i].Uncredited)
+		billedBefore += all[i].Billed
 		if !all[i].PeriodStart.Before(from) && all[i].PeriodStart.Before(to) {
 			out = append(out, all[i])
 		}
@@ -194,9 +204,9 @@ func exportAll(t testing.TB, ex *export.Exporter, q export.Query) []export.Row {
 func rowLines(rows []export.Row) string {
 	var s string
 	for _, r := range rows {
-		s += fmt.Sprintf("  %s [%s, %s) spent %d refunded %d charged %d net %d in %d billed %d out %d windows %d complete %v\n",
+		s += fmt.Sprintf("  %s [%s, %s) spent %d refunded %d charged %d net %d in %d billed %d out %d uncredited %d windows %d complete %v\n",
 			r.Key, r.PeriodStart.Format(time.RFC3339), r.PeriodEnd.Format(time.RFC3339), r.Allowed, r.Refunded, r.Charged,
-			r.Net, r.CarriedIn, r.Billed, r.CarriedOut, r.Windows, r.Complete)
+			r.Net, r.CarriedIn, r.Billed, r.CarriedOut, r.Uncredited, r.Windows, r.Complete)
 	}
 	return s
 }

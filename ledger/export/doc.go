@@ -6,7 +6,11 @@
 // process sent its final report for every window in it), and what it
 // bills: the net (allowed + charged − refunded) with a negative net carried
 // forward to the key's next periods, never billed below zero (Row, Carry;
-// [idempotency] in docs/design.md). It streams them as CSV or NDJSON
+// [idempotency] in docs/design.md). Credit is carried, not floored per
+// row, because a refund lands in the window it is made in, but never more
+// than the key was billed before: the rest (Row.Uncredited) can only come
+// from a forged report or one written before the reconciler cut refunds to
+// their row's spend. It streams them as CSV or NDJSON
 // (Encoder) and serves GET /v1/usage/export to billing tokens (Handler).
 // The sinks (ledger/sink) send Row.Billed.
 //

@@ -39,9 +39,9 @@ func (f Format) ContentType() string {
 // CSVHeader is the first line of a CSV export. The columns keep the places
 // they had before refunds were billed (allowed, fifth, was headed spent);
 // the billing columns (Row: refunded … carried_out) come after complete,
-// then closed_by_reconciler, the cursor last.
+// then closed_by_reconciler and uncredited, the cursor last.
 const CSVHeader = "key,period_start,period_end,granularity,allowed,rejected,degraded,windows,complete," +
-	"refunded,charged,net,carried_in,billed,carried_out,closed_by_reconciler,cursor"
+	"refunded,charged,net,carried_in,billed,carried_out,closed_by_reconciler,uncredited,cursor"
 
 // Encoder writes export rows as CSV or NDJSON, then one last line that
 // says whether the export ended or failed:
@@ -113,6 +113,8 @@ func (e *Encoder) row(r *Row) {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, r.ClosedByReconciler, 10)
 		b = append(b, ',')
+		b = strconv.AppendInt(b, r.Uncredited, 10)
+		b = append(b, ',')
 		b = append(b, e.last.String()...)
 	} else {
 		b = append(b, `{"key":`...)
@@ -140,6 +142,8 @@ func (e *Encoder) row(r *Row) {
 		}
 		b = append(b, `,"closed_by_reconciler":`...)
 		b = strconv.AppendInt(b, r.ClosedByReconciler, 10)
+		b = append(b, `,"uncredited":`...)
+		b = strconv.AppendInt(b, r.Uncredited, 10)
 		b = append(b, `,"cursor":"`...)
 		b = append(b, e.last.String()...)
 		b = append(b, `"}`...)

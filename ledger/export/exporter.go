@@ -80,10 +80,14 @@ var ErrTimeout = billing.ErrTimeout
 // rather than failing the page for every key.
 //
 // The carry is computed in closed form: with N(p) the key's cumulative
-// net up to period p and B(p) = max(0, max of N(q) for q ≤ p) its
-// cumulative billed (billing never goes back), the credit carried into p
-// is B(p−1) − N(p−1); Carry turns it and p's net into Billed and
-// CarriedOut (Billed = B(p) − B(p−1), CarriedOut = B(p) − N(p)).
+// net up to period p, L(p) = min(0, min of N(q) for q ≤ p) the refund
+// that found nothing billed before it to credit (minus Uncredited so far),
+// S(p) = N(p) − L(p) ≥ 0 the cumulative net floored at zero, and
+// B(p) = max of S(q) for q ≤ p the cumulative billed (billing never goes
+// back), the credit carried into p is B(p−1) − S(p−1) ≤ B(p−1) and p's
+// Uncredited L(p−1) − L(p); Carry turns the credit and p's net plus
+// Uncredited into Billed and CarriedOut (Billed = B(p) − B(p−1),
+// CarriedOut = B(p) − S(p)).
 const pageSQL = `WITH page AS (
     SELECT DISTINCT key FROM usage_reports
     WHERE window_start >= $1 AND window_start < $2 AND key %s $3 %s
@@ -102,16 +106,21 @@ kp AS (
 cum AS (
     SELECT *, sum(net) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING) AS cum_net
     FROM kp),
-billed AS (
-    SELECT *, greatest(0, max(cum_net) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING)) AS cum_billed
+low AS (
+    SELECT *, least(0, min(cum_net) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING)) AS low
     FROM cum),
+billed AS (
+    SELECT *, max(cum_net - low) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING) AS cum_billed
+    FROM low),
 carried AS (
-    SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), 0) - (cum_net - net) AS carried_in
+    SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), 0)
+              - (cum_net - net - coalesce(lag(low) OVER (PARTITION BY key ORDER BY period), 0)) AS carried_in,
+           coalesce(lag(low) OVER (PARTITION BY key ORDER BY period), 0) - low AS uncredited
     FROM billed)
 SELECT key, period, usage_saturate(spent), usage_saturate(rejected), usage_saturate(degraded), windows::bigint,
-       final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in),
+       final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in, uncredited),
        usage_saturate(refunded), usage_saturate(charged), usage_saturate(net), usage_saturate(carried_in),
-       closed::bigint
+       usage_saturate(uncredited), closed::bigint
 FROM carried
 WHERE period >= $1 AND key IN (SELECT key FROM page)
 ORDER BY 1, 2`
@@ -188,20 +197,25 @@ cum AS (
     SELECT *, spent + charged - refunded AS net,
            sum(spent + charged - refunded) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING) AS cum_net
     FROM kp),
-billed AS (
-    SELECT *, greatest(0, max(cum_net) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING)) AS cum_billed
+low AS (
+    SELECT *, least(0, min(cum_net) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING)) AS low
     FROM cum),
+billed AS (
+    SELECT *, max(cum_net - low) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING) AS cum_billed
+    FROM low),
 carried AS (
-    SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY ord), 0) - (cum_net - net) AS carried_in
+    SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY ord), 0)
+              - (cum_net - net - coalesce(lag(low) OVER (PARTITION BY key ORDER BY ord), 0)) AS carried_in,
+           coalesce(lag(low) OVER (PARTITION BY key ORDER BY ord), 0) - low AS uncredited
     FROM billed)
 SELECT key, ps, pe, usage_saturate(spent), usage_saturate(rejected), usage_saturate(degraded), windows::bigint,
-       final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in),
+       final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in, uncredited),
        usage_saturate(refunded), usage_saturate(charged), usage_saturate(net), usage_saturate(carried_in),
-       closed::bigint
+       usage_saturate(uncredited), closed::bigint
 FROM carried
 WHERE ps >= $1 AND ps < $2
 UNION ALL
-SELECT max(key), NULL, NULL, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 FROM page
+SELECT max(key), NULL, NULL, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0 FROM page
 ORDER BY 1, 2 NULLS LAST`
 
 // The CTEs of planPageSQL from local to kp: each key's periods, ordered
@@ -387,7 +401,7 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 		var start, end *time.Time
 		var final bool
 		dst := []any{&key, &start, &end, &r.Allowed, &r.Rejected, &r.Degraded, &r.Windows, &final,
-			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn, &r.ClosedByReconciler}
+			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn, &r.Uncredited, &r.ClosedByReconciler}
 		if q.Calendar != CalendarPlan {
 			dst = append(dst[:2], dst[3:]...) // pageSQL has no period end
 		}
@@ -401,7 +415,8 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 			continue
 		}
 		r.Key = *key
-		r.Billed, r.CarriedOut = Carry(r.CarriedIn, r.Net)
+		// Net + Uncredited ≤ 0 when Uncredited > 0: no overflow.
+		r.Billed, r.CarriedOut = Carry(r.CarriedIn, r.Net+r.Uncredited)
 		r.PeriodStart = start.UTC()
 		if end != nil {
 			r.PeriodEnd = end.UTC()

@@ -49,14 +49,15 @@ type use struct {
 
 // billedRow is what TestExportBillsNet checks of a row.
 type billedRow struct {
-	month                                          time.Month
-	spent, refunded, charged, net, in, billed, out int64
+	month                                               time.Month
+	spent, refunded, charged, net, in, billed, out, unc int64
 }
 
 func billedRows(rows []export.Row) []billedRow {
 	var out []billedRow
 	for _, r := range rows {
-		out = append(out, billedRow{r.PeriodStart.Month(), r.Allowed, r.Refunded, r.Charged, r.Net, r.CarriedIn, r.Billed, r.CarriedOut})
+		out = append(out, billedRow{r.PeriodStart.Month(), r.Allowed, r.Refunded, r.Charged, r.Net, r.CarriedIn, r.Billed, r.CarriedOut,
+			r.Uncredited})
 	}
 	return out
 }
@@ -69,24 +70,34 @@ var netCases = []struct {
 	want      []billedRow
 }{
 	{"spend and refund in one period", "k_same", []use{{month: 10, spent: 10, refunded: 3}},
-		[]billedRow{{10, 10, 3, 0, 7, 0, 7, 0}}},
+		[]billedRow{{10, 10, 3, 0, 7, 0, 7, 0, 0}}},
 	{"a refund in the next period larger than its spend: carried", "k_carry",
 		[]use{{month: 10, spent: 10}, {month: 11, spent: 2, refunded: 5}, {month: 12, spent: 5}},
-		[]billedRow{{10, 10, 0, 0, 10, 0, 10, 0}, {11, 2, 5, 0, -3, 0, 0, 3}, {12, 5, 0, 0, 5, 3, 2, 0}}},
+		[]billedRow{{10, 10, 0, 0, 10, 0, 10, 0, 0}, {11, 2, 5, 0, -3, 0, 0, 3, 0}, {12, 5, 0, 0, 5, 3, 2, 0, 0}}},
 	{"a carry spanning several periods", "k_span",
-		[]use{{month: 8, spent: 4}, {month: 9, spent: 1, refunded: 10}, {month: 10, spent: 3}, {month: 11, spent: 4}, {month: 12, spent: 5}},
-		[]billedRow{{8, 4, 0, 0, 4, 0, 4, 0}, {9, 1, 10, 0, -9, 0, 0, 9}, {10, 3, 0, 0, 3, 9, 0, 6}, {11, 4, 0, 0, 4, 6, 0, 2},
-			{12, 5, 0, 0, 5, 2, 3, 0}}},
+		[]use{{month: 8, spent: 12}, {month: 9, spent: 1, refunded: 10}, {month: 10, spent: 3}, {month: 11, spent: 4}, {month: 12, spent: 5}},
+		[]billedRow{{8, 12, 0, 0, 12, 0, 12, 0, 0}, {9, 1, 10, 0, -9, 0, 0, 9, 0}, {10, 3, 0, 0, 3, 9, 0, 6, 0}, {11, 4, 0, 0, 4, 6, 0, 2, 0},
+			{12, 5, 0, 0, 5, 2, 3, 0, 0}}},
 	{"charges", "k_charges",
 		[]use{{month: 10, spent: 5, charged: 7}, {month: 11, charged: 2, refunded: 1}, {month: 12, spent: 1, refunded: 4, charged: 1}},
-		[]billedRow{{10, 5, 0, 7, 12, 0, 12, 0}, {11, 0, 1, 2, 1, 0, 1, 0}, {12, 1, 4, 1, -2, 0, 0, 2}}},
+		[]billedRow{{10, 5, 0, 7, 12, 0, 12, 0, 0}, {11, 0, 1, 2, 1, 0, 1, 0, 0}, {12, 1, 4, 1, -2, 0, 0, 2, 0}}},
 	{"a credit used up by charges", "k_charge_carry",
-		[]use{{month: 10, spent: 6, refunded: 8}, {month: 11, charged: 5}},
-		[]billedRow{{10, 6, 8, 0, -2, 0, 0, 2}, {11, 0, 0, 5, 5, 2, 3, 0}}},
+		[]use{{month: 9, spent: 5}, {month: 10, spent: 6, refunded: 8}, {month: 11, charged: 5}},
+		[]billedRow{{9, 5, 0, 0, 5, 0, 5, 0, 0}, {10, 6, 8, 0, -2, 0, 0, 2, 0}, {11, 0, 0, 5, 5, 2, 3, 0, 0}}},
 	{"several processes and windows add up before the carry", "k_procs",
-		[]use{{month: 10, spent: 3}, {month: 10, spent: 4, proc: "p2"}, {month: 10, refunded: 9, day: 20},
+		[]use{{month: 9, spent: 2}, {month: 10, spent: 3}, {month: 10, spent: 4, proc: "p2"}, {month: 10, refunded: 9, day: 20},
 			{month: 11, spent: 8, refunded: 1, proc: "p2"}},
-		[]billedRow{{10, 7, 9, 0, -2, 0, 0, 2}, {11, 8, 1, 0, 7, 2, 5, 0}}},
+		[]billedRow{{9, 2, 0, 0, 2, 0, 2, 0, 0}, {10, 7, 9, 0, -2, 0, 0, 2, 0}, {11, 8, 1, 0, 7, 2, 5, 0, 0}}},
+	// Credit never exceeds what the key was billed before: a refund
+	// beyond it (a forged report, or one from before the reconciler cut
+	// refunds to their row's spend) is uncredited, not carried for ever.
+	{"a refund in a key's first period larger than its spend: uncredited", "k_first",
+		[]use{{month: 10, spent: 6, refunded: 8}, {month: 11, charged: 5}},
+		[]billedRow{{10, 6, 8, 0, -2, 0, 0, 0, 2}, {11, 0, 0, 5, 5, 0, 5, 0, 0}}},
+	{"a forged refund of the largest counter: credit only what was billed", "k_forged",
+		[]use{{month: 10, spent: 40}, {month: 11, refunded: reconcile.MaxCounter, proc: "us-1"}, {month: 12, spent: 5}, {month: 12, spent: 50, day: 20}},
+		[]billedRow{{10, 40, 0, 0, 40, 0, 40, 0, 0}, {11, 0, reconcile.MaxCounter, 0, -reconcile.MaxCounter, 0, 0, 40, reconcile.MaxCounter - 40},
+			{12, 55, 0, 0, 55, 40, 15, 0, 0}}},
 }
 
 func writeUses(t testing.TB, w *reconcile.Writer, key string, uses []use) {
@@ -111,9 +122,10 @@ func writeUses(t testing.TB, w *reconcile.Writer, key string, uses []use) {
 }
 
 // Every export bills net (spent + charged − refunded) per period, with a
-// negative net carried forward and deducted from the key's next periods:
-// no row bills below zero, and over a key's periods the billed figures
-// sum to the net once the credit is used up. A range that starts after a
+// negative net carried forward and deducted from the key's next periods,
+// up to what the key was billed before (the rest is Uncredited): no row
+// bills below zero, and over a key's periods the billed figures sum to
+// the net plus the uncredited refund once the credit is used up. A range that starts after a
 // negative period still carries it in, and a rerun, by any range, gives
 // the same figures.
 func TestExportBillsNet(t *testing.T) {
@@ -142,21 +154,21 @@ func TestExportBillsNet(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rows := read(month(8), month(12).AddDate(0, 1, 0), export.Month, c.key)
 			if got := billedRows(rows); !slices.Equal(got, c.want) {
-				t.Fatalf("rows (month spent refunded charged net in billed out)\n%+v\nwant\n%+v", got, c.want)
+				t.Fatalf("rows (month spent refunded charged net in billed out uncredited)\n%+v\nwant\n%+v", got, c.want)
 			}
 			var net, billed int64
 			for i, r := range rows {
 				if r.Key != c.key || !r.Complete {
 					t.Fatalf("row %d: %+v", i, r)
 				}
-				if r.Billed < 0 || r.CarriedIn < 0 || r.CarriedOut < 0 || r.Net != r.Allowed+r.Charged-r.Refunded ||
-					r.Billed-r.CarriedOut != r.Net-r.CarriedIn {
+				if r.Billed < 0 || r.CarriedIn < 0 || r.CarriedOut < 0 || r.Uncredited < 0 || r.Net != r.Allowed+r.Charged-r.Refunded ||
+					r.Billed-r.CarriedOut != r.Net+r.Uncredited-r.CarriedIn {
 					t.Fatalf("row %d breaks the rule: %+v", i, r)
 				}
 				if i > 0 && r.CarriedIn != rows[i-1].CarriedOut {
 					t.Fatalf("row %d carries in %d, the row before carried out %d", i, r.CarriedIn, rows[i-1].CarriedOut)
 				}
-				net += r.Net
+				net += r.Net + r.Uncredited
 				billed += r.Billed
 			}
 			if last := rows[len(rows)-1].CarriedOut; billed != net+last {
@@ -182,7 +194,7 @@ func TestExportBillsNet(t *testing.T) {
 	// Days carry on their own: k_procs' October refund (the 20th) is a
 	// negative day carried to its next day of usage, November's.
 	days := read(month(10), month(12), export.Day, "k_procs")
-	want := []billedRow{{10, 7, 0, 0, 7, 0, 7, 0}, {10, 0, 9, 0, -9, 0, 0, 9}, {11, 8, 1, 0, 7, 9, 0, 2}}
+	want := []billedRow{{10, 7, 0, 0, 7, 0, 7, 0, 0}, {10, 0, 9, 0, -9, 0, 0, 9, 0}, {11, 8, 1, 0, 7, 9, 0, 2, 0}}
 	if got := billedRows(days); !slices.Equal(got, want) {
 		t.Fatalf("days %+v, want %+v", got, want)
 	}

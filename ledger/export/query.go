@@ -313,7 +313,12 @@ func ParseCursor(s string) (Cursor, error) {
 //	CarriedOut = max(0, CarriedIn − Net)
 //
 // where CarriedIn is the previous period's CarriedOut (0 for a key's first
-// period). Over a key's periods so far, Σ Billed = Σ Net + the last
+// period). Credit never exceeds what the key was billed before: a refund
+// beyond it (the key's cumulative net below zero) can only come from a
+// forged report or one written before the reconciler bounded refunds by
+// their region's recent net (refund_exceeds_spent), and is not credited but shown
+// as Uncredited, and Net + Uncredited takes Net's place above. Over a
+// key's periods so far, Σ Billed = Σ (Net + Uncredited) + the last
 // CarriedOut: what is billed equals the net exactly once the credit is
 // used up, and never less. The carry runs over every period of the key in
 // the ledger before the row's, from the key's first report, whatever the
@@ -352,6 +357,10 @@ type Row struct {
 	// CarriedIn is the credit (≥ 0) carried from the key's earlier
 	// periods; CarriedOut the credit left for its later ones.
 	CarriedIn int64 `json:"carried_in"`
+	// Uncredited is the refund of the period beyond everything the key
+	// was billed before it (≥ 0): not carried as credit. Not 0 only for
+	// a forged or pre-bound report: review the key's rows.
+	Uncredited int64 `json:"uncredited"`
 	// Billed is what the period is invoiced (≥ 0): what the sinks send.
 	Billed     int64 `json:"billed"`
 	CarriedOut int64 `json:"carried_out"`

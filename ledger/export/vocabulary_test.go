@@ -4,19 +4,25 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
+	"github.com/quotaplatform/quota/ledger/sink"
 )
 
 // csvColumns reads a CSV answer's header and its first line as a map.
@@ -53,11 +59,86 @@ func readBody(t *testing.T, resp *http.Response) string {
 	return b.String()
 }
 
-// One vocabulary on every endpoint (issue 36): for the issue's key
+// vocabulary is the one list of billing names (ledger/README.md,
+// Vocabulary) with the issue's key's figures: every surface names them
+// so. billed is on the surfaces that bill (the export and the sinks).
+var vocabulary = map[string]int64{"allowed": 247, "charged": 10, "refunded": 6, "net": 251}
+
+// cloudEventData sends the month of November 2026 through the CloudEvents
+// sink to a real HTTP receiver and returns the first event's data as sent.
+func cloudEventData(t *testing.T, pool *pgxpool.Pool) map[string]any {
+	t.Helper()
+	var mu sync.Mutex
+	var data []byte
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ev, err := cehttp.NewEventFromHTTPRequest(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		data = ev.Data()
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(rcv.Close)
+	snd, err := sink.NewHTTP(rcv.URL, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := export.New(pool, export.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sink.NewPublisher(pool, ex, snd, sink.Config{Sink: rcv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if st, err := p.Run(context.Background(), nov, nov.AddDate(0, 1, 0), nov.AddDate(0, 2, 0)); err != nil || st.Sent != 1 {
+		t.Fatalf("sink run: %+v, %v", st, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("event data %s: %v", data, err)
+	}
+	return out
+}
+
+// viewColumns is the first row of a ledger view for the issue's key, by
+// column name.
+func viewColumns(t *testing.T, pool *pgxpool.Pool, view string) map[string]any {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT * FROM `+view+` WHERE key = 'acct_voc' LIMIT 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		t.Fatalf("%s: no row (%v)", view, rows.Err())
+	}
+	vals, err := rows.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	for i, f := range rows.FieldDescriptions() {
+		if n, ok := vals[i].(int64); ok {
+			out[f.Name] = float64(n)
+		}
+	}
+	return out
+}
+
+// One vocabulary on every surface (issue 36): for the issue's key
 // (allowed 247, charged 10, refunded 6) GET /v1/usage and GET
-// /v1/usage/export, in JSON and CSV, name allowed, charged, refunded and
-// net alike, and spent, where it is left (/v1/usage, deprecated), is the
-// net: never the gross allowed cost, as the export's spent was.
+// /v1/usage/export, in JSON and CSV, the CloudEvents sink's event data
+// and the ledger's views name allowed, charged, refunded and net alike
+// (vocabulary), the surfaces that bill name billed, and spent, where it is
+// left (deprecated), is the net: never the gross allowed cost, as the
+// export's and the CloudEvent's spent were.
 func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 	url, pool := ledgertest.Database(t)
 	start := time.Date(2026, 11, 10, 12, 0, 7, 0, time.UTC)
@@ -66,7 +147,6 @@ func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 		Final: true, Seq: 1, SentAt: start}}); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"allowed": 247, "charged": 10, "refunded": 6, "net": 251}
 
 	exp := serve(t, url, export.DefaultConfig())
 	bpool, err := billing.NewPool(url, billing.DefaultConfig())
@@ -105,7 +185,8 @@ func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 	for _, c := range []struct {
 		surface string
 		figures func() map[string]any
-		spent   any // nil: no spent at all
+		spent   any  // nil: no spent at all
+		bills   bool // names billed
 	}{
 		{"/v1/usage JSON totals", func() map[string]any {
 			var res struct{ Totals map[string]any }
@@ -113,14 +194,14 @@ func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			return res.Totals
-		}, float64(251)},
+		}, float64(251), false},
 		{"/v1/usage CSV", func() map[string]any {
 			out := map[string]any{}
 			for k, v := range csvColumns(t, usageGet("text/csv")) {
 				out[k] = v
 			}
 			return out
-		}, "251"},
+		}, "251", false},
 		{"/v1/usage/export NDJSON", func() map[string]any {
 			var row map[string]any
 			body := readBody(t, get(t, exp, tokAll, "from=2026-11&to=2026-12&granularity=month", "application/x-ndjson"))
@@ -128,17 +209,25 @@ func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			return row
-		}, nil},
+		}, nil, true},
 		{"/v1/usage/export CSV", func() map[string]any {
 			out := map[string]any{}
 			for k, v := range csvColumns(t, readBody(t, get(t, exp, tokAll, "from=2026-11&to=2026-12&granularity=month", "text/csv"))) {
 				out[k] = v
 			}
 			return out
-		}, nil},
+		}, nil, true},
+		{"CloudEvent data", func() map[string]any { return cloudEventData(t, pool) }, float64(251), true},
+		{"view usage_windows", func() map[string]any { return viewColumns(t, pool, "usage_windows") }, float64(251), false},
+		{"view usage_by_hour", func() map[string]any { return viewColumns(t, pool, "usage_by_hour") }, float64(251), false},
+		{"view usage_by_day", func() map[string]any { return viewColumns(t, pool, "usage_by_day") }, float64(251), false},
 	} {
 		t.Run(c.surface, func(t *testing.T) {
 			got := c.figures()
+			want := maps.Clone(vocabulary)
+			if c.bills {
+				want["billed"] = 251
+			}
 			for name, n := range want {
 				if v, ok := got[name]; !ok || (v != float64(n) && v != strconv.FormatInt(n, 10)) {
 					t.Errorf("%s = %v (present %v), want %d", name, v, ok, n)

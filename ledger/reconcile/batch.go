@@ -76,7 +76,6 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 	var refused []jetstream.Msg // messages refused whole: terminated
 	var letters []DeadLetter    // theirs, then single reports'
 	var partial []*inMsg        // the message of each single report's letter
-	var notes []DeadLetter      // letters of reports written all the same (ReasonRefundExceeds)
 	for _, g := range batch {
 		m := g.m
 		if md, err := m.Metadata(); err == nil {
@@ -102,14 +101,16 @@ func (r *Reconciler) process(ctx context.Context, batch []gathered) error {
 		for _, c := range reps {
 			good = append(good, pending{im, c.index, c.rep})
 		}
-		for _, b := range g.cut {
-			notes = append(notes, r.reportLetter(m, b))
-		}
 		if im.unacked == 0 { // an empty batch
 			_ = m.Ack()
 		}
 	}
 	span.SetAttributes(attribute.Int("quota.reports", len(good)+len(partial)), attribute.Int("quota.dead_letters", len(letters)))
+	// Letters of reports written all the same, their refunds cut.
+	notes, err := r.boundRefunds(ctx, &ka, good)
+	if err != nil {
+		return err
+	}
 	if len(letters) > 0 {
 		if err := r.deadLetter(ctx, &ka, refused, partial, letters); err != nil {
 			return err

@@ -38,10 +38,11 @@ const (
 	// for the month. Found by writing (MonthsError).
 	ReasonDetached Reason = "detached"
 	// ReasonRefundExceeds: the report refunds more than its row spent and
-	// was charged (refunded > spent + charged). Its refund is cut to
-	// spent + charged and the report written; the letter keeps the report
-	// as sent. A refund that large could only lower the key's quota base
-	// and bill below zero (issue 37, item 2).
+	// was charged plus what its key's other rows of its region net over
+	// the refund horizon (Config.RefundHorizon, see boundRefunds). Its
+	// refund is cut to that and the report written; the letter keeps the
+	// report as sent. A refund that large could only lower the key's quota
+	// base and bill below zero (issue 37, item 2).
 	ReasonRefundExceeds Reason = "refund_exceeds_spent"
 	// ReasonLongWindow: the report's window is longer than MaxWindow. A
 	// row whose window never ends (window_end 9999-01-01) was never
@@ -65,18 +66,6 @@ var reasons = []Reason{ReasonInvalid, ReasonOutOfRange, ReasonSubject, ReasonRef
 // (or, for ReasonRefundExceeds, is no refusal).
 func foundByWriting(reason Reason) bool {
 	return reason == ReasonRefused || reason == ReasonDetached || reason == ReasonRefundExceeds
-}
-
-// boundRefund cuts rep's refund to what its row spent and was charged,
-// and reports whether it did. Reports are cumulative and the upsert keeps
-// the greatest of each figure, so a row whose every report holds
-// refunded ≤ spent + charged holds it too: no row nets below zero.
-func boundRefund(rep *ledger.Report) bool {
-	if most := rep.Spent + rep.Charged; rep.Refunded > most { // both ≤ MaxCounter: no overflow
-		rep.Refunded = most
-		return true
-	}
-	return false
 }
 
 // window is the range of window starts the reconciler accepts

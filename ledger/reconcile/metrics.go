@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rejected_reports_total", Help: "Reports (or whole messages that could not be read) refused before writing and dead-lettered, by reason: invalid, out_of_range, subject, too_old, future."},
 			[]string{"reason"}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
-			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, too_old, future, refused (by Postgres), detached (month detached by retention), refund_exceeds_spent (written with its refund cut to spent + charged)."},
+			Name: "dead_letters_total", Help: "Dead letters recorded in usage_dead_letters (a whole message, or one report of a batch), by reason: invalid, out_of_range, subject, too_old, future, refused (by Postgres), detached (month detached by retention), refund_exceeds_spent (written with its refund cut to its region's recent net of the key)."},
 			[]string{"reason"}),
 		Rebinds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "quota", Subsystem: "reconciler",
 			Name: "consumer_rebinds_total", Help: "Times the durable consumer was lost (e.g. deleted) and bound again."}),

@@ -17,8 +17,9 @@ import (
 // counter. The old ledger took it: quota base us −9,007,199,254,740,991
 // (every region then granted far beyond the monthly quota), export
 // billed 0 and a credit of 9·10^15 carried for ever. Now the refund is cut
-// to what its row spent and was charged (the report is written, the
-// original kept as a dead letter with its reason), each row's and region's
+// to what us's rows of the key net over the refund horizon, nothing (the
+// report is written, the original kept as a dead letter with its reason),
+// each row's and region's
 // net is floored at zero in the quota base, and the victim is billed what
 // eu spent.
 func TestForgedRefundCannotLowerBaseOrBill(t *testing.T) {

@@ -72,6 +72,17 @@ type Config struct {
 	// sender's clock ahead of ours): a later one is dead-lettered
 	// (ReasonFuture). 0 is no bound. Default 1h.
 	MaxReportSkew time.Duration
+	// RefundHorizon is how far back a refund reaches: a report may refund
+	// what its row spent and was charged plus what its key's other rows
+	// of its region, with windows starting at most RefundHorizon before
+	// its own, net (boundRefunds). A limiter records a refund in the
+	// window and on the process that handle it, for a request it took up
+	// to its idempotency horizon before: set it to the limiters'
+	// idempotency horizon (region.Config.IdempotencyHorizon). It is what
+	// a stolen limiter credential can refund: that region's last
+	// RefundHorizon of a key's net. 0 bounds a refund by its own row.
+	// Default DefaultRefundHorizon.
+	RefundHorizon time.Duration
 	// Clock tells the time MaxReportAge and MaxReportSkew are measured
 	// from, and paces everything the Reconciler waits for: a batch's
 	// BatchInterval, the backoff between failed writes and binds, keeping
@@ -119,6 +130,7 @@ func DefaultConfig() Config {
 		BatchSize:     5000,
 		MaxReportAge:  93 * 24 * time.Hour,
 		MaxReportSkew: time.Hour,
+		RefundHorizon: DefaultRefundHorizon,
 		Clock:         clock.System(),
 		PullBytes:     32 << 20,
 		BatchInterval: 200 * time.Millisecond,
@@ -146,6 +158,7 @@ func (c *Config) validate() error {
 	check(c.BatchSize >= 1, "BatchSize", "must be at least 1, got %d", c.BatchSize)
 	check(c.MaxReportAge >= 0, "MaxReportAge", "must be 0 (no bound) or positive, got %v", c.MaxReportAge)
 	check(c.MaxReportSkew >= 0, "MaxReportSkew", "must be 0 (no bound) or positive, got %v", c.MaxReportSkew)
+	check(c.RefundHorizon >= 0 && c.RefundHorizon <= MaxRefundHorizon, "RefundHorizon", "must be 0 (own row only) to %v, got %v", MaxRefundHorizon, c.RefundHorizon)
 	check(c.PullBytes >= 2<<20, "PullBytes", "must be at least 2 MiB, got %d", c.PullBytes)
 	check(c.BatchInterval > 0, "BatchInterval", "must be positive, got %v", c.BatchInterval)
 	check(c.AckWait >= time.Second, "AckWait", "must be at least 1s, got %v", c.AckWait)
@@ -193,6 +206,15 @@ func New(js jetstream.JetStream, store Store, cfg Config) (*Reconciler, error) {
 	r.health.consuming(errNotStarted)
 	return r, nil
 }
+
+// DefaultRefundHorizon is Config.RefundHorizon's default: the limiters'
+// default idempotency horizon (region.DefaultIdempotencyHorizon, which
+// the reconciler does not link; a test keeps them equal).
+const DefaultRefundHorizon = 24 * time.Hour
+
+// MaxRefundHorizon bounds Config.RefundHorizon: each refund beyond its
+// row reads that much of its key's history.
+const MaxRefundHorizon = 31 * 24 * time.Hour
 
 var errNotStarted = errors.New("reconcile: not started")
 
@@ -375,9 +397,6 @@ type gathered struct {
 	bad    []badReport
 	reason Reason // with err: the message is refused whole
 	err    error
-	// cut are the reports of good whose refund was cut (boundRefund), as
-	// sent: recorded as letters (ReasonRefundExceeds), written as cut.
-	cut []badReport
 }
 
 // decode checks message m against the window of accepted starts at now.
@@ -395,14 +414,6 @@ func (r *Reconciler) decode(m jetstream.Msg, now time.Time) gathered {
 		return g
 	}
 	g.good, g.bad, g.reason, g.err = check(r.cfg.Stream.SubjectPrefix, m.Subject(), m.Headers().Get(ledger.HeaderEncoding), m.Data(), win)
-	for i := range g.good {
-		sent := g.good[i].rep
-		if boundRefund(&g.good[i].rep) {
-			g.cut = append(g.cut, badReport{index: g.good[i].index, rep: sent, reason: ReasonRefundExceeds,
-				err: fmt.Errorf("reconcile: refunded %d exceeds spent %d + charged %d; written as %d",
-					sent.Refunded, sent.Spent, sent.Charged, g.good[i].rep.Refunded)})
-		}
-	}
 	return g
 }
 

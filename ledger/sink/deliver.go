@@ -102,11 +102,11 @@ type state struct {
 // figures are what an event says about its period: a period whose
 // figures changed gets a correction. Net and CarriedOut follow from them.
 type figures struct {
-	billed, spent, refunded, charged, carriedIn, rejected, degraded int64
+	billed, allowed, refunded, charged, carriedIn, rejected, degraded int64
 }
 
 func rowFigures(r *export.Row) figures {
-	return figures{billed: r.Billed, spent: r.Allowed, refunded: r.Refunded, charged: r.Charged, carriedIn: r.CarriedIn,
+	return figures{billed: r.Billed, allowed: r.Allowed, refunded: r.Refunded, charged: r.Charged, carriedIn: r.CarriedIn,
 		rejected: r.Rejected, degraded: r.Degraded}
 }
 
@@ -274,8 +274,9 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 	prevFrame json.RawMessage, now time.Time, result string, st *Stats) error {
 	delta := r.Billed - prevBilled
 	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
-		Billed: r.Billed, Spent: r.Allowed, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
-		CarriedIn: r.CarriedIn, CarriedOut: r.CarriedOut, Rejected: r.Rejected, Degraded: r.Degraded, Windows: r.Windows,
+		Billed: r.Billed, Allowed: r.Allowed, Spent: r.Net, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
+		CarriedIn: r.CarriedIn, CarriedOut: r.CarriedOut, Uncredited: r.Uncredited, Rejected: r.Rejected, Degraded: r.Degraded,
+		Windows:            r.Windows,
 		ClosedByReconciler: r.ClosedByReconciler, Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta,
 		PreviousSpent: prevBilled, SpentDelta: delta})
 	if err != nil {
@@ -530,17 +531,22 @@ WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AN
 		s.maybeStored = s.maybeStored || s.status == statusPending
 		// The audit figures are in the event's data (absent, so 0, in
 		// events from before net billing, whose spent was the billed
-		// figure).
+		// figure). The gross allowed cost is allowed, or spent in events
+		// from before allowed was sent (spent is the net since).
 		var d struct {
-			Spent     int64 `json:"spent"`
-			Refunded  int64 `json:"refunded"`
-			Charged   int64 `json:"charged"`
-			CarriedIn int64 `json:"carried_in"`
+			Allowed   *int64 `json:"allowed"`
+			Spent     int64  `json:"spent"`
+			Refunded  int64  `json:"refunded"`
+			Charged   int64  `json:"charged"`
+			CarriedIn int64  `json:"carried_in"`
 		}
 		if err := json.Unmarshal(s.data, &d); err != nil {
 			return nil, fmt.Errorf("sink: load: event %s data: %w", s.eventID, err)
 		}
-		s.figures.spent, s.figures.refunded, s.figures.charged, s.figures.carriedIn = d.Spent, d.Refunded, d.Charged, d.CarriedIn
+		if d.Allowed != nil {
+			d.Spent = *d.Allowed
+		}
+		s.figures.allowed, s.figures.refunded, s.figures.charged, s.figures.carriedIn = d.Spent, d.Refunded, d.Charged, d.CarriedIn
 		out[periodKey{key, start.Unix()}] = s
 	}
 	if err := rows.Err(); err != nil {

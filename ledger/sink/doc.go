@@ -3,12 +3,13 @@
 // migration 004), and reports the difference between the ledger and each
 // sink.
 //
-// What a period bills is export.Row.Billed: the net (spent + charged −
+// What a period bills is export.Row.Billed: the net (allowed + charged −
 // refunded) less the credit carried in from the key's earlier periods,
 // never negative; a negative net is carried forward to the key's next
 // periods ([idempotency] in docs/design.md). Every event carries the
-// billed figure and the figures it comes from (spent, refunded, charged,
-// net, carried in and out), and billing_sink_events.spent and acked_spent
+// billed figure and the figures it comes from (allowed, refunded, charged,
+// net, carried in and out; spent is net's deprecated name, as on every
+// surface), and billing_sink_events.spent and acked_spent
 // hold billed figures (rows from before net billing hold the gross spent,
 // which was then the billed figure, so corrections are computed against
 // what was sent either way).

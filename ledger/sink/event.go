@@ -21,10 +21,11 @@ const (
 
 // Data is an event's data (JSON). Cost units.
 //
-// Billed is what the period bills (export.Row.Billed: the net, spent +
+// Billed is what the period bills (export.Row.Billed: the net, allowed +
 // charged − refunded, less the credit carried in from the key's earlier
 // periods, never negative); a meter sums BilledDelta. The other figures
-// are there to audit it.
+// are there to audit it, named as on every other surface (ledger/README.md,
+// Vocabulary).
 type Data struct {
 	Key         string             `json:"key"`
 	PeriodStart time.Time          `json:"period_start"`
@@ -32,17 +33,24 @@ type Data struct {
 	Granularity export.Granularity `json:"granularity"`
 	// Billed is what the period bills, ≥ 0.
 	Billed int64 `json:"billed"`
-	// Spent is the cost of allowed decisions (gross), Refunded and
-	// Charged the period's refunds and post-hoc charges, Net = Spent +
+	// Allowed is the cost of allowed decisions (gross), Refunded and
+	// Charged the period's refunds and post-hoc charges, Net = Allowed +
 	// Charged − Refunded (may be negative), CarriedIn and CarriedOut the
 	// credit carried in from the key's earlier periods and on to its
-	// later ones: Billed − CarriedOut = Net − CarriedIn.
+	// later ones, Uncredited the refund beyond all the key was billed
+	// before (export.Row): Billed − CarriedOut = Net + Uncredited −
+	// CarriedIn.
+	Allowed int64 `json:"allowed"`
+	// Spent is Net under its deprecated name, as in GET /v1/usage and the
+	// ledger's views. Events sent before this release carried the gross
+	// allowed cost here. Deprecated: read Net.
 	Spent      int64 `json:"spent"`
 	Refunded   int64 `json:"refunded"`
 	Charged    int64 `json:"charged"`
 	Net        int64 `json:"net"`
 	CarriedIn  int64 `json:"carried_in"`
 	CarriedOut int64 `json:"carried_out"`
+	Uncredited int64 `json:"uncredited"`
 	Rejected   int64 `json:"rejected"`
 	Degraded   int64 `json:"degraded"`
 	Windows    int64 `json:"windows"`
@@ -64,8 +72,8 @@ type Data struct {
 	BilledDelta    int64 `json:"billed_delta"`
 	// PreviousSpent and SpentDelta are PreviousBilled and BilledDelta
 	// under the names of events from before net billing, so that a meter
-	// summing spent_delta bills the net too. Deprecated: meter on
-	// billed_delta.
+	// summing spent_delta bills what billed_delta does. Deprecated: meter
+	// on billed_delta.
 	PreviousSpent int64 `json:"previous_spent"`
 	SpentDelta    int64 `json:"spent_delta"`
 }

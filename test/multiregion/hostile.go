@@ -582,6 +582,10 @@ type ForgedOutcome struct {
 	// largest refunded among them.
 	RefundRows int
 	Refunded   int64
+	// RegionNet is what the forging region's other rows of RefundKey net
+	// over the refund horizon before the forged row's window: the most
+	// the reconciler lets its refund take back.
+	RegionNet int64
 	// LongRows counts the ledger's rows whose window is longer than
 	// reconcile.MaxWindow.
 	LongRows int
@@ -598,6 +602,14 @@ func (c *Cluster) ReadForged(ctx context.Context, h Hostile) (ForgedOutcome, err
 	defer conn.Close(ctx)
 	err = conn.QueryRow(ctx, `SELECT count(*)::int, coalesce(max(refunded), 0)::bigint FROM usage_reports
 		WHERE key = $1 AND process_id = $2`, h.RefundKey, HostileForgedProcess).Scan(&out.RefundRows, &out.Refunded)
+	if err != nil {
+		return out, fmt.Errorf("forged reports: usage_reports: %w", err)
+	}
+	err = conn.QueryRow(ctx, `SELECT GREATEST(coalesce(sum(o.spent + o.charged - o.refunded), 0), 0)::bigint
+		FROM usage_reports f JOIN usage_reports o ON o.key = f.key AND o.region = f.region AND o.process_id <> f.process_id
+		 AND o.window_start BETWEEN f.window_start - make_interval(secs => $3) AND f.window_start
+		WHERE f.key = $1 AND f.process_id = $2`, h.RefundKey, HostileForgedProcess,
+		reconcile.DefaultRefundHorizon.Seconds()).Scan(&out.RegionNet)
 	if err != nil {
 		return out, fmt.Errorf("forged reports: usage_reports: %w", err)
 	}

@@ -496,8 +496,9 @@ func slotSquatChecks(s *scenarioRun, rec *Record, f *Figures, from time.Duration
 
 // forgedChecks waits (up to 30 s) until the ledger has dead-lettered h's
 // forged reports and sq's squats, then asserts each refusal: the refund cut
-// to what its row spent (refund_exceeds_spent) and the watched key's
-// export row (of rows) net of nothing refunded; the open-for-ever row
+// to what us's rows of the key net over the refund horizon
+// (refund_exceeds_spent) and the watched key's export row (of rows) net
+// of that refund alone; the open-for-ever row
 // refused (long_window), none in the ledger; every squat dead-lettered
 // (invalid for the report IDs, subject for those namespaced for eu's
 // subjects) and none a duplicate. That eu's reports all landed is the
@@ -531,11 +532,14 @@ func forgedChecks(s *scenarioRun, h Hostile, f *Figures, rows []export.Row, sq I
 			victim = r
 		}
 	}
-	f.check("forged refund of 2^53−1: cut and dead-lettered", d[string(reconcile.ReasonRefundExceeds)] == 1 && o.RefundRows == 1 && o.Refunded == 0 &&
-		victim.Refunded == 0 && victim.Net == victim.Allowed && victim.Allowed > 0,
-		fmt.Sprintf("refund_exceeds_spent %d; its row refunds %d; export of %s: allowed %d, refunded %d, net %d, billed %d",
-			d[string(reconcile.ReasonRefundExceeds)], o.Refunded, h.RefundKey, victim.Allowed, victim.Refunded, victim.Net, victim.Billed),
-		"1 letter, 0 refunded, net = allowed")
+	// us serves the key too: the refund keeps at most what us's own rows
+	// of it net over the refund horizon, never eu's spend.
+	f.check("forged refund of 2^53−1: cut to the forging region's net and dead-lettered",
+		d[string(reconcile.ReasonRefundExceeds)] == 1 && o.RefundRows == 1 && o.Refunded <= o.RegionNet &&
+			victim.Refunded == o.Refunded && victim.Net == victim.Allowed-victim.Refunded && victim.Allowed > 0 && victim.Net >= 0,
+		fmt.Sprintf("refund_exceeds_spent %d; its row refunds %d of us's net %d; export of %s: allowed %d, refunded %d, net %d, billed %d",
+			d[string(reconcile.ReasonRefundExceeds)], o.Refunded, o.RegionNet, h.RefundKey, victim.Allowed, victim.Refunded, victim.Net, victim.Billed),
+		"1 letter, refunded ≤ us's net, net = allowed − refunded ≥ 0")
 	f.check("open-for-ever row (window_end "+HostileForever.Format(time.DateOnly)+") refused", d[string(reconcile.ReasonLongWindow)] == 1 && o.LongRows == 0,
 		fmt.Sprintf("long_window %d; rows longer than %v in the ledger: %d", d[string(reconcile.ReasonLongWindow)], reconcile.MaxWindow, o.LongRows),
 		"1 letter, 0 rows")
