@@ -1,13 +1,14 @@
 # Outputs carry no secret (the tests assert that none is sensitive): addresses, names, flags.
 
 output "regions" {
-  description = "Per active region: slot, namespace, zones, limiter and memberlist services, Redis endpoint, NATS URL and gateways."
+  description = "Per active region: slot, namespace, zones, limiter service and processes, memberlist service, Redis endpoint, NATS URL and gateways."
   value = {
     for name, m in local.region_out : name => {
       slot               = var.regions[name].slot
       namespace          = m.namespace
       zones              = var.regions[name].zones
       limiter_service    = m.limiter_service
+      limiter_processes  = m.limiter_processes
       memberlist_service = m.memberlist_service
       redis_endpoint     = m.redis_endpoint
       redis_in_cluster   = m.redis_in_cluster

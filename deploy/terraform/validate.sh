@@ -176,10 +176,13 @@ test_env=()
 [[ -z $reattach ]] || test_env=(TF_REATTACH_PROVIDERS="$reattach")
 run "test ." env "${test_env[@]}" "$TERRAFORM" -chdir="$work/terraform" test -no-color
 
-# nats_password_envs: the variables the region module gives the NATS pods (modules/region/nats.tf;
-# tests/regions.tftest.hcl asserts the same list) for regions ap, eu, us.
+# nats_password_envs: the variables the region module gives region eu's NATS pods
+# (modules/region/nats.tf; tests/regions.tftest.hcl asserts the same rule) for regions ap, eu, us
+# with eu's three limiter processes: one user per eu process, one per other region.
 nats_password_envs=(
-	QUOTA_NATS_PASSWORD_LIMITER_AP QUOTA_NATS_PASSWORD_LIMITER_EU QUOTA_NATS_PASSWORD_LIMITER_US
+	QUOTA_NATS_PASSWORD_LIMITER_AP QUOTA_NATS_PASSWORD_LIMITER_US
+	QUOTA_NATS_PASSWORD_LIMITER_EU_LIMITER_EU_0 QUOTA_NATS_PASSWORD_LIMITER_EU_LIMITER_EU_1
+	QUOTA_NATS_PASSWORD_LIMITER_EU_LIMITER_EU_2
 	QUOTA_NATS_PASSWORD_CONTROL_PLANE QUOTA_NATS_PASSWORD_RECONCILER QUOTA_NATS_PASSWORD_GATEWAY
 )
 
@@ -187,8 +190,9 @@ nats_password_envs=(
 # passes, for region eu of three (control and ledger region eu), without and with TLS, and has
 # nats-server parse it with the password variables set as the NATS Secret sets them (each value
 # double-quoted; the passwords here carry characters nats-server would misread unquoted). It also
-# checks that the template references exactly the variables the module sets, and that nats-server
-# refuses the config when one of them is unset.
+# checks that the template references exactly the variables the module sets, that each of eu's
+# limiter processes is a user of its own that may publish on its own subjects only (and eu has no
+# user for all its limiters), and that nats-server refuses the config when one of them is unset.
 check_nats_conf() {
 	local dir=$work/natsconf rc=0
 	mkdir -p "$dir/tls"
@@ -221,7 +225,7 @@ locals {
     catalog_bucket = "quota-catalog"
     quota_base_subject = "quota.base"
     quota_base_queue   = "quota-base"
-    processes          = { ap = [], eu = [], us = [] }
+    processes          = { ap = [], eu = ["limiter-eu-0", "limiter-eu-1", "limiter-eu-2"], us = [] }
   }
   tls = { cert_file = "$dir/tls/tls.crt", key_file = "$dir/tls/tls.key", ca_file = "$dir/tls/ca.crt" }
 }
@@ -246,6 +250,26 @@ EOF
 	if [[ $referenced != "$expected" ]]; then
 		echo "the template's password variables (>) differ from those modules/region/nats.tf sets (<):" >&2
 		diff <(echo "$expected") <(echo "$referenced") >&2
+		rc=1
+	fi
+
+	# Per-process users: each process's user publishes usage and gossip on its own subjects and
+	# reads its own inbox only; no user publishes as all of eu's processes.
+	local p conf
+	conf=$(grep -v '^[[:space:]]*#' "$dir/nats.conf")
+	for p in limiter-eu-0 limiter-eu-1 limiter-eu-2; do
+		local block
+		block=$(awk -v u="user: \"limiter-eu.$p\"" 'index($0, u) {on = 1} on {print} on && /^    },$/ {exit}' <<<"$conf")
+		if [[ -z $block ]] || ! grep -qF "\"quota.usage.eu.$p\"" <<<"$block" ||
+			! grep -qF "\"quota.gossip.eu.$p\"" <<<"$block" || ! grep -qF "\"_INBOX.limiter-eu.$p.>\"" <<<"$block" ||
+			[[ $(grep -c '"quota\.\(usage\|gossip\)\.eu\.' <<<"$block") != 2 ]] || grep -qF '"_INBOX.limiter-eu.>"' <<<"$block"; then
+			echo "nats.conf: user limiter-eu.$p must publish on quota.usage.eu.$p and quota.gossip.eu.$p only, and read _INBOX.limiter-eu.$p.> only:" >&2
+			echo "$block" >&2
+			rc=1
+		fi
+	done
+	if grep -qF 'user: "limiter-eu"' <<<"$conf" || grep -qF '"quota.usage.eu.>"' <<<"$(sed '/user: "control-plane"/,$d' <<<"$conf")"; then
+		echo "nats.conf: eu lists its processes, yet a limiter user may publish as all of them" >&2
 		rc=1
 	fi
 

@@ -25,7 +25,8 @@ variable "regions" {
                    limiters' egress NetworkPolicy admits those only); null deploys a one-node
                    Redis StatefulSet (AOF on a volume) in the region. allow_eviction: whether its PodDisruptionBudget lets a drain
                    evict it (false: a drain waits until you delete the pod yourself)
-      limiter      replicas, QoS and resources of the regional-limiter StatefulSet (each pod
+      limiter      replicas (the number of limiter processes: one single-replica StatefulSet
+                   limiter-<region>-<i> each, with its own NATS user), QoS and resources (each pod
                    keeps its data dir, catalogue cache and usage spool, on its own volume)
       nats         NATS servers per region (3 for JetStream R3), volume, lame-duck duration
   EOT
@@ -650,9 +651,11 @@ variable "nats_passwords" {
     reconciler, and gateway (the gateways between regions authenticate
     with it). Every key is required, no other is accepted, and no two users
     may share a password. Each is 16..256 bytes of printable ASCII without spaces, '"' or '\'
-    (e.g. openssl rand -hex 32). A limiter, the control plane and the reconciler each get only
-    their own (env QUOTA_NATS_PASSWORD from their Secret); the NATS servers get theirs from
-    Secret nats-<region> (env QUOTA_NATS_PASSWORD_<USER>).
+    (e.g. openssl rand -hex 32). limiter-<region> is the root of that region's limiter processes'
+    passwords (user limiter-<region>.limiter-<region>-<i>, password SHA-256 of the process name
+    and the root): each process gets only its own, the root reaches no Secret. The control plane
+    and the reconciler get their own (env QUOTA_NATS_PASSWORD from their Secret); the NATS
+    servers get theirs from Secret nats-<region> (env QUOTA_NATS_PASSWORD_<USER>).
   EOT
   type        = map(string)
   sensitive   = true

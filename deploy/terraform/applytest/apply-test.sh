@@ -26,15 +26,21 @@
 #   3. every region's limiter and control-plane Secrets hold exactly that region's check and read
 #      tokens and none of another region's (kwok runs no limiter: a token of one region is refused
 #      in another because its limiters never get it);
-#   4. each PodDisruptionBudget of region eu grants as many evictions (Eviction API) as it
+#   4. every limiter process has a NATS credential of its own: from the API server, eu's NATS
+#      config (ConfigMap), its servers' password environment (Secret nats-eu) and two eu limiter
+#      pods' Secrets are read (applycheck natscreds), a real nats-server runs that config on
+#      loopback, and pod A's credential publishes on its own usage and gossip subjects while pod
+#      B's and region us's refuse it (the server's permissions violation, seen by the client;
+#      natsprobe, a program of the main module), and A's password does not log in as B;
+#   5. each PodDisruptionBudget of region eu grants as many evictions (Eviction API) as it
 #      allows and refuses the next one with 429 (limiter and NATS: the second; Redis: the first);
-#   5. changing Secrets (us's Redis password, the Postgres password) replaces exactly the pods
+#   6. changing Secrets (us's Redis password, the Postgres password) replaces exactly the pods
 #      that read them (pod uids, Deployments' ReplicaSets, StatefulSets' revisions), and no other
 #      object;
-#   6. removing region ap by deploy/RUNBOOK.md's two steps: step 1 (decommission = true) deletes
+#   7. removing region ap by deploy/RUNBOOK.md's two steps: step 1 (decommission = true) deletes
 #      namespace quota-ap and everything in it and replaces no other object; step 2 (the entry
 #      deleted) plans no change and changes nothing;
-#   7. terraform destroy leaves no namespace but the system ones and no object of the deploy.
+#   8. terraform destroy leaves no namespace but the system ones and no object of the deploy.
 # Every process is stopped, and the temporary directory removed, on exit.
 #
 # Environment: TERRAFORM (default /usr/local/bin/terraform), QUOTA_CACHE_DIR, GOPROXY as usual,
@@ -73,7 +79,7 @@ fatal() {
 [[ -n $K8S_VERSION ]] || fatal "no k8s.io/kubernetes version in $here/go.mod"
 [[ -x $TERRAFORM ]] || fatal "$TERRAFORM not found or not executable (see deploy/terraform/validate.sh)"
 command -v go >/dev/null || fatal "go not found in PATH"
-for tool in openssl curl jq; do
+for tool in openssl curl jq nats-server; do
 	command -v "$tool" >/dev/null || fatal "$tool not found in PATH (Debian package $tool)"
 done
 $prepare || ls "$mirror"/registry.terraform.io/hashicorp/kubernetes/"$PROVIDER_VERSION"/*/terraform-provider-kubernetes_v"$PROVIDER_VERSION" >/dev/null 2>&1 ||
@@ -179,6 +185,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$work/log" "$work/pki"
+# natsprobe is of the main module (nats.go, internal/natsrole): built here, not cached.
+(cd "$repo" && GOFLAGS='-mod=readonly -buildvcs=false' go build -o "$work/natsprobe" ./deploy/terraform/natsprobe) ||
+	fatal "building deploy/terraform/natsprobe failed"
 # run_bg NAME CMD...: starts CMD in the background, logging to log/NAME.log.
 run_bg() {
 	local name=$1
@@ -403,6 +412,10 @@ ck state "$work/state.json"
 step "tokens: every region's Secrets hold its own check and read tokens, no other region's"
 ck tokens "$work/vars.json"
 
+step "NATS: eu limiter pod A's credential is refused on pod B's and region us's subjects"
+ck natscreds quota-eu quota-us "$work/nats-eu"
+"$work/natsprobe" -dir "$work/nats-eu" || fatal "natsprobe: a limiter pod's NATS credential (above)"
+
 step "placement: node affinity, zone spread, anti-affinity"
 ck spread
 
@@ -449,4 +462,4 @@ echo
 if ((provider_bug_applies > 0)); then
 	echo "note: $provider_bug_applies apply(s) repeated for the provider's StatefulSet identity bug (see apply() above)"
 fi
-echo "tf-apply-test: ok (apply, placement, PDB, Secret roll, region removal, destroy) in $SECONDS s"
+echo "tf-apply-test: ok (apply, per-process NATS credentials, placement, PDB, Secret roll, region removal, destroy) in $SECONDS s"

@@ -56,13 +56,13 @@ run "region_memberlist_key_and_admin_token" {
   }
   assert {
     condition = [
-      for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env :
+      for e in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].env :
       "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == "QUOTA_MEMBERLIST_KEY"
     ] == ["quota-limiter-eu/memberlist-key"]
     error_message = "the limiters must read QUOTA_MEMBERLIST_KEY from Secret quota-limiter-eu by secretKeyRef"
   }
   assert {
-    condition = !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args :
+    condition = !anytrue([for a in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args :
       startswith(a, "--memberlist-key") || strcontains(a, "VEVTVC1NRU1CRVJ")
     ])
     error_message = "the memberlist key must not be an argument"
@@ -73,7 +73,7 @@ run "region_memberlist_key_and_admin_token" {
     condition = (
       !contains(keys(kubernetes_secret_v1.limiter.data), "admin-token") &&
       !strcontains(jsonencode(kubernetes_secret_v1.limiter.data), "TEST-ADMIN-TOKEN") &&
-      !contains([for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env : e.name], "QUOTA_ADMIN_TOKEN")
+      !contains([for e in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].env : e.name], "QUOTA_ADMIN_TOKEN")
     )
     error_message = "the limiters must not get the admin token (Secret key admin-token, env QUOTA_ADMIN_TOKEN)"
   }

@@ -64,7 +64,7 @@ run "region_tokens_network_shutdown" {
     condition = alltrue([
       for name, key in { QUOTA_CHECK_TOKEN = "check-token", QUOTA_READ_TOKEN = "read-token", QUOTA_MEMBERLIST_KEY = "memberlist-key" } :
       [
-        for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env :
+        for e in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].env :
         "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == name
       ] == ["${kubernetes_secret_v1.limiter.metadata[0].name}/${key}"]
     ])
@@ -72,35 +72,35 @@ run "region_tokens_network_shutdown" {
   }
   assert {
     condition = !anytrue([
-      for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env :
+      for e in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].env :
       e.value != null && strcontains(coalesce(e.value, "-"), "TEST-")
     ])
     error_message = "a secret is set as a literal environment value"
   }
   assert {
-    condition     = !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args : strcontains(a, "TEST-") || startswith(a, "--check-token") || startswith(a, "--read-token")])
+    condition     = !anytrue([for a in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args : strcontains(a, "TEST-") || startswith(a, "--check-token") || startswith(a, "--read-token")])
     error_message = "a token is in the limiter arguments"
   }
   assert {
-    condition     = !strcontains(jsonencode(kubernetes_stateful_set_v1.limiter.spec[0].template[0].metadata[0].annotations), "TEST-")
+    condition     = !strcontains(jsonencode(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].metadata[0].annotations), "TEST-")
     error_message = "a secret is in the pod annotations"
   }
 
   # Graceful stop: explicit --shutdown-delay, grace > delay + drain, /readyz readiness, no preStop.
   assert {
-    condition     = contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=7s")
+    condition     = contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=7s")
     error_message = "--shutdown-delay must be passed explicitly"
   }
   assert {
-    condition     = kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds > 7 + 15
-    error_message = "terminationGracePeriodSeconds (${kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds}) must exceed shutdown delay + drain (22)"
+    condition     = values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].termination_grace_period_seconds > 7 + 15
+    error_message = "terminationGracePeriodSeconds (${values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].termination_grace_period_seconds}) must exceed shutdown delay + drain (22)"
   }
   assert {
-    condition     = kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].readiness_probe[0].http_get[0].path == "/readyz"
+    condition     = values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].readiness_probe[0].http_get[0].path == "/readyz"
     error_message = "the readiness probe must be /readyz"
   }
   assert {
-    condition     = length(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].lifecycle) == 0
+    condition     = length(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].lifecycle) == 0
     error_message = "no preStop hook: the daemon implements the shutdown delay"
   }
 
@@ -128,10 +128,10 @@ run "region_tokens_network_shutdown" {
   # on the Service, open to the API clients as 8080 is. No tracing, no hot-key metrics.
   assert {
     condition = (
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--grpc-listen=:8081") &&
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--rls-config=catalog:") &&
-      !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args : startswith(a, "--otlp-endpoint") || startswith(a, "--hotkey-metrics") || startswith(a, "--rls-response-headers")]) &&
-      contains([for p in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].port : "${p.name}/${p.container_port}"], "grpc/8081") &&
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--grpc-listen=:8081") &&
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--rls-config=catalog:") &&
+      !anytrue([for a in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args : startswith(a, "--otlp-endpoint") || startswith(a, "--hotkey-metrics") || startswith(a, "--rls-response-headers")]) &&
+      contains([for p in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].port : "${p.name}/${p.container_port}"], "grpc/8081") &&
       contains([for p in kubernetes_service_v1.limiter.spec[0].port : "${p.name}/${p.port}/${p.target_port}"], "grpc/8081/8081") &&
       toset([for p in kubernetes_network_policy_v1.limiter.spec[0].ingress[0].ports : p.port]) == toset(["8080", "8081"]) &&
       [for p in kubernetes_network_policy_v1.limiter.spec[0].ingress[1].ports : p.port] == ["8080"]
@@ -155,21 +155,25 @@ run "region_tokens_network_shutdown" {
   }
 
   # NATS: the servers' Secret holds every user's password, double-quoted (nats-server parses an
-  # environment value as config); the users that connect here have their real one.
+  # environment value as config); the users that connect here have their real one. Each of this
+  # region's three limiter processes is a user of its own, with a password derived from
+  # limiter-eu's, which itself is in no Secret.
   assert {
-    condition     = toset(keys(kubernetes_secret_v1.nats.data)) == toset(["limiter-eu", "limiter-us", "control-plane", "reconciler", "gateway"])
-    error_message = "Secret nats-eu must hold one key per NATS user"
+    condition     = toset(keys(kubernetes_secret_v1.nats.data)) == toset(["limiter-eu.limiter-eu-0", "limiter-eu.limiter-eu-1", "limiter-eu.limiter-eu-2", "limiter-us", "control-plane", "reconciler", "gateway"])
+    error_message = "Secret nats-eu must hold one key per NATS user (one per eu limiter process, none for all of them)"
   }
   assert {
     condition = alltrue([
       for u, p in {
-        "limiter-eu"    = "TEST-NATS-LIMITER-EU-0001"
-        "control-plane" = "TEST-NATS-CONTROL-PLANE-01"
-        "reconciler"    = "TEST-NATS-RECONCILER-0001"
-        "gateway"       = "TEST-NATS-GATEWAY-000001"
+        "limiter-eu.limiter-eu-0" = sha256("quota-nats-process-password\neu\nlimiter-eu-0\nTEST-NATS-LIMITER-EU-0001")
+        "limiter-eu.limiter-eu-1" = sha256("quota-nats-process-password\neu\nlimiter-eu-1\nTEST-NATS-LIMITER-EU-0001")
+        "limiter-eu.limiter-eu-2" = sha256("quota-nats-process-password\neu\nlimiter-eu-2\nTEST-NATS-LIMITER-EU-0001")
+        "control-plane"           = "TEST-NATS-CONTROL-PLANE-01"
+        "reconciler"              = "TEST-NATS-RECONCILER-0001"
+        "gateway"                 = "TEST-NATS-GATEWAY-000001"
       } : kubernetes_secret_v1.nats.data[u] == "\"${p}\""
-    ])
-    error_message = "the control and ledger region's NATS Secret must hold the real, quoted passwords of limiter-eu, control-plane, reconciler and gateway"
+    ]) && !strcontains(jsonencode(kubernetes_secret_v1.nats.data), "TEST-NATS-LIMITER-EU")
+    error_message = "the control and ledger region's NATS Secret must hold the real, quoted passwords of its limiter processes, control-plane, reconciler and gateway, and not limiter-eu's root password"
   }
   assert {
     condition     = startswith(kubernetes_secret_v1.nats.data["limiter-us"], "\"disabled-") && !strcontains(kubernetes_secret_v1.nats.data["limiter-us"], "TEST-NATS-LIMITER-US")
@@ -177,7 +181,7 @@ run "region_tokens_network_shutdown" {
   }
   assert {
     condition = alltrue([
-      for u, env in { "limiter-eu" = "QUOTA_NATS_PASSWORD_LIMITER_EU", "limiter-us" = "QUOTA_NATS_PASSWORD_LIMITER_US", "control-plane" = "QUOTA_NATS_PASSWORD_CONTROL_PLANE", "reconciler" = "QUOTA_NATS_PASSWORD_RECONCILER", "gateway" = "QUOTA_NATS_PASSWORD_GATEWAY" } :
+      for u, env in { "limiter-eu.limiter-eu-0" = "QUOTA_NATS_PASSWORD_LIMITER_EU_LIMITER_EU_0", "limiter-eu.limiter-eu-2" = "QUOTA_NATS_PASSWORD_LIMITER_EU_LIMITER_EU_2", "limiter-us" = "QUOTA_NATS_PASSWORD_LIMITER_US", "control-plane" = "QUOTA_NATS_PASSWORD_CONTROL_PLANE", "reconciler" = "QUOTA_NATS_PASSWORD_RECONCILER", "gateway" = "QUOTA_NATS_PASSWORD_GATEWAY" } :
       [
         for e in kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].env :
         "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == env
@@ -187,51 +191,64 @@ run "region_tokens_network_shutdown" {
   }
   assert {
     condition = (
-      length(kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].env) == 6 &&
+      length(kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].env) == 8 &&
       !anytrue([for e in kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].env : strcontains(coalesce(e.value, "-"), "TEST-")]) &&
       !strcontains(jsonencode(kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].container[0].args), "TEST-") &&
       contains(keys(kubernetes_stateful_set_v1.nats.spec[0].template[0].metadata[0].annotations), "quota.dev/secret-hash") &&
       !strcontains(jsonencode(kubernetes_stateful_set_v1.nats.spec[0].template[0].metadata[0].annotations), "TEST-") &&
       kubernetes_stateful_set_v1.nats.wait_for_rollout
     )
-    error_message = "NATS pods: POD_NAME plus 5 password variables, no literal secret, a secret-hash annotation (a new password rolls them), wait_for_rollout"
+    error_message = "NATS pods: POD_NAME plus 7 password variables, no literal secret, a secret-hash annotation (a new password rolls them), wait_for_rollout"
   }
-  # The rendered config: every user, this region's subjects for its limiter user, the control
-  # region, gateway auth; no password, no TLS unless asked.
+  # The rendered config: every user, each limiter process's own subjects and inbox, the control
+  # region (which may not publish as a process), gateway auth; no password, no TLS unless asked;
+  # no user for all of eu's limiters.
   assert {
-    condition = alltrue([for want in [
-      "user: \"limiter-eu\"", "user: \"limiter-us\"", "user: \"control-plane\"", "user: \"reconciler\"", "user: \"gateway\"",
-      "password: $QUOTA_NATS_PASSWORD_LIMITER_EU", "password: $QUOTA_NATS_PASSWORD_LIMITER_US", "password: $QUOTA_NATS_PASSWORD_CONTROL_PLANE",
+    condition = (alltrue([for want in [
+      "user: \"limiter-eu.limiter-eu-0\"", "user: \"limiter-eu.limiter-eu-2\"", "user: \"limiter-us\"", "user: \"control-plane\"", "user: \"reconciler\"", "user: \"gateway\"",
+      "password: $QUOTA_NATS_PASSWORD_LIMITER_EU_LIMITER_EU_1", "password: $QUOTA_NATS_PASSWORD_LIMITER_US", "password: $QUOTA_NATS_PASSWORD_CONTROL_PLANE",
       "password: $QUOTA_NATS_PASSWORD_RECONCILER", "password: $QUOTA_NATS_PASSWORD_GATEWAY",
-      "\"quota.usage.eu.>\"", "\"quota.gossip.us.>\"", "\"$KV.quota-catalog.>\"", "$JS.API.CONSUMER.MSG.NEXT.QUOTA_USAGE.*",
+      "\"quota.usage.eu.limiter-eu-1\"", "\"quota.gossip.eu.limiter-eu-2\"", "\"_INBOX.limiter-eu.limiter-eu-0.>\"", "\"quota.gossip.us.>\"", "\"$KV.quota-catalog.>\"", "$JS.API.CONSUMER.MSG.NEXT.QUOTA_USAGE.*",
       "reject_unknown_cluster: true", "listen: \"0.0.0.0:4222\"", "http: \"0.0.0.0:8222\"", "listen: \"0.0.0.0:6222\"", "listen: \"0.0.0.0:7222\"",
       ] : strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], want)
-    ]) && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "TEST-") && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "tls {")
+      ]) && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "TEST-") && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "tls {") &&
+      !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "user: \"limiter-eu\"") && !strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "$QUOTA_NATS_PASSWORD_LIMITER_EU\n") &&
+      length(regexall("deny: \\[", kubernetes_config_map_v1.nats.data["nats.conf"])) == 1
+    )
     error_message = "nats.conf must define every user with its password variable, the region's subjects, gateway auth, and no password or TLS:\n${kubernetes_config_map_v1.nats.data["nats.conf"]}"
   }
 
-  # The limiters: their own NATS user and password, R3 usage stream (3 NATS servers), no
-  # catalogue writes.
+  # The limiters: one single-replica StatefulSet per process, each selecting its own pod, with
+  # its own NATS user, process identity and password Secret (no other process's); R3 usage
+  # stream (3 NATS servers), no catalogue writes.
   assert {
     condition = (
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-eu") &&
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=3") &&
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=1073741824") &&
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--catalog-replicas=3") &&
-      !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args : startswith(a, "--control-plane") || startswith(a, "--nats-password") || startswith(a, "--nats-tls")])
+      toset(keys(kubernetes_stateful_set_v1.limiter)) == toset(["limiter-eu-0", "limiter-eu-1", "limiter-eu-2"]) &&
+      alltrue([for p, s in kubernetes_stateful_set_v1.limiter :
+        s.metadata[0].name == p && tostring(s.spec[0].replicas) == "1" &&
+        s.spec[0].selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu", "quota.dev/process" = p }) &&
+        s.spec[0].template[0].metadata[0].labels["quota.dev/process"] == p &&
+        contains(s.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-eu.${p}") &&
+        length([for a in s.spec[0].template[0].spec[0].container[0].args : a if startswith(a, "--nats-user=")]) == 1 &&
+        [for e in s.spec[0].template[0].spec[0].container[0].env : e.value if e.name == "QUOTA_PROCESS_ID"] == [p] &&
+        [for e in s.spec[0].template[0].spec[0].container[0].env : "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == "QUOTA_NATS_PASSWORD"] == ["quota-nats-${p}/nats-password"] &&
+        kubernetes_secret_v1.limiter_nats[p].data == tomap({ "nats-password" = sha256("quota-nats-process-password\neu\n${p}\nTEST-NATS-LIMITER-EU-0001") })
+      ])
     )
-    error_message = "limiter args: ${jsonencode(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args)}"
+    error_message = "one StatefulSet per limiter process, each with its own selector, NATS user, QUOTA_PROCESS_ID and NATS password Secret"
   }
   assert {
-    condition = [
-      for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env :
-      "${e.value_from[0].secret_key_ref[0].name}/${e.value_from[0].secret_key_ref[0].key}" if e.name == "QUOTA_NATS_PASSWORD"
-    ] == ["quota-limiter-eu/nats-password"] && kubernetes_secret_v1.limiter.data["nats-password"] == "TEST-NATS-LIMITER-EU-0001"
-    error_message = "QUOTA_NATS_PASSWORD of the limiters must come from their Secret, which holds limiter-eu's password"
+    condition = (
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=3") &&
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=1073741824") &&
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--catalog-replicas=3") &&
+      !anytrue([for a in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args : startswith(a, "--control-plane") || startswith(a, "--nats-password") || startswith(a, "--nats-tls")])
+    )
+    error_message = "limiter args: ${jsonencode(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args)}"
   }
   assert {
-    condition     = !anytrue([for k, v in kubernetes_secret_v1.limiter.data : strcontains(v, "TEST-NATS-") && k != "nats-password"]) && !strcontains(jsonencode(kubernetes_secret_v1.limiter.data), "TEST-NATS-CONTROL") && !strcontains(jsonencode(kubernetes_secret_v1.limiter.data), "TEST-NATS-GATEWAY")
-    error_message = "the limiter Secret must hold no other NATS password"
+    condition     = !contains(keys(kubernetes_secret_v1.limiter.data), "nats-password") && !strcontains(jsonencode(kubernetes_secret_v1.limiter.data), "TEST-NATS-") && length(distinct([for p, s in kubernetes_secret_v1.limiter_nats : s.data["nats-password"]])) == 3
+    error_message = "the region's shared limiter Secret must hold no NATS password; each process's own is distinct"
   }
 
   # The control plane: one process, --control-plane, its own user, Secret, Service and policy.
@@ -380,13 +397,13 @@ run "region_default_network_is_own_namespace" {
 
   assert {
     condition = (
-      !anytrue([for a in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args : startswith(a, "--grpc-listen") || startswith(a, "--rls-config")]) &&
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--hotkey-metrics=3") &&
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--otlp-endpoint=http://otel-collector.observability:4318") &&
+      !anytrue([for a in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args : startswith(a, "--grpc-listen") || startswith(a, "--rls-config")]) &&
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--hotkey-metrics=3") &&
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--otlp-endpoint=http://otel-collector.observability:4318") &&
       length(kubernetes_service_v1.limiter.spec[0].port) == 1 &&
       length(kubernetes_network_policy_v1.limiter.spec[0].ingress[0].ports) == 1
     )
-    error_message = "grpc_port 0 must leave the rate limit service off; hotkey_metrics and otlp_endpoint must reach the args: ${jsonencode(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args)}"
+    error_message = "grpc_port 0 must leave the rate limit service off; hotkey_metrics and otlp_endpoint must reach the args: ${jsonencode(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args)}"
   }
   assert {
     condition = (
@@ -397,11 +414,11 @@ run "region_default_network_is_own_namespace" {
     error_message = "with no API namespaces, only the region's own namespace reaches :8080 (and no Prometheus rule)"
   }
   assert {
-    condition     = kubernetes_secret_v1.limiter.data["read-token"] == "" && contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=5s")
+    condition     = kubernetes_secret_v1.limiter.data["read-token"] == "" && contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=5s")
     error_message = "defaults: no read tokens (empty value = unset), --shutdown-delay=5s"
   }
   assert {
-    condition     = kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds > 5 + 20
+    condition     = values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].termination_grace_period_seconds > 5 + 20
     error_message = "the default grace period must exceed the default delay + drain"
   }
 
@@ -412,21 +429,22 @@ run "region_default_network_is_own_namespace" {
   }
   assert {
     condition = (
-      kubernetes_secret_v1.nats.data["limiter-us"] == "\"TEST-NATS-LIMITER-US-0001\"" &&
+      kubernetes_secret_v1.nats.data["limiter-us.limiter-us-1"] == "\"${sha256("quota-nats-process-password\nus\nlimiter-us-1\nTEST-NATS-LIMITER-US-0001")}\"" &&
+      !contains(keys(kubernetes_secret_v1.nats.data), "limiter-us") &&
       kubernetes_secret_v1.nats.data["gateway"] == "\"TEST-NATS-GATEWAY-000001\"" &&
       alltrue([for u in ["limiter-eu", "control-plane", "reconciler"] : startswith(kubernetes_secret_v1.nats.data[u], "\"disabled-")]) &&
-      !strcontains(jsonencode(kubernetes_secret_v1.nats.data), "TEST-NATS-LIMITER-EU") &&
+      !strcontains(jsonencode(kubernetes_secret_v1.nats.data), "TEST-NATS-LIMITER-") &&
       !strcontains(jsonencode(kubernetes_secret_v1.nats.data), "TEST-NATS-CONTROL") &&
       !strcontains(jsonencode(kubernetes_secret_v1.nats.data), "TEST-NATS-RECONCILER")
     )
-    error_message = "outside the control and ledger regions, only limiter-us and gateway have their real passwords in Secret nats-us"
+    error_message = "outside the control and ledger regions, only us's limiter processes and gateway have their real passwords in Secret nats-us"
   }
   assert {
     condition     = strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "\"quota.usage.eu.>\"") && strcontains(kubernetes_config_map_v1.nats.data["nats.conf"], "user: \"control-plane\"")
     error_message = "every region's config defines the control-plane user with the control region's subjects"
   }
   assert {
-    condition     = contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=1") && contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-us")
+    condition     = contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-replicas=1") && contains(kubernetes_stateful_set_v1.limiter["limiter-us-0"].spec[0].template[0].spec[0].container[0].args, "--nats-user=limiter-us.limiter-us-0")
     error_message = "one NATS server: the limiters create an R1 usage stream"
   }
   assert {
@@ -499,7 +517,7 @@ run "region_nats_tls" {
   }
   assert {
     condition = alltrue([
-      for pod in [kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0], kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0]] :
+      for pod in [values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0], kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0]] :
       contains(pod.container[0].args, "--nats-tls-ca=/etc/quota/nats-tls/ca.crt") &&
       [for v in pod.volume : "${v.secret[0].secret_name}:${join(",", [for i in v.secret[0].items : "${i.key}=${i.path}"])}" if v.name == "nats-tls-ca"] == ["nats-tls:ca.crt=ca.crt"] &&
       [for m in pod.container[0].volume_mount : m.mount_path if m.name == "nats-tls-ca"] == ["/etc/quota/nats-tls"]
@@ -507,7 +525,7 @@ run "region_nats_tls" {
     error_message = "the limiters and the control plane must mount only ca.crt of the NATS TLS Secret and pass --nats-tls-ca"
   }
   assert {
-    condition     = contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296") && contains(kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296")
+    condition     = contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296") && contains(kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].container[0].args, "--usage-stream-max-bytes=4294967296")
     error_message = "--usage-stream-max-bytes must follow spec.usage_stream_max_bytes"
   }
 }

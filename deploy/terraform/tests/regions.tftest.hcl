@@ -225,10 +225,10 @@ run "three_regions" {
   # catalogue bucket: R3, placed in the ledger region's NATS cluster, whoever creates them.
   assert {
     condition = alltrue([for n, args in output.limiter_args :
-      contains(args, "--nats-user=limiter-${n}") && contains(args, "--usage-stream-replicas=3") && contains(args, "--usage-stream-cluster=eu") &&
+      contains(args, "--nats-user=limiter-${n}.limiter-${n}-0") && contains(args, "--usage-stream-replicas=3") && contains(args, "--usage-stream-cluster=eu") &&
       contains(args, "--catalog-replicas=3") && contains(args, "--catalog-cluster=eu") && !contains(args, "--control-plane")
     ])
-    error_message = "every region's limiters need --nats-user=limiter-<region>, --usage-stream-replicas=3, --usage-stream-cluster=eu, --catalog-replicas=3 and --catalog-cluster=eu (the ledger region): ${jsonencode(output.limiter_args)}"
+    error_message = "every region's first limiter process needs --nats-user=limiter-<region>.limiter-<region>-0, --usage-stream-replicas=3, --usage-stream-cluster=eu, --catalog-replicas=3 and --catalog-cluster=eu (the ledger region): ${jsonencode(output.limiter_args)}"
   }
   assert {
     condition     = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) : contains(m.limiter_env_names, "QUOTA_NATS_PASSWORD")])
@@ -236,9 +236,18 @@ run "three_regions" {
   }
   assert {
     condition = alltrue([for m in concat(module.region_0, module.region_1, module.region_2) :
-      toset(m.nats_env_names) == toset(["POD_NAME", "QUOTA_NATS_PASSWORD_LIMITER_AP", "QUOTA_NATS_PASSWORD_LIMITER_EU", "QUOTA_NATS_PASSWORD_LIMITER_US", "QUOTA_NATS_PASSWORD_CONTROL_PLANE", "QUOTA_NATS_PASSWORD_RECONCILER", "QUOTA_NATS_PASSWORD_GATEWAY"])
+      toset(m.nats_env_names) == toset(concat(
+        ["POD_NAME", "QUOTA_NATS_PASSWORD_CONTROL_PLANE", "QUOTA_NATS_PASSWORD_RECONCILER", "QUOTA_NATS_PASSWORD_GATEWAY"],
+        [for r in ["ap", "eu", "us"] : "QUOTA_NATS_PASSWORD_LIMITER_${upper(r)}" if r != m.name],
+        [for p in m.limiter_processes : "QUOTA_NATS_PASSWORD_LIMITER_${upper(m.name)}_${upper(replace(p, "-", "_"))}"],
+      ))
     ])
-    error_message = "every region's NATS pods need every password variable the template references"
+    error_message = "every region's NATS pods need every password variable the template references: one per own limiter process, one per other region: ${jsonencode({ for m in concat(module.region_0, module.region_1, module.region_2) : m.name => m.nats_env_names })}"
+  }
+  # Scaling is limiter.replicas: one process (StatefulSet, NATS user) each.
+  assert {
+    condition     = output.regions.eu.limiter_processes == [for i in range(6) : "limiter-eu-${i}"] && output.regions.us.limiter_processes == ["limiter-us-0", "limiter-us-1", "limiter-us-2"]
+    error_message = "limiter.replicas processes per region, limiter-<region>-<i>: ${jsonencode({ for n, r in output.regions : n => r.limiter_processes })}"
   }
   assert {
     condition = (

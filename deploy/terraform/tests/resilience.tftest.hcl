@@ -48,14 +48,15 @@ run "zoned_region" {
   assert {
     condition = (
       kubernetes_pod_disruption_budget_v1.limiter.spec[0].max_unavailable == "1" &&
-      kubernetes_pod_disruption_budget_v1.limiter.spec[0].selector[0].match_labels == kubernetes_stateful_set_v1.limiter.spec[0].selector[0].match_labels &&
+      kubernetes_pod_disruption_budget_v1.limiter.spec[0].selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" }) &&
+      alltrue([for s in kubernetes_stateful_set_v1.limiter : s.spec[0].selector[0].match_labels == tomap(merge(kubernetes_pod_disruption_budget_v1.limiter.spec[0].selector[0].match_labels, { "quota.dev/process" = s.metadata[0].name }))]) &&
       kubernetes_pod_disruption_budget_v1.nats.spec[0].max_unavailable == "1" &&
       kubernetes_pod_disruption_budget_v1.nats.spec[0].selector[0].match_labels == kubernetes_stateful_set_v1.nats.spec[0].selector[0].match_labels &&
       length(kubernetes_pod_disruption_budget_v1.redis) == 1 &&
       kubernetes_pod_disruption_budget_v1.redis[0].spec[0].max_unavailable == "0" &&
       kubernetes_pod_disruption_budget_v1.redis[0].spec[0].selector[0].match_labels == kubernetes_stateful_set_v1.redis[0].spec[0].selector[0].match_labels
     )
-    error_message = "PDBs: limiters and NATS one at a time, the single Redis not evictable by default, each selecting its own pods"
+    error_message = "PDBs: limiters (all of the region's processes) and NATS one at a time, the single Redis not evictable by default, each selecting its own pods"
   }
 
   # Item 3: with zones, the NATS servers are required apart by zone (and by node), and kept in
@@ -69,25 +70,25 @@ run "zoned_region" {
     error_message = "NATS: required anti-affinity by zone and by node, and node affinity to the listed zones"
   }
   assert {
-    condition = anytrue([for c in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].topology_spread_constraint :
+    condition = anytrue([for c in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].topology_spread_constraint :
       c.topology_key == "topology.kubernetes.io/zone" && c.when_unsatisfiable == "DoNotSchedule" && c.max_skew == 1 &&
-      c.label_selector[0].match_labels == kubernetes_stateful_set_v1.limiter.spec[0].selector[0].match_labels
+      c.label_selector[0].match_labels == kubernetes_pod_disruption_budget_v1.limiter.spec[0].selector[0].match_labels
     ])
-    error_message = "limiters: spread over the zones, maxSkew 1, DoNotSchedule"
+    error_message = "limiters: all of the region's processes spread over the zones, maxSkew 1, DoNotSchedule"
   }
 
   # Item 3: Guaranteed QoS by default (requests = limits, whole CPUs), GOMEMLIMIT 90 % of the
   # memory limit (1Gi -> 966367641 bytes).
   assert {
     condition = (
-      kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].resources[0].requests == kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].resources[0].limits &&
-      kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].resources[0].limits["cpu"] == "2" &&
-      kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].resources[0].limits["memory"] == "1Gi"
+      values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].resources[0].requests == values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].resources[0].limits &&
+      values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].resources[0].limits["cpu"] == "2" &&
+      values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].resources[0].limits["memory"] == "1Gi"
     )
-    error_message = "limiter: Guaranteed QoS needs requests equal to limits: ${jsonencode(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].resources)}"
+    error_message = "limiter: Guaranteed QoS needs requests equal to limits: ${jsonencode(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].resources)}"
   }
   assert {
-    condition     = one([for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env : e.value if e.name == "GOMEMLIMIT"]) == "966367641"
+    condition     = one([for e in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].env : e.value if e.name == "GOMEMLIMIT"]) == "966367641"
     error_message = "limiter: GOMEMLIMIT must be 90 % of the 1Gi memory limit (966367641)"
   }
 
@@ -121,7 +122,7 @@ run "zoned_region" {
   # of the Secret or the config changes the pod template and rolls the pods.
   assert {
     condition = (
-      kubernetes_stateful_set_v1.limiter.spec[0].template[0].metadata[0].annotations["quota.dev/secret-hash"] == sha256(jsonencode(kubernetes_secret_v1.limiter.data)) &&
+      alltrue([for p, s in kubernetes_stateful_set_v1.limiter : s.spec[0].template[0].metadata[0].annotations["quota.dev/secret-hash"] == sha256(jsonencode([kubernetes_secret_v1.limiter.data, kubernetes_secret_v1.limiter_nats[p].data]))]) &&
       kubernetes_stateful_set_v1.nats.spec[0].template[0].metadata[0].annotations["quota.dev/config-hash"] == sha256(kubernetes_config_map_v1.nats.data["nats.conf"]) &&
       kubernetes_stateful_set_v1.nats.spec[0].template[0].metadata[0].annotations["quota.dev/secret-hash"] == sha256(jsonencode(kubernetes_secret_v1.nats.data)) &&
       kubernetes_stateful_set_v1.redis[0].spec[0].template[0].metadata[0].annotations["quota.dev/config-hash"] == sha256(kubernetes_secret_v1.redis[0].data["redis.conf"]) &&
@@ -133,8 +134,8 @@ run "zoned_region" {
   # Item 5: terminationGracePeriodSeconds above the daemon's drain (--shutdown-delay + drain).
   assert {
     condition = (
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=5s") &&
-      kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds > 5 + 20 &&
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--shutdown-delay=5s") &&
+      values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].termination_grace_period_seconds > 5 + 20 &&
       kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].termination_grace_period_seconds > 5 + 20
     )
     error_message = "limiter and control plane: grace period must exceed --shutdown-delay plus the drain"
@@ -172,10 +173,10 @@ run "zoned_region" {
   # and readiness is /readyz (a cached catalogue suffices, NATS is not needed).
   assert {
     condition = (
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, "--data-dir=/var/lib/quota") &&
-      kubernetes_stateful_set_v1.limiter.spec[0].volume_claim_template[0].metadata[0].name == "data" &&
-      anytrue([for m in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].volume_mount : m.name == "data" && m.mount_path == "/var/lib/quota"]) &&
-      kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].readiness_probe[0].http_get[0].path == "/readyz"
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, "--data-dir=/var/lib/quota") &&
+      values(kubernetes_stateful_set_v1.limiter)[0].spec[0].volume_claim_template[0].metadata[0].name == "data" &&
+      anytrue([for m in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].volume_mount : m.name == "data" && m.mount_path == "/var/lib/quota"]) &&
+      values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].readiness_probe[0].http_get[0].path == "/readyz"
     )
     error_message = "limiter: --data-dir (catalogue cache, spool) must be on the pod's volume claim, readiness /readyz"
   }
@@ -184,7 +185,7 @@ run "zoned_region" {
   # bucket places it R3 in the ledger region's cluster.
   assert {
     condition = alltrue([for a in ["--usage-stream-replicas=3", "--usage-stream-cluster=eu", "--catalog-replicas=3", "--catalog-cluster=eu"] :
-      contains(kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args, a) &&
+      contains(values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].args, a) &&
       contains(kubernetes_deployment_v1.control_plane[0].spec[0].template[0].spec[0].container[0].args, a)
     ])
     error_message = "limiters and control plane: R3 usage stream and catalogue bucket placed in eu"
@@ -230,15 +231,15 @@ run "unzoned_burstable_managed_redis" {
     condition = (
       [for t in kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].affinity[0].pod_anti_affinity[0].required_during_scheduling_ignored_during_execution : t.topology_key] == ["kubernetes.io/hostname"] &&
       length(kubernetes_stateful_set_v1.nats.spec[0].template[0].spec[0].affinity[0].node_affinity) == 0 &&
-      !anytrue([for c in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].topology_spread_constraint : c.topology_key == "topology.kubernetes.io/zone"])
+      !anytrue([for c in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].topology_spread_constraint : c.topology_key == "topology.kubernetes.io/zone"])
     )
     error_message = "without zones: NATS anti-affinity by node only, no zone spread or zone affinity"
   }
   # Burstable: the requests given, GOMEMLIMIT still from the limit (512Mi -> 483183820).
   assert {
     condition = (
-      kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].resources[0].requests == tomap({ cpu = "250m", memory = "128Mi" }) &&
-      one([for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env : e.value if e.name == "GOMEMLIMIT"]) == "483183820"
+      values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].resources[0].requests == tomap({ cpu = "250m", memory = "128Mi" }) &&
+      one([for e in values(kubernetes_stateful_set_v1.limiter)[0].spec[0].template[0].spec[0].container[0].env : e.value if e.name == "GOMEMLIMIT"]) == "483183820"
     )
     error_message = "Burstable: requests as given, GOMEMLIMIT 90 % of 512Mi"
   }

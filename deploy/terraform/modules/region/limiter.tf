@@ -1,29 +1,43 @@
-# The regional limiters: a StatefulSet, so that each pod keeps its --data-dir on its own volume
-# (PVC data-limiter-<region>-<n>). The data dir holds the last known good catalogue
-# (catalog.json, read at start) and the usage spool: a pod that is deleted, evicted or moved by
-# a node drain comes back with both, so it becomes ready from its cached catalogue even while
-# NATS is away (/readyz needs a catalogue, fresh or cached, not NATS), and the reports it had not
-# sent yet are still there to send. The price: an EBS-like zonal volume pins its pod to a zone
+# The regional limiters: one single-replica StatefulSet per process, limiter-<region>-<i> for i
+# in 0..replicas-1 (pod limiter-<region>-<i>-0), so that each process gets a NATS credential of
+# its own: the pods of one StatefulSet share one template, and so one Secret. Process i's user
+# limiter-<region>.limiter-<region>-<i> may publish usage and gossip only on its own subjects
+# (nats.conf.tftpl), and its password (derived from nats_passwords["limiter-<region>"], nats.tf)
+# is in its own Secret quota-nats-limiter-<region>-<i> alone. QUOTA_PROCESS_ID is the process
+# name (the StatefulSet's), which the credential is bound to: the reporter adds its start time,
+# so a pod that comes back is a new incarnation of the same process in the ledger. Scaling is
+# limiter.replicas: a process added gets its StatefulSet, Secret and NATS user (this region's
+# NATS servers roll to learn it); a process removed loses all three.
+#
+# A StatefulSet, so that each pod keeps its --data-dir on its own volume (PVC
+# data-limiter-<region>-<i>-0). The data dir holds the last known good catalogue (catalog.json,
+# read at start) and the usage spool: a pod that is deleted, evicted or moved by a node drain
+# comes back with both, so it becomes ready from its cached catalogue even while NATS is away
+# (/readyz needs a catalogue, fresh or cached, not NATS), and the reports it had not sent yet are
+# still there to send. The price: an EBS-like zonal volume pins its pod to a zone
 # (deploy/RUNBOOK.md, "Zone lost"); a zone-redundant storage class (limiter.storage_class)
-# avoids that. QUOTA_PROCESS_ID stays the pod name: the reporter adds its start time, so a pod
-# that comes back with the same name is a new process in the ledger.
+# avoids that. The Service, memberlist, PodDisruptionBudget and topology spread select all of a
+# region's processes by their shared labels (limiter_selector).
 locals {
   limiter_name       = "limiter-${local.name}"
   memberlist_service = "limiter-memberlist-${local.name}"
   limiter_labels     = merge(local.labels, { "app.kubernetes.io/name" = "regional-limiter" })
   limiter_selector   = { "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = local.name }
+  # The processes, by name; each StatefulSet selects its own by the quota.dev/process label.
+  limiter_processes = [for i in range(var.spec.limiter.replicas) : "${local.limiter_name}-${i}"]
+  process_label     = "quota.dev/process"
 
   # The daemon's flags (`regional-limiter -help`; hclcheck_test.go checks every one against it).
   # Secrets are not here: --redis, --check-token, --read-token, --nats-password and
   # --memberlist-key come from env QUOTA_REDIS, QUOTA_CHECK_TOKEN, QUOTA_READ_TOKEN,
-  # QUOTA_NATS_PASSWORD and QUOTA_MEMBERLIST_KEY (Secret). $(POD_IP) is expanded by the kubelet.
+  # QUOTA_NATS_PASSWORD and QUOTA_MEMBERLIST_KEY (Secrets). $(POD_IP) is expanded by the kubelet.
+  # Each process adds its own --nats-user (limiter_process_args).
   # No --control-plane: these limiters read the catalogue, never write it (see controlplane.tf),
   # so they get no admin token either (reads take a read token).
   limiter_args = concat([
     "--region=${local.name}",
     "--listen=:8080",
     "--nats=${local.nats_client_url}",
-    "--nats-user=limiter-${local.name}",
     "--usage-stream-replicas=${local.js_replicas}",
     "--usage-stream-cluster=${local.js_cluster}",
     "--usage-stream-max-bytes=${var.spec.usage_stream_max_bytes}",
@@ -54,27 +68,35 @@ locals {
   # SIGTERM -> /readyz fails, the daemon serves on for the shutdown delay (no preStop hook: the
   # daemon waits itself), then drains; the kubelet's SIGKILL comes 5 s after that budget.
   limiter_grace_seconds = var.spec.limiter.shutdown_delay_seconds + var.spec.limiter.drain_seconds + 5
-  # A StatefulSet rolls one pod at a time; Terraform waits for the whole roll.
-  limiter_rollout_timeout = "${max(600, var.spec.limiter.replicas * (local.limiter_grace_seconds + 90))}s"
+  # Terraform waits for each process's roll (one pod).
+  limiter_rollout_timeout = "${max(600, local.limiter_grace_seconds + 90)}s"
 
-  # Environment variable => key of Secret quota-limiter-<region> (secrets.tf).
+  # Each process's own arguments: its NATS user (natsrole.LimiterProcess).
+  limiter_process_args = { for p in local.limiter_processes : p => concat(local.limiter_args, ["--nats-user=limiter-${local.name}.${p}"]) }
+
+  # Environment variable => key of Secret quota-limiter-<region> (secrets.tf), shared by the
+  # region's processes. QUOTA_NATS_PASSWORD comes from the process's own Secret.
   limiter_secret_env = {
     "QUOTA_REDIS"          = "redis-url"
     "QUOTA_CHECK_TOKEN"    = "check-token"
     "QUOTA_READ_TOKEN"     = "read-token"
-    "QUOTA_NATS_PASSWORD"  = "nats-password"
     "QUOTA_MEMBERLIST_KEY" = "memberlist-key"
   }
 }
 
+# Terraform applies the processes' StatefulSets in parallel: a change of the pod template rolls
+# every process of a region at once unless applied with -parallelism=1 (deploy/RUNBOOK.md,
+# "Procedures"), which rolls them one after the other, each waiting for its pod to be ready.
 resource "kubernetes_stateful_set_v1" "limiter" {
+  for_each = toset(local.limiter_processes)
+
   # After the NATS servers have rolled (wait_for_rollout): see nats.tf.
   depends_on = [kubernetes_stateful_set_v1.nats]
 
   metadata {
-    name      = local.limiter_name
+    name      = each.key
     namespace = local.ns
-    labels    = local.limiter_labels
+    labels    = merge(local.limiter_labels, { (local.process_label) = each.key })
   }
 
   wait_for_rollout = true
@@ -82,14 +104,13 @@ resource "kubernetes_stateful_set_v1" "limiter" {
   spec {
     # The memberlist headless Service also gives each pod its DNS name.
     service_name          = kubernetes_service_v1.memberlist.metadata[0].name
-    replicas              = var.spec.limiter.replicas
+    replicas              = 1
     pod_management_policy = "Parallel"
 
     selector {
-      match_labels = local.limiter_selector
+      match_labels = merge(local.limiter_selector, { (local.process_label) = each.key })
     }
 
-    # One pod at a time (the PodDisruptionBudget allows one more voluntary eviction).
     update_strategy {
       type = "RollingUpdate"
       rolling_update {
@@ -107,14 +128,14 @@ resource "kubernetes_stateful_set_v1" "limiter" {
 
     template {
       metadata {
-        labels = local.limiter_labels
+        labels = merge(local.limiter_labels, { (local.process_label) = each.key })
         annotations = {
           "prometheus.io/scrape" = "true"
           "prometheus.io/port"   = "8080"
           "prometheus.io/path"   = "/metrics"
           # Environment from a Secret is read at container start: a changed token list (or Redis
-          # password) must roll the pods. One hash over all of the Secret's values.
-          "quota.dev/secret-hash" = sha256(jsonencode(kubernetes_secret_v1.limiter.data))
+          # or NATS password) must roll the pods. One hash over all of both Secrets' values.
+          "quota.dev/secret-hash" = sha256(jsonencode([kubernetes_secret_v1.limiter.data, kubernetes_secret_v1.limiter_nats[each.key].data]))
         }
       }
 
@@ -173,7 +194,7 @@ resource "kubernetes_stateful_set_v1" "limiter" {
           image             = var.spec.images.quota
           image_pull_policy = var.spec.image_pull_policy
           command           = ["/usr/local/bin/regional-limiter"]
-          args              = local.limiter_args
+          args              = local.limiter_process_args[each.key]
 
           port {
             name           = "http"
@@ -205,13 +226,10 @@ resource "kubernetes_stateful_set_v1" "limiter" {
               }
             }
           }
+          # The process its NATS user is bound to (its subjects: quota.usage.<region>.<process>).
           env {
-            name = "QUOTA_PROCESS_ID"
-            value_from {
-              field_ref {
-                field_path = "metadata.name"
-              }
-            }
+            name  = "QUOTA_PROCESS_ID"
+            value = each.key
           }
           env {
             name  = "GOMEMLIMIT"
@@ -226,6 +244,15 @@ resource "kubernetes_stateful_set_v1" "limiter" {
                   name = kubernetes_secret_v1.limiter.metadata[0].name
                   key  = env.value
                 }
+              }
+            }
+          }
+          env {
+            name = "QUOTA_NATS_PASSWORD"
+            value_from {
+              secret_key_ref {
+                name = kubernetes_secret_v1.limiter_nats[each.key].metadata[0].name
+                key  = "nats-password"
               }
             }
           }

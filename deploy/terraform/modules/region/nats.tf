@@ -2,14 +2,18 @@
 # into one super-cluster: gossip digests and config pushes cross regions over the gateways, and
 # usage reports reach the ledger region's reconciler over JetStream.
 #
-# Users (nats.conf.tftpl): limiter-<region> for every region, control-plane, reconciler, and the
+# Users (nats.conf.tftpl): limiter-<region>.<process> for each of this region's limiter processes
+# (limiter.tf), limiter-<other> for every other region, control-plane, reconciler, and the
 # gateway user of the gateway authorization (cluster routes carry no credentials: the NATS
 # NetworkPolicy admits only this region's servers to the route port). Every server's config
 # defines every user, and nats-server refuses to start while one of their
 # $QUOTA_NATS_PASSWORD_<USER> variables is unset, so the NATS pods get all of them from Secret
 # nats-<region>. Only the users that connect to THIS region's servers get their real password
-# there: this region's limiters, gateway, control-plane in the control region, reconciler in
-# the ledger region. Every other user gets a password no client has (derived from the gateway
+# there: this region's limiter processes, gateway, control-plane in the control region,
+# reconciler in the ledger region. A process's password is derived from
+# nats_passwords["limiter-<region>"] and its name (SHA-256, the root last, so no length
+# extension reaches it): scaling needs no new variable, one process's password gives neither
+# the root nor another's, and rotating the root rotates the region's processes together. Every other user gets a password no client has (derived from the gateway
 # password, which whoever can read this Secret holds anyway): it cannot log in here, the Secret
 # carries no other region's client password, and rotating a client password rolls the NATS pods
 # of its own region only.
@@ -57,20 +61,31 @@ locals {
   nats_client_tls_dir  = "/etc/quota/nats-tls"
   nats_client_tls_args = var.spec.nats_tls_secret == null ? [] : ["--nats-tls-ca=${local.nats_client_tls_dir}/ca.crt"]
 
-  nats_users = concat([for r in local.nats_regions : "limiter-${r}"], ["control-plane", "reconciler", "gateway"])
+  # process => its NATS user (natsrole.LimiterProcess) and password.
+  nats_process_users = { for p in local.limiter_processes : p => "limiter-${local.name}.${p}" }
+  nats_process_passwords = {
+    for p in local.limiter_processes : p => sha256("quota-nats-process-password\n${local.name}\n${p}\n${var.nats_passwords["limiter-${local.name}"]}")
+  }
+  # In the template's order (natsconf.UsersOf), then the gateway.
+  nats_users = concat(
+    flatten([for r in local.nats_regions : r == local.name ? [for p in local.limiter_processes : local.nats_process_users[p]] : ["limiter-${r}"]]),
+    ["control-plane", "reconciler", "gateway"],
+  )
   nats_users_here = concat(
-    ["limiter-${local.name}", "gateway"],
+    values(local.nats_process_users),
+    ["gateway"],
     local.is_control_region ? ["control-plane"] : [],
     local.hosts_reconciler ? ["reconciler"] : [],
   )
+  nats_user_passwords = merge(var.nats_passwords, { for p, u in local.nats_process_users : u => local.nats_process_passwords[p] })
   nats_server_passwords = {
     for u in local.nats_users : u => (contains(local.nats_users_here, u)
-      ? var.nats_passwords[u]
+      ? local.nats_user_passwords[u]
       : "disabled-${sha256("quota-nats-disabled-user\n${var.nats_passwords["gateway"]}\n${local.name}\n${u}")}"
     )
   }
   # user => the variable nats-server resolves its password from (internal/natsconf.PasswordEnv).
-  nats_password_env = { for u in local.nats_users : u => "QUOTA_NATS_PASSWORD_${upper(replace(u, "-", "_"))}" }
+  nats_password_env = { for u in local.nats_users : u => "QUOTA_NATS_PASSWORD_${upper(replace(replace(u, "-", "_"), ".", "_"))}" }
 
   # validate.sh renders this template with sample values and checks it with `nats-server -t`.
   # Subjects, stream and bucket are the daemons' defaults.
@@ -98,11 +113,10 @@ locals {
     quota_base_queue       = "quota-base"
     usage_stream           = "QUOTA_USAGE"
     catalog_bucket         = "quota-catalog"
-    # Limiter processes with a user each (natsconf.Params.Processes): none yet, so each region's
-    # limiters share limiter-<region>. The pods of one StatefulSet share one pod template, so a
-    # Secret per pod needs a StatefulSet per pod or a NATS auth callout checking the pod's bound
-    # service-account token (docs/security.md).
-    processes = { for r in local.nats_regions : r => [] }
+    # Limiter processes with a user each (natsconf.Params.Processes): this region's. Another
+    # region's limiters never connect here: its one user limiter-<r> stays, with a disabled
+    # password, and scaling it rolls only its own region's NATS.
+    processes = { for r in local.nats_regions : r => r == local.name ? local.limiter_processes : [] }
   })
 }
 

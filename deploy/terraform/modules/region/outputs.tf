@@ -46,19 +46,24 @@ output "nats_config" {
   value       = kubernetes_config_map_v1.nats.data["nats.conf"]
 }
 
+output "limiter_processes" {
+  description = "The limiter processes: each one's StatefulSet (pod <process>-0), NATS user limiter-<region>.<process> and Secret quota-nats-<process>."
+  value       = [for p in local.limiter_processes : kubernetes_stateful_set_v1.limiter[p].metadata[0].name]
+}
+
 output "limiter_args" {
-  description = "The limiter container's arguments, as set on the StatefulSet."
-  value       = kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].args
+  description = "The first limiter process's arguments, as set on its StatefulSet (the others differ only in --nats-user)."
+  value       = kubernetes_stateful_set_v1.limiter[local.limiter_processes[0]].spec[0].template[0].spec[0].container[0].args
 }
 
 output "limiter_env_names" {
-  description = "Names (not values) of the limiter container's environment variables."
-  value       = [for e in kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].container[0].env : e.name]
+  description = "Names (not values) of the first limiter process's environment variables."
+  value       = [for e in kubernetes_stateful_set_v1.limiter[local.limiter_processes[0]].spec[0].template[0].spec[0].container[0].env : e.name]
 }
 
 output "limiter_termination_grace_seconds" {
   description = "terminationGracePeriodSeconds of the limiter pods (> shutdown delay + drain)."
-  value       = kubernetes_stateful_set_v1.limiter.spec[0].template[0].spec[0].termination_grace_period_seconds
+  value       = kubernetes_stateful_set_v1.limiter[local.limiter_processes[0]].spec[0].template[0].spec[0].termination_grace_period_seconds
 }
 
 output "nats_enabled_users" {
@@ -85,7 +90,7 @@ output "objects" {
   description = "Every object of this region: kind/name => id (compared across test runs: an unchanged id means not replaced)."
   value = merge(
     { for o in kubernetes_namespace_v1.this : "namespace/${o.metadata[0].name}" => o.id },
-    { for o in [kubernetes_secret_v1.limiter, kubernetes_secret_v1.nats] : "secret/${o.metadata[0].name}" => o.id },
+    { for o in concat([kubernetes_secret_v1.limiter, kubernetes_secret_v1.nats], values(kubernetes_secret_v1.limiter_nats)) : "secret/${o.metadata[0].name}" => o.id },
     { for o in kubernetes_secret_v1.control_plane : "secret/${o.metadata[0].name}" => o.id },
     { for o in kubernetes_secret_v1.redis : "secret/${o.metadata[0].name}" => o.id },
     { "configmap/${kubernetes_config_map_v1.nats.metadata[0].name}" = kubernetes_config_map_v1.nats.id },
@@ -93,7 +98,7 @@ output "objects" {
       for o in concat([kubernetes_service_v1.limiter, kubernetes_service_v1.memberlist, kubernetes_service_v1.nats, kubernetes_service_v1.nats_headless, kubernetes_service_v1.nats_gateway], kubernetes_service_v1.control_plane, kubernetes_service_v1.redis) :
       "service/${o.metadata[0].name}" => o.id
     },
-    { for o in concat([kubernetes_stateful_set_v1.limiter, kubernetes_stateful_set_v1.nats], kubernetes_stateful_set_v1.redis) : "statefulset/${o.metadata[0].name}" => o.id },
+    { for o in concat(values(kubernetes_stateful_set_v1.limiter), [kubernetes_stateful_set_v1.nats], kubernetes_stateful_set_v1.redis) : "statefulset/${o.metadata[0].name}" => o.id },
     { for o in kubernetes_deployment_v1.control_plane : "deployment/${o.metadata[0].name}" => o.id },
     { for o in concat([kubernetes_network_policy_v1.limiter, kubernetes_network_policy_v1.nats], kubernetes_network_policy_v1.control_plane, kubernetes_network_policy_v1.redis) : "networkpolicy/${o.metadata[0].name}" => o.id },
     { for o in concat([kubernetes_pod_disruption_budget_v1.limiter, kubernetes_pod_disruption_budget_v1.nats], kubernetes_pod_disruption_budget_v1.redis) : "poddisruptionbudget/${o.metadata[0].name}" => o.id },

@@ -2,8 +2,9 @@
 # cluster upgrade, autoscaler scale-down) may take at once. Involuntary ones (a node dies) are
 # what the replicas and the zone spread are for.
 #
-#   limiter-<r>  one limiter at a time: the region keeps replicas - 1 (the sizing's 1.5x covers
-#                it), as during a roll
+#   limiter-<r>  one limiter at a time, over all of the region's processes (their StatefulSets
+#                share the selected labels): the region keeps replicas - 1 (the sizing's 1.5x
+#                covers it)
 #   nats-<r>     one NATS server at a time: JetStream R3 keeps its quorum (2 of 3)
 #   redis-<r>    in-cluster Redis, one pod: spec.redis.allow_eviction = false (default) makes a
 #                drain wait until an operator deletes the pod at a moment of their choosing

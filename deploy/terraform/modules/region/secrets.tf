@@ -26,10 +26,24 @@ resource "kubernetes_secret_v1" "limiter" {
     "redis-url"   = local.redis_url
     "check-token" = join(",", var.check_tokens)
     "read-token"  = join(",", var.read_tokens)
-    # This region's limiter user only (--nats-user=limiter-<region>).
-    "nats-password" = var.nats_passwords["limiter-${local.name}"]
     # --memberlist-key: comma-joined, the first encrypts, all decrypt.
     "memberlist-key" = join(",", var.memberlist_keys)
+  }
+}
+
+# Each limiter process's NATS password (user limiter-<region>.<process>, nats.tf), in a Secret
+# only that process's pods read: a pod's credential publishes as that process alone.
+resource "kubernetes_secret_v1" "limiter_nats" {
+  for_each = toset(local.limiter_processes)
+
+  metadata {
+    name      = "quota-nats-${each.key}"
+    namespace = local.ns
+    labels    = merge(local.labels, { (local.process_label) = each.key })
+  }
+
+  data = {
+    "nats-password" = local.nats_process_passwords[each.key]
   }
 }
 

@@ -273,9 +273,10 @@ variable "redis_password" {
 variable "nats_passwords" {
   description = <<-EOT
     NATS passwords by user: limiter-<region> for every region of spec.weights, control-plane,
-    reconciler, gateway. This region's limiters get limiter-<this region> (Secret
-    quota-limiter-<region>), the control plane control-plane (in spec.control_region only), the
-    NATS servers the users that connect here (Secret nats-<region>); see nats.tf.
+    reconciler, gateway. Each of this region's limiter processes gets a password derived from
+    limiter-<this region> (Secret quota-nats-<process>), the control plane control-plane (in
+    spec.control_region only), the NATS servers the users that connect here (Secret
+    nats-<region>); see nats.tf.
   EOT
   type        = map(string)
   sensitive   = true

@@ -11,6 +11,7 @@
 //	applycheck spread                       pods placed as their node affinity, spread and anti-affinity say
 //	applycheck pdb NAMESPACE                each PDB's budget of evictions is granted, the next one refused
 //	applycheck tokens VARS                  each region's Secrets hold its own check/read tokens of VARS, no other's
+//	applycheck natscreds NS OTHER_NS DIR    write NS's NATS config, its servers' env and two limiter pods' credentials to DIR
 //	applycheck snapshot FILE                record every object's identity (and Secrets' data hashes)
 //	applycheck secret-roll BEFORE AFTER     exactly the pods of changed Secrets rolled
 //	applycheck removed BEFORE AFTER NS      exactly namespace NS's objects are gone, nothing else replaced
@@ -133,6 +134,9 @@ func main() {
 	case "tokens":
 		need(1)
 		c.tokens(ctx, args[1])
+	case "natscreds":
+		need(3)
+		c.natsCreds(ctx, args[1], args[2], args[3])
 	case "snapshot":
 		need(1)
 		s := c.snapshot(ctx)
