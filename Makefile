@@ -100,7 +100,7 @@ multiregion: ## full multi-region harness (90 s runs, 30 s faults); writes out/m
 	QUOTA_MULTIREGION=full QUOTA_MULTIREGION_REPORT=$(REPORT_DIR)/multiregion/report.md $(GO) test -count=1 -timeout 60m -v ./test/multiregion/
 
 .PHONY: multiregion-short
-multiregion-short: ## the harness's CI form (about 5 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
+multiregion-short: ## the harness's CI form (about 7 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
 	QUOTA_MULTIREGION=short $(GO) test -count=1 -timeout 15m ./test/multiregion/
 
 .PHONY: fleet

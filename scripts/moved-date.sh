@@ -68,10 +68,11 @@ awk -v hook="$hook" '
 	{ print }
 ' "$src" >"$dir/time.go.$$"
 mv "$dir/time.go.$$" "$dir/time.go"
-cat >"$dir/moved.go.$$" <<'GO'
-package time
-
-import "syscall"
+# movedBy goes into zoneinfo.go, which imports syscall already: the overlay replaces files and adds
+# none, since tools that read a package's files from disk (staticcheck) cannot open an added one.
+{
+	cat "$goroot/src/time/zoneinfo.go"
+	cat <<'GO'
 
 // movedBy is the offset of scripts/moved-date.sh: QUOTA_MOVED_DATE (unix
 // seconds) less the real time at process start.
@@ -91,9 +92,10 @@ var movedBy = func() int64 {
 	return want - sec
 }()
 GO
-mv "$dir/moved.go.$$" "$dir/moved.go"
+} >"$dir/zoneinfo.go.$$"
+mv "$dir/zoneinfo.go.$$" "$dir/zoneinfo.go"
 cat >"$dir/overlay.json.$$" <<JSON
-{"Replace": {"$src": "$dir/time.go", "$goroot/src/time/moved.go": "$dir/moved.go"}}
+{"Replace": {"$src": "$dir/time.go", "$goroot/src/time/zoneinfo.go": "$dir/zoneinfo.go"}}
 JSON
 mv "$dir/overlay.json.$$" "$dir/overlay.json"
 
