@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/quotaplatform/quota/clock"
-	"github.com/quotaplatform/quota/internal/edge"
 	"github.com/quotaplatform/quota/internal/settings"
 	"github.com/quotaplatform/quota/ledger/billing"
 	"github.com/quotaplatform/quota/ledger/export"
@@ -91,11 +87,10 @@ func financeCmd(cmd string, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	log, err := edge.NewLogger(stderr, o.LogLevel)
+	ctx, stop, log, err := startCommand(stderr, o.LogLevel)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch cmd {
 	case "audit":

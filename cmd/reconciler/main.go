@@ -31,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -97,11 +98,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := edge.NewLogger(stderr, o.LogLevel)
+	ctx, stop, log, err := startCommand(stderr, o.LogLevel)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch cmd {
 	case "migrate":
@@ -237,4 +237,15 @@ func (o options) openBillingLedger() (*billing.Ledger, func(), error) {
 		return nil, nil, err
 	}
 	return l, pool.Close, nil
+}
+
+// startCommand is how every subcommand starts: its logger at level, and a
+// context that SIGINT and SIGTERM cancel (stop releases the signals).
+func startCommand(stderr io.Writer, level string) (context.Context, context.CancelFunc, *slog.Logger, error) {
+	log, err := edge.NewLogger(stderr, level)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return ctx, stop, log, nil
 }
