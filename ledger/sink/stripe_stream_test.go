@@ -188,8 +188,11 @@ func TestStripeBatchedPassTime(t *testing.T) {
 	for i, batched := range []bool{false, true} {
 		e := newEnv(t)
 		seedKeys(t, e, n)
-		fake := startFakeStripe(t)
-		cfg := sink.StripeConfig{Meter: testMeter}
+		// The pass's clock is the test's, not the machine's date: the sink
+		// stamps events and judges their invoice by it.
+		clk := clock.NewManual(now)
+		fake := startFakeStripeAt(t, clk, time.Hour)
+		cfg := sink.StripeConfig{Meter: testMeter, Clock: clk}
 		if batched {
 			cfg.Stream = fake.stream()
 		}
