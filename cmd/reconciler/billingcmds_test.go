@@ -26,11 +26,7 @@ import (
 // prints every key of the month, events posts each closed period once,
 // sinks-report shows no difference afterwards; bad flags name themselves.
 func TestBillingCommands(t *testing.T) {
-	db := testserver.NewDatabase(t)
-	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db})
-	if err := run([]string{"migrate"}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDatabase(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {
@@ -342,4 +338,16 @@ func TestStripeCommands(t *testing.T) {
 	if strings.Contains(out.String()+errOut.String(), secret) || strings.Contains(out.String()+errOut.String(), "sk_test_") {
 		t.Fatalf("the secret key was printed:\n%s\n%s", out.String(), errOut.String())
 	}
+}
+
+// migratedDatabase is a new database, migrated by `reconciler migrate`, that
+// the commands under test reach through QUOTA_POSTGRES.
+func migratedDatabase(t *testing.T) string {
+	t.Helper()
+	db := testserver.NewDatabase(t)
+	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db})
+	if err := run([]string{"migrate"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

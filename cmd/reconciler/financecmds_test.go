@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
@@ -23,11 +22,7 @@ import (
 // stripe-sync would send (and nothing recorded), the audit trail of a
 // period an events run sent; bad flags name themselves.
 func TestFinanceCommands(t *testing.T) {
-	db := testserver.NewDatabase(t)
-	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db})
-	if err := run([]string{"migrate"}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDatabase(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -25,11 +24,7 @@ import (
 // those older than --keep-months and prints them; a second run does nothing
 // more; --keep-months is required.
 func TestRetentionCommand(t *testing.T) {
-	db := testserver.NewDatabase(t)
-	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db})
-	if err := run([]string{"migrate"}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDatabase(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, db)
 	if err != nil {
@@ -96,11 +91,7 @@ func TestRetentionCommand(t *testing.T) {
 // before them, clean, is detached, and the current month's bill is the
 // same before and after retention.
 func TestRetentionKeepsOpenCredit(t *testing.T) {
-	db := testserver.NewDatabase(t)
-	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db})
-	if err := run([]string{"migrate"}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDatabase(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {

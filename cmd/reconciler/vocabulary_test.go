@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
@@ -21,11 +20,7 @@ import (
 // alike (issue 36's key: allowed 247, charged 10, refunded 6, net 251):
 // usage's spent, deprecated, is the net, and export has no spent.
 func TestUsageAndExportNameTheFiguresAlike(t *testing.T) {
-	db := testserver.NewDatabase(t)
-	setQuotaEnv(t, map[string]string{"QUOTA_POSTGRES": db})
-	if err := run([]string{"migrate"}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDatabase(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {
