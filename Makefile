@@ -53,10 +53,11 @@ rules-test: ## check the alert rules and run their unit tests with promtool (Deb
 	cd deploy/prometheus && promtool test rules quota-rules.test.yaml
 
 .PHONY: bench
-bench: ## run the Go benchmarks: hot path, store calls, state size, slow path, ledger ingestion, the HTTP check beside a bare handler
+bench: ## run the Go benchmarks: hot path, store calls, state size, slow path, ledger ingestion, the HTTP check beside a bare handler, a Stripe pass
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./region/...
 	$(GO) test -run '^$$' -bench Ingest -benchtime 200000x ./ledger/reconcile/
 	$(GO) test -run '^$$' -bench 'BenchmarkCheck' -benchtime 20000x ./cmd/regional-limiter/
+	$(GO) test -run '^$$' -bench 'BenchmarkStripePass' -benchtime 2x ./ledger/sink/
 
 BILLING_KEYS ?= 100000
 BILLING_DAYS ?= 30

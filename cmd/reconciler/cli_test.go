@@ -19,6 +19,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/migrations"
 )
@@ -206,10 +207,7 @@ func TestServeNeedsMigratedSchema(t *testing.T) {
 // TestServeStopsCleanly: serve stopped by SIGINT (Ctrl-C) exits 0 and, in
 // its whole run, logs nothing above info; durations log as text.
 func TestServeStopsCleanly(t *testing.T) {
-	db := testserver.NewDatabase(t)
-	if _, err := migrations.Migrate(context.Background(), db); err != nil {
-		t.Fatal(err)
-	}
+	db := ledgertest.MigratedDatabase(t)
 	listen := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	setQuotaEnv(t, map[string]string{"QUOTA_NATS": testserver.StartNATS(t).URL, "QUOTA_POSTGRES": db, "QUOTA_LISTEN": listen,
 		"QUOTA_SHUTDOWN_DELAY": "150ms", "QUOTA_BILLING_TOKEN": "aaaaaaaaaaaaaaaa"})

@@ -19,9 +19,9 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/quotaplatform/quota/internal/edge"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger/billing"
-	"github.com/quotaplatform/quota/migrations"
 )
 
 // TestKilledLimiterIsBilledExactly is issue 27's done-when: a limiter
@@ -49,10 +49,7 @@ func TestKilledLimiterIsBilledExactly(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	db := testserver.NewDatabase(t)
-	if _, err := migrations.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	db := ledgertest.MigratedDatabase(t)
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {
 		t.Fatal(err)

@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/fx"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/reconcile"
-	"github.com/quotaplatform/quota/migrations"
 )
 
 func TestQuotaBaseSubjectFlag(t *testing.T) {
@@ -58,12 +58,9 @@ func TestQuotaBaseSubjectFlag(t *testing.T) {
 // reconciler serve answers quota bases from its ledger on
 // --quota-base-subject, and counts them on /metrics.
 func TestServeAnswersQuotaBases(t *testing.T) {
-	db := testserver.NewDatabase(t)
+	db := ledgertest.MigratedDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := migrations.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {
 		t.Fatal(err)

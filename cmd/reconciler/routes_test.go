@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/fx"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
-	"github.com/quotaplatform/quota/migrations"
 )
 
 const (
@@ -40,10 +40,7 @@ type daemon struct {
 
 func startDaemon(t *testing.T, edit func(*options)) *daemon {
 	t.Helper()
-	db := testserver.NewDatabase(t)
-	if _, err := migrations.Migrate(context.Background(), db); err != nil {
-		t.Fatal(err)
-	}
+	db := ledgertest.MigratedDatabase(t)
 	o := defaultOptions()
 	o.NATS = testserver.StartNATS(t).URL
 	o.Postgres = db

@@ -6,7 +6,12 @@ package ledgertest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,16 +26,13 @@ import (
 	"github.com/quotaplatform/quota/migrations"
 )
 
-// Database creates a database of the test's own on the Postgres of make
-// test (testserver.NewDatabase), migrates it, and returns its URL and a
-// pool on it, closed when the test ends.
+// Database creates a migrated database of the test's own on the Postgres of
+// make test (MigratedDatabase) and returns its URL and a pool on it, closed
+// when the test ends.
 func Database(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
-	url := testserver.NewDatabase(t)
+	url := MigratedDatabase(t)
 	ctx := context.Background()
-	if _, err := migrations.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -126,4 +128,47 @@ func StartReconciler(t testing.TB, js jetstream.JetStream, pool *pgxpool.Pool, s
 		}
 	})
 	return r
+}
+
+// MigratedDatabase creates a database of the test's own on the Postgres of
+// make test, with every migration applied, and returns its URL; it is
+// dropped when the test ends. It is a copy of a template migrated once per
+// server and set of migrations (testserver.NewDatabaseFrom), named by a
+// hash of the migration files, so that a changed migration gets a new one.
+func MigratedDatabase(t testing.TB) string {
+	t.Helper()
+	templateOnce.Do(func() { templateName, templateErr = migratedTemplateName() })
+	if templateErr != nil {
+		t.Fatal(templateErr)
+	}
+	return testserver.NewDatabaseFrom(t, templateName, func(ctx context.Context, url string) error {
+		_, err := migrations.Migrate(ctx, url)
+		return err
+	})
+}
+
+var (
+	templateOnce sync.Once
+	templateName string
+	templateErr  error
+)
+
+// migratedTemplateName is quota_migrated_ and the first 16 hex digits of
+// the SHA-256 of every migration file's name and content.
+func migratedTemplateName() (string, error) {
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		return "", fmt.Errorf("ledgertest: list migrations: %w", err)
+	}
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		b, err := fs.ReadFile(migrations.FS, f)
+		if err != nil {
+			return "", fmt.Errorf("ledgertest: read migration %s: %w", f, err)
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	return "quota_migrated_" + hex.EncodeToString(h.Sum(nil))[:16], nil
 }

@@ -33,9 +33,89 @@ func NewDatabase(t testing.TB) string {
 	return createDatabase(t, base)
 }
 
+// NewDatabaseFrom is NewDatabase with the new database a copy of the
+// template database named template, which build fills (given its URL) the
+// first time any test on the server asks for it. Copying a template is much
+// cheaper than building the same schema again: a migrated ledger takes
+// about 0.7 s to migrate and 0.1 s to copy. The name must change whenever
+// what build makes does (callers put a hash of their schema in it): a
+// template, once built, is kept on the server for every later run.
+func NewDatabaseFrom(t testing.TB, template string, build func(ctx context.Context, url string) error) string {
+	t.Helper()
+	base := os.Getenv("QUOTA_TEST_POSTGRES")
+	if base == "" {
+		base = DefaultPostgresURL
+	}
+	if err := ensureTemplate(base, template, build); err != nil {
+		t.Fatalf("testserver: template database %s: %v", template, err)
+	}
+	return createDatabaseFrom(t, base, template)
+}
+
+// ensureTemplate builds the template database under another name and
+// renames it when built, so that no test ever copies a half-built one; an
+// advisory lock on the server lets one process build it while the others
+// (test binaries run in parallel) wait. Connections to the template are
+// then refused: CREATE DATABASE cannot copy a database someone is in.
+func ensureTemplate(baseURL, template string, build func(ctx context.Context, url string) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, baseURL)
+	if err != nil {
+		return fmt.Errorf("connect to postgres (set QUOTA_TEST_POSTGRES to a reachable server): %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", "quota-template:"+template); err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	defer func() {
+		// The session's end releases the lock too.
+		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext($1))", "quota-template:"+template)
+	}()
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", template).Scan(&exists); err != nil {
+		return fmt.Errorf("look up: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	building := template + "_building"
+	id := pgx.Identifier{building}.Sanitize()
+	// A process killed while building leaves this name behind.
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop a half-built %s: %w", building, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+id); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return fmt.Errorf("parse postgres URL: %w", err)
+	}
+	u.Path = "/" + building
+	if err := build(ctx, u.String()); err != nil {
+		_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)")
+		return fmt.Errorf("build: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+id+" RENAME TO "+pgx.Identifier{template}.Sanitize()); err != nil {
+		return fmt.Errorf("rename %s: %w", building, err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{template}.Sanitize()+" WITH ALLOW_CONNECTIONS false"); err != nil {
+		return fmt.Errorf("close to connections: %w", err)
+	}
+	return nil
+}
+
 // createDatabase creates a database on the server of baseURL and schedules
 // its drop.
 func createDatabase(t testing.TB, baseURL string) string {
+	t.Helper()
+	return createDatabaseFrom(t, baseURL, "")
+}
+
+// createDatabaseFrom is createDatabase with the new database a copy of
+// template (Postgres' template1 when it is empty).
+func createDatabaseFrom(t testing.TB, baseURL, template string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -47,7 +127,11 @@ func createDatabase(t testing.TB, baseURL string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "quota_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		create += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	if _, err := conn.Exec(ctx, create); err != nil {
 		t.Fatalf("testserver: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {

@@ -21,7 +21,6 @@ import (
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger/planmirror"
 	"github.com/quotaplatform/quota/limit"
-	"github.com/quotaplatform/quota/migrations"
 	"github.com/quotaplatform/quota/period"
 )
 
@@ -316,12 +315,9 @@ func TestMirrorWaitsForBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := testserver.NewDatabase(t)
+	url := ledgertest.MigratedDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := migrations.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger/quotabase"
 	"github.com/quotaplatform/quota/ledger/quotabase/pgledger"
 )
@@ -30,7 +30,7 @@ func BenchmarkQuotaBase(b *testing.B) {
 		}
 		keys = n
 	}
-	url := testserver.NewDatabase(b)
+	url := ledgertest.MigratedDatabase(b)
 	cfg := quotabase.DefaultConfig()
 	pool := ledgerPool(b, url, cfg)
 	ctx := context.Background()

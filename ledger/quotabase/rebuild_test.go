@@ -39,7 +39,7 @@ func TestQuotaRebuiltFromTheLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := testserver.NewDatabase(t)
+	url := ledgertest.MigratedDatabase(t)
 	pool := ledgerPool(t, url, quotabase.DefaultConfig())
 	startServer(t, nc, pool, quotabase.DefaultConfig())
 	ledgertest.StartReconciler(t, js, writerPool(t, url), ledger.DefaultStreamConfig())

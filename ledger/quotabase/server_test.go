@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/quotabase"
@@ -33,7 +34,7 @@ func utc(s string) time.Time {
 // refunds and with post-hoc charges, by region, across month partitions,
 // start inclusive and end exclusive, in any time zone the request spells.
 func TestQuotaBaseExact(t *testing.T) {
-	url := testserver.NewDatabase(t)
+	url := ledgertest.MigratedDatabase(t)
 	cfg := quotabase.DefaultConfig()
 	pool := ledgerPool(t, url, cfg)
 	nc := connect(t, natsServer(t))
@@ -108,7 +109,7 @@ func TestQuotaBaseExact(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	cfg := quotabase.DefaultConfig()
 	cfg.Metrics = quotabase.NewMetrics(nil)
-	pool := ledgerPool(t, testserver.NewDatabase(t), cfg)
+	pool := ledgerPool(t, ledgertest.MigratedDatabase(t), cfg)
 	nc := connect(t, natsServer(t))
 	startServer(t, nc, pool, cfg)
 	client := newClient(t, nc, 5*time.Second)
@@ -264,7 +265,7 @@ func waitInFlight(t *testing.T, m *quotabase.Metrics, n float64) {
 // error, not left to hang; Stop cancels what still runs when its context
 // ends.
 func TestLimits(t *testing.T) {
-	url := testserver.NewDatabase(t)
+	url := ledgertest.MigratedDatabase(t)
 	start := utc("2026-11-01T00:00:00Z")
 	ask := func(c *quotabase.Client) <-chan error {
 		out := make(chan error, 1)

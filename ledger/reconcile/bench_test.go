@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -25,7 +26,7 @@ func BenchmarkIngest(b *testing.B) {
 			name = "updates"
 		}
 		b.Run(name, func(b *testing.B) {
-			pool := migratedPool(b, testserver.NewDatabase(b))
+			pool := migratedPool(b, ledgertest.MigratedDatabase(b))
 			js := connect(b, testserver.StartNATS(b).URL)
 			rows := max(1, b.N/perRow)
 			reps := make([]ledger.Report, 0, 10000)
@@ -74,7 +75,7 @@ func BenchmarkWrite(b *testing.B) {
 		for _, wp := range [][2]int{{1, 1}, {1, 2}, {2, 1}, {2, 2}} {
 			writers, parallel := wp[0], wp[1]
 			b.Run(fmt.Sprintf("%s/writers=%d/parallel=%d", mode, writers, parallel), func(b *testing.B) {
-				url := testserver.NewDatabase(b)
+				url := ledgertest.MigratedDatabase(b)
 				pools := []*pgxpool.Pool{migratedPool(b, url)}
 				for len(pools) < writers {
 					pools = append(pools, migratedPool(b, url))

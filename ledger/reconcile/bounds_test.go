@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/billing"
@@ -84,7 +85,7 @@ func reasonCounts(pool *pgxpool.Pool) (map[string]int, error) {
 // dead-lettered (too_old, future), the two in range are written, and the
 // good message published after the batch is written too.
 func TestManyMonthsBatchDoesNotStallIngestion(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	now := time.Now().UTC()
 	d := reconcile.DefaultConfig()
@@ -133,7 +134,7 @@ func TestManyMonthsBatchDoesNotStallIngestion(t *testing.T) {
 // hands such a message back to the stream, and later batches create the
 // next partitions until every report is written, none dead-lettered.
 func TestNewPartitionsPerBatchAreBounded(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	w, err := reconcile.NewWriterWithConfig(pool, reconcile.WriterConfig{Parallel: 1, MinPartRows: 1000, MaxNewPartitions: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestNewPartitionsPerBatchAreBounded(t *testing.T) {
 // by the thousand. Now a gathered batch holds at most BatchSize +
 // MaxBatchReports − 1 decoded reports (the quota.reports of its span).
 func TestGatherBoundedByDecodedReports(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	const messages = 6
 	for i := range messages {
@@ -222,7 +223,7 @@ func TestGatherBoundedByDecodedReports(t *testing.T) {
 // export shrank to it. Now it is dead-lettered (reason detached), no
 // partition is created, and the export is unchanged.
 func TestLateReportForDetachedMonthIsDeadLettered(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	ctx := context.Background()
 	if _, err := reconcile.NewWriter(pool).Write(ctx, []ledger.Report{rep("acct", "p1", 1, 40, 40, true)}); err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ func TestLateReportForDetachedMonthIsDeadLettered(t *testing.T) {
 // hostile key's answer is clear: billing.ErrOverflow, and in the export
 // saturated figures on a row that is not Complete (no sink bills it).
 func TestOverflowingKeyDoesNotBreakBilling(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	var hostile []ledger.Report
 	for i := range 2000 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
@@ -29,7 +29,7 @@ func TestConcurrentWritersDoNotDeadlock(t *testing.T) {
 }
 
 func testConcurrentWriters(t *testing.T, parallel int) {
-	url := testserver.NewDatabase(t)
+	url := ledgertest.MigratedDatabase(t)
 	var writers [2]*reconcile.Writer
 	for i := range writers {
 		w, err := reconcile.NewWriterWithConfig(migratedPool(t, url), reconcile.WriterConfig{Parallel: parallel, MinPartRows: 1})
@@ -94,7 +94,7 @@ func testConcurrentWriters(t *testing.T, parallel int) {
 // A report whose month has no partition is written to one made for it, far
 // in the past or the future too, and the billing views read it.
 func TestWriterCreatesMonthPartitions(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	ctx := context.Background()
 	w := reconcile.NewWriter(pool)
 	tests := []struct {

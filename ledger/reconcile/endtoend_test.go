@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -40,7 +41,7 @@ func newReporter(t testing.TB, js jetstream.JetStream, process string, mod func(
 }
 
 func TestKilledProcessLeavesWindowIncomplete(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	ctx := context.Background()
 	start := time.Now().Add(-time.Hour).Truncate(time.Minute).UTC()
@@ -92,7 +93,7 @@ func TestKilledProcessLeavesWindowIncomplete(t *testing.T) {
 }
 
 func TestNATSDownWhileReporting(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	srv := testserver.StartNATS(t)
 	js := connect(t, srv.URL)
 	rjs := connect(t, srv.URL)
@@ -166,7 +167,7 @@ func TestLedgerSpentEqualsAllowedDecisions(t *testing.T) {
 }
 
 func testLedgerExact(t *testing.T, natsOutage bool) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	srv := testserver.StartNATS(t)
 	ctx := context.Background()
 	const (

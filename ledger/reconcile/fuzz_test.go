@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
@@ -167,7 +167,7 @@ func FuzzBatch(f *testing.F) {
 	f.Add([]byte{8, 16, 1, 255, 255, 255, 7, 9, 23, 2, 255, 0, 1, 7, 8, 7, 3, 1, 1, 1, 0})
 	f.Add([]byte{})
 
-	pool := migratedPool(f, testserver.NewDatabase(f))
+	pool := migratedPool(f, ledgertest.MigratedDatabase(f))
 	cfg := reconcile.DefaultConfig()
 	cfg.RetryMin, cfg.RetryMax = time.Millisecond, 10*time.Millisecond
 	cfg.MaxReportAge = 0 // fuzzBase is a fixed day in the past

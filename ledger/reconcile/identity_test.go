@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -27,7 +28,7 @@ import (
 // final, refunds that would win every merge) or before it.
 // (TestMessageIDCannotBeSquatted publishes under eu's real message ID.)
 func TestRegionCannotTouchAnotherRegionsRows(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	startReconciler(t, js, reconcile.NewWriter(pool), nil)
 	ctx := context.Background()
@@ -103,7 +104,7 @@ func TestRegionCannotTouchAnotherRegionsRows(t *testing.T) {
 // the report again under a new ID, so it lands; the reconciler
 // dead-letters ap's message, whose ID is namespaced for eu's subject.
 func TestMessageIDCannotBeSquatted(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	startReconciler(t, js, reconcile.NewWriter(pool), nil)
 	ctx := context.Background()
@@ -180,7 +181,7 @@ func nextMsgID(t *testing.T, last string, next ledger.Report) string {
 // while eu-2's own reports, its incarnations' included, land under its
 // identity's subject.
 func TestProcessCannotWriteAnotherProcessesRows(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	startReconciler(t, js, reconcile.NewWriter(pool), nil)
 	ctx := context.Background()

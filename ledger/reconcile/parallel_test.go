@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -59,9 +60,9 @@ func allRows(t testing.TB, pool *pgxpool.Pool) []string {
 // again).
 func TestWriterPartsMatchOneTransaction(t *testing.T) {
 	ctx := context.Background()
-	onePool := migratedPool(t, testserver.NewDatabase(t))
+	onePool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	one := reconcile.NewWriter(onePool) // batches far below 2·MinPartRows rows: one part
-	partsPool := migratedPool(t, testserver.NewDatabase(t))
+	partsPool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	parts := splitWriter(t, partsPool, 4)
 	batch := func(round int) []ledger.Report {
 		var reps []ledger.Report
@@ -111,7 +112,7 @@ func TestWriterPartsMatchOneTransaction(t *testing.T) {
 // while the other parts, each its own transaction, committed.
 func TestWriterFailedPartFailsBatch(t *testing.T) {
 	ctx := context.Background()
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	if _, err := pool.Exec(ctx, `ALTER TABLE usage_reports ADD CONSTRAINT test_refused CHECK (key NOT LIKE 'k-25%')`); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestWriterFailedPartFailsBatch(t *testing.T) {
 // report (a dead letter); every other report lands, and nothing is left
 // to redeliver.
 func TestReconcilerWithSplitWriterDeadLettersRefusedReport(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	if _, err := pool.Exec(context.Background(), `ALTER TABLE usage_reports ADD CONSTRAINT test_refused CHECK (key NOT LIKE 'refused%')`); err != nil {
 		t.Fatal(err)
 	}

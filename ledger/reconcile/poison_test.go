@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -154,7 +155,7 @@ func TestPoisonDoesNotBlockIngestion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool := migratedPool(t, testserver.NewDatabase(t))
+			pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 			if tt.setup != "" {
 				if _, err := pool.Exec(context.Background(), tt.setup); err != nil {
 					t.Fatal(err)
@@ -219,7 +220,7 @@ func TestPoisonDoesNotBlockIngestion(t *testing.T) {
 
 // The pair's row holds the greatest figures of both reports.
 func TestOneNanosecondPairIsOneRow(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	w := reconcile.NewWriter(pool)
 	ctx := context.Background()
 	a := rep("k", "p", 1, 5, 9, false)
@@ -245,7 +246,7 @@ func TestOneNanosecondPairIsOneRow(t *testing.T) {
 }
 
 func TestWriterDeadLetterIsIdempotent(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	w := reconcile.NewWriter(pool)
 	ctx := context.Background()
 	letters := []reconcile.DeadLetter{
@@ -287,7 +288,7 @@ func sumVec(v *prometheus.CounterVec) float64 {
 // (its place in the batch, the report alone as JSON), the message is
 // acknowledged once, and a single-report message published after it lands.
 func TestBatchPoisonSettlesEachReport(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	if _, err := pool.Exec(context.Background(),
 		`ALTER TABLE usage_reports ADD CONSTRAINT test_refused CHECK (key NOT LIKE 'refused%')`); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -31,7 +32,7 @@ func (h *heldJS) CreateOrUpdateConsumer(ctx context.Context, stream string, cfg 
 }
 
 func TestConsumerDeletedUnderRunningReconciler(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	held := &heldJS{JetStream: js}
 	x := startReconciler(t, held, reconcile.NewWriter(pool), nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -32,7 +33,7 @@ func cumulativeStream(keys, steps int) ([]ledger.Report, map[string]int64) {
 }
 
 func TestDuplicatesAndRedeliveriesDoNotChangeTotals(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	// A stream that keeps written reports (limits retention, from before
 	// work-queue retention), so that a second consumer can replay them.
@@ -161,7 +162,7 @@ func TestReconcilerKilledMidBatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool := migratedPool(t, testserver.NewDatabase(t))
+			pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 			js := connect(t, testserver.StartNATS(t).URL)
 			reps, want := cumulativeStream(8, 5)
 			publish(t, js, "", reps...)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -70,7 +71,7 @@ func TestRefundBoundedByRegionHistory(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool := migratedPool(t, testserver.NewDatabase(t))
+			pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 			js := connect(t, testserver.StartNATS(t).URL)
 			ctx := context.Background()
 			rows := func() (int, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -24,7 +25,7 @@ import (
 // charged exactly as the client saw them, and the views bill spent +
 // charged − refunded.
 func TestLedgerShowsRefundsAndCharges(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	rsrv := testserver.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rsrv.Addr, ContextTimeoutEnabled: true})

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -35,7 +36,7 @@ func TestReconcilersSplitByRegion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Postgres")
 	}
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	eu, us, ap, sa := regionReports("eu", 300), regionReports("us", 200), regionReports("ap", 100), regionReports("sa", 50)
 	for _, reps := range [][]ledger.Report{eu, us, ap, sa} {
@@ -124,7 +125,7 @@ func BenchmarkIngestSplit(b *testing.B) {
 			name = "two, by region"
 		}
 		b.Run(name, func(b *testing.B) {
-			db := testserver.NewDatabase(b)
+			db := ledgertest.MigratedDatabase(b)
 			pool := migratedPool(b, db)
 			js := connect(b, testserver.StartNATS(b).URL)
 			half := max(1, b.N/2)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
@@ -74,7 +75,7 @@ func ledgerSpent(pool *pgxpool.Pool, key string) int64 {
 // acknowledgements empty the stream (work-queue retention), the spooled
 // report goes through, and the ledger holds it.
 func TestFullStreamIsAnErrorAndWritingEmptiesIt(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL) // creates the default stream; replaced below
 	ctx := context.Background()
 	cfg := ledger.DefaultStreamConfig()
@@ -138,7 +139,7 @@ func TestFullStreamIsAnErrorAndWritingEmptiesIt(t *testing.T) {
 // in the spool and reach the ledger afterwards. Nothing is lost or
 // counted twice.
 func TestMigrateStreamFromLimitsRetention(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	ctx := context.Background()
 	legacy := ledger.DefaultStreamConfig()

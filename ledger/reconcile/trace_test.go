@@ -7,6 +7,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
@@ -16,7 +17,7 @@ import (
 func TestReconcilerTracesBatches(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
 	publish(t, js, "", rep("a", "p1", 1, 3, 3, false), rep("b", "p1", 1, 4, 4, false), rep("c", "p1", 1, 5, 5, true))
 	x := startReconciler(t, js, reconcile.NewWriter(pool), func(c *reconcile.Config) { c.Tracer = tp.Tracer("test") })

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/internal/testserver"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/export"
@@ -19,7 +20,7 @@ import (
 // row already in the ledger is closed MaxWindow + After after its window
 // started, whatever its window_end says, so the month completes.
 func TestOpenForEverWindow(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	ctx := context.Background()
 	forever := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 

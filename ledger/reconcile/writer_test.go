@@ -4,13 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"github.com/quotaplatform/quota/internal/testserver"
+	"github.com/quotaplatform/quota/internal/ledgertest"
 	"github.com/quotaplatform/quota/ledger"
 	"github.com/quotaplatform/quota/ledger/reconcile"
 )
 
 func TestWriterMergeRules(t *testing.T) {
-	pool := migratedPool(t, testserver.NewDatabase(t))
+	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	type row struct {
 		spent, leased, seq int64
 		final              bool

@@ -75,7 +75,7 @@ type fakeMeterEvent struct {
 	arrived   time.Time
 }
 
-func startFakeStripe(t *testing.T) *fakeStripe {
+func startFakeStripe(t testing.TB) *fakeStripe {
 	t.Helper()
 	f := &fakeStripe{stored: map[string]fakeMeterEvent{}, billed: map[string]int64{}, invoiced: map[string]int64{},
 		storedAt: map[string]time.Time{}, sessions: map[string]time.Time{}}
@@ -86,7 +86,7 @@ func startFakeStripe(t *testing.T) *fakeStripe {
 
 // startFakeStripeAt starts a fake Stripe keeping its time rules by clk,
 // finalizing invoices grace after their UTC month ends.
-func startFakeStripeAt(t *testing.T, clk *clock.Manual, grace time.Duration) *fakeStripe {
+func startFakeStripeAt(t testing.TB, clk *clock.Manual, grace time.Duration) *fakeStripe {
 	t.Helper()
 	f := startFakeStripe(t)
 	f.clk, f.grace = clk, grace

@@ -92,7 +92,7 @@ type env struct {
 	m    *sink.Metrics
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	_, pool := ledgertest.Database(t)
 	ex, err := export.New(pool, export.DefaultConfig())

@@ -16,7 +16,7 @@ import (
 
 // seedKeys writes n keys' November usage (key i spends i+1) in one batch
 // and maps key i to customer cus_i; it returns Σ spent.
-func seedKeys(t *testing.T, e *env, n int) int64 {
+func seedKeys(t testing.TB, e *env, n int) int64 {
 	t.Helper()
 	ctx := context.Background()
 	at := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
@@ -40,7 +40,7 @@ func seedKeys(t *testing.T, e *env, n int) int64 {
 
 // billedOnce fails t unless Stripe bills customer i exactly i+1, for n
 // customers.
-func billedOnce(t *testing.T, fake *fakeStripe, n int) {
+func billedOnce(t testing.TB, fake *fakeStripe, n int) {
 	t.Helper()
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
@@ -178,36 +178,45 @@ func TestStripeBatchFailureBillsOnce(t *testing.T) {
 	}
 }
 
-// One pass over 2,000 periods, one request per event (v1) and in batches
-// of 100 (v2 stream), against the HTTP fake Stripe and Postgres; the test
-// log shows both times and their ratio.
-func TestStripeBatchedPassTime(t *testing.T) {
+// BenchmarkStripePass times one pass over 2,000 periods, each billed to
+// its own customer, against the HTTP fake Stripe and Postgres: one request
+// per event (v1) and in batches of 100 (the v2 stream). Each iteration
+// seeds a fresh ledger (not timed) and reports the requests it made.
+//
+//	go test -run '^$' -bench StripePass -benchtime 3x ./ledger/sink/
+func BenchmarkStripePass(b *testing.B) {
 	const n = 2000
-	var took [2]time.Duration
-	var requests [2]int
-	for i, batched := range []bool{false, true} {
-		e := newEnv(t)
-		seedKeys(t, e, n)
-		// The pass's clock is the test's, not the machine's date: the sink
-		// stamps events and judges their invoice by it.
-		clk := clock.NewManual(now)
-		fake := startFakeStripeAt(t, clk, time.Hour)
-		cfg := sink.StripeConfig{Meter: testMeter, Clock: clk}
+	for _, batched := range []bool{false, true} {
+		name := "one-at-a-time"
 		if batched {
-			cfg.Stream = fake.stream()
+			name = "batched"
 		}
-		start := time.Now()
-		st, err := sink.SyncStripe(context.Background(), e.pool, e.ex, fake.events(), cfg, nov, dec, now)
-		took[i], requests[i] = time.Since(start), st.Requests
-		if err != nil || st.Sent != n {
-			t.Fatalf("pass (batched %t): %+v, %v", batched, st, err)
-		}
-		billedOnce(t, fake, n)
+		b.Run(name, func(b *testing.B) {
+			var requests int
+			for b.Loop() {
+				b.StopTimer()
+				e := newEnv(b)
+				seedKeys(b, e, n)
+				// The pass's clock is the test's, not the machine's date: the
+				// sink stamps events and judges their invoice by it.
+				clk := clock.NewManual(now)
+				fake := startFakeStripeAt(b, clk, time.Hour)
+				cfg := sink.StripeConfig{Meter: testMeter, Clock: clk}
+				if batched {
+					cfg.Stream = fake.stream()
+				}
+				b.StartTimer()
+				st, err := sink.SyncStripe(context.Background(), e.pool, e.ex, fake.events(), cfg, nov, dec, now)
+				b.StopTimer()
+				if err != nil || st.Sent != n {
+					b.Fatalf("pass: %+v, %v", st, err)
+				}
+				billedOnce(b, fake, n)
+				requests = st.Requests
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(requests), "requests/pass")
+			b.ReportMetric(float64(n), "events/pass")
+		})
 	}
-	if requests != [2]int{n, n / sink.MaxStripeBatch} {
-		t.Errorf("requests %v, want [%d %d]", requests, n, n/sink.MaxStripeBatch)
-	}
-	t.Logf("%d events: one at a time %v in %d requests, batched %v in %d requests: %.1fx faster",
-		n, took[0].Round(time.Millisecond), requests[0], took[1].Round(time.Millisecond), requests[1],
-		took[0].Seconds()/took[1].Seconds())
 }
