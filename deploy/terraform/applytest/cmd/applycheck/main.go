@@ -46,6 +46,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -718,6 +719,11 @@ func ownerName(p *corev1.Pod) string {
 // allows (disruptionsAllowed, once the status is current and every pod healthy), each through the
 // Eviction API, and then one more, which the API server must refuse (429). It fails unless at
 // least one budget granted an eviction and refused the one after it.
+//
+// Every node is cordoned first, as a drain does, and uncordoned at the end. Without it the check
+// races: kwok replaces an evicted pod by a Ready one within milliseconds, and the disruption
+// controller forgets an eviction once it has seen the old pod gone, so by the next eviction the
+// budget may rightly allow one more.
 func (c *checker) pdb(ctx context.Context, ns string) {
 	bl, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -726,6 +732,12 @@ func (c *checker) pdb(ctx context.Context, ns string) {
 	}
 	if len(bl.Items) == 0 {
 		c.failf("namespace %s has no PodDisruptionBudget", ns)
+		return
+	}
+	uncordon, err := c.cordon(ctx)
+	defer uncordon()
+	if err != nil {
+		c.failf("cordon: %v", err)
 		return
 	}
 	second := 0
@@ -784,6 +796,40 @@ func (c *checker) pdb(ctx context.Context, ns string) {
 	if second == 0 {
 		c.failf("no PodDisruptionBudget in %s refused a second eviction", ns)
 	}
+}
+
+// cordon marks every node unschedulable and returns what marks them schedulable again (the
+// nodes it cordoned, also when it failed half way).
+func (c *checker) cordon(ctx context.Context) (func(), error) {
+	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return func() {}, fmt.Errorf("list nodes: %w", err)
+	}
+	var cordoned []string
+	undo := func() {
+		for _, name := range cordoned {
+			if err := c.setUnschedulable(ctx, name, false); err != nil {
+				c.failf("uncordon node %s: %v", name, err)
+			}
+		}
+	}
+	for _, n := range nodes.Items {
+		if n.Spec.Unschedulable {
+			continue
+		}
+		if err := c.setUnschedulable(ctx, n.Name, true); err != nil {
+			return undo, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		cordoned = append(cordoned, n.Name)
+	}
+	fmt.Printf("cordoned %d nodes: an evicted pod's replacement stays Pending until the check ends\n", len(cordoned))
+	return undo, nil
+}
+
+func (c *checker) setUnschedulable(ctx context.Context, node string, on bool) error {
+	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on)
+	_, err := c.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // snapshot is what the identity checks compare: every object's uid (pods with the Secrets they
