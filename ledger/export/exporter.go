@@ -67,12 +67,15 @@ func New(db Querier, cfg Config) (*Exporter, error) {
 var ErrTimeout = billing.ErrTimeout
 
 // pageSQL selects the rows of the next page of keys. $1 from, $2 to, $3
-// the lower key bound, $4 the most keys, $5 the granularity; %s the lower
-// bound's operator (> or >=) and the prefix's upper bound, if any. The
-// keys of a page are contiguous, so the rows are read by a key range on
-// the primary key (key, window_start, process_id) of each month partition
-// before to: the periods before from are read too, for the carry-over
-// (Row), which runs over each key's whole history in the ledger.
+// the lower key bound, $4 the most keys, $5 the granularity; %[1]s the
+// lower bound's operator (> or >=), %[2]s the prefix's upper bound, if
+// any, %[3]s and %[4]s the stored carries' condition and CTEs (carryCTEs).
+// The keys of a page are contiguous, so the rows are read by a key range
+// on the primary key (key, window_start, process_id) of each month
+// partition before to: the periods before from are read too, for the
+// carry-over (Row), which runs over each key's whole history in the
+// ledger, or from its stored carry on (Query.Carry), whose cumulative net,
+// low and billed start the running ones below.
 //
 // Sums are numeric and saturated at ±(2^63−1) (usage_saturate, migration
 // 011): a key whose figures pass that bound (the ledger's overflow guard)
@@ -139,7 +142,10 @@ ORDER BY 1, 2`
 // starts before to ends before it); %[1]s the lower bound's operator,
 // %[2]s the prefix's bounds, %[3]s the local unit that windows are first
 // summed by ('hour', or 'day' for days and months), %[4]s the CTEs from
-// local to kp (planHour, planDay, planMonth).
+// local to kp (planHour, planDay, planMonth), %[5]s and %[6]s the frozen
+// periods' join and bounds, %[7]s and %[8]s the stored carries' CTEs and
+// condition (carryCTEs). A carry starts at a period start of the key's
+// calendar, so every window after it falls in a period after it.
 //
 // Its cost stays close to pageSQL's: one key range on the primary key in
 // each month partition before $5, one aggregate per window row (its local
