@@ -229,7 +229,8 @@ func (w *carryWriter) write(ctx context.Context, rows []export.Row) error {
 	}
 	// Carries from before the pass's reach are dropped: a later pass
 	// reaches no further back unless its watermark does, and then reads
-	// the key whole.
+	// the key whole. An hourly pass reads every key with an hour that
+	// ended: a carry that did not change is not written again.
 	_, err := w.p.db.Exec(ctx, `WITH c AS (
     SELECT * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[])
         AS u(key, valid_from, carried_at, cum_net, low, cum_billed)),
@@ -239,7 +240,9 @@ INSERT INTO billing_sink_carries AS s (sink, key, valid_from, carried_at, granul
 SELECT $1, key, valid_from, carried_at, $9, $10, cum_net, low, cum_billed FROM c
 ON CONFLICT (sink, key, valid_from) DO UPDATE SET carried_at = EXCLUDED.carried_at, granularity = EXCLUDED.granularity,
     calendar = EXCLUDED.calendar, cum_net = EXCLUDED.cum_net, low = EXCLUDED.low, cum_billed = EXCLUDED.cum_billed,
-    written_at = now()`, w.p.cfg.Sink, keys, valid, at, net, low, billed, w.from,
+    written_at = now()
+WHERE (s.carried_at, s.granularity, s.calendar, s.cum_net, s.low, s.cum_billed)
+    IS DISTINCT FROM (EXCLUDED.carried_at, EXCLUDED.granularity, EXCLUDED.calendar, EXCLUDED.cum_net, EXCLUDED.low, EXCLUDED.cum_billed)`, w.p.cfg.Sink, keys, valid, at, net, low, billed, w.from,
 		string(w.p.cfg.Granularity), string(w.p.cfg.Calendar))
 	if err != nil {
 		return fmt.Errorf("sink %q: store the carries: %w", w.p.cfg.Sink, err)
