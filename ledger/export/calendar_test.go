@@ -168,13 +168,16 @@ func wantPlanRows(ws []planWindow, g export.Granularity, from, to, now time.Time
 		return all[i].PeriodStart.Before(all[j].PeriodStart)
 	})
 	var out []export.Row
-	var billedBefore int64
+	var billedBefore, netBefore, uncreditedBefore int64
 	for i := range all {
 		if i > 0 && all[i-1].Key == all[i].Key {
 			all[i].CarriedIn = all[i-1].CarriedOut
 		} else {
-			billedBefore = 0
+			billedBefore, netBefore, uncreditedBefore = 0, 0, 0
 		}
+		// The state a sink stores (Row.Before), by this model's sums:
+		// the lowest point is what went uncredited so far, negated.
+		all[i].Before = export.Carried{CumNet: netBefore, Low: -uncreditedBefore, CumBilled: billedBefore, Exact: true}
 		// Credit up to what was billed before: the key's net so far, less
 		// its credit, floored at zero.
 		if sofar := billedBefore - all[i].CarriedIn + all[i].Net; sofar < 0 {
@@ -182,6 +185,8 @@ func wantPlanRows(ws []planWindow, g export.Granularity, from, to, now time.Time
 		}
 		all[i].Billed, all[i].CarriedOut = export.Carry(all[i].CarriedIn, all[i].Net+all[i].Uncredited)
 		billedBefore += all[i].Billed
+		netBefore += all[i].Net
+		uncreditedBefore += all[i].Uncredited
 		if !all[i].PeriodStart.Before(from) && all[i].PeriodStart.Before(to) {
 			out = append(out, all[i])
 		}

@@ -19,7 +19,11 @@
 // Query's From too, so the same ledger exports the same figures whatever
 // the range asked for, and a rerun gives the same figures. Detaching a
 // month (retention) that leaves a credit open for a key changes that
-// key's later figures: keep the months a credit spans attached.
+// key's later figures: keep the months a credit spans attached. A sink's
+// export (Query.Carry) starts each key from the carry the sink stored
+// (Row.Before at a period start, billing_sink_carries) instead: the same
+// figures while the rows it sums are unchanged, and the sink's, not what
+// is left, once retention removed them.
 //
 // Periods on the plan calendar are cut in Postgres by the same arithmetic
 // as package period (migrations/008's quota_period_bounds), per key; the
@@ -36,7 +40,10 @@
 // slows the next page, never a running query. A page's query also reads
 // its keys' periods before From (for the carry), by the same key range in
 // every earlier month partition: its cost grows with the months the
-// ledger keeps attached, its rows and memory do not.
+// ledger keeps attached, its rows and memory do not. With Query.Carry it
+// reads a key's windows only from its stored carry on (the page's earliest
+// carry bounds the index scans and prunes older partitions), so a sink's
+// pass costs the periods it exports, not the key's history.
 //
 // Order and resumption: rows come ordered by key, then period. A Cursor
 // names a row (key, period start); a Query resumed from it yields exactly

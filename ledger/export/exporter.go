@@ -67,12 +67,15 @@ func New(db Querier, cfg Config) (*Exporter, error) {
 var ErrTimeout = billing.ErrTimeout
 
 // pageSQL selects the rows of the next page of keys. $1 from, $2 to, $3
-// the lower key bound, $4 the most keys, $5 the granularity; %s the lower
-// bound's operator (> or >=) and the prefix's upper bound, if any. The
-// keys of a page are contiguous, so the rows are read by a key range on
-// the primary key (key, window_start, process_id) of each month partition
-// before to: the periods before from are read too, for the carry-over
-// (Row), which runs over each key's whole history in the ledger.
+// the lower key bound, $4 the most keys, $5 the granularity; %[1]s the
+// lower bound's operator (> or >=), %[2]s the prefix's upper bound, if
+// any, %[3]s and %[4]s the stored carries' condition and CTEs (carryCTEs).
+// The keys of a page are contiguous, so the rows are read by a key range
+// on the primary key (key, window_start, process_id) of each month
+// partition before to: the periods before from are read too, for the
+// carry-over (Row), which runs over each key's whole history in the
+// ledger, or from its stored carry on (Query.Carry), whose cumulative net,
+// low and billed start the running ones below.
 //
 // Sums are numeric and saturated at ±(2^63−1) (usage_saturate, migration
 // 011): a key whose figures pass that bound (the ledger's overflow guard)
@@ -90,8 +93,9 @@ var ErrTimeout = billing.ErrTimeout
 // CarriedOut = B(p) − S(p)).
 const pageSQL = `WITH page AS (
     SELECT DISTINCT key FROM usage_reports
-    WHERE window_start >= $1 AND window_start < $2 AND key %s $3 %s
+    WHERE window_start >= $1 AND window_start < $2 AND key %[1]s $3 %[2]s
     ORDER BY key LIMIT $4),
+%[4]s,
 kp AS (
     SELECT key, date_trunc($5, window_start, 'UTC') AS period,
            sum(spent) AS spent, sum(rejected) AS rejected, sum(degraded) AS degraded,
@@ -100,27 +104,33 @@ kp AS (
            count(DISTINCT window_start) AS windows, bool_and(final) AS final,
            count(DISTINCT window_start) FILTER (WHERE closed_at IS NOT NULL) AS closed
     FROM usage_reports
-    WHERE window_start < $2
+    WHERE window_start < $2 %[3]s
       AND key >= (SELECT min(key) FROM page) AND key <= (SELECT max(key) FROM page)
     GROUP BY 1, 2),
 cum AS (
-    SELECT *, sum(net) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING) AS cum_net
-    FROM kp),
+    SELECT kp.*, coalesce(c.low, 0) AS c_low, coalesce(c.cum_billed, 0) AS c_billed,
+           coalesce(c.cum_net, 0) + sum(net) OVER (PARTITION BY kp.key ORDER BY period ROWS UNBOUNDED PRECEDING) AS cum_net
+    FROM kp LEFT JOIN carry c ON c.key = kp.key),
 low AS (
-    SELECT *, least(0, min(cum_net) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING)) AS low
+    SELECT *, least(c_low, min(cum_net) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING)) AS low
     FROM cum),
 billed AS (
-    SELECT *, max(cum_net - low) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING) AS cum_billed
+    SELECT *, greatest(c_billed, max(cum_net - low) OVER (PARTITION BY key ORDER BY period ROWS UNBOUNDED PRECEDING)) AS cum_billed
     FROM low),
+before AS (
+    SELECT *, cum_net - net AS before_net,
+           coalesce(lag(low) OVER (PARTITION BY key ORDER BY period), c_low) AS before_low,
+           coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), c_billed) AS before_billed
+    FROM billed),
 carried AS (
-    SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY period), 0)
-              - (cum_net - net - coalesce(lag(low) OVER (PARTITION BY key ORDER BY period), 0)) AS carried_in,
-           coalesce(lag(low) OVER (PARTITION BY key ORDER BY period), 0) - low AS uncredited
-    FROM billed)
+    SELECT *, before_billed - (before_net - before_low) AS carried_in, before_low - low AS uncredited
+    FROM before)
 SELECT key, period, usage_saturate(spent), usage_saturate(rejected), usage_saturate(degraded), windows::bigint,
        final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in, uncredited),
        usage_saturate(refunded), usage_saturate(charged), usage_saturate(net), usage_saturate(carried_in),
-       usage_saturate(uncredited), closed::bigint
+       usage_saturate(uncredited), closed::bigint,
+       usage_saturate(before_net), usage_saturate(before_low), usage_saturate(before_billed),
+       usage_overflows(before_net, before_low, before_billed)
 FROM carried
 WHERE period >= $1 AND key IN (SELECT key FROM page)
 ORDER BY 1, 2`
@@ -132,7 +142,10 @@ ORDER BY 1, 2`
 // starts before to ends before it); %[1]s the lower bound's operator,
 // %[2]s the prefix's bounds, %[3]s the local unit that windows are first
 // summed by ('hour', or 'day' for days and months), %[4]s the CTEs from
-// local to kp (planHour, planDay, planMonth).
+// local to kp (planHour, planDay, planMonth), %[5]s and %[6]s the frozen
+// periods' join and bounds, %[7]s and %[8]s the stored carries' CTEs and
+// condition (carryCTEs). A carry starts at a period start of the key's
+// calendar, so every window after it falls in a period after it.
 //
 // Its cost stays close to pageSQL's: one key range on the primary key in
 // each month partition before $5, one aggregate per window row (its local
@@ -162,6 +175,7 @@ cal AS MATERIALIZED (
     FROM page p CROSS JOIN LATERAL quota_key_plan(p.key) kp),
 zones AS MATERIALIZED (
     SELECT jsonb_object_agg(key, zone) AS zone FROM cal),
+%[7]s,
 sums AS (
     SELECT r.key, date_trunc(%[3]s, l.lt) AS lt,
            extract(epoch FROM l.lt - (r.window_start AT TIME ZONE 'UTC'))::bigint AS off, fz.seg, fz.inside,
@@ -173,7 +187,7 @@ sums AS (
     FROM usage_reports r
     CROSS JOIN LATERAL (SELECT r.window_start AT TIME ZONE ((SELECT zone FROM zones) ->> r.key) AS lt) l
     %[5]s
-    WHERE r.window_start < $5
+    WHERE r.window_start < $5 %[8]s
       AND r.key >= (SELECT min(key) FROM page) AND r.key <= (SELECT max(key) FROM page)
       AND (SELECT zone FROM zones) ? r.key
     GROUP BY 1, 2, 3, fz.seg, fz.inside),
@@ -194,29 +208,65 @@ kp AS (
                      CASE WHEN kc.inside THEN f.fe WHEN kc.cpe IS NULL THEN NULL ELSE least(kc.cpe, f.nx) END AS pe) b) x
     GROUP BY 1, 2, 3, 4),
 cum AS (
-    SELECT *, spent + charged - refunded AS net,
-           sum(spent + charged - refunded) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING) AS cum_net
-    FROM kp),
+    SELECT kp.*, spent + charged - refunded AS net, coalesce(c.low, 0) AS c_low, coalesce(c.cum_billed, 0) AS c_billed,
+           coalesce(c.cum_net, 0)
+           + sum(spent + charged - refunded) OVER (PARTITION BY kp.key ORDER BY ord ROWS UNBOUNDED PRECEDING) AS cum_net
+    FROM kp LEFT JOIN carry c ON c.key = kp.key),
 low AS (
-    SELECT *, least(0, min(cum_net) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING)) AS low
+    SELECT *, least(c_low, min(cum_net) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING)) AS low
     FROM cum),
 billed AS (
-    SELECT *, max(cum_net - low) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING) AS cum_billed
+    SELECT *, greatest(c_billed, max(cum_net - low) OVER (PARTITION BY key ORDER BY ord ROWS UNBOUNDED PRECEDING)) AS cum_billed
     FROM low),
+before AS (
+    SELECT *, cum_net - net AS before_net,
+           coalesce(lag(low) OVER (PARTITION BY key ORDER BY ord), c_low) AS before_low,
+           coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY ord), c_billed) AS before_billed
+    FROM billed),
 carried AS (
-    SELECT *, coalesce(lag(cum_billed) OVER (PARTITION BY key ORDER BY ord), 0)
-              - (cum_net - net - coalesce(lag(low) OVER (PARTITION BY key ORDER BY ord), 0)) AS carried_in,
-           coalesce(lag(low) OVER (PARTITION BY key ORDER BY ord), 0) - low AS uncredited
-    FROM billed)
+    SELECT *, before_billed - (before_net - before_low) AS carried_in, before_low - low AS uncredited
+    FROM before)
 SELECT key, ps, pe, usage_saturate(spent), usage_saturate(rejected), usage_saturate(degraded), windows::bigint,
        final AND NOT usage_overflows(spent, rejected, degraded, refunded, charged, net, carried_in, uncredited),
        usage_saturate(refunded), usage_saturate(charged), usage_saturate(net), usage_saturate(carried_in),
-       usage_saturate(uncredited), closed::bigint
+       usage_saturate(uncredited), closed::bigint,
+       usage_saturate(before_net), usage_saturate(before_low), usage_saturate(before_billed),
+       usage_overflows(before_net, before_low, before_billed)
 FROM carried
 WHERE ps >= $1 AND ps < $2
 UNION ALL
-SELECT max(key), NULL, NULL, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0 FROM page
+SELECT max(key), NULL, NULL, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, false FROM page
 ORDER BY 1, 2 NULLS LAST`
+
+// The CTEs that give a page query each key's stored carry (Query.Carry),
+// and the condition that reads only the key's windows from its carry on.
+// carry is the carry with the latest valid_from at or before From, if
+// any (billing_sink_carries, migration 021); ats the carries' starts by
+// key (a jsonb object, as planPageSQL's zones: a binary search per
+// window, not a join) and lb the earliest of them, '-infinity' when a key
+// of the page has none: lb bounds each partition's index scan and prunes
+// the month partitions before it, the per-key start then drops the
+// windows a key's carry already sums. %[1]d, %[2]d, %[3]d: the sink's,
+// the granularity's and the calendar's parameters.
+const (
+	carryCTEs = `carry AS MATERIALIZED (
+    SELECT DISTINCT ON (c.key) c.key, c.carried_at AS at, c.cum_net, c.low, c.cum_billed
+    FROM billing_sink_carries c
+    WHERE c.sink = $%[1]d AND c.granularity = $%[2]d AND c.calendar = $%[3]d AND c.valid_from <= $1
+      AND c.key IN (SELECT key FROM page)
+    ORDER BY c.key, c.valid_from DESC),
+ats AS MATERIALIZED (
+    SELECT jsonb_object_agg(key, at) AS at,
+           CASE WHEN count(*) < (SELECT count(*) FROM page) THEN '-infinity' ELSE min(at) END AS lb
+    FROM carry)`
+	carryCond = `AND window_start >= (SELECT lb FROM ats)
+      AND window_start >= coalesce(((SELECT at FROM ats) ->> key)::timestamptz, '-infinity')`
+	// Without Query.Carry every key starts from nothing: its first report.
+	noCarryCTEs = `carry AS (
+    SELECT NULL::text AS key, NULL::timestamptz AS at, NULL::bigint AS cum_net, NULL::bigint AS low,
+           NULL::bigint AS cum_billed
+    WHERE false)`
+)
 
 // The CTEs of planPageSQL from local to kp: each key's periods, ordered
 // by ord, their bounds [ps, pe) (NULL for days far from [from, to)) and
@@ -362,6 +412,17 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 	}
 	var sql string
 	var args []any
+	// carry appends the stored carries' parameters to args and returns
+	// the CTEs that read them and the condition on the page's rows (col
+	// the rows' key column).
+	carry := func(col string) (ctes, cond string) {
+		if q.Carry == "" {
+			return noCarryCTEs, ""
+		}
+		args = append(args, q.Carry, string(q.Granularity), string(q.Calendar))
+		n := len(args) - 2
+		return fmt.Sprintf(carryCTEs, n, n+1, n+2), strings.ReplaceAll(carryCond, "key", col)
+	}
 	if q.Calendar == CalendarPlan {
 		trunc, kp := "'day'", planDay
 		switch q.Granularity {
@@ -376,15 +437,17 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 			args = append(args, q.Frozen, string(q.Granularity))
 			join, bounds = frozenJoin, frozenBounds
 		}
+		ctes, cond := carry("r.key")
 		upper = prefixBounds(q.Prefix, &args)
-		sql = fmt.Sprintf(planPageSQL, op, upper, trunc, kp, join, bounds)
+		sql = fmt.Sprintf(planPageSQL, op, upper, trunc, kp, join, bounds, ctes, strings.ReplaceAll(cond, "window_start", "r.window_start"))
 		if q.Keys != nil {
 			sql = onlyKeys(sql, "$5", "r.key", op, upper, q.Keys, &args)
 		}
 	} else {
 		args = []any{q.From, q.To, lower, keys, string(q.Granularity)}
+		ctes, cond := carry("key")
 		upper = prefixBounds(q.Prefix, &args)
-		sql = fmt.Sprintf(pageSQL, op, upper)
+		sql = fmt.Sprintf(pageSQL, op, upper, cond, ctes)
 		if q.Keys != nil {
 			sql = onlyKeys(sql, "$2", "key", op, upper, q.Keys, &args)
 		}
@@ -400,8 +463,10 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 		var key *string
 		var start, end *time.Time
 		var final bool
+		var overflows bool
 		dst := []any{&key, &start, &end, &r.Allowed, &r.Rejected, &r.Degraded, &r.Windows, &final,
-			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn, &r.Uncredited, &r.ClosedByReconciler}
+			&r.Refunded, &r.Charged, &r.Net, &r.CarriedIn, &r.Uncredited, &r.ClosedByReconciler,
+			&r.Before.CumNet, &r.Before.Low, &r.Before.CumBilled, &overflows}
 		if q.Calendar != CalendarPlan {
 			dst = append(dst[:2], dst[3:]...) // pageSQL has no period end
 		}
@@ -415,6 +480,7 @@ func (e *Exporter) page(ctx context.Context, q Query, lower string, inclusive bo
 			continue
 		}
 		r.Key = *key
+		r.Before.Exact = !overflows
 		// Net + Uncredited ≤ 0 when Uncredited > 0: no overflow.
 		r.Billed, r.CarriedOut = Carry(r.CarriedIn, r.Net+r.Uncredited)
 		r.PeriodStart = start.UTC()

@@ -200,6 +200,13 @@ type Query struct {
 	// a plan change applies from the end of the last period sent ("" none;
 	// ignored on CalendarUTC, whose periods never move).
 	Frozen string
+	// Carry names a sink whose stored carries (billing_sink_carries,
+	// migration 021) the export starts each key from: the key's windows
+	// before its carry are not read, and its figures are those of a full
+	// read as long as the carry is valid, which the sink keeps so (package
+	// sink). A key without a carry at or before From is read from its first
+	// report ("" none: every key is).
+	Carry string
 }
 
 // Validate checks q; its errors are *FieldError naming the parameter.
@@ -253,6 +260,8 @@ func (q *Query) validateRest() error {
 		return errors.New("export: Query.Now is required")
 	case len(q.Frozen) > store.MaxKeyLen:
 		return &FieldError{Field: "frozen", Err: fmt.Errorf("longer than %d bytes", store.MaxKeyLen)}
+	case len(q.Carry) > store.MaxKeyLen:
+		return &FieldError{Field: "carry", Err: fmt.Errorf("longer than %d bytes", store.MaxKeyLen)}
 	}
 	return nil
 }
@@ -370,6 +379,21 @@ type Row struct {
 	// past the window's end), and its last report is what is billed.
 	// Those windows count as final for Complete.
 	ClosedByReconciler int64 `json:"closed_by_reconciler"`
+	// Before is the key's carry-over state over its periods before this
+	// one, from which CarriedIn and Uncredited follow: what a sink stores
+	// so that its next export starts here (Query.Carry). Not encoded.
+	Before Carried `json:"-"`
+}
+
+// Carried is a key's carry-over state over its periods before a boundary
+// (the closed form above pageSQL): CumNet the sum of their nets, Low
+// min(0, the lowest cumulative net after any of them), CumBilled the
+// highest cumulative net less Low so far (what they billed). The next
+// period's CarriedIn is CumBilled − (CumNet − Low). Exact is false when a
+// figure passed ±(2^63−1) and was saturated: not to be stored.
+type Carried struct {
+	CumNet, Low, CumBilled int64
+	Exact                  bool
 }
 
 // Carry applies the carry-over rule to one period: given the credit

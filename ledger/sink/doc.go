@@ -63,7 +63,12 @@
 // periods (retain.go, migration 019), which runs then never send again. With Config.Incremental
 // (continuous passes) a run after the sink's first reads only the keys
 // that may have changed since its checkpoint (incremental.go, migration
-// 017), and computes the differences from the rows it read. KeyDifferences compares the
+// 017), each from the carry a pass stored for it (billing_sink_carries,
+// migration 021: its cumulative net, low and billed as of a period start)
+// rather than from its first report, and computes the differences from the
+// rows it read. A carry is deleted when a row of its key before it is
+// written again, and outlives retention's removal of the rows it sums.
+// KeyDifferences compares the
 // ledger and a sink key by key; the held and unsent gauges count the
 // sink's whole table. Time enters as Run's now. It starts no
 // goroutines. It does not parse flags (cmd/reconciler does).

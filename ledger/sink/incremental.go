@@ -48,6 +48,23 @@ UNION SELECT key FROM usage_reports WHERE $3 AND window_start >= $4 AND window_s
 UNION SELECT key FROM billing_sink_revisits WHERE sink = $6
 UNION SELECT key FROM billing_sink_events WHERE sink = $6 AND status <> 'sent'`
 
+// carryCandidatesSQL is candidatesSQL for a pass that starts from the
+// sink's stored carries (export.Query.Carry): the same keys, and it
+// deletes the carries that a row written since the checkpoint makes
+// stale (a row of the key before carried_at; see migration 021). A row
+// written since by a transaction the pass that stored the carry could not
+// see has an id at or above that pass's checkpoint, so the chain of
+// checkpoints misses none.
+const carryCandidatesSQL = `WITH ch AS MATERIALIZED (
+    SELECT key, min(window_start) AS first, max(window_start) AS last
+    FROM usage_reports WHERE changed_xid >= $1::text::xid8 GROUP BY key),
+stale AS (
+    DELETE FROM billing_sink_carries c USING ch WHERE c.sink = $6 AND c.key = ch.key AND ch.first < c.carried_at)
+SELECT key FROM ch WHERE last >= $2
+UNION SELECT key FROM usage_reports WHERE $3 AND window_start >= $4 AND window_start < $5
+UNION SELECT key FROM billing_sink_revisits WHERE sink = $6
+UNION SELECT key FROM billing_sink_events WHERE sink = $6 AND status <> 'sent'`
+
 // changes decides what the pass at now reading periods from from reads.
 func (p *Publisher) changes(ctx context.Context, from, now time.Time) (*increment, error) {
 	var prev, prevDigest *string
@@ -64,7 +81,15 @@ FROM billing_sinks s WHERE s.sink = $1`, p.cfg.Sink).Scan(&prev, &checked, &prev
 		return nil, fmt.Errorf("sink %q: read the checkpoint: %w", p.cfg.Sink, err)
 	}
 	if prev == nil || checked == nil || prevDigest == nil || *prevDigest != inc.digest {
-		return inc, nil // read everything
+		// Read everything. No checkpoint vouches for the stored carries
+		// (the first pass, or the plans that cut periods changed): the
+		// pass reads every key from its first report and stores them anew.
+		if p.dry == nil {
+			if _, err := p.db.Exec(ctx, `DELETE FROM billing_sink_carries WHERE sink = $1`, p.cfg.Sink); err != nil {
+				return nil, fmt.Errorf("sink %q: drop the stored carries: %w", p.cfg.Sink, err)
+			}
+		}
+		return inc, nil
 	}
 	longest := longestPeriod(p.cfg.Granularity)
 	ended := p.cfg.Granularity.Start(now).After(*checked)
@@ -73,7 +98,11 @@ FROM billing_sinks s WHERE s.sink = $1`, p.cfg.Sink).Scan(&prev, &checked, &prev
 		// quarter-hour in every zone in use.
 		ended = now.Truncate(15 * time.Minute).After(*checked)
 	}
-	rows, err := p.db.Query(ctx, candidatesSQL, *prev, from.Add(-longest), ended, checked.Add(-longest), now, p.cfg.Sink)
+	sql := carryCandidatesSQL
+	if p.dry != nil {
+		sql = candidatesSQL // a preview writes nothing, and reads no carry
+	}
+	rows, err := p.db.Query(ctx, sql, *prev, from.Add(-longest), ended, checked.Add(-longest), now, p.cfg.Sink)
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
 	}
@@ -145,4 +174,78 @@ func longestPeriod(g export.Granularity) time.Duration {
 		return 48 * time.Hour
 	}
 	return 32 * 24 * time.Hour
+}
+
+// carryWriter stores, for each key a pass reads, its carry at each of the
+// pass's boundaries (billing_sink_carries, migration 021): the state
+// before the key's first period that starts at or after the boundary,
+// which is the state at that period's start (no period of the key starts
+// between them). The boundaries are the pass's reach, where passes of
+// the same month start, and now less the lookback, at or before where the
+// passes of the next month start: without it the first passes of a month
+// would start from the carry of the month before and read a month of
+// rows. A pass stores them as it reads its pages, whether or not its
+// sends succeed: a carry is a function of the ledger.
+type carryWriter struct {
+	p      *Publisher
+	from   time.Time   // the pass's reach: older carries of its keys are dropped
+	bounds []time.Time // ascending
+	next   map[string]int
+}
+
+func (p *Publisher) carryWriter(from, to, now time.Time) *carryWriter {
+	w := &carryWriter{p: p, from: from, bounds: []time.Time{from}, next: make(map[string]int)}
+	ahead := now.Add(-max(p.cfg.Lookback, 0))
+	if p.cfg.Calendar == export.CalendarUTC {
+		ahead = p.cfg.Granularity.Start(ahead)
+	}
+	if ahead.After(from) && ahead.Before(to) {
+		w.bounds = append(w.bounds, ahead)
+	}
+	return w
+}
+
+// write stores the carries that rows (a page, in key and period order)
+// give.
+func (w *carryWriter) write(ctx context.Context, rows []export.Row) error {
+	var keys []string
+	var valid, at []time.Time
+	var net, low, billed []int64
+	for i := range rows {
+		r := &rows[i]
+		n := w.next[r.Key]
+		for ; n < len(w.bounds) && !r.PeriodStart.Before(w.bounds[n]); n++ {
+			if !r.Before.Exact {
+				continue // saturated: the key is read from its first report
+			}
+			keys = append(keys, r.Key)
+			valid, at = append(valid, w.bounds[n]), append(at, r.PeriodStart)
+			net, low, billed = append(net, r.Before.CumNet), append(low, r.Before.Low), append(billed, r.Before.CumBilled)
+		}
+		w.next[r.Key] = n
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	// Carries from before the pass's reach are dropped: a later pass
+	// reaches no further back unless its watermark does, and then reads
+	// the key whole. An hourly pass reads every key with an hour that
+	// ended: a carry that did not change is not written again.
+	_, err := w.p.db.Exec(ctx, `WITH c AS (
+    SELECT * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[])
+        AS u(key, valid_from, carried_at, cum_net, low, cum_billed)),
+old AS (
+    DELETE FROM billing_sink_carries o WHERE o.sink = $1 AND o.key IN (SELECT key FROM c) AND o.valid_from < $8)
+INSERT INTO billing_sink_carries AS s (sink, key, valid_from, carried_at, granularity, calendar, cum_net, low, cum_billed)
+SELECT $1, key, valid_from, carried_at, $9, $10, cum_net, low, cum_billed FROM c
+ON CONFLICT (sink, key, valid_from) DO UPDATE SET carried_at = EXCLUDED.carried_at, granularity = EXCLUDED.granularity,
+    calendar = EXCLUDED.calendar, cum_net = EXCLUDED.cum_net, low = EXCLUDED.low, cum_billed = EXCLUDED.cum_billed,
+    written_at = now()
+WHERE (s.carried_at, s.granularity, s.calendar, s.cum_net, s.low, s.cum_billed)
+    IS DISTINCT FROM (EXCLUDED.carried_at, EXCLUDED.granularity, EXCLUDED.calendar, EXCLUDED.cum_net, EXCLUDED.low, EXCLUDED.cum_billed)`, w.p.cfg.Sink, keys, valid, at, net, low, billed, w.from,
+		string(w.p.cfg.Granularity), string(w.p.cfg.Calendar))
+	if err != nil {
+		return fmt.Errorf("sink %q: store the carries: %w", w.p.cfg.Sink, err)
+	}
+	return nil
 }

@@ -296,6 +296,13 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 	skipped := make(map[periodKey]bool)
 	var diffs []KeyDifference // the differences of the keys read (incremental)
 	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Calendar: p.cfg.Calendar, Now: now, Frozen: p.cfg.Sink}
+	var carries *carryWriter
+	if inc != nil && p.dry == nil {
+		// Start each key from the carry a pass stored (the stale ones were
+		// deleted by changes), and store the carries this pass reads past.
+		q.Carry = p.cfg.Sink
+		carries = p.carryWriter(from, to, now)
+	}
 	if inc != nil {
 		q.Keys = inc.keys
 		st.KeysRead = -1
@@ -307,6 +314,11 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 		err = nil // nothing changed: nothing to read
 	} else {
 		err = exportSpans(ctx, p.ex, q, func(rows []export.Row) (err error) {
+			if carries != nil {
+				if err := carries.write(ctx, rows); err != nil {
+					return err
+				}
+			}
 			states, err := p.load(ctx, pageKeys(rows), from, to)
 			if err != nil {
 				return err

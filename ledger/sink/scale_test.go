@@ -110,6 +110,31 @@ FROM generate_series(1, $5) k`, first.Add(time.Duration(h)*time.Hour), first.Add
 VALUES ($1, 'hour', 'utc', 'key', pg_snapshot_xmin(pg_current_snapshot()), $2, '')`, name, at.Add(-10*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
+	// Each key's carries as November's hourly passes left them (migration
+	// 021): at their reach, 2026-10-31 (or the first hour seeded), and at
+	// the last one's now less the lookback, 2026-11-27 23:00, where
+	// December's passes start. The rows are all positive, so the low is 0
+	// and the billed the net: the net of hours [0, n) of key k is
+	// n + 10 (n / 5) + Σ_{j < n % 5} (k + j) % 5. Checked below against a
+	// full read.
+	reach := time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC)
+	if first.After(reach) {
+		reach = first
+	}
+	ahead := time.Date(2026, 11, 27, 23, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ valid, at time.Time }{{time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC), reach}, {ahead, ahead}} {
+		if c.at.Before(first) {
+			continue
+		}
+		n := int(c.at.Sub(first) / time.Hour)
+		if _, err := e.pool.Exec(ctx, `INSERT INTO billing_sink_carries (sink, key, valid_from, carried_at, granularity, calendar, cum_net, low, cum_billed)
+SELECT $1, 'key_' || lpad(k::text, 6, '0'), $2, $3, 'hour', 'utc', s.net, 0, s.net
+FROM generate_series(1, $4) k
+CROSS JOIN LATERAL (SELECT $5::bigint + 10 * ($5::bigint / 5) + coalesce(sum((k + j) % 5), 0) AS net
+                    FROM generate_series(0, $5::int % 5 - 1) j) s`, name, c.valid, c.at, keys, n); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := e.pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +173,26 @@ VALUES ($1, 'hour', 'utc', 'key', pg_snapshot_xmin(pg_current_snapshot()), $2, '
 		}
 		if took > limit || (maxQueries > 0 && queries > maxQueries) {
 			t.Errorf("%s pass: %v and %d queries, over %v or %d", what, took, queries, limit, maxQueries)
+		}
+	}
+	// The seeded carries are what a full read gives.
+	for _, k := range []int{1, keys / 2, keys} {
+		if ahead.Before(first) {
+			break
+		}
+		key := fmt.Sprintf("key_%06d", k)
+		var want export.Carried
+		if err := e.pool.QueryRow(ctx, `SELECT cum_net, low, cum_billed, true FROM billing_sink_carries
+WHERE sink = $1 AND key = $2 AND valid_from = $3`, name, key, ahead).Scan(&want.CumNet, &want.Low, &want.CumBilled, &want.Exact); err != nil {
+			t.Fatal(err)
+		}
+		q := export.Query{From: ahead, To: end, Granularity: export.Hour, Now: at, Keys: []string{key}}
+		var got []export.Carried
+		if err := ex.Export(ctx, q, func(rows []export.Row) error {
+			got = append(got, rows[0].Before)
+			return nil
+		}); err != nil || len(got) != 1 || got[0] != want {
+			t.Fatalf("%s: a full read carries %+v into %s, %v; seeded %+v", key, got, ahead, err, want)
 		}
 	}
 	pass("idle", 10*time.Second, 100, 0, 0)
