@@ -47,7 +47,7 @@ run "zoned_region" {
   # selecting exactly its own pods.
   assert {
     condition = (
-      kubernetes_pod_disruption_budget_v1.limiter.spec[0].max_unavailable == "1" &&
+      kubernetes_pod_disruption_budget_v1.limiter.spec[0].min_available == tostring(length(kubernetes_stateful_set_v1.limiter) - 1) &&
       kubernetes_pod_disruption_budget_v1.limiter.spec[0].selector[0].match_labels == tomap({ "app.kubernetes.io/name" = "regional-limiter", "quota.dev/region" = "eu" }) &&
       alltrue([for s in kubernetes_stateful_set_v1.limiter : s.spec[0].selector[0].match_labels == tomap(merge(kubernetes_pod_disruption_budget_v1.limiter.spec[0].selector[0].match_labels, { "quota.dev/process" = s.metadata[0].name }))]) &&
       kubernetes_pod_disruption_budget_v1.nats.spec[0].max_unavailable == "1" &&

@@ -4,7 +4,11 @@
 #
 #   limiter-<r>  one limiter at a time, over all of the region's processes (their StatefulSets
 #                share the selected labels): the region keeps replicas - 1 (the sizing's 1.5x
-#                covers it)
+#                covers it). Written as min_available, not max_unavailable 1: with one
+#                StatefulSet per process, the disruption controller counts the expected pods
+#                from the StatefulSets of the pods that exist, so between an evicted pod's
+#                deletion and its replacement's creation that process counts for nothing and
+#                max_unavailable 1 would grant a second eviction (make tf-apply-test did)
 #   nats-<r>     one NATS server at a time: JetStream R3 keeps its quorum (2 of 3)
 #   redis-<r>    in-cluster Redis, one pod: spec.redis.allow_eviction = false (default) makes a
 #                drain wait until an operator deletes the pod at a moment of their choosing
@@ -21,7 +25,7 @@ resource "kubernetes_pod_disruption_budget_v1" "limiter" {
   }
 
   spec {
-    max_unavailable = "1"
+    min_available = tostring(max(var.spec.limiter.replicas - 1, 0))
     selector {
       match_labels = local.limiter_selector
     }

@@ -721,9 +721,8 @@ func ownerName(p *corev1.Pod) string {
 // least one budget granted an eviction and refused the one after it.
 //
 // Every node is cordoned first, as a drain does, and uncordoned at the end. Without it the check
-// races: kwok replaces an evicted pod by a Ready one within milliseconds, and the disruption
-// controller forgets an eviction once it has seen the old pod gone, so by the next eviction the
-// budget may rightly allow one more.
+// races: kwok replaces an evicted pod by a Ready one within milliseconds (a real pod takes
+// seconds to start), so by the next eviction the budget may rightly allow one more.
 func (c *checker) pdb(ctx context.Context, ns string) {
 	bl, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -780,13 +779,13 @@ func (c *checker) pdb(ctx context.Context, ns string) {
 			case i < allowed && err != nil:
 				c.failf("pdb %s (allows %d): eviction %d of pod %s refused: %v", b.Name, allowed, i+1, p.Name, err)
 			case i < allowed:
-				fmt.Printf("pdb %s (maxUnavailable %s): eviction %d of %s granted\n", b.Name, pdb.Spec.MaxUnavailable, i+1, p.Name)
+				fmt.Printf("pdb %s (%s): eviction %d of %s granted\n", b.Name, budget(pdb), i+1, p.Name)
 			case err == nil:
 				c.failf("pdb %s (allows %d): eviction %d of pod %s was granted", b.Name, allowed, i+1, p.Name)
 			case !apierrors.IsTooManyRequests(err):
 				c.failf("pdb %s: eviction %d of pod %s failed, but not as a budget refusal (429): %v", b.Name, i+1, p.Name, err)
 			default:
-				fmt.Printf("pdb %s (maxUnavailable %s): eviction %d of %s refused: %v\n", b.Name, pdb.Spec.MaxUnavailable, i+1, p.Name, err)
+				fmt.Printf("pdb %s (%s): eviction %d of %s refused: %v\n", b.Name, budget(pdb), i+1, p.Name, err)
 				if i >= 1 {
 					second++
 				}
@@ -796,6 +795,17 @@ func (c *checker) pdb(ctx context.Context, ns string) {
 	if second == 0 {
 		c.failf("no PodDisruptionBudget in %s refused a second eviction", ns)
 	}
+}
+
+// budget is a PDB's spec as its YAML says it: minAvailable N or maxUnavailable N.
+func budget(pdb *policyv1.PodDisruptionBudget) string {
+	if v := pdb.Spec.MinAvailable; v != nil {
+		return "minAvailable " + v.String()
+	}
+	if v := pdb.Spec.MaxUnavailable; v != nil {
+		return "maxUnavailable " + v.String()
+	}
+	return "no budget"
 }
 
 // cordon marks every node unschedulable and returns what marks them schedulable again (the
