@@ -122,7 +122,7 @@ tf-validate: ## validate the Terraform deploy offline (fmt, validate, terraform 
 	bash deploy/terraform/validate.sh
 
 .PHONY: tf-apply-test
-tf-apply-test: ## apply the 3-region deploy to a loopback Kubernetes control plane (kwok nodes) and assert on it; after tf-validate
+tf-apply-test: ## apply the 3-region deploy to a loopback Kubernetes control plane (fake kubelets) and assert on it; after tf-validate
 	bash deploy/terraform/applytest/apply-test.sh
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -6,8 +6,10 @@
 # Go modules (this directory's go.mod: k8s.io/kubernetes with its staging modules replaced by
 # their releases at the same version, and the etcd server that release requires) and started on
 # loopback: etcd, kube-apiserver (self-signed CA, static admin token, service-account key),
-# kube-controller-manager and kube-scheduler; kwok (sigs.k8s.io/kwok) plays the kubelets of eight
-# nodes, two in each of zone-a, zone-b, zone-c and zone-x, and makes their pods Running and Ready.
+# kube-controller-manager and kube-scheduler; `applycheck kubelet` plays the kubelets of eight
+# nodes, two in each of zone-a, zone-b, zone-c and zone-x, and makes their pods Running and Ready
+# (cmd/applycheck/kubelet.go; it replaced kwok, whose build compiled a second copy of Kubernetes'
+# client libraries).
 # The four are one multi-call binary (cmd/controlplane) behind links of their names: one link,
 # without debug information, takes a third of the CPU of four (docs/performance.md, CI time).
 # The binaries are built once into $QUOTA_CACHE_DIR/applytest/<version>-<hash of their
@@ -24,7 +26,7 @@
 #      which no region lists), zone topology spread (limiters, maxSkew 1), required zone and
 #      node anti-affinity (NATS);
 #   3. every region's limiter and control-plane Secrets hold exactly that region's check and read
-#      tokens and none of another region's (kwok runs no limiter: a token of one region is refused
+#      tokens and none of another region's (no limiter runs here: a token of one region is refused
 #      in another because its limiters never get it);
 #   4. every limiter process has a NATS credential of its own: from the API server, eu's NATS
 #      config (ConfigMap), its servers' password environment (Secret nats-eu) and two eu limiter
@@ -63,7 +65,6 @@ tfsrc=$(cd "$here/.." && pwd)
 repo=$(cd "$here/../../.." && pwd)
 
 TERRAFORM=${TERRAFORM:-/usr/local/bin/terraform}
-KWOK_VERSION=v0.7.0
 K8S_VERSION=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p;s/^[[:space:]]*k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$here/go.mod" | head -1)
 PROVIDER_VERSION=3.2.1 # validate.sh builds it
 cache_dir=${QUOTA_CACHE_DIR:-${HOME:?set HOME or QUOTA_CACHE_DIR}/.cache/quota}
@@ -107,9 +108,8 @@ build_into() {
 mkdir -p "$cache_dir/applytest"
 cp_dir=$cache_dir/applytest/k8s-$K8S_VERSION-$(hash_of "$here/go.mod" "$here/go.sum" "$here"/cmd/controlplane/main.go)
 check_dir=$cache_dir/applytest/applycheck-$(hash_of "$here/go.mod" "$here/go.sum" "$here"/cmd/applycheck/*.go)
-kwok_dir=$cache_dir/applytest/kwok-$KWOK_VERSION
 
-step "control-plane binaries: k8s.io/kubernetes $K8S_VERSION, etcd, kwok $KWOK_VERSION"
+step "control-plane binaries: k8s.io/kubernetes $K8S_VERSION, etcd"
 if [[ -x $cp_dir/kube-apiserver && -x $cp_dir/kube-controller-manager && -x $cp_dir/kube-scheduler && -x $cp_dir/etcd ]]; then
 	echo "cached: $cp_dir"
 else
@@ -119,19 +119,6 @@ else
 	for name in etcd kube-apiserver kube-controller-manager kube-scheduler; do
 		ln -sf controlplane "$cp_dir/$name"
 	done
-	echo "built in $((SECONDS - start))s"
-fi
-if [[ -x $kwok_dir/kwok ]]; then
-	echo "cached: $kwok_dir/kwok"
-else
-	echo "building sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION into $kwok_dir"
-	start=$SECONDS
-	mkdir -p "$kwok_dir.tmp"
-	# kwok has no replace directives: go install pkg@version builds it with its own go.mod.
-	(cd "$kwok_dir.tmp" && GOBIN="$kwok_dir.tmp" CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-		go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION") || fatal "building kwok failed"
-	rm -rf "$kwok_dir"
-	mv "$kwok_dir.tmp" "$kwok_dir"
 	echo "built in $((SECONDS - start))s"
 fi
 if [[ -x $check_dir/applycheck ]]; then
@@ -213,7 +200,7 @@ wait_for() {
 
 step "control plane on loopback"
 cp_start=$SECONDS
-read -r etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port <<<"$("$check" freeport 6 | tr '\n' ' ')"
+read -r etcd_port etcd_peer_port api_port kcm_port sched_port <<<"$("$check" freeport 5 | tr '\n' ' ')"
 pki=$work/pki
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=quota-applytest-ca \
 	-keyout "$pki/ca.key" -out "$pki/ca.crt" >/dev/null 2>&1
@@ -267,9 +254,8 @@ wait_for kube-apiserver curl -fsS --cacert "$pki/ca.crt" -H "Authorization: Bear
 	"https://127.0.0.1:$api_port/readyz"
 
 # --node-monitor-grace-period 1h: the node lifecycle controller judges kubelet liveness by
-# heartbeats, which kwok sends late on a starved CPU; it would then mark the node's pods NotReady
-# for good (kwok makes a pod Ready once), and a StatefulSet roll would wait forever. Kubelet
-# liveness is not what this tests. (The controller stays: it lifts the not-ready taint that
+# heartbeats, which a fake kubelet may send late on a starved CPU; it would then mark the node's
+# pods NotReady, and a StatefulSet roll would wait. Kubelet liveness is not what this tests. (The controller stays: it lifts the not-ready taint that
 # admission puts on new nodes.)
 run_bg kube-controller-manager "$bin/kube-controller-manager" \
 	--node-monitor-grace-period 1h \
@@ -279,8 +265,7 @@ run_bg kube-controller-manager "$bin/kube-controller-manager" \
 run_bg kube-scheduler "$bin/kube-scheduler" \
 	--kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
 	--bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false --profiling=false
-run_bg kwok "$kwok_dir/kwok" --kubeconfig "$kubeconfig" --manage-all-nodes=true \
-	--server-address "127.0.0.1:$kwok_port"
+run_bg kubelet "$check" -kubeconfig "$kubeconfig" kubelet
 export APPLYTEST_KUBECONFIG=$kubeconfig
 ck() { "$check" -kubeconfig "$kubeconfig" -timeout "$timeout" "$@"; }
 ck cluster
@@ -307,8 +292,8 @@ while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(KUBE_[A-Z_]*\)=.*/\1
 	fatal "terraform init"
 }
 
-# Variables, as a var file (JSON): random secrets of the right shapes, fake image digests (kwok
-# runs no container). memberlist_keys is set for deploys that declare it (an undeclared
+# Variables, as a var file (JSON): random secrets of the right shapes, fake image digests (no
+# container runs). memberlist_keys is set for deploys that declare it (an undeclared
 # variable in a var file is only a warning).
 rnd() { openssl rand -hex 16; }
 digest() { printf 'registry.invalid/%s@sha256:%s' "$1" "$(printf '%s' "$1" | sha256sum | cut -c1-64)"; }

@@ -1,11 +1,12 @@
 // Command applycheck is the assertion half of the apply test (deploy/terraform/applytest,
 // make tf-apply-test): apply-test.sh starts a control plane on loopback and runs Terraform; this
-// program prepares the cluster (kwok nodes in zones, volumes) and asserts, through the API
+// program prepares the cluster (nodes in zones, volumes, their kubelets played) and asserts, through the API
 // server, on what Terraform applied. Each subcommand exits non-zero, naming every failed
 // assertion, when one fails.
 //
 //	applycheck freeport N                   print N free loopback TCP ports
-//	applycheck cluster                      create the kwok nodes and the volumes, wait until Ready
+//	applycheck kubelet                      play the nodes' kubelets until stopped (kubelet.go)
+//	applycheck cluster                      create the nodes and the volumes, wait until Ready
 //	applycheck rollout                      wait until every Deployment, StatefulSet, pod and PDB settled
 //	applycheck state FILE                   every object in `terraform show -json` FILE exists, with its uid; no other
 //	applycheck spread                       pods placed as their node affinity, spread and anti-affinity say
@@ -31,10 +32,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -53,7 +56,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// The cluster apply-test.sh builds: two kwok nodes in each of the zones the regions use, and two
+// The cluster apply-test.sh builds: two nodes in each of the zones the regions use, and two
 // in a zone no region lists (node affinity must keep every pod out of it).
 var (
 	zones      = []string{"zone-a", "zone-b", "zone-c"}
@@ -110,6 +113,16 @@ func main() {
 	c.kube = kubernetes.NewForConfigOrDie(cfg)
 	c.dyn = dynamic.NewForConfigOrDie(cfg)
 	c.disco = c.kube.Discovery()
+	if args[0] == "kubelet" {
+		// Runs until apply-test.sh stops it.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		if err := kubelet(ctx, c.kube); err != nil {
+			fmt.Fprintln(os.Stderr, "kubelet:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2**timeout)
 	defer cancel()
 
@@ -205,7 +218,7 @@ func (c *checker) poll(ctx context.Context, what string, f func() (bool, string)
 	}
 }
 
-// cluster creates the kwok nodes (kwok, started with --manage-all-nodes, makes them Ready and
+// cluster creates the nodes (applycheck kubelet, started before, makes them Ready and
 // runs their pods) and static volumes for the StatefulSets' claims (no provisioner runs here).
 func (c *checker) cluster(ctx context.Context) {
 	alloc := corev1.ResourceList{
@@ -216,7 +229,7 @@ func (c *checker) cluster(ctx context.Context) {
 	var names []string
 	for _, z := range append(slices.Clone(zones), otherZone) {
 		for i := range perZone {
-			name := fmt.Sprintf("kwok-%s-%d", z, i)
+			name := fmt.Sprintf("node-%s-%d", z, i)
 			names = append(names, name)
 			node := &corev1.Node{
 				ObjectMeta: metav1.ObjectMeta{
@@ -226,9 +239,7 @@ func (c *checker) cluster(ctx context.Context) {
 						"kubernetes.io/hostname": name,
 						"kubernetes.io/os":       "linux",
 						"kubernetes.io/arch":     "amd64",
-						"type":                   "kwok",
 					},
-					Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 				},
 				Status: corev1.NodeStatus{Capacity: alloc, Allocatable: alloc},
 			}
@@ -253,7 +264,7 @@ func (c *checker) cluster(ctx context.Context) {
 			c.failf("create volume %s: %v", pv.Name, err)
 		}
 	}
-	c.poll(ctx, "kwok nodes Ready", func() (bool, string) {
+	c.poll(ctx, "nodes Ready (applycheck kubelet reports them)", func() (bool, string) {
 		for _, name := range names {
 			n, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -721,7 +732,7 @@ func ownerName(p *corev1.Pod) string {
 // least one budget granted an eviction and refused the one after it.
 //
 // Every node is cordoned first, as a drain does, and uncordoned at the end. Without it the check
-// races: kwok replaces an evicted pod by a Ready one within milliseconds (a real pod takes
+// races: the fake kubelet replaces an evicted pod by a Ready one within milliseconds (a real pod takes
 // seconds to start), so by the next eviction the budget may rightly allow one more.
 func (c *checker) pdb(ctx context.Context, ns string) {
 	bl, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})

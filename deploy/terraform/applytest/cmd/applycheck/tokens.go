@@ -30,7 +30,7 @@ var tokenRoles = []struct {
 
 // tokens asserts that the Secrets a region's limiters and control plane read QUOTA_CHECK_TOKEN
 // and QUOTA_READ_TOKEN from hold exactly that region's tokens of the var file and none of
-// another region's: a token of one region is refused in every other. (kwok runs no container,
+// another region's: a token of one region is refused in every other. (No container runs here,
 // so what the daemons would accept is what their Secret holds.)
 func (c *checker) tokens(ctx context.Context, varsFile string) {
 	b, err := os.ReadFile(varsFile)
