@@ -113,10 +113,46 @@ func unconsumed(ctx context.Context, s jetstream.Stream) (uint64, error) {
 	var most uint64
 	lister := s.ListConsumers(ctx)
 	for ci := range lister.Info() {
-		most = max(most, ci.NumPending+uint64(ci.NumAckPending))
+		left := ci.NumPending + uint64(ci.NumAckPending)
+		// The server counts a consumer's pending messages as the consumer
+		// learns of them, so just after a publish the count can still be
+		// 0 (seen under load: the stream then deleted an unwritten report).
+		// The ack floor against the last message on its subjects is exact.
+		last, err := lastSeqFor(ctx, s, info.State.LastSeq, ci.Config)
+		if err != nil {
+			return 0, err
+		}
+		if last > ci.AckFloor.Stream {
+			left = max(left, 1)
+		}
+		most = max(most, left)
 	}
 	if err := lister.Err(); err != nil {
 		return 0, fmt.Errorf("ledger: migrate stream: list consumers: %w", err)
 	}
 	return most, nil
+}
+
+// lastSeqFor is the sequence of the stream's last message on the
+// subjects consumer cfg takes (streamLast when it takes all).
+func lastSeqFor(ctx context.Context, s jetstream.Stream, streamLast uint64, cfg jetstream.ConsumerConfig) (uint64, error) {
+	filters := cfg.FilterSubjects
+	if cfg.FilterSubject != "" {
+		filters = append(filters, cfg.FilterSubject)
+	}
+	if len(filters) == 0 {
+		return streamLast, nil
+	}
+	var last uint64
+	for _, f := range filters {
+		m, err := s.GetLastMsgForSubject(ctx, f)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("ledger: migrate stream: last message on %s: %w", f, err)
+		}
+		last = max(last, m.Sequence)
+	}
+	return last, nil
 }

@@ -151,7 +151,7 @@ func TestMigrateStreamFromLimitsRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewManual(t0.Add(10 * time.Second))
-	r, _ := newReporter(t, js, "p-eu", func(c *ledger.Config) { c.Clock = clk })
+	r, rm := newReporter(t, js, "p-eu", func(c *ledger.Config) { c.Clock = clk })
 	defer r.Close(ctx)
 	r.Record([]region.Usage{{Key: "k", WindowStart: t0, Spent: 5, Leased: 5}})
 	if err := r.Flush(ctx); err != nil {
@@ -173,15 +173,33 @@ func TestMigrateStreamFromLimitsRetention(t *testing.T) {
 	// migration waits for it, and when its wait ends first it reopens the
 	// stream and deletes nothing.
 	x.stop(t)
+	before := s.CachedInfo().State.LastSeq
 	r.Record([]region.Usage{{Key: "k", WindowStart: t0, Spent: 3, Leased: 3}})
-	if err := r.Flush(ctx); err != nil {
-		t.Fatal(err)
+	// A flush whose publish times out (a loaded machine) spools the report
+	// and returns nil: flush until the stream holds it.
+	testserver.WaitFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if err := r.Flush(ctx); err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.LastSeq <= before {
+			return fmt.Errorf("the report is not in the stream yet (last sequence %d)", info.State.LastSeq)
+		}
+		return nil
+	})
+	var consumers []string
+	for ci := range s.ListConsumers(ctx).Info() {
+		consumers = append(consumers, fmt.Sprintf("%s pending %d ack-pending %d waiting %d delivered %d ack floor %d",
+			ci.Name, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.Delivered.Stream, ci.AckFloor.Stream))
 	}
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	migrated, err := ledger.MigrateStream(short, js, ledger.DefaultStreamConfig(), 20*time.Millisecond)
 	cancelShort()
 	if err == nil || migrated {
-		t.Fatalf("MigrateStream with a report unwritten: %v, %v; want an error", migrated, err)
+		t.Fatalf("MigrateStream with a report unwritten: %v, %v; want an error (consumers before: %v; stream last seq %d before the report)", migrated, err, consumers, before)
 	}
 	if s, err = js.Stream(ctx, legacy.Name); err != nil || s.CachedInfo().Config.Retention != jetstream.LimitsPolicy ||
 		s.CachedInfo().Config.MaxBytes != legacy.MaxBytes || s.CachedInfo().Config.Metadata[ledger.MigratingKey] != "" {
@@ -212,7 +230,7 @@ func TestMigrateStreamFromLimitsRetention(t *testing.T) {
 	if err := r.Flush(ctx); !errors.Is(err, ledger.ErrStreamFull) {
 		t.Fatalf("Flush into the stream being migrated: %v, want ErrStreamFull (spooled)", err)
 	}
-	startReconciler(t, js, reconcile.NewWriter(pool), nil)
+	y := startReconciler(t, js, reconcile.NewWriter(pool), nil)
 	if err := <-done; err != nil {
 		t.Fatalf("MigrateStream: %v", err)
 	}
@@ -232,7 +250,8 @@ func TestMigrateStreamFromLimitsRetention(t *testing.T) {
 			return err
 		}
 		if n := ledgerSpent(pool, "k"); n != 11 {
-			return fmt.Errorf("ledger holds %d for k, want 11", n)
+			return fmt.Errorf("ledger holds %d for k, want 11 (reports published %v, spooled %v; the reconciler re-bound %v times, ready: %v)",
+				n, ledgertest.MetricValue(rm.Published), ledgertest.MetricValue(rm.SpoolReports), ledgertest.MetricValue(y.m.Rebinds), y.r.Ready())
 		}
 		info, err := s.Info(ctx)
 		if err != nil || info.State.Msgs != 0 {
