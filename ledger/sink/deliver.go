@@ -80,10 +80,11 @@ const (
 	statusHeld    = "held"    // unacknowledged past the dedupe window
 )
 
-// state is a billing_sink_events row. Its spent column holds the billed
+// state is a billing_sink_events row. Its billed column holds the billed
 // figure of the latest event (before net billing the billed figure was
-// the gross spent, so rows written then compare correctly), acked_spent
-// the billed figure the sink acknowledged.
+// the gross allowed cost, so rows written then compare correctly),
+// acked_billed the billed figure the sink acknowledged (migration 022
+// named them; spent and acked_spent before).
 type state struct {
 	revision     int
 	eventID      string
@@ -203,7 +204,7 @@ func (p *Publisher) tooYoung(s *state, now time.Time) bool {
 
 // settled records s acknowledged: the sink's records show it holds it.
 func (p *Publisher) settled(ctx context.Context, r *export.Row, s *state) error {
-	if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'sent', acked_spent = spent, sent_at = now(),
+	if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'sent', acked_billed = billed, sent_at = now(),
     last_error = NULL, updated_at = now()
 WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
 		p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID); err != nil {
@@ -473,15 +474,15 @@ func nullableJSON(b json.RawMessage) any {
 }
 
 // pendingSQL records a fresh event before it is sent: its payload, and
-// acked_spent still what the sink held before it.
+// acked_billed still what the sink held before it.
 const pendingSQL = `INSERT INTO billing_sink_events AS e
-    (sink, key, period_start, granularity, period_end, revision, event_id, spent, rejected, degraded,
-     acked_spent, data, frame, status, attempts, first_attempt_at, last_attempt_at, maybe_stored)
+    (sink, key, period_start, granularity, period_end, revision, event_id, billed, rejected, degraded,
+     acked_billed, data, frame, status, attempts, first_attempt_at, last_attempt_at, maybe_stored)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14, $14, false)
 ON CONFLICT (sink, key, period_start, granularity) DO UPDATE SET
     period_end = EXCLUDED.period_end, revision = EXCLUDED.revision, event_id = EXCLUDED.event_id,
-    spent = EXCLUDED.spent, rejected = EXCLUDED.rejected, degraded = EXCLUDED.degraded,
-    acked_spent = EXCLUDED.acked_spent, data = EXCLUDED.data, frame = EXCLUDED.frame, status = 'pending',
+    billed = EXCLUDED.billed, rejected = EXCLUDED.rejected, degraded = EXCLUDED.degraded,
+    acked_billed = EXCLUDED.acked_billed, data = EXCLUDED.data, frame = EXCLUDED.frame, status = 'pending',
     last_error = NULL, attempts = 0, first_attempt_at = EXCLUDED.first_attempt_at,
     last_attempt_at = EXCLUDED.last_attempt_at, maybe_stored = false, updated_at = now()`
 
@@ -491,7 +492,7 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 
 // outcomeSQL records the sink's answer to the event recorded as event_id;
 // $9: the failure may have stored it.
-const outcomeSQL = `UPDATE billing_sink_events SET status = $6, acked_spent = $7, last_error = $8,
+const outcomeSQL = `UPDATE billing_sink_events SET status = $6, acked_billed = $7, last_error = $8,
     maybe_stored = maybe_stored OR $9,
     attempts = attempts + 1, sent_at = CASE WHEN $6 = 'sent' THEN now() ELSE sent_at END, updated_at = now()
 WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`
@@ -503,7 +504,7 @@ type periodKey struct {
 
 // load reads the sink's rows for keys and periods in [from, to).
 func (p *Publisher) load(ctx context.Context, keys []string, from, to time.Time) (map[periodKey]*state, error) {
-	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, spent, rejected, degraded, acked_spent, data,
+	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, billed, rejected, degraded, acked_billed, data,
     frame, status, first_attempt_at, last_attempt_at, maybe_stored
 FROM billing_sink_events
 WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AND period_start < $5`,

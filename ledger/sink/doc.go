@@ -9,8 +9,8 @@
 // periods ([idempotency] in docs/design.md). Every event carries the
 // billed figure and the figures it comes from (allowed, refunded, charged,
 // net, carried in and out; spent is net's deprecated name, as on every
-// surface), and billing_sink_events.spent and acked_spent
-// hold billed figures (rows from before net billing hold the gross spent,
+// surface), and billing_sink_events.billed and acked_billed hold billed
+// figures (rows from before net billing hold the gross allowed cost,
 // which was then the billed figure, so corrections are computed against
 // what was sent either way).
 //
