@@ -3,26 +3,118 @@ package sink_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/sink"
 )
 
-// sinkTablesDigest is a checksum of every sink table's rows.
-func sinkTablesDigest(t *testing.T, e *env) string {
+// sinkTablesWritten is what a preview must leave as it found it: every
+// billing_sink_* table (events, the registry and its checkpoint, revisits,
+// retained, the audit trail, carries).
+var sinkTablesWritten = []string{"billing_sink_audit", "billing_sink_carries", "billing_sink_events", "billing_sink_retained",
+	"billing_sink_revisits", "billing_sinks"}
+
+// sinkTables is, per billing_sink_* table of the database (and
+// billing_sinks), its row count and a hash of its rows.
+func sinkTables(t *testing.T, e *env) map[string]string {
 	t.Helper()
-	var digest string
-	err := e.pool.QueryRow(context.Background(), `SELECT concat_ws(',',
-    (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM billing_sink_events t),
-    (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM billing_sinks t),
-    (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM billing_sink_revisits t),
-    (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM billing_sink_audit t))`).Scan(&digest)
+	ctx := context.Background()
+	rows, err := e.pool.Query(ctx, `SELECT tablename::text FROM pg_tables
+WHERE schemaname = 'public' AND (tablename LIKE 'billing\_sink\_%' OR tablename = 'billing_sinks') ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return digest
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range sinkTablesWritten {
+		if !slices.Contains(tables, want) {
+			t.Fatalf("no table %s among %v", want, tables)
+		}
+	}
+	out := make(map[string]string, len(tables))
+	for _, table := range tables {
+		var n int64
+		var sum string
+		if err := e.pool.QueryRow(ctx, `SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM `+
+			pgx.Identifier{table}.Sanitize()+` t`).Scan(&n, &sum); err != nil {
+			t.Fatal(err)
+		}
+		out[table] = fmt.Sprintf("%d rows, md5 %s", n, sum)
+	}
+	return out
+}
+
+// sinkTablesDigest is sinkTables in one string.
+func sinkTablesDigest(t *testing.T, e *env) string {
+	t.Helper()
+	tables := sinkTables(t, e)
+	var b strings.Builder
+	for _, table := range slices.Sorted(maps.Keys(tables)) {
+		fmt.Fprintf(&b, "%s: %s\n", table, tables[table])
+	}
+	return b.String()
+}
+
+// A preview of a continuous pass changes no sink table, though the pass
+// it previews writes them: after an hourly incremental sink's first pass,
+// a late report before acct_b's stored carry (the pass drops the carry),
+// a late report in acct_a's range (a correction) and a new key (first
+// events). The preview plans the events the pass then sends, and every
+// billing_sink_* table (events, registry and checkpoint, revisits,
+// retained, audit, carries) keeps its row count and the hash of its rows;
+// the pass then changes the events, the checkpoint, the carries and the
+// audit trail.
+func TestPreviewOfAPassWritesNoSinkTable(t *testing.T) {
+	oct := func(d, h int) time.Time { return time.Date(2026, 10, d, h, 0, 0, 0, time.UTC) }
+	nov := func(d, h int) time.Time { return time.Date(2026, 11, d, h, 0, 0, 0, time.UTC) }
+	e, _, p := carryEnv(t, export.CalendarUTC, func(e *env) {
+		e.writeHours(t, "acct_a", nov(28, 0), nov(30, 23), 10)
+		e.writeHours(t, "acct_b", oct(1, 0), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 3)
+	})
+	ctx := context.Background()
+	e.writeNet(t, "acct_b", "p2", oct(5, 0), 0, 0, 300)
+	e.writeNet(t, "acct_b", "p2", nov(30, 23), 1, 0, 0)
+	e.writeNet(t, "acct_a", "p2", nov(30, 22), 1, 0, 0)
+	e.writeNet(t, "acct_c", "p1", nov(30, 21), 7, 0, 0)
+	now := time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC)
+	from, to := export.Month.Start(now), export.Hour.Next(export.Hour.Start(now))
+
+	before := sinkTables(t, e)
+	planned, pst, err := p.Preview(ctx, from, to, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := sinkTables(t, e); !maps.Equal(after, before) {
+		for _, table := range slices.Sorted(maps.Keys(before)) {
+			if after[table] != before[table] {
+				t.Errorf("a preview changed %s: %s, was %s", table, after[table], before[table])
+			}
+		}
+	}
+	st, err := p.Run(ctx, from, to, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(planned) == 0 || len(planned) != st.Sent+st.Corrections+st.Resent || pst.KeysRead != st.KeysRead {
+		t.Fatalf("preview planned %d events reading %d keys; the pass sent %+v", len(planned), pst.KeysRead, st)
+	}
+	after := sinkTables(t, e)
+	for _, table := range []string{"billing_sink_events", "billing_sinks", "billing_sink_carries", "billing_sink_audit"} {
+		if after[table] == before[table] {
+			t.Errorf("the pass left %s as it was (%s): the preview had nothing there to leave", table, after[table])
+		}
+	}
 }
 
 // A preview lists what the next run sends, per customer: the event
