@@ -7,6 +7,8 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quotaplatform/quota/ledger/export"
 )
@@ -67,11 +69,21 @@ type books interface {
 	checkpoint(ctx context.Context, inc *increment, now time.Time, read, revisit []string) error
 }
 
+// sinkDB is what a run reads and records with: a pool, or a Preview's
+// read-only transaction, in which a write that slipped past the books
+// fails rather than changing anything.
+type sinkDB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // pgBooks is a run's books: Postgres.
 type pgBooks struct{ p *Publisher }
 
 func (b pgBooks) open(ctx context.Context, want registration) (time.Time, func(), error) {
-	unlock, err := lockRun(ctx, b.p.db, b.p.cfg.Sink)
+	unlock, err := lockRun(ctx, b.p.pool, b.p.cfg.Sink)
 	if err != nil {
 		return time.Time{}, nil, err
 	}

@@ -42,12 +42,21 @@ type PlannedEvent struct {
 // own code with nothing recorded and nothing sent: no row written, no
 // request to the sink, no lock beyond its reads. The run's outbox and
 // books are swapped for a plan and read-only books (effects.go), so the
-// run has no preview branch. An event whose fate a run would ask the
-// sink about (Settler) is listed held. Stats are the run's as if every
-// event were acknowledged, with the difference and unsent figures of the
-// sink as it stands.
+// run has no preview branch, and it reads the sink's tables in a
+// read-only transaction, so that a write that does not go through them
+// fails the preview instead of writing. An event whose fate a run would
+// ask the sink about (Settler) is listed held. Stats are the run's as if
+// every event were acknowledged, with the difference and unsent figures
+// of the sink as it stands.
 func (p *Publisher) Preview(ctx context.Context, from, to, now time.Time) ([]PlannedEvent, Stats, error) {
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, Stats{}, fmt.Errorf("sink %q: preview: begin a read-only transaction: %w", p.cfg.Sink, err)
+	}
+	// Nothing to keep: rolled back even when ctx is done.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	dry := *p
+	dry.db, dry.pool = tx, nil
 	dry.cfg.Metrics = nil
 	plan := &plannedOutbox{p: &dry, events: []PlannedEvent{}}
 	dry.out, dry.books = plan, readOnlyBooks{p: &dry}

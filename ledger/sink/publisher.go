@@ -151,7 +151,10 @@ type HeldEvent struct {
 
 // Publisher sends closed periods to one sink.
 type Publisher struct {
-	db   *pgxpool.Pool
+	// pool holds the sink's lock; db is where a run reads and records:
+	// the pool, or a Preview's read-only transaction.
+	pool *pgxpool.Pool
+	db   sinkDB
 	ex   *export.Exporter
 	send Sender
 	cfg  Config
@@ -219,7 +222,7 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	p := &Publisher{db: db, ex: ex, send: send, cfg: cfg}
+	p := &Publisher{pool: db, db: db, ex: ex, send: send, cfg: cfg}
 	p.out, p.books = &pgOutbox{p: p}, pgBooks{p: p}
 	return p, nil
 }
