@@ -215,3 +215,49 @@ func TestPreviewIsTheNextRun(t *testing.T) {
 		t.Errorf("planned per customer %v, want cus_A 30 (acct_c), cus_B 7 (acct_b's correction)", perCustomer)
 	}
 }
+
+// A preview of an event whose invoice was finalized after Stripe refused
+// it (429 at 00:20, the November invoice finalized at 01:00) plans it
+// re-stamped at the preview's send time (01:20), as the run then sends
+// it, and counts it re-stamped; the recorded frame is left as it was.
+func TestPreviewPlansTheRestampedEvent(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.write(t, "acct_a", "p1", time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC), 100, true)
+	if err := sink.SetStripeCustomer(ctx, e.pool, "acct_a", "cus_A"); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Date(2026, 12, 1, 0, 20, 0, 0, time.UTC))
+	fake := startFakeStripeAt(t, clk, time.Hour)
+	cfg := sink.StripeConfig{Meter: testMeter, Metrics: e.m, Clock: clk}
+	fake.tooMany.Store(true)
+	if _, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, clk.Now()); !errors.Is(err, sink.ErrSinkRefused) {
+		t.Fatalf("run at 00:20: %v, want refused", err)
+	}
+	fake.tooMany.Store(false)
+	clk.Set(time.Date(2026, 12, 1, 1, 20, 0, 0, time.UTC))
+
+	before := sinkTablesDigest(t, e)
+	planned, st, err := sink.PreviewStripe(ctx, e.pool, e.ex, cfg, nov, dec, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := sinkTablesDigest(t, e); after != before {
+		t.Errorf("the sink tables changed under a preview:\n%s\n%s", before, after)
+	}
+	if len(planned) != 1 || st.Restamped != 1 || st.Resent != 1 {
+		t.Fatalf("planned %+v (stats %+v); want the refused event, re-stamped", planned, st)
+	}
+	if want := clk.Now(); !planned[0].Timestamp.Equal(want) {
+		t.Errorf("planned timestamp %v, want the send time %v: the invoice of the recorded one is finalized", planned[0].Timestamp, want)
+	}
+	if _, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.history) != 1 || fake.history[0].timestamp != planned[0].Timestamp.Unix() ||
+		fake.history[0].value != planned[0].Value || fake.history[0].customer != planned[0].Customer {
+		t.Errorf("the run sent %+v, the preview planned %+v", fake.history, planned[0])
+	}
+}
