@@ -68,6 +68,10 @@
 // rather than from its first report, and computes the differences from the
 // rows it read. A carry is deleted when a row of its key before it is
 // written again, and outlives retention's removal of the rows it sums.
+// A run sends through an outbox and writes its other bookkeeping through
+// books (effects.go); Preview runs the same code with the two swapped for
+// ones that list PlannedEvents and write nothing, in a read-only
+// transaction.
 // KeyDifferences compares the
 // ledger and a sink key by key; the held and unsent gauges count the
 // sink's whole table. Time enters as Run's now. It starts no
