@@ -70,8 +70,8 @@
 // written again, and outlives retention's removal of the rows it sums.
 // A run sends through an outbox and writes its other bookkeeping through
 // books (effects.go); Preview runs the same code with the two swapped for
-// ones that list PlannedEvents and write nothing, in a read-only
-// transaction.
+// ones that list PlannedEvents and write nothing, each statement in a
+// read-only transaction.
 // KeyDifferences compares the
 // ledger and a sink key by key; the held and unsent gauges count the
 // sink's whole table. Time enters as Run's now. It starts no

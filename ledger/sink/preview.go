@@ -10,6 +10,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v84"
 
@@ -42,21 +43,15 @@ type PlannedEvent struct {
 // own code with nothing recorded and nothing sent: no row written, no
 // request to the sink, no lock beyond its reads. The run's outbox and
 // books are swapped for a plan and read-only books (effects.go), so the
-// run has no preview branch, and it reads the sink's tables in a
-// read-only transaction, so that a write that does not go through them
-// fails the preview instead of writing. An event whose fate a run would
-// ask the sink about (Settler) is listed held. Stats are the run's as if
-// every event were acknowledged, with the difference and unsent figures
-// of the sink as it stands.
+// run has no preview branch, and each of its statements runs in a
+// read-only transaction of its own (readOnlyDB), so that a write that
+// does not go through them fails the preview instead of writing. An
+// event whose fate a run would ask the sink about (Settler) is listed
+// held. Stats are the run's as if every event were acknowledged, with
+// the difference and unsent figures of the sink as it stands.
 func (p *Publisher) Preview(ctx context.Context, from, to, now time.Time) ([]PlannedEvent, Stats, error) {
-	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, Stats{}, fmt.Errorf("sink %q: preview: begin a read-only transaction: %w", p.cfg.Sink, err)
-	}
-	// Nothing to keep: rolled back even when ctx is done.
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	dry := *p
-	dry.db, dry.pool = tx, nil
+	dry.db, dry.pool = readOnlyDB{p.pool}, nil
 	dry.cfg.Metrics = nil
 	plan := &plannedOutbox{p: &dry, events: []PlannedEvent{}}
 	dry.out, dry.books = plan, readOnlyBooks{p: &dry}
@@ -137,6 +132,124 @@ func (readOnlyBooks) advance(context.Context, time.Time) error { return nil }
 func (readOnlyBooks) checkpoint(context.Context, *increment, time.Time, []string, []string) error {
 	return nil
 }
+
+// readOnlyDB is a Preview's database: each statement in a read-only
+// transaction of its own, rolled back once its results are read. One
+// transaction for the whole preview would hold a connection the
+// Exporter, on the same pool, may need (the CLI's pool has one).
+type readOnlyDB struct{ pool *pgxpool.Pool }
+
+func (d readOnlyDB) begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("sink: preview: begin a read-only transaction: %w", err)
+	}
+	return tx, nil
+}
+
+// end rolls tx back, even once ctx is done: it wrote nothing.
+func end(ctx context.Context, tx pgx.Tx) { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+
+func (d readOnlyDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer end(ctx, tx)
+	return tx.Exec(ctx, sql, args...)
+}
+
+func (d readOnlyDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		end(ctx, tx)
+		return nil, err
+	}
+	return &readOnlyRows{Rows: rows, ctx: ctx, tx: tx}, nil
+}
+
+func (d readOnlyDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return readOnlyRow{row: tx.QueryRow(ctx, sql, args...), ctx: ctx, tx: tx}
+}
+
+func (d readOnlyDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return errBatch{err: err}
+	}
+	return readOnlyBatch{BatchResults: tx.SendBatch(ctx, b), ctx: ctx, tx: tx}
+}
+
+// readOnlyRows ends its transaction when read to the end or closed.
+type readOnlyRows struct {
+	pgx.Rows
+	ctx  context.Context
+	tx   pgx.Tx
+	done bool
+}
+
+func (r *readOnlyRows) finish() {
+	if !r.done {
+		r.done = true
+		r.Rows.Close()
+		end(r.ctx, r.tx)
+	}
+}
+
+func (r *readOnlyRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.finish()
+	return false
+}
+
+func (r *readOnlyRows) Close() { r.finish() }
+
+type readOnlyRow struct {
+	row pgx.Row
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (r readOnlyRow) Scan(dest ...any) error {
+	defer end(r.ctx, r.tx)
+	return r.row.Scan(dest...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type readOnlyBatch struct {
+	pgx.BatchResults
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (b readOnlyBatch) Close() error {
+	defer end(b.ctx, b.tx)
+	return b.BatchResults.Close()
+}
+
+// errBatch answers err for every result; it has no batch under it.
+type errBatch struct {
+	pgx.BatchResults
+	err error
+}
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatch) Close() error                     { return b.err }
 
 // registered is register for a Preview: it reads the sink's registration
 // and refuses a run that differs, recording nothing. A field not recorded
