@@ -31,7 +31,7 @@ func TestExportFrozenPeriods(t *testing.T) {
 	})
 	for _, g := range []string{"day", "hour"} {
 		if _, err := pool.Exec(ctx, `INSERT INTO billing_sink_events (sink, key, period_start, granularity, period_end, revision, event_id,
-		    spent, rejected, degraded, data, status) VALUES ('s1', 'acct_z', $1, $3, $2, 0, 'e', 3, 0, 0, '{}', 'sent')`,
+		    billed, rejected, degraded, data, status) VALUES ('s1', 'acct_z', $1, $3, $2, 0, 'e', 3, 0, 0, '{}', 'sent')`,
 			z(10, 0), z(11, 0), g); err != nil {
 			t.Fatal(err)
 		}

@@ -194,7 +194,7 @@ func TestPlanChangeKeepsSentPeriods(t *testing.T) {
 		start, end time.Time
 		billed     int64
 	}
-	rows, err := e.pool.Query(ctx, `SELECT period_start, period_end, spent FROM billing_sink_events WHERE sink = $1 ORDER BY 1`,
+	rows, err := e.pool.Query(ctx, `SELECT period_start, period_end, billed FROM billing_sink_events WHERE sink = $1 ORDER BY 1`,
 		sink.StripeSinkName(testMeter))
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func billedByHour(t *testing.T, e *env, cal export.Calendar, key string, from, t
 // ackedByHour is what the sink acknowledged for key's hours in [from, to).
 func ackedByHour(t *testing.T, e *env, sinkName, key string, from, to time.Time) map[time.Time]int64 {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT period_start, acked_spent FROM billing_sink_events
+	rows, err := e.pool.Query(context.Background(), `SELECT period_start, acked_billed FROM billing_sink_events
 WHERE sink = $1 AND key = $2 AND period_start >= $3 AND period_start < $4 AND status = 'sent'`, sinkName, key, from, to)
 	if err != nil {
 		t.Fatal(err)

@@ -80,10 +80,11 @@ const (
 	statusHeld    = "held"    // unacknowledged past the dedupe window
 )
 
-// state is a billing_sink_events row. Its spent column holds the billed
+// state is a billing_sink_events row. Its billed column holds the billed
 // figure of the latest event (before net billing the billed figure was
-// the gross spent, so rows written then compare correctly), acked_spent
-// the billed figure the sink acknowledged.
+// the gross allowed cost, so rows written then compare correctly),
+// acked_billed the billed figure the sink acknowledged (migration 022
+// named them; spent and acked_spent before).
 type state struct {
 	revision     int
 	eventID      string
@@ -150,8 +151,8 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 					st.Unsettled++
 					return nil
 				}
-				if settles && p.dry == nil { // a preview asks the sink nothing
-					if stored, decided, err = se.Stored(ctx, ev, s.frame); err != nil {
+				if settles {
+					if stored, decided, err = p.out.stored(ctx, se, ev, s.frame); err != nil {
 						return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 					}
 				}
@@ -167,11 +168,9 @@ func (p *Publisher) period(ctx context.Context, r *export.Row, s *state, now tim
 				}
 				st.Settled++ // not stored: re-stamped below
 			}
-			if stale && p.dry == nil {
-				if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6, first_attempt_at = $7, updated_at = now()
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-					p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID, f, now); err != nil {
-					return fmt.Errorf("sink: record a re-stamped frame: %w", err)
+			if stale {
+				if err := p.books.restamped(ctx, r, s.eventID, f, now); err != nil {
+					return err
 				}
 				s.frame, s.firstAttempt = f, now
 				st.Restamped++
@@ -182,7 +181,7 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 		}
 		if s.figures != rowFigures(r) {
 			// A correction follows: it needs the resend's answer.
-			if err := p.flush(ctx, st); err != nil {
+			if err := p.out.flush(ctx, st); err != nil {
 				return err
 			}
 		}
@@ -203,13 +202,9 @@ func (p *Publisher) tooYoung(s *state, now time.Time) bool {
 
 // settled records s acknowledged: the sink's records show it holds it.
 func (p *Publisher) settled(ctx context.Context, r *export.Row, s *state) error {
-	if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'sent', acked_spent = spent, sent_at = now(),
-    last_error = NULL, updated_at = now()
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-		p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID); err != nil {
-		return fmt.Errorf("sink: record a settled event: %w", err)
+	if err := p.books.settled(ctx, r, s); err != nil {
+		return err
 	}
-	p.cfg.Metrics.count(p.cfg.Sink, "settled")
 	s.status, s.acked = statusSent, s.figures.billed
 	return nil
 }
@@ -237,15 +232,10 @@ func (p *Publisher) pastWindow(s *state, now time.Time) bool {
 // hold marks s held and lists it: neither it nor a newer revision of its
 // period is sent until a person settles it (SettleHeld).
 func (p *Publisher) hold(ctx context.Context, r *export.Row, s *state, st *Stats, why string) error {
-	if s.status != statusHeld && p.dry == nil {
-		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'held', updated_at = now()
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), s.eventID); err != nil {
-			return fmt.Errorf("sink: hold event: %w", err)
+	if s.status != statusHeld {
+		if err := p.books.held(ctx, r, s, why); err != nil {
+			return err
 		}
-		p.cfg.Metrics.count(p.cfg.Sink, "held")
-		p.cfg.Logger.Warn("sink event held for a person", "why", why, "sink", p.cfg.Sink,
-			"event_id", s.eventID, "first_attempt", s.firstAttempt)
 	}
 	st.Held = append(st.Held, HeldEvent{Key: r.Key, PeriodStart: r.PeriodStart, EventID: s.eventID, Revision: s.revision,
 		Billed: s.figures.billed, Acked: s.acked, FirstAttempt: s.firstAttempt})
@@ -307,14 +297,8 @@ func (p *Publisher) deliver(ctx context.Context, r *export.Row, rev int, id stri
 		if frame, err = lf.legacyFrame(ev); err != nil {
 			return fmt.Errorf("%w: %w", ErrSinkRefused, err)
 		}
-		if p.dry != nil {
-			st.acked(result) // as the run would count it once acknowledged
-			return p.plan(r, rev, id, f, frame, fresh)
-		}
-		if _, err := p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-			p.cfg.Sink, r.Key, r.PeriodStart, string(p.cfg.Granularity), id, frame); err != nil {
-			return fmt.Errorf("sink: record the frame of an event from before migration 010: %w", err)
+		if err := p.books.legacyFramed(ctx, r, id, frame); err != nil {
+			return err
 		}
 	}
 	if fresh {
@@ -326,16 +310,8 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 			}
 		}
 	}
-	if p.dry != nil {
-		st.acked(result) // as the run would count it once acknowledged
-		return p.plan(r, rev, id, f, frame, fresh)
-	}
-	p.queue = append(p.queue, outgoing{key: r.Key, start: r.PeriodStart, end: r.PeriodEnd, rev: rev, id: id, data: data,
-		f: f, prevAcked: prevAcked, ev: ev, frame: frame, fresh: fresh, now: now, result: result})
-	if len(p.queue) >= p.batchSize() {
-		return p.flush(ctx, st)
-	}
-	return nil
+	return p.out.add(ctx, outgoing{key: r.Key, start: r.PeriodStart, end: r.PeriodEnd, rev: rev, id: id, data: data,
+		f: f, prevAcked: prevAcked, ev: ev, frame: frame, fresh: fresh, now: now, result: result}, st)
 }
 
 // outgoing is an event of the run's batch: recorded, sent and answered
@@ -355,9 +331,31 @@ type outgoing struct {
 	result     string    // its Stats and metrics count once acknowledged
 }
 
+// pgOutbox is a run's outbox: the sink, and Postgres for the records of
+// each attempt. queue is the run's batch: one Run at a time uses it,
+// under the sink's lock.
+type pgOutbox struct {
+	p     *Publisher
+	queue []outgoing
+}
+
+func (ob *pgOutbox) add(ctx context.Context, o outgoing, st *Stats) error {
+	ob.queue = append(ob.queue, o)
+	if len(ob.queue) >= ob.batchSize() {
+		return ob.flush(ctx, st)
+	}
+	return nil
+}
+
+func (ob *pgOutbox) drop() { ob.queue = nil }
+
+func (ob *pgOutbox) stored(ctx context.Context, se Settler, ev cloudevents.Event, frame json.RawMessage) (bool, bool, error) {
+	return se.Stored(ctx, ev, frame)
+}
+
 // batchSize is how many events one request carries (BatchFramer), else 1.
-func (p *Publisher) batchSize() int {
-	if bf, ok := p.send.(BatchFramer); ok {
+func (ob *pgOutbox) batchSize() int {
+	if bf, ok := ob.p.send.(BatchFramer); ok {
 		return max(1, bf.BatchSize())
 	}
 	return 1
@@ -368,9 +366,10 @@ func (p *Publisher) batchSize() int {
 // one request for a BatchFramer), and records each answer. The events
 // the sink refused are recorded failed, to be sent again unchanged, and
 // stop the run (ErrSinkRefused); the others are acknowledged.
-func (p *Publisher) flush(ctx context.Context, st *Stats) error {
-	q := p.queue
-	p.queue = nil
+func (ob *pgOutbox) flush(ctx context.Context, st *Stats) error {
+	p := ob.p
+	q := ob.queue
+	ob.queue = nil
 	if len(q) == 0 {
 		return nil
 	}
@@ -389,7 +388,7 @@ func (p *Publisher) flush(ctx context.Context, st *Stats) error {
 	if err := p.db.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("sink: record events before sending: %w", err)
 	}
-	errs := p.sendAll(ctx, q, st)
+	errs := ob.sendAll(ctx, q, st)
 	b = &pgx.Batch{}
 	var refused error
 	for i, o := range q {
@@ -425,7 +424,8 @@ func (p *Publisher) flush(ctx context.Context, st *Stats) error {
 // sendAll sends q's events, each bounded by Config.SendTimeout: in one
 // request for a BatchFramer, else one by one, stopping at the first
 // refusal (the rest are refused unsent: they are sent again next run).
-func (p *Publisher) sendAll(ctx context.Context, q []outgoing, st *Stats) []error {
+func (ob *pgOutbox) sendAll(ctx context.Context, q []outgoing, st *Stats) []error {
+	p := ob.p
 	if bf, ok := p.send.(BatchFramer); ok && bf.BatchSize() > 1 {
 		evs, frames := make([]cloudevents.Event, len(q)), make([]json.RawMessage, len(q))
 		for i, o := range q {
@@ -473,15 +473,15 @@ func nullableJSON(b json.RawMessage) any {
 }
 
 // pendingSQL records a fresh event before it is sent: its payload, and
-// acked_spent still what the sink held before it.
+// acked_billed still what the sink held before it.
 const pendingSQL = `INSERT INTO billing_sink_events AS e
-    (sink, key, period_start, granularity, period_end, revision, event_id, spent, rejected, degraded,
-     acked_spent, data, frame, status, attempts, first_attempt_at, last_attempt_at, maybe_stored)
+    (sink, key, period_start, granularity, period_end, revision, event_id, billed, rejected, degraded,
+     acked_billed, data, frame, status, attempts, first_attempt_at, last_attempt_at, maybe_stored)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14, $14, false)
 ON CONFLICT (sink, key, period_start, granularity) DO UPDATE SET
     period_end = EXCLUDED.period_end, revision = EXCLUDED.revision, event_id = EXCLUDED.event_id,
-    spent = EXCLUDED.spent, rejected = EXCLUDED.rejected, degraded = EXCLUDED.degraded,
-    acked_spent = EXCLUDED.acked_spent, data = EXCLUDED.data, frame = EXCLUDED.frame, status = 'pending',
+    billed = EXCLUDED.billed, rejected = EXCLUDED.rejected, degraded = EXCLUDED.degraded,
+    acked_billed = EXCLUDED.acked_billed, data = EXCLUDED.data, frame = EXCLUDED.frame, status = 'pending',
     last_error = NULL, attempts = 0, first_attempt_at = EXCLUDED.first_attempt_at,
     last_attempt_at = EXCLUDED.last_attempt_at, maybe_stored = false, updated_at = now()`
 
@@ -491,7 +491,7 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 
 // outcomeSQL records the sink's answer to the event recorded as event_id;
 // $9: the failure may have stored it.
-const outcomeSQL = `UPDATE billing_sink_events SET status = $6, acked_spent = $7, last_error = $8,
+const outcomeSQL = `UPDATE billing_sink_events SET status = $6, acked_billed = $7, last_error = $8,
     maybe_stored = maybe_stored OR $9,
     attempts = attempts + 1, sent_at = CASE WHEN $6 = 'sent' THEN now() ELSE sent_at END, updated_at = now()
 WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`
@@ -503,7 +503,7 @@ type periodKey struct {
 
 // load reads the sink's rows for keys and periods in [from, to).
 func (p *Publisher) load(ctx context.Context, keys []string, from, to time.Time) (map[periodKey]*state, error) {
-	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, spent, rejected, degraded, acked_spent, data,
+	rows, err := p.db.Query(ctx, `SELECT key, period_start, revision, event_id, billed, rejected, degraded, acked_billed, data,
     frame, status, first_attempt_at, last_attempt_at, maybe_stored
 FROM billing_sink_events
 WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AND period_start < $5`,

@@ -217,7 +217,7 @@ func TestStripeFailedEventFromBeforeFramesResentAsBefore(t *testing.T) {
 	legacy := "qu-" + hex.EncodeToString(h[:16])
 	data := `{"key":"acct_a","period_start":"2026-11-01T00:00:00Z","period_end":"2026-12-01T00:00:00Z","granularity":"month","billed":10,"spent":10,"revision":0}`
 	if _, err := e.pool.Exec(ctx, `INSERT INTO billing_sink_events (sink, key, period_start, granularity, period_end, revision,
-    event_id, spent, rejected, degraded, data, status) VALUES ($1, 'acct_a', $2, 'month', $3, 0, $4, 10, 0, 0, $5, 'failed')`,
+    event_id, billed, rejected, degraded, data, status) VALUES ($1, 'acct_a', $2, 'month', $3, 0, $4, 10, 0, 0, $5, 'failed')`,
 		sink.StripeSinkName(testMeter), nov, dec, id, data); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@
 // periods ([idempotency] in docs/design.md). Every event carries the
 // billed figure and the figures it comes from (allowed, refunded, charged,
 // net, carried in and out; spent is net's deprecated name, as on every
-// surface), and billing_sink_events.spent and acked_spent
-// hold billed figures (rows from before net billing hold the gross spent,
+// surface), and billing_sink_events.billed and acked_billed hold billed
+// figures (rows from before net billing hold the gross allowed cost,
 // which was then the billed figure, so corrections are computed against
 // what was sent either way).
 //
@@ -68,6 +68,10 @@
 // rather than from its first report, and computes the differences from the
 // rows it read. A carry is deleted when a row of its key before it is
 // written again, and outlives retention's removal of the rows it sums.
+// A run sends through an outbox and writes its other bookkeeping through
+// books (effects.go); Preview runs the same code with the two swapped for
+// ones that list PlannedEvents and write nothing, each statement in a
+// read-only transaction.
 // KeyDifferences compares the
 // ledger and a sink key by key; the held and unsent gauges count the
 // sink's whole table. Time enters as Run's now. It starts no

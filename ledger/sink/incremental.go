@@ -84,10 +84,8 @@ FROM billing_sinks s WHERE s.sink = $1`, p.cfg.Sink).Scan(&prev, &checked, &prev
 		// Read everything. No checkpoint vouches for the stored carries
 		// (the first pass, or the plans that cut periods changed): the
 		// pass reads every key from its first report and stores them anew.
-		if p.dry == nil {
-			if _, err := p.db.Exec(ctx, `DELETE FROM billing_sink_carries WHERE sink = $1`, p.cfg.Sink); err != nil {
-				return nil, fmt.Errorf("sink %q: drop the stored carries: %w", p.cfg.Sink, err)
-			}
+		if err := p.books.dropCarries(ctx); err != nil {
+			return nil, err
 		}
 		return inc, nil
 	}
@@ -98,25 +96,8 @@ FROM billing_sinks s WHERE s.sink = $1`, p.cfg.Sink).Scan(&prev, &checked, &prev
 		// quarter-hour in every zone in use.
 		ended = now.Truncate(15 * time.Minute).After(*checked)
 	}
-	sql := carryCandidatesSQL
-	if p.dry != nil {
-		sql = candidatesSQL // a preview writes nothing, and reads no carry
-	}
-	rows, err := p.db.Query(ctx, sql, *prev, from.Add(-longest), ended, checked.Add(-longest), now, p.cfg.Sink)
-	if err != nil {
-		return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
-	}
-	defer rows.Close()
-	inc.keys = []string{}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
-		}
-		inc.keys = append(inc.keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
+	if inc.keys, err = p.books.changedKeys(ctx, *prev, from.Add(-longest), ended, checked.Add(-longest), now, p.cfg.Sink); err != nil {
+		return nil, err
 	}
 	return inc, nil
 }
@@ -124,7 +105,8 @@ FROM billing_sinks s WHERE s.sink = $1`, p.cfg.Sink).Scan(&prev, &checked, &prev
 // checkpoint records a successful pass: its checkpoint, its now, and the
 // keys it must read again (revisit), replacing the revisits of the keys it
 // read (read nil: every key).
-func (p *Publisher) checkpoint(ctx context.Context, inc *increment, now time.Time, read, revisit []string) error {
+func (b pgBooks) checkpoint(ctx context.Context, inc *increment, now time.Time, read, revisit []string) error {
+	p := b.p
 	slices.Sort(revisit)
 	revisit = slices.Compact(revisit)
 	if revisit == nil {

@@ -146,8 +146,8 @@ func TestEventsBillNet(t *testing.T) {
 	}
 }
 
-// Periods recorded before net billing (billing_sink_events.spent the gross
-// spent, data without the billing figures) are corrected against what was
+// Periods recorded before net billing (billing_sink_events.billed the gross
+// allowed cost, data without the billing figures) are corrected against what was
 // sent: unchanged when nothing was refunded or charged, else one
 // correction carrying billed − the gross spent sent.
 func TestEventsSentBeforeNetBilling(t *testing.T) {
@@ -164,7 +164,7 @@ func TestEventsSentBeforeNetBilling(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := e.pool.Exec(ctx, `INSERT INTO billing_sink_events
-    (sink, key, period_start, granularity, period_end, revision, event_id, spent, rejected, degraded, acked_spent, data, status, sent_at)
+    (sink, key, period_start, granularity, period_end, revision, event_id, billed, rejected, degraded, acked_billed, data, status, sent_at)
 VALUES ($1, $2, $3, 'month', $4, 0, $5, 10, 0, 0, 10, $6, 'sent', now())`,
 			name, key, nov, dec, sink.EventID(key, nov, export.Month, 0), old); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v84"
 
@@ -39,39 +41,215 @@ type PlannedEvent struct {
 
 // Preview is what Run would do over [from, to) at now, computed by Run's
 // own code with nothing recorded and nothing sent: no row written, no
-// request to the sink, no lock beyond its reads. An event whose fate a
-// run would ask the sink about (Settler) is listed held. Stats are the
-// run's as if every event were acknowledged, with the difference and
-// unsent figures of the sink as it stands.
+// request to the sink, no lock beyond its reads. The run's outbox and
+// books are swapped for a plan and read-only books (effects.go), so the
+// run has no preview branch, and each of its statements runs in a
+// read-only transaction of its own (readOnlyDB), so that a write that
+// does not go through them fails the preview instead of writing. An
+// event whose fate a run would ask the sink about (Settler) is listed
+// held. Stats are the run's as if every event were acknowledged, with
+// the difference and unsent figures of the sink as it stands.
 func (p *Publisher) Preview(ctx context.Context, from, to, now time.Time) ([]PlannedEvent, Stats, error) {
 	dry := *p
-	planned := []PlannedEvent{}
-	dry.dry = &planned
+	dry.db, dry.pool = readOnlyDB{p.pool}, nil
 	dry.cfg.Metrics = nil
+	plan := &plannedOutbox{p: &dry, events: []PlannedEvent{}}
+	dry.out, dry.books = plan, readOnlyBooks{p: &dry}
 	st, err := dry.Run(ctx, from, to, now)
-	return planned, st, err
+	return plan.events, st, err
 }
 
-// plan records, in a Preview, the event deliver would send.
-func (p *Publisher) plan(r *export.Row, rev int, id string, f figures, frame json.RawMessage, fresh bool) error {
-	e := PlannedEvent{Sink: p.cfg.Sink, Customer: r.Key, Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd,
-		Revision: rev, EventID: id, Kind: "resend", Billed: f.billed, Value: f.billed}
+// plannedOutbox is a Preview's outbox: it lists each event as the run
+// would send it and sends and records nothing.
+type plannedOutbox struct {
+	p      *Publisher
+	events []PlannedEvent
+}
+
+func (pl *plannedOutbox) add(_ context.Context, o outgoing, st *Stats) error {
+	e := PlannedEvent{Sink: pl.p.cfg.Sink, Customer: o.key, Key: o.key, PeriodStart: o.start, PeriodEnd: o.end,
+		Revision: o.rev, EventID: o.id, Kind: "resend", Billed: o.f.billed, Value: o.f.billed}
 	switch {
-	case fresh && rev == 0:
+	case o.fresh && o.rev == 0:
 		e.Kind = "first"
-	case fresh:
+	case o.fresh:
 		e.Kind = "correction"
 	}
-	if frame != nil {
+	if o.frame != nil {
 		var sf stripeFrame
-		if err := json.Unmarshal(frame, &sf); err != nil {
-			return fmt.Errorf("sink: preview: frame %s: %w", frame, err)
+		if err := json.Unmarshal(o.frame, &sf); err != nil {
+			return fmt.Errorf("sink: preview: frame %s: %w", o.frame, err)
 		}
 		e.Customer, e.Value, e.Timestamp, e.Identifier = sf.Customer, sf.Value, time.Unix(sf.Timestamp, 0).UTC(), sf.Identifier
 	}
-	*p.dry = append(*p.dry, e)
+	pl.events = append(pl.events, e)
+	st.acked(o.result) // as the run would count it once acknowledged
 	return nil
 }
+
+func (pl *plannedOutbox) flush(context.Context, *Stats) error { return nil }
+
+func (pl *plannedOutbox) drop() {}
+
+// stored: a preview asks the sink nothing, so an event whose fate the
+// run would ask about is listed held.
+func (pl *plannedOutbox) stored(context.Context, Settler, cloudevents.Event, json.RawMessage) (bool, bool, error) {
+	return false, false, nil
+}
+
+// readOnlyBooks is a Preview's books: it reads what a run reads and
+// writes nothing. It takes no lock, and reads no stored carry, since it
+// cannot drop the ones a change made stale.
+type readOnlyBooks struct{ p *Publisher }
+
+func (b readOnlyBooks) open(ctx context.Context, want registration) (time.Time, func(), error) {
+	watermark, err := registered(ctx, b.p.db, b.p.cfg.Sink, want)
+	return watermark, func() {}, err
+}
+
+func (b readOnlyBooks) changedKeys(ctx context.Context, args ...any) ([]string, error) {
+	return queryKeys(ctx, b.p, candidatesSQL, args...)
+}
+
+func (readOnlyBooks) dropCarries(context.Context) error { return nil }
+
+func (readOnlyBooks) carries(_, _, _ time.Time) *carryWriter { return nil }
+
+func (readOnlyBooks) legacyFramed(context.Context, *export.Row, string, json.RawMessage) error {
+	return nil
+}
+
+func (readOnlyBooks) restamped(context.Context, *export.Row, string, json.RawMessage, time.Time) error {
+	return nil
+}
+
+func (readOnlyBooks) held(context.Context, *export.Row, *state, string) error { return nil }
+
+func (readOnlyBooks) settled(context.Context, *export.Row, *state) error { return nil }
+
+func (readOnlyBooks) advance(context.Context, time.Time) error { return nil }
+
+func (readOnlyBooks) checkpoint(context.Context, *increment, time.Time, []string, []string) error {
+	return nil
+}
+
+// readOnlyDB is a Preview's database: each statement in a read-only
+// transaction of its own, rolled back once its results are read. One
+// transaction for the whole preview would hold a connection the
+// Exporter, on the same pool, may need (the CLI's pool has one).
+type readOnlyDB struct{ pool *pgxpool.Pool }
+
+func (d readOnlyDB) begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("sink: preview: begin a read-only transaction: %w", err)
+	}
+	return tx, nil
+}
+
+// end rolls tx back, even once ctx is done: it wrote nothing.
+func end(ctx context.Context, tx pgx.Tx) { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+
+func (d readOnlyDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer end(ctx, tx)
+	return tx.Exec(ctx, sql, args...)
+}
+
+func (d readOnlyDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		end(ctx, tx)
+		return nil, err
+	}
+	return &readOnlyRows{Rows: rows, ctx: ctx, tx: tx}, nil
+}
+
+func (d readOnlyDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return readOnlyRow{row: tx.QueryRow(ctx, sql, args...), ctx: ctx, tx: tx}
+}
+
+func (d readOnlyDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return errBatch{err: err}
+	}
+	return readOnlyBatch{BatchResults: tx.SendBatch(ctx, b), ctx: ctx, tx: tx}
+}
+
+// readOnlyRows ends its transaction when read to the end or closed.
+type readOnlyRows struct {
+	pgx.Rows
+	ctx  context.Context
+	tx   pgx.Tx
+	done bool
+}
+
+func (r *readOnlyRows) finish() {
+	if !r.done {
+		r.done = true
+		r.Rows.Close()
+		end(r.ctx, r.tx)
+	}
+}
+
+func (r *readOnlyRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.finish()
+	return false
+}
+
+func (r *readOnlyRows) Close() { r.finish() }
+
+type readOnlyRow struct {
+	row pgx.Row
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (r readOnlyRow) Scan(dest ...any) error {
+	defer end(r.ctx, r.tx)
+	return r.row.Scan(dest...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type readOnlyBatch struct {
+	pgx.BatchResults
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (b readOnlyBatch) Close() error {
+	defer end(b.ctx, b.tx)
+	return b.BatchResults.Close()
+}
+
+// errBatch answers err for every result; it has no batch under it.
+type errBatch struct {
+	pgx.BatchResults
+	err error
+}
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatch) Close() error                     { return b.err }
 
 // registered is register for a Preview: it reads the sink's registration
 // and refuses a run that differs, recording nothing. A field not recorded

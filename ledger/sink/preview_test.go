@@ -3,26 +3,118 @@ package sink_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/quotaplatform/quota/clock"
+	"github.com/quotaplatform/quota/ledger/export"
 	"github.com/quotaplatform/quota/ledger/sink"
 )
 
-// sinkTablesDigest is a checksum of every sink table's rows.
-func sinkTablesDigest(t *testing.T, e *env) string {
+// sinkTablesWritten is what a preview must leave as it found it: every
+// billing_sink_* table (events, the registry and its checkpoint, revisits,
+// retained, the audit trail, carries).
+var sinkTablesWritten = []string{"billing_sink_audit", "billing_sink_carries", "billing_sink_events", "billing_sink_retained",
+	"billing_sink_revisits", "billing_sinks"}
+
+// sinkTables is, per billing_sink_* table of the database (and
+// billing_sinks), its row count and a hash of its rows.
+func sinkTables(t *testing.T, e *env) map[string]string {
 	t.Helper()
-	var digest string
-	err := e.pool.QueryRow(context.Background(), `SELECT concat_ws(',',
-    (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM billing_sink_events t),
-    (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM billing_sinks t),
-    (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM billing_sink_revisits t),
-    (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM billing_sink_audit t))`).Scan(&digest)
+	ctx := context.Background()
+	rows, err := e.pool.Query(ctx, `SELECT tablename::text FROM pg_tables
+WHERE schemaname = 'public' AND (tablename LIKE 'billing\_sink\_%' OR tablename = 'billing_sinks') ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return digest
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range sinkTablesWritten {
+		if !slices.Contains(tables, want) {
+			t.Fatalf("no table %s among %v", want, tables)
+		}
+	}
+	out := make(map[string]string, len(tables))
+	for _, table := range tables {
+		var n int64
+		var sum string
+		if err := e.pool.QueryRow(ctx, `SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM `+
+			pgx.Identifier{table}.Sanitize()+` t`).Scan(&n, &sum); err != nil {
+			t.Fatal(err)
+		}
+		out[table] = fmt.Sprintf("%d rows, md5 %s", n, sum)
+	}
+	return out
+}
+
+// sinkTablesDigest is sinkTables in one string.
+func sinkTablesDigest(t *testing.T, e *env) string {
+	t.Helper()
+	tables := sinkTables(t, e)
+	var b strings.Builder
+	for _, table := range slices.Sorted(maps.Keys(tables)) {
+		fmt.Fprintf(&b, "%s: %s\n", table, tables[table])
+	}
+	return b.String()
+}
+
+// A preview of a continuous pass changes no sink table, though the pass
+// it previews writes them: after an hourly incremental sink's first pass,
+// a late report before acct_b's stored carry (the pass drops the carry),
+// a late report in acct_a's range (a correction) and a new key (first
+// events). The preview plans the events the pass then sends, and every
+// billing_sink_* table (events, registry and checkpoint, revisits,
+// retained, audit, carries) keeps its row count and the hash of its rows;
+// the pass then changes the events, the checkpoint, the carries and the
+// audit trail.
+func TestPreviewOfAPassWritesNoSinkTable(t *testing.T) {
+	oct := func(d, h int) time.Time { return time.Date(2026, 10, d, h, 0, 0, 0, time.UTC) }
+	nov := func(d, h int) time.Time { return time.Date(2026, 11, d, h, 0, 0, 0, time.UTC) }
+	e, _, p := carryEnv(t, export.CalendarUTC, func(e *env) {
+		e.writeHours(t, "acct_a", nov(28, 0), nov(30, 23), 10)
+		e.writeHours(t, "acct_b", oct(1, 0), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 3)
+	})
+	ctx := context.Background()
+	e.writeNet(t, "acct_b", "p2", oct(5, 0), 0, 0, 300)
+	e.writeNet(t, "acct_b", "p2", nov(30, 23), 1, 0, 0)
+	e.writeNet(t, "acct_a", "p2", nov(30, 22), 1, 0, 0)
+	e.writeNet(t, "acct_c", "p1", nov(30, 21), 7, 0, 0)
+	now := time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC)
+	from, to := export.Month.Start(now), export.Hour.Next(export.Hour.Start(now))
+
+	before := sinkTables(t, e)
+	planned, pst, err := p.Preview(ctx, from, to, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := sinkTables(t, e); !maps.Equal(after, before) {
+		for _, table := range slices.Sorted(maps.Keys(before)) {
+			if after[table] != before[table] {
+				t.Errorf("a preview changed %s: %s, was %s", table, after[table], before[table])
+			}
+		}
+	}
+	st, err := p.Run(ctx, from, to, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(planned) == 0 || len(planned) != st.Sent+st.Corrections+st.Resent || pst.KeysRead != st.KeysRead {
+		t.Fatalf("preview planned %d events reading %d keys; the pass sent %+v", len(planned), pst.KeysRead, st)
+	}
+	after := sinkTables(t, e)
+	for _, table := range []string{"billing_sink_events", "billing_sinks", "billing_sink_carries", "billing_sink_audit"} {
+		if after[table] == before[table] {
+			t.Errorf("the pass left %s as it was (%s): the preview had nothing there to leave", table, after[table])
+		}
+	}
 }
 
 // A preview lists what the next run sends, per customer: the event
@@ -121,5 +213,51 @@ func TestPreviewIsTheNextRun(t *testing.T) {
 	}
 	if perCustomer["cus_A"] != 30 || perCustomer["cus_B"] != 7 {
 		t.Errorf("planned per customer %v, want cus_A 30 (acct_c), cus_B 7 (acct_b's correction)", perCustomer)
+	}
+}
+
+// A preview of an event whose invoice was finalized after Stripe refused
+// it (429 at 00:20, the November invoice finalized at 01:00) plans it
+// re-stamped at the preview's send time (01:20), as the run then sends
+// it, and counts it re-stamped; the recorded frame is left as it was.
+func TestPreviewPlansTheRestampedEvent(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.write(t, "acct_a", "p1", time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC), 100, true)
+	if err := sink.SetStripeCustomer(ctx, e.pool, "acct_a", "cus_A"); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Date(2026, 12, 1, 0, 20, 0, 0, time.UTC))
+	fake := startFakeStripeAt(t, clk, time.Hour)
+	cfg := sink.StripeConfig{Meter: testMeter, Metrics: e.m, Clock: clk}
+	fake.tooMany.Store(true)
+	if _, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, clk.Now()); !errors.Is(err, sink.ErrSinkRefused) {
+		t.Fatalf("run at 00:20: %v, want refused", err)
+	}
+	fake.tooMany.Store(false)
+	clk.Set(time.Date(2026, 12, 1, 1, 20, 0, 0, time.UTC))
+
+	before := sinkTablesDigest(t, e)
+	planned, st, err := sink.PreviewStripe(ctx, e.pool, e.ex, cfg, nov, dec, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := sinkTablesDigest(t, e); after != before {
+		t.Errorf("the sink tables changed under a preview:\n%s\n%s", before, after)
+	}
+	if len(planned) != 1 || st.Restamped != 1 || st.Resent != 1 {
+		t.Fatalf("planned %+v (stats %+v); want the refused event, re-stamped", planned, st)
+	}
+	if want := clk.Now(); !planned[0].Timestamp.Equal(want) {
+		t.Errorf("planned timestamp %v, want the send time %v: the invoice of the recorded one is finalized", planned[0].Timestamp, want)
+	}
+	if _, err := sink.SyncStripe(ctx, e.pool, e.ex, fake.events(), cfg, nov, dec, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.history) != 1 || fake.history[0].timestamp != planned[0].Timestamp.Unix() ||
+		fake.history[0].value != planned[0].Value || fake.history[0].customer != planned[0].Customer {
+		t.Errorf("the run sent %+v, the preview planned %+v", fake.history, planned[0])
 	}
 }

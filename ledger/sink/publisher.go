@@ -151,16 +151,20 @@ type HeldEvent struct {
 
 // Publisher sends closed periods to one sink.
 type Publisher struct {
-	db   *pgxpool.Pool
+	// pool holds the sink's lock; db is where a run reads and records:
+	// the pool, or a Preview's read-only transaction.
+	pool *pgxpool.Pool
+	db   sinkDB
 	ex   *export.Exporter
 	send Sender
 	cfg  Config
-	// dry, set by Preview only, collects the events a run would send
-	// instead of recording or sending anything.
-	dry *[]PlannedEvent
-	// queue is the run's batch (deliver, flush), retained the sink's
-	// retained_before: one Run at a time uses them, under the sink's lock.
-	queue    []outgoing
+	// out sends a run's events and records their attempts; books writes
+	// the rest of the sink's bookkeeping (effects.go). A Preview swaps
+	// both for ones that write and send nothing.
+	out   outbox
+	books books
+	// retained is the sink's retained_before: one Run at a time uses it,
+	// under the sink's lock.
 	retained time.Time
 }
 
@@ -218,7 +222,9 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Publisher{db: db, ex: ex, send: send, cfg: cfg}, nil
+	p := &Publisher{pool: db, db: db, ex: ex, send: send, cfg: cfg}
+	p.out, p.books = &pgOutbox{p: p}, pgBooks{p: p}
+	return p, nil
 }
 
 // Run sends every closed period in [from, to) (period starts), and every
@@ -235,22 +241,11 @@ func NewPublisher(db *pgxpool.Pool, ex *export.Exporter, send Sender, cfg Config
 // the run's range.
 func (p *Publisher) Run(ctx context.Context, from, to, now time.Time) (Stats, error) {
 	var st Stats
-	want := registration{p.cfg.Granularity, p.cfg.Calendar, p.cfg.Customers}
-	var watermark time.Time
-	var err error
-	if p.dry != nil {
-		watermark, err = registered(ctx, p.db, p.cfg.Sink, want)
-	} else {
-		var unlock func()
-		if unlock, err = lockRun(ctx, p.db, p.cfg.Sink); err != nil {
-			return st, err
-		}
-		defer unlock()
-		watermark, err = register(ctx, p.db, p.cfg.Sink, want)
-	}
+	watermark, release, err := p.books.open(ctx, registration{p.cfg.Granularity, p.cfg.Calendar, p.cfg.Customers})
 	if err != nil {
 		return st, err
 	}
+	defer release()
 	// A refused or unanswered event is sent again however old its
 	// period: the run reads back to the oldest.
 	var retry *time.Time
@@ -297,11 +292,12 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 	var diffs []KeyDifference // the differences of the keys read (incremental)
 	q := export.Query{From: from, To: to, Granularity: p.cfg.Granularity, Calendar: p.cfg.Calendar, Now: now, Frozen: p.cfg.Sink}
 	var carries *carryWriter
-	if inc != nil && p.dry == nil {
+	if inc != nil {
 		// Start each key from the carry a pass stored (the stale ones were
 		// deleted by changes), and store the carries this pass reads past.
-		q.Carry = p.cfg.Sink
-		carries = p.carryWriter(from, to, now)
+		if carries = p.books.carries(from, to, now); carries != nil {
+			q.Carry = p.cfg.Sink
+		}
 	}
 	if inc != nil {
 		q.Keys = inc.keys
@@ -340,18 +336,18 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 				pk := periodKey{r.Key, r.PeriodStart.Unix()}
 				before := st.Skipped
 				if err := p.period(ctx, r, states[pk], p.sendTime(now), &st); err != nil {
-					p.queue = nil // not recorded yet: nothing of them was sent
+					p.out.drop() // not recorded yet: nothing of them was sent
 					return err
 				}
 				if st.Skipped > before {
 					skipped[pk] = true
 				}
 			}
-			return p.flush(ctx, &st)
+			return p.out.flush(ctx, &st)
 		})
 	}
-	if err == nil && p.dry == nil {
-		err = advance(ctx, p.db, p.cfg.Sink, open)
+	if err == nil {
+		err = p.books.advance(ctx, open)
 	}
 	uerr := p.unsent(ctx, now, &st)
 	var derr error
@@ -385,11 +381,11 @@ WHERE sink = $1 AND granularity = $2 AND status IN ('pending', 'failed')`, p.cfg
 		p.cfg.Metrics.setDifference(p.cfg.Sink, st.Difference, st.KeysDiffering, st.AbsDifference, st.SkippedKeys)
 	}
 	var cerr error
-	if inc != nil && err == nil && uerr == nil && derr == nil && p.dry == nil {
+	if inc != nil && err == nil && uerr == nil && derr == nil {
 		for pk := range skipped {
 			revisit = append(revisit, pk.key)
 		}
-		cerr = p.checkpoint(ctx, inc, now, inc.keys, revisit)
+		cerr = p.books.checkpoint(ctx, inc, now, inc.keys, revisit)
 	}
 	return st, errors.Join(err, uerr, derr, cerr)
 }

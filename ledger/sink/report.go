@@ -35,7 +35,7 @@ func (r ReportRow) Difference() int64 { return r.Closed - r.Acked }
 
 // sinkSQL sums what each sink acknowledged per period: $1 from, $2 to, $3
 // granularity, $4 one sink or "" for every sink with rows in the range.
-const sinkSQL = `SELECT sink, period_start, sum(acked_spent)::bigint, count(*) FILTER (WHERE status <> 'sent')::bigint
+const sinkSQL = `SELECT sink, period_start, sum(acked_billed)::bigint, count(*) FILTER (WHERE status <> 'sent')::bigint
 FROM billing_sink_events
 WHERE granularity = $3 AND period_start >= $1 AND period_start < $2 AND ($4 = '' OR sink = $4)
 GROUP BY 1, 2`
@@ -244,7 +244,7 @@ type ackedPeriod struct {
 // [from, to).
 func ackedByPeriod(ctx context.Context, db Querier, sinkName string, g export.Granularity, keys []string,
 	from, to time.Time) (map[periodKey]ackedPeriod, error) {
-	rows, err := db.Query(ctx, `SELECT key, period_start, acked_spent, status FROM billing_sink_events
+	rows, err := db.Query(ctx, `SELECT key, period_start, acked_billed, status FROM billing_sink_events
 WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AND period_start < $5`,
 		sinkName, string(g), keys, from, to)
 	if err != nil {

@@ -103,10 +103,10 @@ const retainSQL = `WITH gone AS (
         SELECT sink, key, period_start, granularity FROM billing_sink_events
         WHERE sink = $1 AND status = 'sent' AND period_end <= $2
         LIMIT $3)
-    RETURNING key, granularity, period_start, revision, acked_spent, sent_at),
+    RETURNING key, granularity, period_start, revision, acked_billed, sent_at),
 kept AS (
     INSERT INTO billing_sink_retained AS r (sink, key, granularity, month, periods, revisions, billed, first_sent, last_sent)
-    SELECT $1, key, granularity, date_trunc('month', period_start, 'UTC'), count(*), sum(revision), sum(acked_spent),
+    SELECT $1, key, granularity, date_trunc('month', period_start, 'UTC'), count(*), sum(revision), sum(acked_billed),
            min(sent_at), max(sent_at)
     FROM gone GROUP BY key, granularity, date_trunc('month', period_start, 'UTC')
     ON CONFLICT (sink, key, granularity, month) DO UPDATE SET

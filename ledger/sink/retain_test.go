@@ -39,9 +39,9 @@ func TestRetentionKeepsWhatAResendNeeds(t *testing.T) {
 	// acct_a's June was held (unacknowledged past the dedupe window),
 	// acct_b's July refused and still to be re-sent.
 	for _, q := range []string{
-		`UPDATE billing_sink_events SET status = 'held', acked_spent = 0, first_attempt_at = $2::timestamptz - interval '2 days'
+		`UPDATE billing_sink_events SET status = 'held', acked_billed = 0, first_attempt_at = $2::timestamptz - interval '2 days'
 WHERE sink = $1 AND key = 'acct_a' AND period_start = '2026-06-01Z'`,
-		`UPDATE billing_sink_events SET status = 'failed', acked_spent = 0, first_attempt_at = $2
+		`UPDATE billing_sink_events SET status = 'failed', acked_billed = 0, first_attempt_at = $2
 WHERE sink = $1 AND key = 'acct_b' AND period_start = '2026-07-01Z'`,
 	} {
 		if _, err := e.pool.Exec(ctx, q, name, now); err != nil {

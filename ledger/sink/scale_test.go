@@ -85,7 +85,7 @@ FROM generate_series(1, $4) k`, first.Add(time.Duration(h)*time.Hour), first.Add
 	seededRows := time.Since(began)
 	for h := max(0, hours-eventHours); h < hours; h++ {
 		if _, err := conn.Exec(ctx, `INSERT INTO billing_sink_events (sink, key, period_start, granularity, period_end, revision,
-    event_id, spent, rejected, degraded, acked_spent, data, status, attempts, sent_at, first_attempt_at, maybe_stored)
+    event_id, billed, rejected, degraded, acked_billed, data, status, attempts, sent_at, first_attempt_at, maybe_stored)
 SELECT $3, 'key_' || lpad(k::text, 6, '0'), $1::timestamptz, 'hour', $2::timestamptz, 0, 'seed-' || k || '-' || $4::int, 1 + (k + $4::int) % 5, 0, 0,
        1 + (k + $4::int) % 5, jsonb_build_object('spent', 1 + (k + $4::int) % 5, 'refunded', 0, 'charged', 0, 'carried_in', 0), 'sent', 1,
        $2::timestamptz, $2::timestamptz, false

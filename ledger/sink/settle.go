@@ -22,7 +22,7 @@ func SettleHeld(ctx context.Context, db Execer, sinkName, eventID string, delive
 	q := `UPDATE billing_sink_events SET status = 'failed', first_attempt_at = $3, maybe_stored = false, updated_at = now()
 WHERE sink = $1 AND event_id = $2 AND status = 'held'`
 	if delivered {
-		q = `UPDATE billing_sink_events SET status = 'sent', acked_spent = spent, sent_at = $3, last_error = NULL,
+		q = `UPDATE billing_sink_events SET status = 'sent', acked_billed = billed, sent_at = $3, last_error = NULL,
     updated_at = now()
 WHERE sink = $1 AND event_id = $2 AND status = 'held'`
 	}
