@@ -47,17 +47,9 @@ func migrateTo(t *testing.T, conn *pgx.Conn, v int32) {
 // ledgerRows is every row of usage_reports, one string each, sorted.
 func ledgerRows(t *testing.T, conn *pgx.Conn) []string {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), `SELECT concat_ws('|', key, window_start AT TIME ZONE 'UTC', process_id,
+	return queryStrings(t, conn, `SELECT concat_ws('|', key, window_start AT TIME ZONE 'UTC', process_id,
 		window_end AT TIME ZONE 'UTC', region, spent, leased, rejected, degraded, final, seq, sent_at, first_seen, updated_at)
 		FROM usage_reports ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // 003 converts a ledger written under 001/002 in place: every row is still
@@ -129,19 +121,26 @@ var billingQueries = []string{
 	`SELECT sum(over_authorized) FROM usage_over_authorization`,
 }
 
-// partitions lists usage_reports' partitions by name.
-func partitions(t *testing.T, conn *pgx.Conn) []string {
+// queryStrings runs query, whose rows are one text column each, and
+// returns them.
+func queryStrings(t *testing.T, conn *pgx.Conn, query string, args ...any) []string {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), `SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = 'usage_reports'::regclass ORDER BY 1`)
+	rows, err := conn.Query(context.Background(), query, args...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, query)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// partitions lists usage_reports' partitions by name.
+func partitions(t *testing.T, conn *pgx.Conn) []string {
+	t.Helper()
+	return queryStrings(t, conn, `SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'usage_reports'::regclass ORDER BY 1`)
 }
 
 // Retention detaches the partitions of months that ended by the cutoff,
@@ -173,15 +172,7 @@ func TestRetentionDetachesOldMonths(t *testing.T) {
 	}
 	detach := func(cutoff string) []string {
 		t.Helper()
-		rows, err := conn.Query(ctx, `SELECT usage_detach_partitions($1::timestamptz)`, cutoff)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return queryStrings(t, conn, `SELECT usage_detach_partitions($1::timestamptz)`, cutoff)
 	}
 	// Cut inside February: December and January ended, February did not.
 	got := detach("2026-02-15Z")

@@ -16,31 +16,15 @@ func sinkEventRows(t *testing.T, conn *pgx.Conn, v int32) []string {
 	if v < 22 {
 		billed, acked = "spent", "acked_spent"
 	}
-	rows, err := conn.Query(context.Background(), `SELECT concat_ws('|', sink, key, period_start AT TIME ZONE 'UTC', granularity,
+	return queryStrings(t, conn, `SELECT concat_ws('|', sink, key, period_start AT TIME ZONE 'UTC', granularity,
 		revision, event_id, `+billed+`, `+acked+`, status, attempts, data::text, frame::text) FROM billing_sink_events ORDER BY 1`)
-	if err != nil {
-		t.Fatalf("version %d: %v", v, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // auditRows is billing_sink_audit's (action, billed, acked) per row, in
 // order.
 func auditRows(t *testing.T, conn *pgx.Conn) []string {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), `SELECT concat_ws('|', key, action, status, billed, acked) FROM billing_sink_audit ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return queryStrings(t, conn, `SELECT concat_ws('|', key, action, status, billed, acked) FROM billing_sink_audit ORDER BY id`)
 }
 
 // 022 renames billing_sink_events' spent and acked_spent, which hold
