@@ -1,6 +1,7 @@
 package migrations_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -80,7 +81,7 @@ func TestPartitioningKeepsRows(t *testing.T) {
 	var billedBefore []int64
 	for _, q := range billingQueries {
 		var n int64
-		if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		if err := conn.QueryRow(ctx, q.before).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		billedBefore = append(billedBefore, n)
@@ -93,9 +94,10 @@ func TestPartitioningKeepsRows(t *testing.T) {
 		t.Fatalf("rows after 003:\n%s\nwant:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
 	}
 	for i, q := range billingQueries {
+		sql := cmp.Or(q.after, q.before)
 		var n int64
-		if err := conn.QueryRow(ctx, q).Scan(&n); err != nil || n != billedBefore[i] {
-			t.Fatalf("%s: %d after 003, %d before (%v)", q, n, billedBefore[i], err)
+		if err := conn.QueryRow(ctx, sql).Scan(&n); err != nil || n != billedBefore[i] {
+			t.Fatalf("%s: %d after 003, %d before (%v)", sql, n, billedBefore[i], err)
 		}
 	}
 	var wrong int
@@ -110,15 +112,18 @@ func TestPartitioningKeepsRows(t *testing.T) {
 	}
 }
 
-// billingQueries each return one number read through a billing view.
-var billingQueries = []string{
-	`SELECT count(*) FROM usage_windows`,
-	`SELECT sum(spent) FROM usage_windows WHERE key = 'acct_1' AND window_start >= '2026-02-01Z' AND window_start < '2026-04-01Z'`,
-	`SELECT sum(spent) FROM usage_by_day WHERE key = 'acct_0'`,
-	`SELECT sum(leased) FROM usage_by_hour`,
-	`SELECT count(*) FROM usage_degraded_windows`,
-	`SELECT count(*) FROM usage_incomplete_windows`,
-	`SELECT sum(over_authorized) FROM usage_over_authorization`,
+// billingQueries each return one number read through a billing view,
+// under 002 and under the latest schema. The gross allowed cost is the
+// views' spent under 002 and their allowed since 013 (023 removed spent).
+var billingQueries = []struct{ before, after string }{
+	{`SELECT count(*) FROM usage_windows`, ""},
+	{`SELECT sum(spent) FROM usage_windows WHERE key = 'acct_1' AND window_start >= '2026-02-01Z' AND window_start < '2026-04-01Z'`,
+		`SELECT sum(allowed) FROM usage_windows WHERE key = 'acct_1' AND window_start >= '2026-02-01Z' AND window_start < '2026-04-01Z'`},
+	{`SELECT sum(spent) FROM usage_by_day WHERE key = 'acct_0'`, `SELECT sum(allowed) FROM usage_by_day WHERE key = 'acct_0'`},
+	{`SELECT sum(leased) FROM usage_by_hour`, ""},
+	{`SELECT count(*) FROM usage_degraded_windows`, ""},
+	{`SELECT count(*) FROM usage_incomplete_windows`, ""},
+	{`SELECT sum(over_authorized) FROM usage_over_authorization`, ""},
 }
 
 // queryStrings runs query, whose rows are one text column each, and

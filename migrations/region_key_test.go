@@ -67,9 +67,9 @@ func TestRegionInPrimaryKey(t *testing.T) {
 	before := ledgerRows(t, conn)
 	billed := func() []int64 {
 		var out []int64
-		for _, q := range billingQueries {
+		for _, q := range billingQueries { // at 011 and 012: before 023
 			var n int64
-			if err := conn.QueryRow(ctx, `SELECT coalesce((`+q+`), 0)`).Scan(&n); err != nil {
+			if err := conn.QueryRow(ctx, `SELECT coalesce((`+q.before+`), 0)`).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			out = append(out, n)

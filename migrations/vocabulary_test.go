@@ -2,6 +2,8 @@ package migrations_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -9,14 +11,18 @@ import (
 	"github.com/quotaplatform/quota/migrations"
 )
 
-// 013 gives the views one vocabulary: allowed (gross), charged, refunded
-// and net = allowed + charged − refunded in every view that has them, and
-// no spent that means the gross cost. The issue's key: allowed 247,
-// charged 10, refunded 6, net 251. Going down undoes the renames.
+// The views speak one vocabulary: allowed (gross), charged, refunded and
+// net = allowed + charged − refunded in every view that has them, and no
+// column named spent. 013 renamed the spent that meant the gross cost
+// allowed and kept the one that meant the net, deprecated, beside net;
+// 023 removes that one, so spent means the gross allowed cost wherever it
+// is left (usage_reports.spent, the limiters' reports). The issue's key:
+// allowed 247, charged 10, refunded 6, net 251. Going down to 022 gives
+// back spent as net's old name, and to 012 undoes 013's renames.
 func TestViewsNameTheBillingFiguresAlike(t *testing.T) {
 	ctx := context.Background()
 	conn := connectNewDatabase(t)
-	migrateTo(t, conn, 13)
+	migrateTo(t, conn, migrations.Latest())
 	if _, err := conn.Exec(ctx, `SELECT usage_ensure_partition('2026-11-10Z')`); err != nil {
 		t.Fatal(err)
 	}
@@ -43,26 +49,28 @@ func TestViewsNameTheBillingFiguresAlike(t *testing.T) {
 			t.Errorf("%s: allowed %d charged %d refunded %d net %d, want 247 10 6 251", c.view, allowed, charged, refunded, net)
 		}
 	}
-	// Where spent is left (deprecated), it is the net; nowhere is it the
-	// gross cost.
-	rows, err := conn.Query(ctx, `SELECT c.relname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-		WHERE c.relkind = 'v' AND c.relname LIKE 'usage%' AND a.attname = 'spent' AND NOT a.attisdropped ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
+	viewsWithSpent := func() []string {
+		t.Helper()
+		return queryStrings(t, conn, `SELECT c.relname || '.' || a.attname FROM pg_attribute a
+			JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = 'public' AND c.relkind IN ('v', 'm') AND a.attnum > 0 AND NOT a.attisdropped
+			  AND (a.attname = 'spent' OR a.attname LIKE '%\_spent' OR a.attname LIKE 'spent\_%') ORDER BY 1`)
 	}
-	var withSpent []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		withSpent = append(withSpent, v)
+	for _, col := range viewsWithSpent() {
+		t.Errorf("view column %s: spent is gone from the views (read net for what is billed, allowed for the gross)", col)
 	}
-	rows.Close()
-	for _, v := range withSpent {
+
+	// 023's down part: spent is back where 013 left it, net's old name.
+	migrateTo(t, conn, 22)
+	want := []string{"usage_by_day.spent", "usage_by_hour.spent", "usage_degraded_windows.spent", "usage_windows.spent"}
+	if got := viewsWithSpent(); !slices.Equal(got, want) {
+		t.Errorf("down to 22: views with spent %v, want %v", got, want)
+	}
+	for _, v := range want {
+		view, _, _ := strings.Cut(v, ".")
 		var spent, net int64
-		if err := conn.QueryRow(ctx, `SELECT spent, net FROM `+v).Scan(&spent, &net); err != nil || spent != net {
-			t.Errorf("%s: spent %d net %d (%v): spent must be net's old name", v, spent, net, err)
+		if err := conn.QueryRow(ctx, `SELECT spent, net FROM `+view).Scan(&spent, &net); err != nil || spent != 251 || net != 251 {
+			t.Errorf("down to 22: %s spent %d net %d (%v), want 251 each", view, spent, net, err)
 		}
 	}
 
