@@ -165,9 +165,9 @@ func TestUsageFromLedger(t *testing.T) {
 	defer srv.Close()
 	from, to := "2026-03-01T10:00:00Z", "2026-03-02T00:00:00Z"
 	type row struct {
-		start               string
-		spent, leased, wins int64
-		degraded, complete  bool
+		start              string
+		net, leased, wins  int64
+		degraded, complete bool
 	}
 	tests := []struct {
 		gran string
@@ -186,7 +186,7 @@ func TestUsageFromLedger(t *testing.T) {
 			if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 				t.Fatal(err)
 			}
-			if resp.StatusCode != 200 || res.Totals.Spent != 45 || res.Totals.Leased != 50 || res.Totals.OverAuthorized != 5 ||
+			if resp.StatusCode != 200 || res.Totals.Net != 45 || res.Totals.Leased != 50 || res.Totals.OverAuthorized != 5 ||
 				res.Totals.Degraded != 4 || !res.IsDegraded || res.Complete {
 				t.Fatalf("status %d totals %+v degraded %v complete %v", resp.StatusCode, res.Totals, res.IsDegraded, res.Complete)
 			}
@@ -195,7 +195,7 @@ func TestUsageFromLedger(t *testing.T) {
 			}
 			for i, w := range tt.rows {
 				g := res.Rows[i]
-				got := row{g.Start.Format(time.RFC3339), g.Spent, g.Leased, int64(g.Windows), g.IsDegraded, g.Complete}
+				got := row{g.Start.Format(time.RFC3339), g.Net, g.Leased, int64(g.Windows), g.IsDegraded, g.Complete}
 				if got != w {
 					t.Fatalf("row %d: %+v, want %+v", i, got, w)
 				}
@@ -206,9 +206,9 @@ func TestUsageFromLedger(t *testing.T) {
 		resp := get(t, srv.URL+"/v1/usage?key=acme&from="+from+"&to="+to+"&granularity=day", "text/csv")
 		var b strings.Builder
 		_, _ = io.Copy(&b, resp.Body)
-		want := "key,start,end,spent,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete,allowed,refunded,charged,closed_by_reconciler,net\n" +
-			"acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,45,50,0,4,5,4,true,false,45,0,0,0,45\n" +
-			"acme,total,,45,50,0,4,5,4,true,false,45,0,0,0,45\n"
+		want := "key,start,end,net,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete,allowed,refunded,charged,closed_by_reconciler\n" +
+			"acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,45,50,0,4,5,4,true,false,45,0,0,0\n" +
+			"acme,total,,45,50,0,4,5,4,true,false,45,0,0,0\n"
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") || b.String() != want {
 			t.Fatalf("content type %q body:\n%s\nwant:\n%s", ct, b.String(), want)
 		}

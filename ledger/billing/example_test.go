@@ -12,15 +12,15 @@ import (
 func ExampleWriteCSV() {
 	h := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	res := billing.Result{Key: "acct_123", Granularity: billing.Hour, Complete: false, IsDegraded: true,
-		Totals: billing.Totals{Net: 45, Spent: 45, Leased: 50, Degraded: 4, OverAuthorized: 5, Allowed: 45},
+		Totals: billing.Totals{Net: 45, Leased: 50, Degraded: 4, OverAuthorized: 5, Allowed: 45},
 		Rows: []billing.Row{
-			{Start: h, End: h.Add(time.Hour), Totals: billing.Totals{Net: 22, Spent: 22, Leased: 26, OverAuthorized: 4, Allowed: 22}, Windows: 2, Complete: true},
-			{Start: h.Add(time.Hour), End: h.Add(2 * time.Hour), Totals: billing.Totals{Net: 23, Spent: 23, Leased: 24, Degraded: 4, OverAuthorized: 1, Allowed: 23}, Windows: 2, IsDegraded: true},
+			{Start: h, End: h.Add(time.Hour), Totals: billing.Totals{Net: 22, Leased: 26, OverAuthorized: 4, Allowed: 22}, Windows: 2, Complete: true},
+			{Start: h.Add(time.Hour), End: h.Add(2 * time.Hour), Totals: billing.Totals{Net: 23, Leased: 24, Degraded: 4, OverAuthorized: 1, Allowed: 23}, Windows: 2, IsDegraded: true},
 		}}
 	_ = billing.WriteCSV(os.Stdout, res)
 	// Output:
-	// key,start,end,spent,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete,allowed,refunded,charged,closed_by_reconciler,net
-	// acct_123,2026-03-01T10:00:00Z,2026-03-01T11:00:00Z,22,26,0,0,4,2,false,true,22,0,0,0,22
-	// acct_123,2026-03-01T11:00:00Z,2026-03-01T12:00:00Z,23,24,0,4,1,2,true,false,23,0,0,0,23
-	// acct_123,total,,45,50,0,4,5,4,true,false,45,0,0,0,45
+	// key,start,end,net,leased,rejected,degraded_cost,over_authorized,windows,degraded,complete,allowed,refunded,charged,closed_by_reconciler
+	// acct_123,2026-03-01T10:00:00Z,2026-03-01T11:00:00Z,22,26,0,0,4,2,false,true,22,0,0,0
+	// acct_123,2026-03-01T11:00:00Z,2026-03-01T12:00:00Z,23,24,0,4,1,2,true,false,23,0,0,0
+	// acct_123,total,,45,50,0,4,5,4,true,false,45,0,0,0
 }

@@ -70,8 +70,7 @@ func TestMonthBillScansOnePartition(t *testing.T) {
 		{"ledger, day", billing.BucketSQL, []any{"acme", from, to, "day", maxRows}},
 		{"ledger, hour", billing.BucketSQL, []any{"acme", from, to, "hour", maxRows}},
 		{"ledger, window", billing.WindowSQL, []any{"acme", from, to, maxRows}},
-		{"README month bill", `SELECT key, sum(spent) AS billed_cost, sum(degraded) AS degraded_cost,
-			bool_and(complete) AS complete, bool_or(is_degraded) AS degraded
+		{"README month bill", `SELECT key, sum(net) AS net, bool_and(complete) AS complete, bool_or(is_degraded) AS degraded
 			FROM usage_windows
 			WHERE key = 'acme' AND window_start >= '2026-03-01Z' AND window_start < '2026-04-01Z'
 			GROUP BY key`, nil},
@@ -99,7 +98,7 @@ func TestMonthBillScansOnePartition(t *testing.T) {
 	// every partition of the key (why ledger/README.md bills a month from
 	// usage_windows).
 	var plan []byte
-	if err := pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) SELECT sum(spent) FROM usage_by_day
+	if err := pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) SELECT sum(net) FROM usage_by_day
 		WHERE key = 'acme' AND day >= '2026-03-01Z' AND day < '2026-04-01Z'`).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +108,7 @@ func TestMonthBillScansOnePartition(t *testing.T) {
 	// The answer covers March only.
 	l, _ := newLedger(t, url, billing.DefaultConfig())
 	res, err := l.Usage(ctx, billing.Query{Key: "acme", From: from, To: to, Granularity: billing.Day})
-	if err != nil || res.Totals.Spent != 145 {
-		t.Fatalf("March spent %d, want 145 (%v)", res.Totals.Spent, err)
+	if err != nil || res.Totals.Net != 145 {
+		t.Fatalf("March net %d, want 145 (%v)", res.Totals.Net, err)
 	}
 }

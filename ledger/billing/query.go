@@ -93,11 +93,9 @@ func (q *Query) Validate() error {
 type Totals struct {
 	// Net is Allowed + Charged − Refunded (docs/design.md [idempotency]):
 	// the bucket's billed usage before carry-over (the export's billed).
-	Net int64 `json:"net"`
-	// Spent is Net under its old name, same value.
-	//
-	// Deprecated: read Net; "spent" leaves the API in the next release.
-	Spent    int64 `json:"spent"`
+	// Until this release it was repeated as spent, which is gone from
+	// every billing surface (ledger/README.md, Vocabulary).
+	Net      int64 `json:"net"`
 	Leased   int64 `json:"leased"`
 	Rejected int64 `json:"rejected"`
 	Degraded int64 `json:"degraded"`
@@ -285,9 +283,7 @@ func (res *Result) add(r Row) bool {
 	}
 	r.Start, r.End = r.Start.UTC(), r.End.UTC()
 	r.OverAuthorized = r.Leased - r.Allowed
-	r.Spent = r.Net
 	res.Totals.Net += r.Net
-	res.Totals.Spent = res.Totals.Net
 	res.Totals.Allowed += r.Allowed
 	res.Totals.Refunded += r.Refunded
 	res.Totals.Charged += r.Charged
