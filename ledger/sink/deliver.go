@@ -264,11 +264,10 @@ func (p *Publisher) sendRevision(ctx context.Context, r *export.Row, rev int, re
 	prevFrame json.RawMessage, now time.Time, result string, st *Stats) error {
 	delta := r.Billed - prevBilled
 	d, err := json.Marshal(Data{Key: r.Key, PeriodStart: r.PeriodStart, PeriodEnd: r.PeriodEnd, Granularity: p.cfg.Granularity,
-		Billed: r.Billed, Allowed: r.Allowed, Spent: r.Net, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
+		Billed: r.Billed, Allowed: r.Allowed, Refunded: r.Refunded, Charged: r.Charged, Net: r.Net,
 		CarriedIn: r.CarriedIn, CarriedOut: r.CarriedOut, Uncredited: r.Uncredited, Rejected: r.Rejected, Degraded: r.Degraded,
 		Windows:            r.Windows,
-		ClosedByReconciler: r.ClosedByReconciler, Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta,
-		PreviousSpent: prevBilled, SpentDelta: delta})
+		ClosedByReconciler: r.ClosedByReconciler, Revision: rev, Replaces: replaces, PreviousBilled: prevBilled, BilledDelta: delta})
 	if err != nil {
 		return fmt.Errorf("sink: event data: %w", err)
 	}
@@ -532,7 +531,10 @@ WHERE sink = $1 AND granularity = $2 AND key = ANY($3) AND period_start >= $4 AN
 		// The audit figures are in the event's data (absent, so 0, in
 		// events from before net billing, whose spent was the billed
 		// figure). The gross allowed cost is allowed, or spent in events
-		// from before allowed was sent (spent is the net since).
+		// from before allowed was sent; events recorded since carried the
+		// net as spent beside allowed, and events of this release no
+		// spent at all (Data), so spent is read only when allowed is
+		// absent.
 		var d struct {
 			Allowed   *int64 `json:"allowed"`
 			Spent     int64  `json:"spent"`

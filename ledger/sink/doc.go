@@ -8,8 +8,8 @@
 // never negative; a negative net is carried forward to the key's next
 // periods ([idempotency] in docs/design.md). Every event carries the
 // billed figure and the figures it comes from (allowed, refunded, charged,
-// net, carried in and out; spent is net's deprecated name, as on every
-// surface), and billing_sink_events.billed and acked_billed hold billed
+// net, carried in and out; no spent, as on every billing surface), and
+// billing_sink_events.billed and acked_billed hold billed
 // figures (rows from before net billing hold the gross allowed cost,
 // which was then the billed figure, so corrections are computed against
 // what was sent either way).
@@ -29,9 +29,9 @@
 // figures (a late report, or a change of an earlier period that changes
 // the credit carried in) sends one correction with the next revision,
 // whose data names the event it replaces and the change in the billed
-// figure (billed_delta, also under its old name spent_delta: meter on it
-// to sum corrections correctly; it is negative when a late refund lowers
-// a period).
+// figure (billed_delta, which earlier releases also sent as spent_delta:
+// meter on it to sum corrections correctly; it is negative when a late
+// refund lowers a period).
 //
 // SyncStripe sends the same periods to a Stripe billing meter through
 // the Stripe Sender (sink "stripe:<meter>"): keys are mapped to customers

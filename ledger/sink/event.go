@@ -40,11 +40,11 @@ type Data struct {
 	// later ones, Uncredited the refund beyond all the key was billed
 	// before (export.Row): Billed − CarriedOut = Net + Uncredited −
 	// CarriedIn.
-	Allowed int64 `json:"allowed"`
-	// Spent is Net under its deprecated name, as in GET /v1/usage and the
-	// ledger's views. Events sent before this release carried the gross
-	// allowed cost here. Deprecated: read Net.
-	Spent      int64 `json:"spent"`
+	//
+	// Events of earlier releases also carried spent: the gross allowed
+	// cost at first, then Net. No event names spent now (ledger/README.md,
+	// Vocabulary): read Allowed or Net.
+	Allowed    int64 `json:"allowed"`
 	Refunded   int64 `json:"refunded"`
 	Charged    int64 `json:"charged"`
 	Net        int64 `json:"net"`
@@ -67,15 +67,11 @@ type Data struct {
 	// PreviousBilled is the Billed of the replaced event (0 for revision
 	// 0); BilledDelta = Billed − PreviousBilled: a meter summing it counts
 	// each period once, corrections included. A correction's BilledDelta
-	// may be negative (a late refund); a period's sum never is.
+	// may be negative (a late refund); a period's sum never is. Events of
+	// earlier releases repeated them as previous_spent and spent_delta;
+	// a meter summing spent_delta must sum billed_delta.
 	PreviousBilled int64 `json:"previous_billed"`
 	BilledDelta    int64 `json:"billed_delta"`
-	// PreviousSpent and SpentDelta are PreviousBilled and BilledDelta
-	// under the names of events from before net billing, so that a meter
-	// summing spent_delta bills what billed_delta does. Deprecated: meter
-	// on billed_delta.
-	PreviousSpent int64 `json:"previous_spent"`
-	SpentDelta    int64 `json:"spent_delta"`
 }
 
 // EventID is the id of revision rev of key's period starting at start: a

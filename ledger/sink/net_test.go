@@ -109,8 +109,7 @@ func TestEventsBillNet(t *testing.T) {
 				seen[id] = true
 				stepDeltas[pk] = d.BilledDelta
 			}
-			if d.SpentDelta != d.BilledDelta || d.PreviousSpent != d.PreviousBilled || d.Billed < 0 ||
-				d.BilledDelta != d.Billed-d.PreviousBilled || d.Net != d.Allowed+d.Charged-d.Refunded || d.Spent != d.Net ||
+			if d.Billed < 0 || d.BilledDelta != d.Billed-d.PreviousBilled || d.Net != d.Allowed+d.Charged-d.Refunded ||
 				d.Billed-d.CarriedOut != d.Net-d.CarriedIn {
 				t.Errorf("%s: event %s inconsistent: %+v", step.name, id, d)
 			}
@@ -180,8 +179,8 @@ VALUES ($1, $2, $3, 'month', $4, 0, $5, 10, 0, 0, 10, $6, 'sent', now())`,
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	fix, ok := rc.events[sink.EventID("k_refunded", nov, export.Month, 1)]
-	if len(rc.events) != 1 || !ok || fix.PreviousBilled != 10 || fix.Billed != 7 || fix.BilledDelta != -3 || fix.SpentDelta != -3 ||
-		fix.Refunded != 3 || fix.Allowed != 10 || fix.Spent != 7 {
+	if len(rc.events) != 1 || !ok || fix.PreviousBilled != 10 || fix.Billed != 7 || fix.BilledDelta != -3 ||
+		fix.Refunded != 3 || fix.Allowed != 10 || fix.Net != 7 {
 		t.Fatalf("events %v", rc.events)
 	}
 }

@@ -67,14 +67,14 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// billed is what the receiver bills per key: the sum of spent_delta over
+// billed is what the receiver bills per key: the sum of billed_delta over
 // distinct events.
 func (rc *receiver) billed() map[string]int64 {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	out := make(map[string]int64)
 	for _, d := range rc.events {
-		out[d.Key] += d.SpentDelta
+		out[d.Key] += d.BilledDelta
 	}
 	return out
 }
@@ -165,7 +165,7 @@ func TestPeriodSentTwiceIsBilledOnce(t *testing.T) {
 	if d != 4 || distinct != 2 || billed["acct_a"] != 15 || billed["acct_b"] != 7 || len(billed) != 2 {
 		t.Fatalf("%d deliveries, %d distinct events, billed %v; want 4, 2, acct_a 15 acct_b 7", d, distinct, billed)
 	}
-	if id := sink.EventID("acct_a", nov, export.Month, 0); rc.events[id].Spent != 15 {
+	if id := sink.EventID("acct_a", nov, export.Month, 0); rc.events[id].Net != 15 || rc.events[id].Billed != 15 {
 		t.Fatalf("event %s: %+v", id, rc.events[id])
 	}
 }
@@ -193,8 +193,8 @@ func TestLateReportSendsOneCorrection(t *testing.T) {
 	rc.mu.Lock()
 	order, got := append([]string(nil), rc.order...), rc.events[fix]
 	rc.mu.Unlock()
-	if len(order) != 2 || order[1] != fix || got.Replaces != first || got.Revision != 1 || got.Spent != 14 ||
-		got.PreviousSpent != 10 || got.SpentDelta != 4 {
+	if len(order) != 2 || order[1] != fix || got.Replaces != first || got.Revision != 1 || got.Billed != 14 ||
+		got.PreviousBilled != 10 || got.BilledDelta != 4 {
 		t.Fatalf("events %v, correction %+v", order, got)
 	}
 	if b := rc.billed()["acct_a"]; b != 14 {
@@ -310,7 +310,7 @@ func TestNATSSubject(t *testing.T) {
 		Data        sink.Data
 	}
 	if err := json.Unmarshal(msg.Data, &ce); err != nil || ce.ID != sink.EventID("acct_a", nov, export.Month, 0) ||
-		ce.Subject != "acct_a" || ce.Data.Spent != 9 || msg.Header.Get("Content-Type") != "application/cloudevents+json" {
+		ce.Subject != "acct_a" || ce.Data.Net != 9 || msg.Header.Get("Content-Type") != "application/cloudevents+json" {
 		t.Fatalf("message %s %v: %+v, %v", msg.Data, msg.Header, ce, err)
 	}
 }

@@ -17,7 +17,10 @@ import (
 // named billed (billing_sink_events.billed, acked_billed); a column named
 // spent or *_spent must hold the gross allowed cost, 247, as
 // usage_reports.spent does. billing_sink_events.spent and acked_spent,
-// which held 251 before migration 022, fail it.
+// which held 251 before migration 022, fail it. The event data the rows
+// record (what the receiver was sent) names no figure spent at all: it
+// sent the net as spent, and billed_delta as spent_delta, before this
+// release.
 func TestSinkTablesNameTheBilledFigure(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -57,6 +60,13 @@ func TestSinkTablesNameTheBilledFigure(t *testing.T) {
 				t.Fatal(err)
 			}
 			for col, v := range row {
+				if data, ok := v.(map[string]any); ok { // recorded event data
+					for name, f := range data {
+						if name == "spent" || strings.HasPrefix(name, "spent_") || strings.HasSuffix(name, "_spent") {
+							t.Errorf("%s.%s names %s = %v: event data names no figure spent (net, allowed)", table, col, name, f)
+						}
+					}
+				}
 				n, isNumber := v.(float64)
 				switch {
 				case col == "spent" || strings.HasSuffix(col, "_spent"):
