@@ -132,20 +132,48 @@ func viewColumns(t *testing.T, pool *pgxpool.Pool, view string) map[string]any {
 	return out
 }
 
+// spentName reports whether a surface's field or column name is spent or
+// one made of it (previous_spent, spent_delta): a billing surface names
+// no figure so (ledger/README.md, Vocabulary).
+func spentName(name string) bool {
+	return name == "spent" || strings.HasPrefix(name, "spent_") || strings.HasSuffix(name, "_spent")
+}
+
 // One vocabulary on every surface (issue 36): for the issue's key
 // (allowed 247, charged 10, refunded 6) GET /v1/usage and GET
 // /v1/usage/export, in JSON and CSV, the CloudEvents sink's event data
 // and the ledger's views name allowed, charged, refunded and net alike
-// (vocabulary), the surfaces that bill name billed, and spent, where it is
-// left (deprecated), is the net: never the gross allowed cost, as the
-// export's and the CloudEvent's spent were.
+// (vocabulary), the surfaces that bill name billed, and none names a
+// figure spent: it was the net on /v1/usage, the views and CloudEvent data
+// and the gross allowed cost in the export before. spent is left only in
+// the limiters' wire report and usage_reports, where it is the gross
+// allowed cost, the surfaces' allowed.
 func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 	url, pool := ledgertest.Database(t)
 	start := time.Date(2026, 11, 10, 12, 0, 7, 0, time.UTC)
-	if _, err := reconcile.NewWriter(pool).Write(context.Background(), []ledger.Report{{Key: "acct_voc", WindowStart: start,
-		WindowEnd: start.Add(time.Minute), ProcessID: "p1", Region: "eu", Spent: 247, Leased: 250, Charged: 10, Refunded: 6,
-		Final: true, Seq: 1, SentAt: start}}); err != nil {
+	report := ledger.Report{Key: "acct_voc", WindowStart: start, WindowEnd: start.Add(time.Minute), ProcessID: "p1", Region: "eu",
+		Spent: 247, Leased: 250, Charged: 10, Refunded: 6, Final: true, Seq: 1, SentAt: start}
+	if _, err := reconcile.NewWriter(pool).Write(context.Background(), []ledger.Report{report}); err != nil {
 		t.Fatal(err)
+	}
+	// Where spent is left it is the gross allowed cost: in the report as
+	// the limiter sends it, and in the ledger's table.
+	wire, err := json.Marshal(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wireFields map[string]any
+	if err := json.Unmarshal(wire, &wireFields); err != nil {
+		t.Fatal(err)
+	}
+	var tableSpent int64
+	if err := pool.QueryRow(context.Background(), `SELECT sum(spent)::bigint FROM usage_reports WHERE key = 'acct_voc'`).
+		Scan(&tableSpent); err != nil {
+		t.Fatal(err)
+	}
+	if wireFields["spent"] != float64(vocabulary["allowed"]) || tableSpent != vocabulary["allowed"] {
+		t.Errorf("wire report spent %v, usage_reports.spent %d: want the gross allowed cost %d", wireFields["spent"], tableSpent,
+			vocabulary["allowed"])
 	}
 
 	exp := serve(t, url, export.DefaultConfig())
@@ -185,7 +213,6 @@ func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 	for _, c := range []struct {
 		surface string
 		figures func() map[string]any
-		spent   any  // nil: no spent at all
 		bills   bool // names billed
 	}{
 		{"/v1/usage JSON totals", func() map[string]any {
@@ -194,14 +221,21 @@ func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			return res.Totals
-		}, float64(251), false},
+		}, false},
+		{"/v1/usage JSON row", func() map[string]any {
+			var res struct{ Rows []map[string]any }
+			if err := json.Unmarshal([]byte(usageGet("")), &res); err != nil || len(res.Rows) != 1 {
+				t.Fatalf("rows %v: %v", res.Rows, err)
+			}
+			return res.Rows[0]
+		}, false},
 		{"/v1/usage CSV", func() map[string]any {
 			out := map[string]any{}
 			for k, v := range csvColumns(t, usageGet("text/csv")) {
 				out[k] = v
 			}
 			return out
-		}, "251", false},
+		}, false},
 		{"/v1/usage/export NDJSON", func() map[string]any {
 			var row map[string]any
 			body := readBody(t, get(t, exp, tokAll, "from=2026-11&to=2026-12&granularity=month", "application/x-ndjson"))
@@ -209,18 +243,18 @@ func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			return row
-		}, nil, true},
+		}, true},
 		{"/v1/usage/export CSV", func() map[string]any {
 			out := map[string]any{}
 			for k, v := range csvColumns(t, readBody(t, get(t, exp, tokAll, "from=2026-11&to=2026-12&granularity=month", "text/csv"))) {
 				out[k] = v
 			}
 			return out
-		}, nil, true},
-		{"CloudEvent data", func() map[string]any { return cloudEventData(t, pool) }, float64(251), true},
-		{"view usage_windows", func() map[string]any { return viewColumns(t, pool, "usage_windows") }, float64(251), false},
-		{"view usage_by_hour", func() map[string]any { return viewColumns(t, pool, "usage_by_hour") }, float64(251), false},
-		{"view usage_by_day", func() map[string]any { return viewColumns(t, pool, "usage_by_day") }, float64(251), false},
+		}, true},
+		{"CloudEvent data", func() map[string]any { return cloudEventData(t, pool) }, true},
+		{"view usage_windows", func() map[string]any { return viewColumns(t, pool, "usage_windows") }, false},
+		{"view usage_by_hour", func() map[string]any { return viewColumns(t, pool, "usage_by_hour") }, false},
+		{"view usage_by_day", func() map[string]any { return viewColumns(t, pool, "usage_by_day") }, false},
 	} {
 		t.Run(c.surface, func(t *testing.T) {
 			got := c.figures()
@@ -233,14 +267,14 @@ func TestBillingFiguresHaveOneNameOnEveryEndpoint(t *testing.T) {
 					t.Errorf("%s = %v (present %v), want %d", name, v, ok, n)
 				}
 			}
-			if spent, ok := got["spent"]; c.spent == nil && ok {
-				t.Errorf("spent = %v: the gross cost is named allowed", spent)
-			} else if c.spent != nil && spent != c.spent {
-				t.Errorf("spent = %v, want the net %v (its deprecated name)", spent, c.spent)
+			for name, v := range got {
+				if spentName(name) {
+					t.Errorf("%s = %v: a billing surface names no figure spent (net is what is billed, allowed the gross)", name, v)
+				}
 			}
 		})
 	}
-	if !slices.Contains(strings.Split(export.CSVHeader, ","), "allowed") || slices.Contains(strings.Split(export.CSVHeader, ","), "spent") {
+	if !slices.Contains(strings.Split(export.CSVHeader, ","), "allowed") || slices.ContainsFunc(strings.Split(export.CSVHeader, ","), spentName) {
 		t.Fatalf("export CSV header %q", export.CSVHeader)
 	}
 }
