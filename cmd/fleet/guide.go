@@ -103,7 +103,7 @@ func (f *fleet) printGuide(w io.Writer, took time.Duration) {
 		burstPerRegion, burstKey, demoBurst, burstPerRegion*len(firsts))
 	p("for u in %s; do for i in $(seq %d); do curl -s -X POST $u/v1/allow -d '{\"key\":%q,\"cost\":1}'; echo; done; done | grep -c '\"allowed\":true'",
 		strings.Join(firsts, " "), burstPerRegion, burstKey)
-	p("# what %s spent, as billing reads it from the ledger (reports land within about 2 s)", demoKey)
+	p("# %s's allowed and net, as billing reads them from the ledger (reports land within about 2 s)", demoKey)
 	p("curl -s -H 'Authorization: Bearer %s' '%s'; echo", spec.BillingToken, f.usageURL(demoKey))
 	p("")
 	p("%s", readyLine)

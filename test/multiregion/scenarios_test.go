@@ -596,7 +596,7 @@ func hostileBatchChecks(s *scenarioRun, h Hostile, f *Figures) []export.Row {
 			saturated = r.Allowed == math.MaxInt64 && !r.Complete
 		}
 	}
-	got = fmt.Sprintf("%d rows, overflow key's spent saturated and incomplete: %v", len(rows), saturated)
+	got = fmt.Sprintf("%d rows, overflow key's allowed saturated and incomplete: %v", len(rows), saturated)
 	if err != nil {
 		got = err.Error()
 	}
