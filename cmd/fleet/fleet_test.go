@@ -281,15 +281,15 @@ func checkGuide(t *testing.T, g guide) {
 	testserver.WaitFor(t, 30*time.Second, 200*time.Millisecond, func() error {
 		var u struct {
 			Totals struct {
-				Spent   int64 `json:"spent"`
+				Net     int64 `json:"net"`
 				Allowed int64 `json:"allowed"`
 			} `json:"totals"`
 		}
 		if err := getJSON(client, g.usageURL, g.billingToken, &u); err != nil {
 			return err
 		}
-		if u.Totals.Spent != int64(len(regions)) || u.Totals.Allowed != int64(len(regions)) {
-			return fmt.Errorf("usage of %s: spent %d, allowed %d; want %d each", demoKey, u.Totals.Spent, u.Totals.Allowed, len(regions))
+		if u.Totals.Net != int64(len(regions)) || u.Totals.Allowed != int64(len(regions)) {
+			return fmt.Errorf("usage of %s: net %d, allowed %d; want %d each", demoKey, u.Totals.Net, u.Totals.Allowed, len(regions))
 		}
 		return nil
 	})

@@ -185,7 +185,7 @@ func TestMigrateUsageAndServe(t *testing.T) {
 	if err := run([]string{"usage", "--key", "k", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--format", "csv"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if want := "k,total,,0,0,0,0,0,0,false,true,0,0,0,0,0\n"; !strings.HasSuffix(out.String(), want) {
+	if want := "k,total,,0,0,0,0,0,0,false,true,0,0,0,0\n"; !strings.HasSuffix(out.String(), want) {
 		t.Fatalf("usage csv:\n%s", out.String())
 	}
 	if err := run([]string{"usage", "--key", "k", "--from", "nope", "--to", "2026-01-02T00:00:00Z"}, &out, io.Discard); err == nil || !strings.Contains(err.Error(), "--from") {

@@ -119,13 +119,13 @@ func TestWriterCreatesMonthPartitions(t *testing.T) {
 	}
 	for i, tt := range tests {
 		var part string
-		var spent int64
-		if err := pool.QueryRow(ctx, `SELECT r.tableoid::regclass::text, v.spent FROM usage_reports r
-			JOIN usage_windows v USING (key, window_start) WHERE r.key = $1`, fmt.Sprintf("far-%d", i)).Scan(&part, &spent); err != nil {
+		var allowed int64
+		if err := pool.QueryRow(ctx, `SELECT r.tableoid::regclass::text, v.allowed FROM usage_reports r
+			JOIN usage_windows v USING (key, window_start) WHERE r.key = $1`, fmt.Sprintf("far-%d", i)).Scan(&part, &allowed); err != nil {
 			t.Fatalf("%v: %v", tt.start, err)
 		}
-		if part != tt.partition || spent != int64(10+i) {
-			t.Fatalf("%v: in %s with spent %d, want %s and %d", tt.start, part, spent, tt.partition, 10+i)
+		if part != tt.partition || allowed != int64(10+i) {
+			t.Fatalf("%v: in %s with allowed %d, want %s and %d", tt.start, part, allowed, tt.partition, 10+i)
 		}
 	}
 	// Partitions that exist already are not created again.

@@ -21,9 +21,9 @@ import (
 // Redis, each reporting over real JetStream (batch encoding) to the
 // reconciler and a real Postgres. A client checks with request ids
 // (retrying some on the other limiter), refunds and charges (each sent
-// twice, once to each limiter); the ledger shows spent, refunded and
-// charged exactly as the client saw them, and the views bill spent +
-// charged − refunded.
+// twice, once to each limiter); the ledger shows spent (the gross
+// allowed cost), refunded and charged exactly as the client saw them, and
+// the views bill net = allowed + charged − refunded.
 func TestLedgerShowsRefundsAndCharges(t *testing.T) {
 	pool := migratedPool(t, ledgertest.MigratedDatabase(t))
 	js := connect(t, testserver.StartNATS(t).URL)
@@ -135,13 +135,13 @@ func TestLedgerShowsRefundsAndCharges(t *testing.T) {
 		return rows.Err()
 	})
 	for key, s := range client {
-		var billed, allowed, refunded, charged int64
-		if err := pool.QueryRow(ctx, `SELECT sum(spent)::bigint, sum(allowed)::bigint, sum(refunded)::bigint, sum(charged)::bigint
-			FROM usage_by_day WHERE key = $1`, key).Scan(&billed, &allowed, &refunded, &charged); err != nil {
+		var net, allowed, refunded, charged int64
+		if err := pool.QueryRow(ctx, `SELECT sum(net)::bigint, sum(allowed)::bigint, sum(refunded)::bigint, sum(charged)::bigint
+			FROM usage_by_day WHERE key = $1`, key).Scan(&net, &allowed, &refunded, &charged); err != nil {
 			t.Fatal(err)
 		}
-		if allowed != s.allowed || refunded != s.refunded || charged != s.charged || billed != s.allowed+s.charged-s.refunded {
-			t.Fatalf("%s: usage_by_day spent %d allowed %d refunded %d charged %d, client %+v", key, billed, allowed, refunded, charged, s)
+		if allowed != s.allowed || refunded != s.refunded || charged != s.charged || net != s.allowed+s.charged-s.refunded {
+			t.Fatalf("%s: usage_by_day net %d allowed %d refunded %d charged %d, client %+v", key, net, allowed, refunded, charged, s)
 		}
 		if s.refunded == 0 || s.charged == 0 {
 			t.Fatalf("%s: the test refunded %d and charged %d: nothing to see", key, s.refunded, s.charged)
