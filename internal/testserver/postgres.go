@@ -37,7 +37,7 @@ func NewDatabase(t testing.TB) string {
 // template database named template, which build fills (given its URL) the
 // first time any test on the server asks for it. Copying a template is much
 // cheaper than building the same schema again: a migrated ledger takes
-// about 0.7 s to migrate and 0.1 s to copy. The name must change whenever
+// 0.7-1.0 s to migrate and about 0.3 s to copy. The name must change whenever
 // what build makes does (callers put a hash of their schema in it): a
 // template, once built, is kept on the server for every later run.
 func NewDatabaseFrom(t testing.TB, template string, build func(ctx context.Context, url string) error) string {
