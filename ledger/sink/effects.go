@@ -109,27 +109,21 @@ func (b pgBooks) dropCarries(ctx context.Context) error {
 func (b pgBooks) carries(from, to, now time.Time) *carryWriter { return b.p.carryWriter(from, to, now) }
 
 func (b pgBooks) legacyFramed(ctx context.Context, r *export.Row, eventID string, frame json.RawMessage) error {
-	if _, err := b.p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-		b.p.cfg.Sink, r.Key, r.PeriodStart, string(b.p.cfg.Granularity), eventID, frame); err != nil {
+	if err := b.updateEvent(ctx, r, eventID, `frame = $6`, frame); err != nil {
 		return fmt.Errorf("sink: record the frame of an event from before migration 010: %w", err)
 	}
 	return nil
 }
 
 func (b pgBooks) restamped(ctx context.Context, r *export.Row, eventID string, frame json.RawMessage, at time.Time) error {
-	if _, err := b.p.db.Exec(ctx, `UPDATE billing_sink_events SET frame = $6, first_attempt_at = $7, updated_at = now()
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-		b.p.cfg.Sink, r.Key, r.PeriodStart, string(b.p.cfg.Granularity), eventID, frame, at); err != nil {
+	if err := b.updateEvent(ctx, r, eventID, `frame = $6, first_attempt_at = $7, updated_at = now()`, frame, at); err != nil {
 		return fmt.Errorf("sink: record a re-stamped frame: %w", err)
 	}
 	return nil
 }
 
 func (b pgBooks) held(ctx context.Context, r *export.Row, s *state, why string) error {
-	if _, err := b.p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'held', updated_at = now()
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-		b.p.cfg.Sink, r.Key, r.PeriodStart, string(b.p.cfg.Granularity), s.eventID); err != nil {
+	if err := b.updateEvent(ctx, r, s.eventID, `status = 'held', updated_at = now()`); err != nil {
 		return fmt.Errorf("sink: hold event: %w", err)
 	}
 	b.p.cfg.Metrics.count(b.p.cfg.Sink, "held")
@@ -139,37 +133,36 @@ WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND even
 }
 
 func (b pgBooks) settled(ctx context.Context, r *export.Row, s *state) error {
-	if _, err := b.p.db.Exec(ctx, `UPDATE billing_sink_events SET status = 'sent', acked_billed = billed, sent_at = now(),
-    last_error = NULL, updated_at = now()
-WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
-		b.p.cfg.Sink, r.Key, r.PeriodStart, string(b.p.cfg.Granularity), s.eventID); err != nil {
+	if err := b.updateEvent(ctx, r, s.eventID, `status = 'sent', acked_billed = billed, sent_at = now(),
+    last_error = NULL, updated_at = now()`); err != nil {
 		return fmt.Errorf("sink: record a settled event: %w", err)
 	}
 	b.p.cfg.Metrics.count(b.p.cfg.Sink, "settled")
 	return nil
 }
 
+// updateEvent sets set (which numbers its arguments from $6) on the
+// recorded event eventID of r's period.
+func (b pgBooks) updateEvent(ctx context.Context, r *export.Row, eventID, set string, args ...any) error {
+	_, err := b.p.db.Exec(ctx, `UPDATE billing_sink_events SET `+set+`
+WHERE sink = $1 AND key = $2 AND period_start = $3 AND granularity = $4 AND event_id = $5`,
+		append([]any{b.p.cfg.Sink, r.Key, r.PeriodStart, string(b.p.cfg.Granularity), eventID}, args...)...)
+	return err
+}
+
 func (b pgBooks) advance(ctx context.Context, open time.Time) error {
 	return advance(ctx, b.p.db, b.p.cfg.Sink, open)
 }
 
-// queryKeys runs sql, a query of keys, with args.
+// queryKeys runs sql, a query of keys, with args. Its answer is never
+// nil, even empty: a nil increment.keys means a pass reads every key.
 func queryKeys(ctx context.Context, p *Publisher, sql string, args ...any) ([]string, error) {
 	rows, err := p.db.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
-	}
-	defer rows.Close()
-	keys := []string{}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
+	if err == nil {
+		var keys []string
+		if keys, err = pgx.CollectRows(rows, pgx.RowTo[string]); err == nil {
+			return keys, nil
 		}
-		keys = append(keys, k)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
-	}
-	return keys, nil
+	return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
 }

@@ -44,7 +44,12 @@ const plansDigestSQL = `SELECT md5(coalesce((SELECT string_agg(t::text, '|' ORDE
 // $3 whether a period may have ended since the last pass, [$4, $5) the
 // windows of such periods, $6 the sink.
 const candidatesSQL = `SELECT key FROM usage_reports WHERE changed_xid >= $1::text::xid8 AND window_start >= $2
-UNION SELECT key FROM usage_reports WHERE $3 AND window_start >= $4 AND window_start < $5
+` + otherCandidatesSQL
+
+// otherCandidatesSQL is the candidates besides the changed keys: keys
+// with a period ended since the last pass, with a revisit, with an event
+// not acknowledged.
+const otherCandidatesSQL = `UNION SELECT key FROM usage_reports WHERE $3 AND window_start >= $4 AND window_start < $5
 UNION SELECT key FROM billing_sink_revisits WHERE sink = $6
 UNION SELECT key FROM billing_sink_events WHERE sink = $6 AND status <> 'sent'`
 
@@ -61,9 +66,7 @@ const carryCandidatesSQL = `WITH ch AS MATERIALIZED (
 stale AS (
     DELETE FROM billing_sink_carries c USING ch WHERE c.sink = $6 AND c.key = ch.key AND ch.first < c.carried_at)
 SELECT key FROM ch WHERE last >= $2
-UNION SELECT key FROM usage_reports WHERE $3 AND window_start >= $4 AND window_start < $5
-UNION SELECT key FROM billing_sink_revisits WHERE sink = $6
-UNION SELECT key FROM billing_sink_events WHERE sink = $6 AND status <> 'sent'`
+` + otherCandidatesSQL
 
 // changes decides what the pass at now reading periods from from reads.
 func (p *Publisher) changes(ctx context.Context, from, now time.Time) (*increment, error) {
