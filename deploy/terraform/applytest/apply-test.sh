@@ -89,6 +89,16 @@ $prepare || ls "$mirror"/registry.terraform.io/hashicorp/kubernetes/"$PROVIDER_V
 # hash_of FILES...: a short hash of the files' contents, the cache key of what they build.
 hash_of() { cat "$@" | sha256sum | cut -c1-12; }
 
+# go_here CMD ARGS...: the go command in this module, with the settings every build and test of it
+# shares. They are part of the build cache's keys: applycheck's test, built with others, compiled
+# client-go and its dependencies a second time after the control plane's build (3 minutes of both
+# cores on a new machine).
+go_here() {
+	local cmd=$1
+	shift
+	(cd "$here" && CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' go "$cmd" -trimpath "$@")
+}
+
 # build_into DIR PKGS...: builds PKGS of this module into DIR, atomically (a half-built directory
 # is never taken for a cached one), without symbol table and DWARF (-s -w: a shorter link; a
 # panic's stack trace keeps its function names, files and lines).
@@ -96,7 +106,7 @@ build_into() {
 	local dir=$1 tmp
 	shift
 	tmp=$(mktemp -d "$(dirname "$dir")/.build.XXXXXX")
-	if (cd "$here" && CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' go build -trimpath -ldflags='-s -w' -o "$tmp/" "$@"); then
+	if go_here build -ldflags='-s -w' -o "$tmp/" "$@"; then
 		rm -rf "$dir"
 		mv "$tmp" "$dir"
 	else
@@ -125,7 +135,7 @@ if [[ -x $check_dir/applycheck ]]; then
 	echo "cached: $check_dir/applycheck"
 else
 	# Its own tests (the identity comparisons on hand-made snapshots) run when it is rebuilt.
-	(cd "$here" && GOFLAGS='-mod=readonly -buildvcs=false' go test -count=1 ./cmd/applycheck) ||
+	go_here test -count=1 ./cmd/applycheck ||
 		fatal "go test ./cmd/applycheck failed"
 	build_into "$check_dir" ./cmd/applycheck || fatal "building applycheck failed"
 fi
@@ -172,8 +182,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$work/log" "$work/pki"
-# natsprobe is of the main module (nats.go, internal/natsrole): built here, not cached.
-(cd "$repo" && GOFLAGS='-mod=readonly -buildvcs=false' go build -o "$work/natsprobe" ./deploy/terraform/natsprobe) ||
+# natsprobe is of the main module (nats.go, internal/natsrole): built here, not cached, with the
+# caller's GOFLAGS (.ci/run's overlay of package time) so that it reuses the tests' build of nats.go.
+(cd "$repo" && GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly -buildvcs=false" go build -o "$work/natsprobe" ./deploy/terraform/natsprobe) ||
 	fatal "building deploy/terraform/natsprobe failed"
 # run_bg NAME CMD...: starts CMD in the background, logging to log/NAME.log.
 run_bg() {
