@@ -101,11 +101,11 @@ fuzz: ## fuzz the wire formats and HTTP input for 20 s each
 REPORT_DIR ?= out
 .PHONY: multiregion
 multiregion: ## full multi-region harness (90 s runs, 30 s faults); writes out/multiregion/report.md and its plots
-	QUOTA_MULTIREGION=full QUOTA_MULTIREGION_REPORT=$(REPORT_DIR)/multiregion/report.md $(GO) test -count=1 -parallel 2 -timeout 60m -v ./test/multiregion/
+	QUOTA_MULTIREGION=full QUOTA_MULTIREGION_REPORT=$(REPORT_DIR)/multiregion/report.md $(GO) test -count=1 -timeout 60m -v ./test/multiregion/
 
 .PHONY: multiregion-short
-multiregion-short: ## the harness's CI form (about 5 minutes: two clusters at a time); QUOTA_MULTIREGION_REPORT=path also writes a report
-	QUOTA_MULTIREGION=short $(GO) test -count=1 -parallel 2 -timeout 15m -v ./test/multiregion/
+multiregion-short: ## the harness's CI form (about 7 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
+	QUOTA_MULTIREGION=short $(GO) test -count=1 -timeout 15m -v ./test/multiregion/
 
 .PHONY: fleet
 fleet: ## three regions on this machine (Redis, NATS, two limiters each; Postgres, reconciler); Ctrl-C stops all

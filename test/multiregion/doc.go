@@ -28,10 +28,8 @@
 // (CrashProcess, RestartProcess, ColdRestart) it avoids at once.
 //
 // The scenarios are Go tests in this package. They are skipped unless
-// QUOTA_MULTIREGION is "short" (the CI form, about five minutes) or
-// "full" (the on-demand form), and always under go test -short. Each test
-// that starts a cluster runs beside one other (the Makefile passes
-// -parallel 2): the scenarios' cluster beside the other tests' in turn. With
+// QUOTA_MULTIREGION is "short" (the CI form, about six and a half minutes) or
+// "full" (the on-demand form), and always under go test -short. With
 // QUOTA_MULTIREGION_REPORT=path the run writes a Markdown report of every
 // scenario's figures to path and its SVG plots next to it under img/.
 package multiregion

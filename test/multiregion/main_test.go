@@ -18,11 +18,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requireMode skips unless the scenarios were asked for, and otherwise
-// runs the test beside the others that start a cluster, as many at once as
-// go test's -parallel (the Makefile's targets: 2). A cluster waits most of
-// its run: one used a fifth of this machine's two cores, so one test after
-// another left the harness's nine minutes mostly idle.
+// requireMode skips unless the scenarios were asked for.
 func requireMode(t *testing.T) Mode {
 	t.Helper()
 	if testing.Short() {
@@ -30,8 +26,7 @@ func requireMode(t *testing.T) Mode {
 	}
 	m := ModeFromEnv()
 	if m == ModeOff {
-		t.Skip("multiregion: set QUOTA_MULTIREGION=short (CI form: make multiregion-short) or =full (make multiregion) to run the multi-region scenarios")
+		t.Skip("multiregion: set QUOTA_MULTIREGION=short (CI form, about 7 min: make multiregion-short) or =full (make multiregion) to run the multi-region scenarios")
 	}
-	t.Parallel()
 	return m
 }
