@@ -49,6 +49,8 @@ log=$root/ci-cold.log
 markers=$root/markers
 : >"$log"
 : >"$markers"
+# Terraform refuses a plugin cache directory that does not exist (a CLI configuration error).
+mkdir -p "$root/terraform-plugin-cache"
 # The stages, as .ci/run names them: the text of each `say "…"` up to its first substitution.
 mapfile -t stages < <(sed -n 's/^[[:space:]]*say "\([^"$]*\).*"$/\1/p' "$clone/.ci/run")
 
