@@ -27,13 +27,13 @@ test: ## vet and run every test against real Redis, NATS and Postgres
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 # The moved-date check (scripts/moved-date.sh): the tests again with this
-# process's clock moved to the calendar's edges, several edges to a date, since
-# each date runs the whole suite again: a year's last seconds that are also a
-# Sunday's (a month's end, a year's, and an ISO week's start on Monday 1
-# January); 29 February's last seconds, a Sunday's too (a leap day, a month's
-# end, a week's start); and the daylight saving change in a plan's zone (New
-# York). -short: tests on Redis take their
-# time from Redis, whose clock a test cannot move. Left out: ledger/reconcile,
+# process's clock moved to the calendar's edges. Each date runs the whole
+# suite again, so each carries several edges: a year's last seconds, a
+# Sunday's (a month's and a year's end, an ISO week's start on Monday 1
+# January); 29 February's last seconds, a Sunday's too (a leap day, a
+# month's end, a week's start); the daylight saving change in a plan's zone
+# (New York). -short: tests on Redis take their time from Redis, whose clock
+# a test cannot move. Left out: ledger/reconcile,
 # whose closer and views judge windows by Postgres' now(), which a moved Go
 # clock does not move; and the packages with no calendar in them (gossip,
 # membership, NATS and its configs, tokens, test servers, dashboards, the
@@ -104,7 +104,7 @@ multiregion: ## full multi-region harness (90 s runs, 30 s faults); writes out/m
 	QUOTA_MULTIREGION=full QUOTA_MULTIREGION_REPORT=$(REPORT_DIR)/multiregion/report.md $(GO) test -count=1 -timeout 60m -v ./test/multiregion/
 
 .PHONY: multiregion-short
-multiregion-short: ## the harness's CI form (about 7 minutes); QUOTA_MULTIREGION_REPORT=path also writes a report
+multiregion-short: ## the harness's CI form (about 9 minutes, -v: every figure); QUOTA_MULTIREGION_REPORT=path also writes a report
 	QUOTA_MULTIREGION=short $(GO) test -count=1 -timeout 15m -v ./test/multiregion/
 
 .PHONY: fleet

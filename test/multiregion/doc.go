@@ -28,7 +28,7 @@
 // (CrashProcess, RestartProcess, ColdRestart) it avoids at once.
 //
 // The scenarios are Go tests in this package. They are skipped unless
-// QUOTA_MULTIREGION is "short" (the CI form, about six and a half minutes) or
+// QUOTA_MULTIREGION is "short" (the CI form, about nine minutes) or
 // "full" (the on-demand form), and always under go test -short. With
 // QUOTA_MULTIREGION_REPORT=path the run writes a Markdown report of every
 // scenario's figures to path and its SVG plots next to it under img/.

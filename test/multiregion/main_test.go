@@ -26,7 +26,7 @@ func requireMode(t *testing.T) Mode {
 	}
 	m := ModeFromEnv()
 	if m == ModeOff {
-		t.Skip("multiregion: set QUOTA_MULTIREGION=short (CI form, about 7 min: make multiregion-short) or =full (make multiregion) to run the multi-region scenarios")
+		t.Skip("multiregion: set QUOTA_MULTIREGION=short (CI form, about 9 min: make multiregion-short) or =full (make multiregion) to run the multi-region scenarios")
 	}
 	return m
 }

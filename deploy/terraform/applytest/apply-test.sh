@@ -90,7 +90,7 @@ $prepare || ls "$mirror"/registry.terraform.io/hashicorp/kubernetes/"$PROVIDER_V
 hash_of() { cat "$@" | sha256sum | cut -c1-12; }
 
 # go_here CMD ARGS...: the go command in this module, with the settings every build and test of it
-# shares. They are part of the build cache's keys: applycheck's test, built with others, compiled
+# shares. They are part of the build cache's keys: applycheck's test, built without them, compiled
 # client-go and its dependencies a second time after the control plane's build (3 minutes of both
 # cores on a new machine).
 go_here() {
