@@ -158,11 +158,12 @@ func (b pgBooks) advance(ctx context.Context, open time.Time) error {
 // nil, even empty: a nil increment.keys means a pass reads every key.
 func queryKeys(ctx context.Context, p *Publisher, sql string, args ...any) ([]string, error) {
 	rows, err := p.db.Query(ctx, sql, args...)
+	var keys []string
 	if err == nil {
-		var keys []string
-		if keys, err = pgx.CollectRows(rows, pgx.RowTo[string]); err == nil {
-			return keys, nil
-		}
+		keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	}
-	return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
+	if err != nil {
+		return nil, fmt.Errorf("sink %q: keys changed since the checkpoint: %w", p.cfg.Sink, err)
+	}
+	return keys, nil
 }
