@@ -447,7 +447,7 @@ func serveHTTP(lc fx.Lifecycle, o options, mux *http.ServeMux, ready *readiness,
 			log.Info("reconciler listening", "addr", l.Addr().String())
 			go func() {
 				defer close(done)
-				if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := srv.Serve(edge.IdleUntilFirstByte(l, idleTimeout)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("http server", "err", err)
 				}
 			}()

@@ -166,7 +166,7 @@ func newHTTPServer(lc fx.Lifecycle, o Options, mux *http.ServeMux, ready *readin
 			log.Info("serving", "addr", s.addr.String())
 			go func() {
 				defer close(done)
-				if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := s.srv.Serve(edge.IdleUntilFirstByte(ln, idleTimeout)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("http server failed", "err", err)
 				}
 			}()

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quotaplatform/quota/httplimit"
+	"github.com/quotaplatform/quota/internal/edge"
 	"github.com/quotaplatform/quota/participant"
 )
 
@@ -215,7 +216,9 @@ func startService(ctx context.Context, cfg config, log *slog.Logger) (*service, 
 		WriteTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// A new connection waits for its first request as long as a kept-alive one
+		// does for its next (internal/edge.IdleUntilFirstByte says why).
+		if err := s.srv.Serve(edge.IdleUntilFirstByte(ln, s.srv.IdleTimeout)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server failed", "err", err)
 		}
 	}()
