@@ -31,6 +31,8 @@ type Failure struct {
 	// Expected: the call went to a process the scenario was killing or
 	// restarting (in flight when it went down).
 	Expected bool
+	// At is when the call failed, from the start of the run.
+	At time.Duration
 }
 
 // Record is every decision the clients saw, by key, second and region, and
@@ -143,7 +145,7 @@ func (r *Record) fail(region, process string, checks int, err error, expected bo
 		r.failed += checks
 	}
 	if len(r.failures) < 50 {
-		r.failures = append(r.failures, Failure{Region: region, Process: process, Checks: checks, Err: err.Error(), Expected: expected})
+		r.failures = append(r.failures, Failure{Region: region, Process: process, Checks: checks, Err: err.Error(), Expected: expected, At: time.Since(r.start)})
 	}
 }
 

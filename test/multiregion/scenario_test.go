@@ -247,6 +247,29 @@ func runScenario(t *testing.T, c *Cluster, mode Mode, sc scenario) {
 	}
 	addReport(f)
 	gateChecks(t, sc.name, s.mode, f, rec, s.counterfactual != "")
+	if t.Failed() {
+		logFailedProcesses(t, c, rec)
+	}
+}
+
+// logFailedProcesses logs the end of the log of each process a failed call
+// went to: what it said about the connection is there, not in the client's
+// error.
+func logFailedProcesses(t *testing.T, c *Cluster, rec *Record) {
+	t.Helper()
+	_, _, first := rec.Failures()
+	seen := map[string]bool{}
+	for _, fl := range first {
+		if seen[fl.Process] {
+			continue
+		}
+		seen[fl.Process] = true
+		for _, n := range c.Nodes() {
+			if n.ID() == fl.Process {
+				t.Logf("%s log, at the end of the run:\n%s", n.Name(), n.Log(40))
+			}
+		}
+	}
 }
 
 // gateChecks fails t for each of f's checks that missed its target and is
