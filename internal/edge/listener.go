@@ -11,7 +11,7 @@ import (
 // request the way a kept-alive connection waits for its next one: for up to
 // idle (the server's IdleTimeout) for the first byte, and only from that
 // byte on under the read deadlines the HTTP server sets (ReadHeaderTimeout,
-// ReadTimeout).
+// ReadTimeout). An idle of zero waits for the first byte without a limit.
 //
 // net/http starts ReadHeaderTimeout for a connection's first request at
 // accept. A pooling client (Go's Transport, a proxy that preconnects) may
